@@ -1,0 +1,82 @@
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import type { ApiDeps } from './deps.js';
+import { installErrorHandler } from './error-handler.js';
+import { ApiVersion, MAX_HEADER, MAX_VERSION_STRING, MIN_HEADER, MIN_VERSION_STRING, negotiateVersion } from './versioning.js';
+import { BasicAuth } from './auth.js';
+import { registerRootRoutes } from './root.js';
+import { registerNodeRoutes } from './nodes.js';
+import { registerPortRoutes } from './ports.js';
+import { registerDriverRoutes } from './drivers.js';
+import { registerConductorRoutes } from './conductors.js';
+import { registerHistoryRoutes } from './history.js';
+import { registerProvisionRoutes } from './provision.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    apiVersion: ApiVersion;
+    user: string | null;
+  }
+}
+
+/**
+ * Builds the HTTP application from its dependencies. Nothing here listens: the caller
+ * decides (the CLI listens, tests use `inject`).
+ */
+export function buildApp(deps: ApiDeps): FastifyInstance {
+  const { config } = deps;
+  const app = Fastify({
+    loggerInstance: deps.log.child({ component: 'api' }) as FastifyBaseLogger,
+    bodyLimit: config.api.max_body_bytes,
+    genReqId: () => `req-${randomUUID()}`,
+    // One line per request is written by our onResponse hook; fastify's own pair is off.
+    logController: new LogController({ disableRequestLogging: true }),
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+  const auth = config.api.auth_strategy === 'http_basic' ? new BasicAuth(config.api.http_basic_auth_user_file) : undefined;
+
+  app.decorateRequest('apiVersion', null as unknown as ApiVersion);
+  app.decorateRequest('user', null);
+
+  // Version headers go on every response, errors included, so set them before anything can fail.
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header(MIN_HEADER, MIN_VERSION_STRING);
+    reply.header(MAX_HEADER, MAX_VERSION_STRING);
+    reply.header('X-OpenStack-Request-Id', req.id);
+    req.apiVersion = new ApiVersion(1);
+    try {
+      req.apiVersion = negotiateVersion(req.headers);
+    } finally {
+      reply.header('X-OpenStack-Ironic-API-Version', req.apiVersion.toString());
+    }
+    if (auth && !(req.method === 'GET' && req.url === '/')) req.user = await auth.check(req.headers.authorization);
+  });
+
+  app.addHook('onResponse', async (req, reply) => {
+    req.log.info({ method: req.method, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+  });
+
+  // An empty body on PUT/DELETE (maintenance) is fine; JSON is the only other media type.
+  app.removeContentTypeParser('text/plain');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    const text = body as string;
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch (err) {
+      const e = err as Error & { statusCode?: number };
+      e.statusCode = 400;
+      done(e, undefined);
+    }
+  });
+
+  installErrorHandler(app);
+  registerRootRoutes(app, deps);
+  registerNodeRoutes(app, deps);
+  registerProvisionRoutes(app, deps);
+  registerPortRoutes(app, deps);
+  registerDriverRoutes(app, deps);
+  registerConductorRoutes(app, deps);
+  registerHistoryRoutes(app, deps);
+  return app;
+}

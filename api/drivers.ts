@@ -1,0 +1,83 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { DriverNotFound, InvalidParameterValue, NotAcceptable } from '../common/errors.js';
+import { listConductors } from '../db/conductors.js';
+import { INTERFACE_KINDS, type HardwareType } from '../drivers/interfaces.js';
+import type { ApiDeps } from './deps.js';
+import { baseUrl, resourceLinks } from './links.js';
+import { boolParam, param, type Query } from './query.js';
+
+/** Ironic's error for a node whose hardware type no conductor serves. */
+export function noValidHost(driver: string, conductorGroup: string): InvalidParameterValue {
+  return new InvalidParameterValue(`No valid host was found. Reason: No conductor service registered which supports driver ${driver} for conductor group "${conductorGroup}".`);
+}
+
+/** Interface kinds Ironic lists for a hardware type; Galvanic drives three of them. */
+const ALL_KINDS = ['bios', 'boot', 'console', 'deploy', 'firmware', 'inspect', 'management', 'network', 'power', 'raid', 'rescue', 'storage', 'vendor'];
+
+export function registerDriverRoutes(app: FastifyInstance, deps: ApiDeps): void {
+  const { db, config, registry } = deps;
+
+  async function hostsByDriver(): Promise<Map<string, string[]>> {
+    const out = new Map<string, string[]>();
+    for (const c of await listConductors(db, config.conductor.heartbeat_timeout)) {
+      if (!c.alive) continue;
+      for (const d of c.drivers) out.set(d, [...(out.get(d) ?? []), c.hostname]);
+    }
+    return out;
+  }
+
+  function driverView(req: FastifyRequest, hw: HardwareType, hosts: string[], detail: boolean) {
+    const base = baseUrl(req, config.api.public_endpoint);
+    const out: Record<string, unknown> = {
+      hosts,
+      name: hw.name,
+      links: resourceLinks(base, 'drivers', hw.name),
+      properties: resourceLinks(base, 'drivers', hw.name, 'properties'),
+    };
+    if (req.apiVersion.atLeast(30)) out.type = 'dynamic';
+    if (detail && req.apiVersion.atLeast(30)) {
+      for (const kind of ALL_KINDS) {
+        const driven = (INTERFACE_KINDS as readonly string[]).includes(kind);
+        if (!driven) {
+          out[`default_${kind}_interface`] = null;
+          out[`enabled_${kind}_interfaces`] = null;
+          continue;
+        }
+        const k = kind as (typeof INTERFACE_KINDS)[number];
+        const resolved = registry.resolve(hw.name, {});
+        out[`default_${kind}_interface`] = resolved[k];
+        out[`enabled_${kind}_interfaces`] = hw.supported[k].filter((i) => i in registry.implementations[k]);
+      }
+    }
+    return out;
+  }
+
+  app.get('/v1/drivers', async (req) => {
+    const q = req.query as Query;
+    const type = param(q, 'type');
+    if (type !== undefined && type !== 'classic' && type !== 'dynamic') {
+      throw new InvalidParameterValue(`Invalid value for type: ${type}. Expected "classic" or "dynamic".`);
+    }
+    const detail = boolParam(q, 'detail') ?? false;
+    if (detail && !req.apiVersion.atLeast(30)) throw new NotAcceptable('The "detail" parameter requires API version 1.30 or later.');
+    if (type === 'classic') return { drivers: [] };
+    const hosts = await hostsByDriver();
+    return { drivers: registry.hardwareTypes().map((hw) => driverView(req, hw, hosts.get(hw.name) ?? [], detail)) };
+  });
+
+  function find(name: string): HardwareType {
+    const hw = registry.hardwareTypes().find((t) => t.name === name);
+    if (!hw) throw new DriverNotFound(name);
+    return hw;
+  }
+
+  app.get('/v1/drivers/:name', async (req) => {
+    const hw = find((req.params as { name: string }).name);
+    const hosts = await hostsByDriver();
+    return driverView(req, hw, hosts.get(hw.name) ?? [], true);
+  });
+
+  app.get('/v1/drivers/:name/properties', async (req) => {
+    return { ...find((req.params as { name: string }).name).properties };
+  });
+}

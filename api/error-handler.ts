@@ -1,0 +1,53 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { GalvanicError } from '../common/errors.js';
+
+/**
+ * Ironic's error body: the message is a JSON string inside `error_message`
+ * (python-ironicclient json.loads it and shows `faultstring`).
+ */
+export function errorBody(status: number, message: string): { error_message: string } {
+  return {
+    error_message: JSON.stringify({ faultcode: status < 500 ? 'Client' : 'Server', faultstring: message, debuginfo: null }),
+  };
+}
+
+/** Fastify's own errors that carry a client status, with messages worth showing. */
+function fastifyClientError(err: FastifyError): { status: number; message: string } | undefined {
+  const status = err.statusCode;
+  if (status === undefined || status < 400 || status >= 500) return undefined;
+  switch (err.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return { status: 413, message: 'Request body is too large.' };
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return { status: 415, message: `Unsupported Content-Type; use application/json.` };
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return { status: 400, message: 'The request body is empty; a JSON document is required.' };
+    default:
+      if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+        return { status: 400, message: `The request body is not valid JSON: ${err.message}` };
+      }
+      return { status, message: err.message };
+  }
+}
+
+/** The one place where errors become HTTP responses. */
+export function installErrorHandler(app: FastifyInstance): void {
+  app.setErrorHandler((err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
+    if (err instanceof GalvanicError) {
+      if (err.httpStatus >= 500) req.log.error({ err }, 'request failed');
+      else req.log.info({ code: err.code, msg: err.message }, 'request refused');
+      if (err.httpStatus === 401) reply.header('WWW-Authenticate', 'Basic realm="Baremetal API"');
+      return reply.code(err.httpStatus).send(errorBody(err.httpStatus, err.message));
+    }
+    const client = fastifyClientError(err);
+    if (client) {
+      req.log.info({ code: err.code, msg: client.message }, 'request refused');
+      return reply.code(client.status).send(errorBody(client.status, client.message));
+    }
+    req.log.error({ err }, 'internal error');
+    return reply.code(500).send(errorBody(500, 'Internal Server Error'));
+  });
+  app.setNotFoundHandler((req, reply) => {
+    reply.code(404).send(errorBody(404, `The resource could not be found.`));
+  });
+}

@@ -1,0 +1,304 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import jsonpatch from 'fast-json-patch';
+import { randomUUID } from 'node:crypto';
+import {
+  InvalidParameterValue, MissingParameterValue, PatchError, InvalidState, NodeLocked, NotAcceptable,
+} from '../common/errors.js';
+import { ProvisionState } from '../common/states.js';
+import {
+  createNode, deleteNode, getNode, listNodes, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges, type NodeFilters,
+} from '../db/nodes.js';
+import type { InterfaceKind } from '../drivers/interfaces.js';
+import type { ApiDeps } from './deps.js';
+import { baseUrl } from './links.js';
+import { nodeView, parseFields } from './node-view.js';
+import { NODE_FIELDS, NODE_FIELD_BY_NAME, DEFAULT_LIST_FIELDS } from './node-fields.js';
+import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
+import { checkFieldValue, checkFieldVersion, checkName, isUuid, requireObject } from './body.js';
+import { noValidHost } from './drivers.js';
+
+/** API field name → domain field name, for the writable fields. */
+const WRITABLE: ReadonlyMap<string, keyof NodeChanges> = new Map([
+  ['uuid', 'uuid'], ['name', 'name'], ['driver', 'driver'], ['driver_info', 'driverInfo'], ['properties', 'properties'],
+  ['instance_info', 'instanceInfo'], ['instance_uuid', 'instanceUuid'], ['extra', 'extra'], ['chassis_uuid', 'chassisUuid'],
+  ['resource_class', 'resourceClass'], ['console_interface', 'consoleInterface'],
+  ['management_interface', 'managementInterface'], ['power_interface', 'powerInterface'],
+  ['conductor_group', 'conductorGroup'], ['automated_clean', 'automatedClean'], ['protected', 'protected'],
+  ['protected_reason', 'protectedReason'], ['owner', 'owner'], ['description', 'description'],
+  ['retired', 'retired'], ['retired_reason', 'retiredReason'], ['lessee', 'lessee'],
+]);
+
+const INTERFACE_FIELDS: Record<InterfaceKind, 'powerInterface' | 'managementInterface' | 'consoleInterface'> = {
+  power: 'powerInterface', management: 'managementInterface', console: 'consoleInterface',
+};
+
+/** Interfaces the API shows but Galvanic does not drive: only null (the default) is accepted. */
+const FIXED_INTERFACES = NODE_FIELDS.filter((f) => f.type === 'interface' && !f.writable).map((f) => f.name);
+
+function ident(req: FastifyRequest): string {
+  return (req.params as { node: string }).node;
+}
+
+/** Checks a node body's fields and converts them to domain changes. */
+function toChanges(body: Record<string, unknown>, req: FastifyRequest, allowUuid: boolean): NodeChanges {
+  const changes: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(body)) {
+    const field = NODE_FIELD_BY_NAME.get(key);
+    if (field && FIXED_INTERFACES.includes(key)) {
+      checkFieldVersion(field, req.apiVersion);
+      if (value !== null && value !== undefined) {
+        throw new InvalidParameterValue(`Galvanic does not support setting ${key}; leave it unset.`);
+      }
+      continue;
+    }
+    const target = WRITABLE.get(key);
+    if (!field || !target || (key === 'uuid' && !allowUuid)) {
+      if (field && !field.writable) throw new InvalidParameterValue(`'/${key}' is an internal attribute and can not be updated`);
+      throw new InvalidParameterValue(`Schema error for node: Additional properties are not allowed ('${key}' was unexpected)`);
+    }
+    checkFieldVersion(field, req.apiVersion);
+    checkFieldValue(field, value);
+    if (key === 'name' && value !== null) checkName(value as string);
+    if (key === 'conductor_group' && typeof value === 'string') {
+      if (!/^[A-Za-z0-9_\-.]*$/.test(value)) throw new InvalidParameterValue(`Invalid conductor group ${value}: only letters, digits, "_", "-" and "." are allowed.`);
+      changes[target] = value.toLowerCase();
+      continue;
+    }
+    if (key === 'instance_uuid' && value !== null) changes[target] = (value as string).toLowerCase();
+    else changes[target] = value;
+  }
+  return changes as NodeChanges;
+}
+
+export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
+  const { db, config, registry } = deps;
+  const base = (req: FastifyRequest) => baseUrl(req, config.api.public_endpoint);
+
+  function resolveInterfaces(driver: string, changes: NodeChanges, conductorGroup: string): Record<InterfaceKind, string> {
+    if (!registry.hardwareTypes().some((t) => t.name === driver)) throw noValidHost(driver, conductorGroup);
+    return registry.resolve(driver, {
+      power: changes.powerInterface, management: changes.managementInterface, console: changes.consoleInterface,
+    });
+  }
+
+  function view(req: FastifyRequest, node: Node, fields?: readonly string[]) {
+    return nodeView(node, { base: base(req), version: req.apiVersion, fields });
+  }
+
+  async function list(req: FastifyRequest, detailPath: boolean) {
+    const q = req.query as Query;
+    const v = req.apiVersion;
+    const detailParam = param(q, 'detail');
+    if (detailParam !== undefined && !v.atLeast(43)) throw new NotAcceptable('The "detail" parameter requires API version 1.43 or later.');
+    const detail = detailPath || boolParam(q, 'detail') === true;
+    const fieldsRaw = param(q, 'fields');
+    if (detail && fieldsRaw !== undefined) throw new InvalidParameterValue('Can not specify ?detail=True and fields in the same request.');
+    const fields = parseFields(fieldsRaw, v) ?? (detail ? undefined : DEFAULT_LIST_FIELDS);
+    const limit = limitParam(q, config.api.max_limit);
+    const sort = sortParams(q, NODE_SORT_KEYS, 'nodes');
+    const markerIdent = param(q, 'marker');
+    const marker = markerIdent !== undefined ? await getNode(db, markerIdent) : undefined;
+    const filters: NodeFilters = {
+      driver: param(q, 'driver'),
+      provisionState: param(q, 'provision_state'),
+      maintenance: boolParam(q, 'maintenance'),
+      associated: boolParam(q, 'associated'),
+      owner: param(q, 'owner'),
+      lessee: param(q, 'lessee'),
+      conductorGroup: param(q, 'conductor_group'),
+      resourceClass: param(q, 'resource_class'),
+      fault: param(q, 'fault'),
+      retired: boolParam(q, 'retired'),
+      descriptionContains: param(q, 'description_contains'),
+    };
+    const known = new Set(['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir', 'driver', 'provision_state',
+      'maintenance', 'associated', 'owner', 'lessee', 'conductor_group', 'resource_class', 'fault', 'retired',
+      'description_contains', 'instance_uuid']);
+    const unknown = Object.keys(q).filter((k) => !known.has(k));
+    if (unknown.length) throw new InvalidParameterValue(`Unknown query parameter(s): ${unknown.join(', ')}`);
+    const instanceUuid = param(q, 'instance_uuid');
+    let nodes: Node[];
+    if (instanceUuid !== undefined) {
+      if (!isUuid(instanceUuid)) throw new InvalidParameterValue(`Invalid UUID for instance_uuid: ${instanceUuid}`);
+      nodes = (await listNodes(db, filters, { limit, marker, ...sort })).filter((n) => n.instanceUuid === instanceUuid.toLowerCase());
+    } else {
+      nodes = await listNodes(db, filters, { limit, marker, ...sort });
+    }
+    const b = base(req);
+    const out: Record<string, unknown> = { nodes: nodes.map((n) => nodeView(n, { base: b, version: v, fields })) };
+    const next = nextLink(b, detailPath ? 'nodes/detail' : 'nodes', q, nodes.length, limit, nodes.at(-1)?.uuid);
+    if (next) out.next = next;
+    return out;
+  }
+
+  app.get('/v1/nodes', (req) => list(req, false));
+  app.get('/v1/nodes/detail', (req) => list(req, true));
+
+  app.get('/v1/nodes/:node', async (req) => {
+    const fields = parseFields(param(req.query as Query, 'fields'), req.apiVersion);
+    return view(req, await getNode(db, ident(req)), fields);
+  });
+
+  app.post('/v1/nodes', async (req, reply) => {
+    const body = requireObject(req.body, 'node');
+    if (body.driver === undefined) throw new MissingParameterValue(`Schema error for node: 'driver' is a required property`);
+    const changes = toChanges(body, req, true);
+    const group = changes.conductorGroup ?? '';
+    const ifaces = resolveInterfaces(changes.driver as string, changes, group);
+    const node = await createNode(db, {
+      ...changes,
+      driver: changes.driver as string,
+      powerInterface: ifaces.power,
+      managementInterface: ifaces.management,
+      consoleInterface: ifaces.console,
+      // Before 1.11 nodes were born available; since then in enroll.
+      provisionState: req.apiVersion.atLeast(11) ? ProvisionState.ENROLL : ProvisionState.AVAILABLE,
+    });
+    reply.code(201).header('Location', `${base(req)}/v1/nodes/${node.uuid}`).header('ETag', `"${node.version}"`);
+    return view(req, node);
+  });
+
+  app.patch('/v1/nodes/:node', async (req, reply) => {
+    const ops = req.body;
+    if (!Array.isArray(ops) || ops.length === 0) throw new PatchError('The request body must be a non-empty JSON patch (a list of operations).');
+    const resetInterfaces = boolParam(req.query as Query, 'reset_interfaces');
+    if (resetInterfaces !== undefined && !req.apiVersion.atLeast(45)) throw new NotAcceptable('reset_interfaces requires API version 1.45 or later.');
+    for (const [i, op] of ops.entries()) {
+      if (!op || typeof op !== 'object' || Array.isArray(op)) throw new PatchError(`Patch operation ${i} is not a JSON object.`);
+      const { op: kind, path } = op as { op?: unknown; path?: unknown };
+      if (kind !== 'add' && kind !== 'replace' && kind !== 'remove') {
+        throw new PatchError(`Invalid patch operation ${JSON.stringify(kind)}: only add, replace and remove are supported.`);
+      }
+      if (typeof path !== 'string' || !/^\/[^/]/.test(path)) throw new PatchError(`Invalid patch path ${JSON.stringify(path)}.`);
+      if (kind !== 'remove' && !('value' in (op as object))) throw new PatchError(`Patch operation ${i} (${kind} ${path}) has no value.`);
+      const root = path.split('/')[1].replace(/~1/g, '/').replace(/~0/g, '~');
+      const field = NODE_FIELD_BY_NAME.get(root);
+      if (!field) throw new PatchError(`Invalid patch path ${path}: there is no node field "${root}".`);
+      if (!WRITABLE.has(root) || root === 'uuid') throw new PatchError(`'/${root}' is an internal attribute and can not be updated`);
+      checkFieldVersion(field, req.apiVersion);
+      if (kind === 'remove' && path === `/${root}` && field.nullable === false && field.type !== 'object') {
+        throw new PatchError(`'/${root}' is a mandatory attribute and can not be removed`);
+      }
+    }
+    const current = await getNode(db, ident(req));
+    const ifMatch = req.headers['if-match'];
+    const expectedVersion = ifMatch === undefined ? undefined : Number(String(ifMatch).replace(/^W\//, '').replace(/"/g, ''));
+    if (expectedVersion !== undefined && !Number.isInteger(expectedVersion)) throw new InvalidParameterValue(`Invalid If-Match header: ${String(ifMatch)}`);
+
+    // The document the patch applies to: writable fields, secrets unmasked.
+    const doc: Record<string, unknown> = {};
+    for (const [apiName, domain] of WRITABLE) doc[apiName] = current[domain as keyof Node] ?? null;
+    let patched: Record<string, unknown>;
+    try {
+      patched = jsonpatch.applyPatch(structuredClone(doc), ops as jsonpatch.Operation[], true, false).newDocument;
+    } catch (err) {
+      throw new PatchError(`Invalid patch: ${(err as Error).message.split('\n')[0]}`);
+    }
+    // A removed top-level object field means "empty", a removed scalar means null.
+    const body: Record<string, unknown> = {};
+    for (const [apiName] of WRITABLE) {
+      const field = NODE_FIELD_BY_NAME.get(apiName)!;
+      let value = patched[apiName];
+      if (value === undefined) value = field.type === 'object' ? {} : field.type === 'boolean' && field.nullable === false ? false : null;
+      if (JSON.stringify(value) !== JSON.stringify(doc[apiName])) body[apiName] = value;
+    }
+    const changes = toChanges(body, req, false);
+    const driver = changes.driver ?? current.driver;
+    if (changes.driver !== undefined || Object.values(INTERFACE_FIELDS).some((f) => f in changes)) {
+      const requested: NodeChanges = {};
+      for (const f of Object.values(INTERFACE_FIELDS)) {
+        // A driver change keeps explicit interfaces unless reset_interfaces says otherwise.
+        requested[f] = f in changes ? changes[f] : resetInterfaces ? null : current[f];
+      }
+      let ifaces: Record<InterfaceKind, string>;
+      try {
+        ifaces = resolveInterfaces(driver, requested, changes.conductorGroup ?? current.conductorGroup);
+      } catch (err) {
+        if (changes.driver === undefined || resetInterfaces !== undefined) throw err;
+        // Ironic resets interfaces the new hardware type does not support when not told otherwise.
+        ifaces = resolveInterfaces(driver, Object.fromEntries(Object.values(INTERFACE_FIELDS).map((f) => [f, f in changes ? changes[f] : null])), current.conductorGroup);
+      }
+      for (const [kind, f] of Object.entries(INTERFACE_FIELDS)) changes[f] = ifaces[kind as InterfaceKind];
+    }
+    const updated = Object.keys(changes).length === 0 && expectedVersion === undefined
+      ? current
+      : await updateNode(db, current.id, changes, { expectedVersion });
+    reply.header('ETag', `"${updated.version}"`);
+    return view(req, updated);
+  });
+
+  app.delete('/v1/nodes/:node', async (req, reply) => {
+    const node = await getNode(db, ident(req));
+    if (node.reservation) throw new NodeLocked(node.uuid, node.reservation);
+    if (node.provisionState === ProvisionState.ACTIVE && !node.maintenance) {
+      throw new InvalidState(`Can not delete node "${node.uuid}" while it is in provision state "${node.provisionState}". Valid provision states to start deletion are: available, enroll, manageable, clean failed, or any state in maintenance mode.`);
+    }
+    if (node.protected) throw new InvalidState(`Node ${node.uuid} is protected and cannot be undeployed, rebuilt or deleted`);
+    await deleteNode(db, node.id);
+    reply.code(204).send();
+  });
+
+  app.get('/v1/nodes/:node/states', async (req) => {
+    const n = await getNode(db, ident(req));
+    const v = req.apiVersion;
+    const out: Record<string, unknown> = {
+      console_enabled: n.consoleEnabled,
+      last_error: n.lastError,
+      power_state: n.powerState,
+      provision_state: n.provisionState,
+      provision_updated_at: n.provisionUpdatedAt ? n.provisionUpdatedAt.toISOString().replace('Z', '+00:00') : null,
+      target_power_state: n.targetPowerState,
+      target_provision_state: n.targetProvisionState,
+    };
+    if (v.atLeast(12)) Object.assign(out, { raid_config: {}, target_raid_config: {} });
+    if (v.atLeast(75)) Object.assign(out, { boot_mode: null, secure_boot: null });
+    return out;
+  });
+
+  app.get('/v1/nodes/:node/validate', async (req) => {
+    const n = await getNode(db, ident(req));
+    const result: Record<string, { result: boolean | null; reason: string | null }> = {};
+    const check = (kind: InterfaceKind, name: string | null) => {
+      const impl = name ? registry.implementations[kind][name] : undefined;
+      if (!impl) return { result: false, reason: `${kind} interface ${name ?? 'none'} is not enabled` };
+      try {
+        impl.validate(n.driverInfo);
+        return { result: true, reason: null };
+      } catch (err) {
+        return { result: false, reason: (err as Error).message };
+      }
+    };
+    for (const iface of ['bios', 'boot', 'deploy', 'inspect', 'network', 'raid', 'rescue', 'storage']) {
+      result[iface] = { result: null, reason: 'not supported' };
+    }
+    result.power = check('power', n.powerInterface);
+    result.management = check('management', n.managementInterface);
+    result.console = n.consoleInterface === 'no-console'
+      ? { result: null, reason: 'not supported' }
+      : check('console', n.consoleInterface);
+    return result;
+  });
+
+  app.put('/v1/nodes/:node/maintenance', async (req, reply) => {
+    const body = req.body === undefined || req.body === null ? {} : requireObject(req.body, 'maintenance');
+    const extra = Object.keys(body).filter((k) => k !== 'reason');
+    if (extra.length) throw new InvalidParameterValue(`Unknown attribute(s) for maintenance: ${extra.join(', ')}`);
+    if (body.reason !== undefined && body.reason !== null && typeof body.reason !== 'string') {
+      throw new InvalidParameterValue('Invalid input for field/attribute reason. Expected a string.');
+    }
+    const node = await getNode(db, ident(req));
+    await updateNode(db, node.id, { maintenance: true, maintenanceReason: (body.reason as string | undefined) ?? null });
+    reply.code(202).send();
+  });
+
+  app.delete('/v1/nodes/:node/maintenance', async (req, reply) => {
+    const node = await getNode(db, ident(req));
+    await updateNode(db, node.id, { maintenance: false, maintenanceReason: null, fault: null });
+    reply.code(202).send();
+  });
+}
+
+/** Request ids as Ironic sends them. */
+export function requestId(): string {
+  return `req-${randomUUID()}`;
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { loadConfig, describeConfigForLog, renderSample, type Config } from '../common/config.js';
+import { ConfigError, GalvanicError } from '../common/errors.js';
+import { createLogger } from '../common/logger.js';
+import { buildApp } from '../api/app.js';
+import { ConductorService } from '../conductor/service.js';
+import { assertSchemaCurrent, migrateLatest } from '../db/migrate.js';
+import { buildRegistry } from '../drivers/build-registry.js';
+import { openDatabase, Releasers } from './runtime.js';
+
+const USAGE = `Usage: galvanic <command> [--config PATH]
+
+Commands:
+  all-in-one      API and conductor in one process (embedded Postgres when [database] connection is empty)
+  api             the REST API only
+  conductor       a conductor only
+  db upgrade      apply pending database migrations
+  config sample   print the sample configuration file
+
+Options:
+  --config PATH   configuration file (default: etc/galvanic.conf when present)
+  -h, --help      this help
+Environment: GALVANIC_<SECTION>__<OPTION> overrides one option, e.g. GALVANIC_API__PORT=6390.`;
+
+async function run(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    allowPositionals: true,
+  });
+  const command = positionals.join(' ');
+  if (values.help || !command) {
+    process.stdout.write(`${USAGE}\n`);
+    return values.help ? 0 : 2;
+  }
+  if (command === 'config sample') {
+    process.stdout.write(renderSample());
+    return 0;
+  }
+  const known = ['all-in-one', 'api', 'conductor', 'db upgrade'];
+  if (!known.includes(command)) {
+    process.stderr.write(`galvanic: unknown command "${command}"\n${USAGE}\n`);
+    return 2;
+  }
+  const config = loadConfig({ path: values.config });
+  const log = createLogger({ debug: config.DEFAULT.debug });
+  log.debug({ config: describeConfigForLog(config) }, 'configuration');
+  const releasers = new Releasers();
+  const shutdown = async (code: number) => {
+    await releasers.releaseAll(log);
+    return code;
+  };
+  try {
+    if (command === 'db upgrade') {
+      const { db } = await openDatabase(config, log, releasers, 'db');
+      const applied = await migrateLatest(db);
+      log.info({ applied }, applied.length ? 'migrations applied' : 'schema already current');
+      return await shutdown(0);
+    }
+    await serve(command, config, log, releasers);
+    return await waitForSignal(log, releasers);
+  } catch (err) {
+    await shutdown(1);
+    throw err;
+  }
+}
+
+async function serve(command: string, config: Readonly<Config>, log: ReturnType<typeof createLogger>, releasers: Releasers): Promise<void> {
+  if (command !== 'all-in-one' && !config.database.connection) {
+    throw new ConfigError([`[database] connection: "galvanic ${command}" needs a shared database; the embedded one is for all-in-one only`]);
+  }
+  const registry = buildRegistry(config);
+  const { db, connectionString } = await openDatabase(config, log, releasers, command);
+  if (command === 'all-in-one') await migrateLatest(db);
+  else await assertSchemaCurrent(db);
+
+  if (command === 'all-in-one' || command === 'conductor') {
+    const conductor = new ConductorService({ config, db, connectionString, registry, log });
+    await conductor.start();
+    releasers.add('conductor', () => conductor.stop());
+  }
+  if (command === 'all-in-one' || command === 'api') {
+    const app = buildApp({ config, db, registry, log });
+    await app.listen({ host: config.api.host_ip, port: config.api.port });
+    log.info({ url: `http://${config.api.host_ip}:${config.api.port}/` }, 'API listening');
+    releasers.add('api', () => app.close());
+  }
+}
+
+function waitForSignal(log: ReturnType<typeof createLogger>, releasers: Releasers): Promise<number> {
+  return new Promise((resolve) => {
+    let stopping = false;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (stopping) return;
+      stopping = true;
+      log.info({ signal }, 'shutting down');
+      void releasers.releaseAll(log).then(() => resolve(0));
+    };
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
+  });
+}
+
+run(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    if (err instanceof ConfigError) process.stderr.write(`galvanic: configuration error:\n${err.problems.join('\n')}\n`);
+    else if (err instanceof GalvanicError) process.stderr.write(`galvanic: ${err.message}\n`);
+    else process.stderr.write(`galvanic: ${(err as Error)?.stack ?? String(err)}\n`);
+    process.exit(1);
+  },
+);

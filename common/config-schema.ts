@@ -1,0 +1,289 @@
+/**
+ * The one declaration of every configuration option: its type, default,
+ * bounds and help. The loader validates against it, the sample file is
+ * generated from it, and the `Config` type is inferred from it, so adding
+ * an option is adding one entry here. Names follow ironic.conf wherever
+ * Ironic has the same option.
+ */
+
+interface OptionCommon {
+  /** One or two sentences, shown in etc/galvanic.conf.sample. */
+  readonly help: string;
+  /** Never printed: masked in logs and in error messages. */
+  readonly secret?: boolean;
+}
+export interface StringOption extends OptionCommon {
+  readonly type: 'string';
+  readonly default: string;
+}
+export interface IntOption extends OptionCommon {
+  readonly type: 'int';
+  readonly default: number;
+  readonly min?: number;
+  readonly max?: number;
+}
+export interface FloatOption extends OptionCommon {
+  readonly type: 'float';
+  readonly default: number;
+  readonly min?: number;
+  readonly max?: number;
+}
+export interface BoolOption extends OptionCommon {
+  readonly type: 'bool';
+  readonly default: boolean;
+}
+/** Comma-separated strings; items are trimmed and empty items dropped. */
+export interface ListOption extends OptionCommon {
+  readonly type: 'list';
+  readonly default: readonly string[];
+}
+export interface EnumOption extends OptionCommon {
+  readonly type: 'enum';
+  readonly choices: readonly string[];
+  readonly default: string;
+}
+export type OptionSpec = StringOption | IntOption | FloatOption | BoolOption | ListOption | EnumOption;
+export type SchemaShape = Readonly<Record<string, Readonly<Record<string, OptionSpec>>>>;
+
+/** Every section and option Galvanic reads. */
+export const SCHEMA = {
+  DEFAULT: {
+    host: {
+      type: 'string',
+      default: '',
+      help: "Name of this conductor, unique among conductors. Empty means the machine's hostname.",
+    },
+    debug: {
+      type: 'bool',
+      default: false,
+      help: 'Log at debug level instead of info.',
+    },
+    enabled_hardware_types: {
+      type: 'list',
+      default: ['fake-hardware'],
+      help: 'Hardware types this conductor loads; a node whose driver is not listed cannot be managed here.',
+    },
+    enabled_power_interfaces: {
+      type: 'list',
+      default: ['fake'],
+      help: 'Power interfaces that nodes may use.',
+    },
+    enabled_management_interfaces: {
+      type: 'list',
+      default: ['fake'],
+      help: 'Management interfaces that nodes may use.',
+    },
+    enabled_console_interfaces: {
+      type: 'list',
+      default: ['no-console', 'fake'],
+      help: 'Console interfaces that nodes may use.',
+    },
+    default_power_interface: {
+      type: 'string',
+      default: '',
+      help: "Power interface given to new nodes that do not name one. Empty means the hardware type's default.",
+    },
+    default_management_interface: {
+      type: 'string',
+      default: '',
+      help: "Management interface given to new nodes that do not name one. Empty means the hardware type's default.",
+    },
+    default_console_interface: {
+      type: 'string',
+      default: '',
+      help: "Console interface given to new nodes that do not name one. Empty means the hardware type's default.",
+    },
+  },
+
+  api: {
+    host_ip: {
+      type: 'string',
+      default: '127.0.0.1',
+      help: 'IP address the API listens on; 0.0.0.0 or :: listens on every interface.',
+    },
+    port: {
+      type: 'int',
+      default: 6385,
+      min: 1,
+      max: 65535,
+      help: 'TCP port the API listens on.',
+    },
+    auth_strategy: {
+      type: 'enum',
+      choices: ['noauth', 'http_basic'],
+      default: 'noauth',
+      help: 'How API requests are authenticated: noauth accepts everyone, http_basic checks http_basic_auth_user_file.',
+    },
+    http_basic_auth_user_file: {
+      type: 'string',
+      default: 'etc/htpasswd',
+      help: 'Apache-format htpasswd file (bcrypt hashes) used when auth_strategy is http_basic; relative paths start at the working directory.',
+    },
+    max_limit: {
+      type: 'int',
+      default: 1000,
+      min: 1,
+      help: 'Maximum number of items one list request returns, whatever limit it asks for.',
+    },
+    public_endpoint: {
+      type: 'string',
+      default: '',
+      help: 'Base URL put in links in API responses, for use behind a proxy. Empty means it is derived from each request.',
+    },
+    max_body_bytes: {
+      type: 'int',
+      default: 1048576,
+      min: 1024,
+      help: 'Largest request body accepted, in bytes; larger ones get 413.',
+    },
+  },
+
+  database: {
+    connection: {
+      type: 'string',
+      default: '',
+      secret: true,
+      help: 'PostgreSQL URL, e.g. postgres://user:password@host:5432/galvanic. Empty means start an embedded PostgreSQL.',
+    },
+    embedded_data_dir: {
+      type: 'string',
+      default: 'var/pgdata',
+      help: 'Data directory of the embedded PostgreSQL, relative to the working directory unless absolute.',
+    },
+    embedded_port: {
+      type: 'int',
+      default: 5439,
+      min: 1,
+      max: 65535,
+      help: 'TCP port of the embedded PostgreSQL (it listens on 127.0.0.1 only).',
+    },
+    max_pool_size: {
+      type: 'int',
+      default: 10,
+      min: 1,
+      max: 200,
+      help: 'Maximum number of database connections this process opens.',
+    },
+  },
+
+  conductor: {
+    conductor_group: {
+      type: 'string',
+      default: '',
+      help: 'Conductor group this conductor serves; it only manages nodes whose conductor_group matches.',
+    },
+    heartbeat_interval: {
+      type: 'int',
+      default: 10,
+      min: 1,
+      help: 'Seconds between two heartbeats of this conductor.',
+    },
+    heartbeat_timeout: {
+      type: 'int',
+      default: 60,
+      min: 2,
+      help: 'Seconds without a heartbeat after which a conductor is considered dead and its nodes and reservations are taken over.',
+    },
+    workers_pool_size: {
+      type: 'int',
+      default: 100,
+      min: 1,
+      max: 10000,
+      help: 'Maximum number of node operations (intents and periodic tasks) this conductor runs at once.',
+    },
+    intent_max_attempts: {
+      type: 'int',
+      default: 5,
+      min: 1,
+      max: 100,
+      help: 'Attempts at an intent that fails with a transient error (e.g. BMC unreachable) before it is marked failed.',
+    },
+    intent_retry_initial_delay: {
+      type: 'float',
+      default: 1,
+      min: 0,
+      help: 'Seconds before the first retry of an intent; later retries back off up to intent_retry_max_delay.',
+    },
+    intent_retry_max_delay: {
+      type: 'float',
+      default: 60,
+      min: 0,
+      help: 'Longest wait between two retries of an intent, in seconds.',
+    },
+    poll_interval: {
+      type: 'float',
+      default: 5,
+      min: 0.1,
+      help: 'Seconds between two polls for new intents. A safety net: new intents are normally picked up at once through LISTEN/NOTIFY.',
+    },
+    graceful_shutdown_timeout: {
+      type: 'int',
+      default: 60,
+      min: 0,
+      help: 'Seconds a stopping conductor waits for running operations to finish before abandoning them.',
+    },
+    sync_power_state_interval: {
+      type: 'int',
+      default: 60,
+      min: 0,
+      help: 'Seconds between two syncs of the recorded power state with the BMCs. 0 disables the sync.',
+    },
+    sync_power_state_workers: {
+      type: 'int',
+      default: 8,
+      min: 1,
+      help: 'Maximum number of BMCs the power state sync queries at once.',
+    },
+    power_state_sync_max_retries: {
+      type: 'int',
+      default: 3,
+      min: 1,
+      help: 'Attempts the power state sync makes at a node that fails it (power state unreadable, or not restored when force_power_state_during_sync is set) before putting the node in maintenance.',
+    },
+    force_power_state_during_sync: {
+      type: 'bool',
+      default: false,
+      help: 'When the BMC disagrees with the database, set the node back to the recorded power state instead of recording the one the BMC reports.',
+    },
+  },
+
+  notifications: {
+    driver: {
+      type: 'enum',
+      choices: ['noop', 'log'],
+      default: 'noop',
+      help: 'Where notifications go: noop drops them, log writes one JSON line per notification.',
+    },
+    log_file: {
+      type: 'string',
+      default: '',
+      help: 'File the log driver appends to. Empty means standard output.',
+    },
+    transport_url: {
+      type: 'string',
+      default: 'amqp://guest:guest@127.0.0.1:5672/',
+      secret: true,
+      help: 'Message bus URL used by bus drivers.',
+    },
+  },
+} as const satisfies SchemaShape;
+
+export type Schema = typeof SCHEMA;
+export type SectionName = keyof Schema;
+
+type ValueOf<O> = O extends { readonly type: 'string' }
+  ? string
+  : O extends { readonly type: 'int' | 'float' }
+    ? number
+    : O extends { readonly type: 'bool' }
+      ? boolean
+      : O extends { readonly type: 'list' }
+        ? string[]
+        : O extends { readonly type: 'enum'; readonly choices: readonly (infer C)[] }
+          ? C
+          : never;
+
+/** The validated configuration, typed from SCHEMA; durations stay in the units the options name (seconds). */
+export type Config = {
+  readonly [S in SectionName]: { readonly [K in keyof Schema[S]]: ValueOf<Schema[S][K]> };
+};

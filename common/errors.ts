@@ -1,0 +1,220 @@
+/**
+ * Typed errors. Thrown deep, turned into HTTP once (api/error-handler.ts).
+ * Each class carries a stable `code` and the HTTP status of its family; call
+ * sites never choose a status themselves.
+ */
+
+export abstract class GalvanicError extends Error {
+  abstract readonly code: string;
+  readonly httpStatus: number = 500;
+  /** True when the failure is the client's (Ironic's faultcode "Client"). */
+  get isClientError(): boolean {
+    return this.httpStatus < 500;
+  }
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** 400 family. */
+export abstract class BadRequestError extends GalvanicError {
+  override readonly httpStatus: number = 400;
+}
+export class InvalidParameterValue extends BadRequestError {
+  readonly code = 'INVALID_PARAMETER_VALUE';
+}
+export class MissingParameterValue extends BadRequestError {
+  readonly code = 'MISSING_PARAMETER_VALUE';
+}
+export class PatchError extends BadRequestError {
+  readonly code = 'PATCH_ERROR';
+}
+export class InvalidStateRequested extends BadRequestError {
+  readonly code = 'INVALID_STATE_REQUESTED';
+}
+export class InterfaceNotFoundInEntrypoint extends BadRequestError {
+  readonly code = 'INTERFACE_NOT_FOUND';
+}
+export class DriverNotFoundInEntrypoint extends BadRequestError {
+  readonly code = 'DRIVER_NOT_FOUND_IN_ENTRYPOINT';
+}
+
+export class NotAuthorized extends GalvanicError {
+  readonly code = 'NOT_AUTHORIZED';
+  override readonly httpStatus: number = 401;
+}
+
+/** 404 family. */
+export abstract class NotFoundError extends GalvanicError {
+  override readonly httpStatus: number = 404;
+}
+export class NodeNotFound extends NotFoundError {
+  readonly code = 'NODE_NOT_FOUND';
+  constructor(ident: string) {
+    super(`Node ${ident} could not be found.`);
+  }
+}
+export class PortNotFound extends NotFoundError {
+  readonly code = 'PORT_NOT_FOUND';
+  constructor(ident: string) {
+    super(`Port ${ident} could not be found.`);
+  }
+}
+export class DriverNotFound extends NotFoundError {
+  readonly code = 'DRIVER_NOT_FOUND';
+  constructor(name: string) {
+    super(`Could not find the following driver(s) or hardware type(s): ${name}.`);
+  }
+}
+export class ConductorNotFound extends NotFoundError {
+  readonly code = 'CONDUCTOR_NOT_FOUND';
+  constructor(hostname: string) {
+    super(`Conductor ${hostname} could not be found.`);
+  }
+}
+export class NodeHistoryNotFound extends NotFoundError {
+  readonly code = 'NODE_HISTORY_NOT_FOUND';
+  constructor(id: string) {
+    super(`Node history record ${id} could not be found.`);
+  }
+}
+export class IntentNotFound extends NotFoundError {
+  readonly code = 'INTENT_NOT_FOUND';
+  constructor(id: string) {
+    super(`Intent ${id} could not be found.`);
+  }
+}
+export class ResourceNotFound extends NotFoundError {
+  readonly code = 'RESOURCE_NOT_FOUND';
+}
+
+export class MethodNotAllowed extends GalvanicError {
+  readonly code = 'METHOD_NOT_ALLOWED';
+  override readonly httpStatus: number = 405;
+}
+
+export class NotAcceptable extends GalvanicError {
+  readonly code = 'NOT_ACCEPTABLE';
+  override readonly httpStatus: number = 406;
+}
+
+/** 409 family. */
+export abstract class ConflictError extends GalvanicError {
+  override readonly httpStatus: number = 409;
+}
+export class DuplicateName extends ConflictError {
+  readonly code = 'DUPLICATE_NAME';
+  constructor(name: string) {
+    super(`A node with name ${name} already exists.`);
+  }
+}
+export class NodeAlreadyExists extends ConflictError {
+  readonly code = 'NODE_ALREADY_EXISTS';
+  constructor(uuid: string) {
+    super(`A node with UUID ${uuid} already exists.`);
+  }
+}
+export class MACAlreadyExists extends ConflictError {
+  readonly code = 'MAC_ALREADY_EXISTS';
+  constructor(mac: string) {
+    super(`A port with MAC address ${mac} already exists.`);
+  }
+}
+export class PortAlreadyExists extends ConflictError {
+  readonly code = 'PORT_ALREADY_EXISTS';
+  constructor(uuid: string) {
+    super(`A port with UUID ${uuid} already exists.`);
+  }
+}
+export class InvalidState extends ConflictError {
+  readonly code = 'INVALID_STATE';
+}
+export class NodeLocked extends ConflictError {
+  readonly code = 'NODE_LOCKED';
+  constructor(node: string, host: string) {
+    super(`Node ${node} is locked by host ${host}, please retry after the current operation is completed.`);
+  }
+}
+export class Conflict extends ConflictError {
+  readonly code = 'CONFLICT';
+}
+
+export class PreconditionFailed extends GalvanicError {
+  readonly code = 'PRECONDITION_FAILED';
+  override readonly httpStatus: number = 412;
+}
+
+export class PayloadTooLarge extends GalvanicError {
+  readonly code = 'PAYLOAD_TOO_LARGE';
+  override readonly httpStatus: number = 413;
+}
+
+export class UnsupportedMediaType extends GalvanicError {
+  readonly code = 'UNSUPPORTED_MEDIA_TYPE';
+  override readonly httpStatus: number = 415;
+}
+
+/** 503: the service cannot take the request now. */
+export class ServiceUnavailable extends GalvanicError {
+  readonly code = 'SERVICE_UNAVAILABLE';
+  override readonly httpStatus: number = 503;
+}
+
+/** Configuration problems found at start; each entry reads `file:line: [section] option: what`. */
+export class ConfigError extends GalvanicError {
+  readonly code = 'CONFIG_ERROR';
+  constructor(readonly problems: string[]) {
+    super(problems.join('\n'));
+  }
+}
+
+/** The database schema is older than this program's migrations. */
+export class SchemaBehind extends GalvanicError {
+  readonly code = 'SCHEMA_BEHIND';
+}
+
+/** Driver-side failures. `transient` ones are retried with backoff by the intent runner. */
+export abstract class DriverError extends GalvanicError {
+  get transient(): boolean {
+    return false;
+  }
+}
+export class InvalidDriverInfo extends DriverError {
+  readonly code = 'INVALID_DRIVER_INFO';
+  override readonly httpStatus: number = 400;
+}
+export class BmcTimeout extends DriverError {
+  readonly code = 'BMC_TIMEOUT';
+  override get transient(): boolean {
+    return true;
+  }
+}
+export class BmcUnreachable extends DriverError {
+  readonly code = 'BMC_UNREACHABLE';
+  override get transient(): boolean {
+    return true;
+  }
+}
+export class BmcAuthFailed extends DriverError {
+  readonly code = 'BMC_AUTH_FAILED';
+}
+export class BmcRejected extends DriverError {
+  readonly code = 'BMC_REJECTED';
+  constructor(
+    message: string,
+    readonly status?: number,
+  ) {
+    super(message);
+  }
+  override get transient(): boolean {
+    return this.status !== undefined && this.status >= 500;
+  }
+}
+export class BmcBadResponse extends DriverError {
+  readonly code = 'BMC_BAD_RESPONSE';
+}
+export class UnsupportedDriverExtension extends DriverError {
+  readonly code = 'UNSUPPORTED_DRIVER_EXTENSION';
+  override readonly httpStatus: number = 400;
+}

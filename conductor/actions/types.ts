@@ -1,0 +1,32 @@
+import type { Logger } from 'pino';
+import type { Intent } from '../../db/intents.js';
+import type { Node, NodeChanges } from '../../db/nodes.js';
+import type { DriverRegistry } from '../../drivers/registry.js';
+import type { DriverContext } from '../../drivers/interfaces.js';
+
+/** What an action sees: the node as claimed, its driver context, and the registry. */
+export interface ActionContext {
+  node: Node;
+  intent: Intent;
+  driver: DriverContext;
+  registry: DriverRegistry;
+  log: Logger;
+}
+
+/** The node fields an action changes, applied with the intent's outcome in one transaction. */
+export interface ActionResult {
+  changes?: NodeChanges;
+  result?: unknown;
+  history?: { severity: 'INFO' | 'WARNING' | 'ERROR'; eventType: string; event: string };
+}
+
+/**
+ * An action runs against the BMC with no transaction open. On failure it may say what
+ * the node should look like afterwards (`onFailure`), e.g. a provision state rolled back.
+ */
+export interface Action {
+  run(ctx: ActionContext): Promise<ActionResult>;
+  onFailure?(ctx: ActionContext, error: Error, final: boolean): NodeChanges;
+  /** Safe to run again after a conductor died mid-way. */
+  idempotent: boolean;
+}

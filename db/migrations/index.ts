@@ -1,0 +1,15 @@
+import type { Knex } from 'knex';
+import * as m0001 from './0001_initial.js';
+
+export interface Migration {
+  name: string;
+  up(knex: Knex): Promise<void>;
+  down(knex: Knex): Promise<void>;
+}
+
+/**
+ * Every migration, oldest first. Listed explicitly rather than found by scanning a directory
+ * so that the compiled layout (dist/, bundling, source maps) cannot change what runs.
+ * Append new migrations at the end; never rename or reorder a shipped one.
+ */
+export const migrations: Migration[] = [{ name: '0001_initial', ...m0001 }];

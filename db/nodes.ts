@@ -1,0 +1,239 @@
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import { DuplicateName, NodeAlreadyExists, NodeNotFound, Conflict, PreconditionFailed } from '../common/errors.js';
+import { RowMapper } from './rows.js';
+import { isUniqueViolation } from './transaction.js';
+
+/** A node as the rest of Galvanic sees it. */
+export interface Node {
+  id: number;
+  uuid: string;
+  name: string | null;
+  driver: string;
+  powerInterface: string | null;
+  managementInterface: string | null;
+  consoleInterface: string | null;
+  driverInfo: Record<string, unknown>;
+  driverInternalInfo: Record<string, unknown>;
+  properties: Record<string, unknown>;
+  instanceInfo: Record<string, unknown>;
+  extra: Record<string, unknown>;
+  instanceUuid: string | null;
+  description: string | null;
+  provisionState: string;
+  targetProvisionState: string | null;
+  provisionUpdatedAt: Date | null;
+  powerState: string | null;
+  targetPowerState: string | null;
+  maintenance: boolean;
+  maintenanceReason: string | null;
+  fault: string | null;
+  lastError: string | null;
+  reservation: string | null;
+  conductorGroup: string;
+  owner: string | null;
+  lessee: string | null;
+  resourceClass: string | null;
+  consoleEnabled: boolean;
+  automatedClean: boolean | null;
+  protected: boolean;
+  protectedReason: string | null;
+  retired: boolean;
+  retiredReason: string | null;
+  chassisUuid: string | null;
+  shard: string | null;
+  parentNode: string | null;
+  inspectionStartedAt: Date | null;
+  inspectionFinishedAt: Date | null;
+  version: number;
+  accessEpoch: number;
+  createdAt: Date;
+  updatedAt: Date | null;
+}
+
+/** Fields a caller may set; the rest are managed here (ids, version, timestamps). */
+export type NodeChanges = Partial<Omit<Node, 'id' | 'version' | 'accessEpoch' | 'createdAt' | 'updatedAt'>>;
+
+const JSON_COLUMNS = ['driver_info', 'driver_internal_info', 'properties', 'instance_info', 'extra'];
+export const NODE_COLUMNS = [
+  'id', 'uuid', 'name', 'driver', 'power_interface', 'management_interface', 'console_interface',
+  ...JSON_COLUMNS, 'instance_uuid', 'description', 'provision_state', 'target_provision_state',
+  'provision_updated_at', 'power_state', 'target_power_state', 'maintenance', 'maintenance_reason',
+  'fault', 'last_error', 'reservation', 'conductor_group', 'owner', 'lessee', 'resource_class',
+  'console_enabled', 'automated_clean', 'protected', 'protected_reason', 'retired', 'retired_reason',
+  'chassis_uuid', 'shard', 'parent_node', 'inspection_started_at', 'inspection_finished_at',
+  'version', 'access_epoch', 'created_at', 'updated_at',
+] as const;
+
+export const nodeMapper = new RowMapper<Node>(NODE_COLUMNS, JSON_COLUMNS);
+
+/** Changes to these fields change who may reach the node: they bump `access_epoch`. */
+const ACCESS_FIELDS = ['owner', 'lessee', 'maintenance'] as const;
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function isUuid(value: string): boolean {
+  return UUID_RE.test(value);
+}
+
+function translateWriteError(err: unknown, values: NodeChanges): never {
+  if (isUniqueViolation(err, 'nodes_name_unique')) throw new DuplicateName(String(values.name));
+  if (isUniqueViolation(err, 'nodes_uuid_unique')) throw new NodeAlreadyExists(String(values.uuid));
+  if (isUniqueViolation(err, 'nodes_instance_uuid_unique')) {
+    throw new Conflict(`Instance ${String(values.instanceUuid)} is already associated with a node.`);
+  }
+  throw err;
+}
+
+export async function createNode(db: Knex, values: NodeChanges & { driver: string; provisionState: string }): Promise<Node> {
+  const row = nodeMapper.toRow({ ...values, uuid: values.uuid ?? randomUUID() });
+  try {
+    const [created] = await db('nodes').insert(row).returning('*');
+    return nodeMapper.fromRow(created);
+  } catch (err) {
+    translateWriteError(err, values);
+  }
+}
+
+/** Finds a node by UUID or name; `forUpdate` takes the row lock inside a transaction. */
+export async function getNode(db: Knex, ident: string, opts: { forUpdate?: boolean } = {}): Promise<Node> {
+  const node = await findNode(db, ident, opts);
+  if (!node) throw new NodeNotFound(ident);
+  return node;
+}
+
+export async function findNode(db: Knex, ident: string, opts: { forUpdate?: boolean } = {}): Promise<Node | undefined> {
+  const q = db('nodes').where(isUuid(ident) ? 'uuid' : 'name', ident).first();
+  if (opts.forUpdate) q.forUpdate();
+  const row = await q;
+  return row ? nodeMapper.fromRow(row) : undefined;
+}
+
+export async function getNodeById(db: Knex, id: number): Promise<Node> {
+  const row = await db('nodes').where('id', id).first();
+  if (!row) throw new NodeNotFound(String(id));
+  return nodeMapper.fromRow(row);
+}
+
+export interface NodeFilters {
+  driver?: string;
+  provisionState?: string;
+  maintenance?: boolean;
+  associated?: boolean;
+  owner?: string;
+  lessee?: string;
+  conductorGroup?: string;
+  resourceClass?: string;
+  fault?: string;
+  retired?: boolean;
+  descriptionContains?: string;
+}
+
+export interface Page {
+  limit: number;
+  /** The last node of the previous page. */
+  marker?: Node;
+  sortKey: string;
+  sortDir: 'asc' | 'desc';
+}
+
+/** Columns a client may sort by (Ironic's, minus JSON fields it also refuses). */
+export const NODE_SORT_KEYS = new Set([
+  'id', 'uuid', 'name', 'driver', 'provision_state', 'power_state', 'maintenance', 'created_at',
+  'updated_at', 'provision_updated_at', 'conductor_group', 'owner', 'lessee', 'resource_class',
+  'instance_uuid', 'target_provision_state', 'target_power_state', 'fault', 'reservation',
+  'console_enabled', 'protected', 'retired', 'description', 'inspection_started_at',
+  'inspection_finished_at', 'power_interface', 'management_interface', 'console_interface',
+]);
+
+export async function listNodes(db: Knex, filters: NodeFilters, page: Page): Promise<Node[]> {
+  const q = db('nodes').select('*');
+  if (filters.driver !== undefined) q.where('driver', filters.driver);
+  if (filters.provisionState !== undefined) q.where('provision_state', filters.provisionState);
+  if (filters.maintenance !== undefined) q.where('maintenance', filters.maintenance);
+  if (filters.associated !== undefined) {
+    if (filters.associated) q.whereNotNull('instance_uuid');
+    else q.whereNull('instance_uuid');
+  }
+  if (filters.owner !== undefined) q.where('owner', filters.owner);
+  if (filters.lessee !== undefined) q.where('lessee', filters.lessee);
+  if (filters.conductorGroup !== undefined) q.where('conductor_group', filters.conductorGroup.toLowerCase());
+  if (filters.resourceClass !== undefined) q.where('resource_class', filters.resourceClass);
+  if (filters.fault !== undefined) q.where('fault', filters.fault);
+  if (filters.retired !== undefined) q.where('retired', filters.retired);
+  if (filters.descriptionContains !== undefined) {
+    q.whereRaw("description LIKE '%' || ? || '%'", [filters.descriptionContains]);
+  }
+  applyPage(q, page, (n) => ({ id: n.id, value: (n as unknown as Record<string, unknown>)[nodeMapper.fieldOf(page.sortKey)] }));
+  const rows = await q;
+  return rows.map((r: Record<string, unknown>) => nodeMapper.fromRow(r));
+}
+
+/**
+ * Keyset pagination on (sort column, id): stable under inserts, and an index scan rather
+ * than an OFFSET. NULLs sort last in ascending order, as Postgres does by default.
+ */
+export function applyPage<T extends { id: number }>(
+  q: Knex.QueryBuilder,
+  page: { limit: number; marker?: T; sortKey: string; sortDir: 'asc' | 'desc' },
+  keyOf: (marker: T) => { id: number; value: unknown },
+): void {
+  const dir = page.sortDir;
+  const cmp = dir === 'asc' ? '>' : '<';
+  if (page.marker) {
+    const { id, value } = keyOf(page.marker);
+    if (page.sortKey === 'id') {
+      q.where('id', cmp, id);
+    } else if (value === null || value === undefined) {
+      // Marker sits in the NULL block (last when asc, first when desc).
+      if (dir === 'asc') q.whereNull(page.sortKey).andWhere('id', '>', id);
+      else q.where((w) => w.whereNotNull(page.sortKey).orWhere((w2) => w2.whereNull(page.sortKey).andWhere('id', '<', id)));
+    } else if (dir === 'asc') {
+      q.where((w) => w.where(page.sortKey, '>', value as Knex.Value)
+        .orWhere((w2) => w2.where(page.sortKey, value as Knex.Value).andWhere('id', '>', id))
+        .orWhereNull(page.sortKey));
+    } else {
+      q.where((w) => w.where(page.sortKey, '<', value as Knex.Value)
+        .orWhere((w2) => w2.where(page.sortKey, value as Knex.Value).andWhere('id', '<', id)));
+    }
+  }
+  if (page.sortKey !== 'id') q.orderBy(page.sortKey, dir);
+  q.orderBy('id', dir).limit(page.limit);
+}
+
+export interface UpdateOptions {
+  /** Optimistic concurrency: fail with 412 unless the node is still at this version. */
+  expectedVersion?: number;
+}
+
+/**
+ * The one place that changes a node row: bumps `version` always and `access_epoch` when
+ * owner, lessee or maintenance change. Takes the row lock for the read-compare-write.
+ */
+export async function updateNode(db: Knex, id: number, changes: NodeChanges, opts: UpdateOptions = {}): Promise<Node> {
+  const run = async (trx: Knex.Transaction): Promise<Node> => {
+    const currentRow = await trx('nodes').where('id', id).forUpdate().first();
+    if (!currentRow) throw new NodeNotFound(String(id));
+    const current = nodeMapper.fromRow(currentRow);
+    if (opts.expectedVersion !== undefined && current.version !== opts.expectedVersion) {
+      throw new PreconditionFailed(`Node ${current.uuid} has changed since version ${opts.expectedVersion}; it is now at version ${current.version}.`);
+    }
+    const accessChanged = ACCESS_FIELDS.some((f) => f in changes && changes[f] !== current[f])
+      || (changes.consoleEnabled === false && current.consoleEnabled);
+    const row = nodeMapper.toRow(changes);
+    row.version = trx.raw('version + 1');
+    row.updated_at = trx.fn.now();
+    if (accessChanged) row.access_epoch = trx.raw('access_epoch + 1');
+    try {
+      const [updated] = await trx('nodes').where('id', id).update(row).returning('*');
+      return nodeMapper.fromRow(updated);
+    } catch (err) {
+      translateWriteError(err, changes);
+    }
+  };
+  return db.isTransaction ? run(db as Knex.Transaction) : db.transaction(run);
+}
+
+export async function deleteNode(db: Knex, id: number): Promise<void> {
+  await db('nodes').where('id', id).delete();
+}

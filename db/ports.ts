@@ -1,0 +1,104 @@
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import { MACAlreadyExists, PortAlreadyExists, PortNotFound, Conflict } from '../common/errors.js';
+import { RowMapper } from './rows.js';
+import { applyPage } from './nodes.js';
+import { isUniqueViolation } from './transaction.js';
+
+export interface Port {
+  id: number;
+  uuid: string;
+  address: string;
+  nodeId: number;
+  /** Joined from nodes: the API speaks of nodes by UUID. */
+  nodeUuid: string;
+  pxeEnabled: boolean;
+  localLinkConnection: Record<string, unknown>;
+  physicalNetwork: string | null;
+  extra: Record<string, unknown>;
+  isSmartnic: boolean;
+  name: string | null;
+  createdAt: Date;
+  updatedAt: Date | null;
+}
+
+export type PortChanges = Partial<Omit<Port, 'id' | 'nodeUuid' | 'createdAt' | 'updatedAt'>>;
+
+const JSON_COLUMNS = ['local_link_connection', 'extra'];
+const mapper = new RowMapper<Port>([
+  'id', 'uuid', 'address', 'node_id', 'node_uuid', 'pxe_enabled', ...JSON_COLUMNS, 'physical_network',
+  'is_smartnic', 'name', 'created_at', 'updated_at',
+], JSON_COLUMNS);
+
+export const PORT_SORT_KEYS = new Set(['id', 'uuid', 'address', 'created_at', 'updated_at', 'pxe_enabled', 'physical_network', 'name']);
+
+function translateWriteError(err: unknown, values: PortChanges): never {
+  if (isUniqueViolation(err, 'ports_address_unique')) throw new MACAlreadyExists(String(values.address));
+  if (isUniqueViolation(err, 'ports_uuid_unique')) throw new PortAlreadyExists(String(values.uuid));
+  if (isUniqueViolation(err, 'ports_name_unique')) throw new Conflict(`A port with name ${String(values.name)} already exists.`);
+  throw err;
+}
+
+function selectPorts(db: Knex): Knex.QueryBuilder {
+  return db('ports').join('nodes', 'nodes.id', 'ports.node_id').select('ports.*', 'nodes.uuid as node_uuid');
+}
+
+export async function createPort(db: Knex, values: PortChanges & { address: string; nodeId: number }): Promise<Port> {
+  const row = mapper.toRow({ ...values, uuid: values.uuid ?? randomUUID() });
+  try {
+    const [created] = await db('ports').insert(row).returning('id');
+    return await getPortById(db, created.id);
+  } catch (err) {
+    translateWriteError(err, values);
+  }
+}
+
+export async function getPortById(db: Knex, id: number): Promise<Port> {
+  const row = await selectPorts(db).where('ports.id', id).first();
+  if (!row) throw new PortNotFound(String(id));
+  return mapper.fromRow(row);
+}
+
+/** By UUID or, since API 1.88, by name. */
+export async function getPort(db: Knex, ident: string, byName: boolean): Promise<Port> {
+  const isUuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(ident);
+  if (!isUuid && !byName) throw new PortNotFound(ident);
+  const row = await selectPorts(db).where(isUuid ? 'ports.uuid' : 'ports.name', ident).first();
+  if (!row) throw new PortNotFound(ident);
+  return mapper.fromRow(row);
+}
+
+export interface PortFilters {
+  nodeId?: number;
+  address?: string;
+}
+
+export async function listPorts(
+  db: Knex,
+  filters: PortFilters,
+  page: { limit: number; marker?: Port; sortKey: string; sortDir: 'asc' | 'desc' },
+): Promise<Port[]> {
+  const q = db('ports').select('*');
+  if (filters.nodeId !== undefined) q.where('node_id', filters.nodeId);
+  if (filters.address !== undefined) q.where('address', filters.address.toLowerCase());
+  applyPage(q, page, (p) => ({ id: p.id, value: (p as unknown as Record<string, unknown>)[mapper.fieldOf(page.sortKey)] }));
+  // Join after paging columns are fixed: the sort keys are unqualified port columns.
+  const outer = db.select('p.*', 'nodes.uuid as node_uuid').from(q.as('p')).join('nodes', 'nodes.id', 'p.node_id');
+  if (page.sortKey !== 'id') outer.orderBy(`p.${page.sortKey}`, page.sortDir);
+  const rows = await outer.orderBy('p.id', page.sortDir);
+  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
+}
+
+export async function updatePort(db: Knex, id: number, changes: PortChanges): Promise<Port> {
+  try {
+    const n = await db('ports').where('id', id).update({ ...mapper.toRow(changes), updated_at: db.fn.now() });
+    if (n === 0) throw new PortNotFound(String(id));
+  } catch (err) {
+    translateWriteError(err, changes);
+  }
+  return getPortById(db, id);
+}
+
+export async function deletePort(db: Knex, id: number): Promise<void> {
+  await db('ports').where('id', id).delete();
+}

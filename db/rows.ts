@@ -1,0 +1,56 @@
+/**
+ * Row <-> domain object conversion. Columns are snake_case; everything outside db/ sees
+ * camelCase. The maps are computed once per table, not per row, since list endpoints
+ * convert thousands of rows per request.
+ */
+
+function toCamel(column: string): string {
+  return column.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+}
+
+function toSnake(field: string): string {
+  return field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}
+
+/** A two-way mapping between one table's columns and its domain object's fields. */
+export class RowMapper<T extends object> {
+  private readonly toField: Map<string, string>;
+  private readonly toColumn: Map<string, string>;
+
+  private readonly json: Set<string>;
+
+  /** `jsonColumns` are stringified on write: pg would turn a JS array into a Postgres array. */
+  constructor(columns: readonly string[], jsonColumns: readonly string[] = []) {
+    this.json = new Set(jsonColumns);
+    this.toField = new Map(columns.map((c) => [c, toCamel(c)]));
+    this.toColumn = new Map(columns.map((c) => [toCamel(c), c]));
+  }
+
+  fromRow(row: Record<string, unknown>): T {
+    const out: Record<string, unknown> = {};
+    for (const [column, field] of this.toField) {
+      if (column in row) out[field] = row[column];
+    }
+    return out as T;
+  }
+
+  /** Columns for a partial domain object; unknown fields are a programming error. */
+  toRow(values: Partial<T>): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const [field, value] of Object.entries(values)) {
+      if (value === undefined) continue;
+      const column = this.toColumn.get(field) ?? toSnake(field);
+      if (!this.toField.has(column)) throw new Error(`unknown field ${field}`);
+      out[column] = this.json.has(column) && value !== null ? JSON.stringify(value) : value;
+    }
+    return out;
+  }
+
+  column(field: string): string | undefined {
+    return this.toColumn.get(field);
+  }
+
+  fieldOf(column: string): string {
+    return this.toField.get(column) ?? toCamel(column);
+  }
+}

@@ -1,0 +1,31 @@
+import type { Config } from '../common/config.js';
+import { DriverRegistry } from './registry.js';
+import { FakeBmcs, FakeManagement, FakePower, NoConsole, fakeHardware } from './fake/fake.js';
+import type { HardwareType, InterfaceImplementations } from './interfaces.js';
+
+/** Every hardware type this build of Galvanic knows; the config enables a subset. */
+export const KNOWN_HARDWARE_TYPES: readonly HardwareType[] = [fakeHardware];
+
+/** Builds the registry for one process from its config. */
+export function buildRegistry(config: Readonly<Config>): DriverRegistry {
+  const bmcs = new FakeBmcs();
+  const impls: InterfaceImplementations = {
+    power: { fake: new FakePower(bmcs) },
+    management: { fake: new FakeManagement(bmcs) },
+    console: { fake: new NoConsole(), 'no-console': new NoConsole() },
+  };
+  const d = config.DEFAULT;
+  return new DriverRegistry(KNOWN_HARDWARE_TYPES, impls, {
+    enabledHardwareTypes: d.enabled_hardware_types,
+    enabled: {
+      power: d.enabled_power_interfaces,
+      management: d.enabled_management_interfaces,
+      console: d.enabled_console_interfaces,
+    },
+    defaults: {
+      power: d.default_power_interface,
+      management: d.default_management_interface,
+      console: d.default_console_interface,
+    },
+  });
+}

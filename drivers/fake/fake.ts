@@ -1,0 +1,119 @@
+import { BmcTimeout, BmcUnreachable, InvalidDriverInfo } from '../../common/errors.js';
+import type {
+  BootDevice, ConsoleInterface, DriverContext, HardwareType, ManagementInterface, PowerInterface,
+  PowerStateValue, PowerTarget,
+} from '../interfaces.js';
+
+/**
+ * fake-hardware: in-memory power and boot device, for the API and conductor tests.
+ * Behaviour knobs live in driver_info so tests can steer one node without touching others:
+ *  - `fake_delay_ms`: how long each call takes;
+ *  - `fake_fail`: `transient` | `permanent` makes every call fail that way;
+ *  - `fake_power_state`: the state a node starts in (default `power off`).
+ */
+export const FAKE_PROPERTIES = {
+  fake_delay_ms: 'Milliseconds each call to the fake BMC takes. Optional.',
+  fake_fail: 'Make every BMC call fail: "transient" (retried) or "permanent". Optional.',
+  fake_power_state: 'Initial power state of the fake BMC: "power on" or "power off". Optional.',
+};
+
+export const fakeHardware: HardwareType = {
+  name: 'fake-hardware',
+  supported: { power: ['fake'], management: ['fake'], console: ['fake', 'no-console'] },
+  properties: FAKE_PROPERTIES,
+};
+
+interface FakeBmc {
+  power: PowerStateValue;
+  boot: BootDevice;
+}
+
+const BOOT_DEVICES = ['pxe', 'disk', 'cdrom', 'bios', 'safe'];
+
+/** One fake "BMC" per node, held by the process that drives it. */
+export class FakeBmcs {
+  private readonly bmcs = new Map<string, FakeBmc>();
+
+  get(ctx: DriverContext): FakeBmc {
+    let bmc = this.bmcs.get(ctx.nodeUuid);
+    if (!bmc) {
+      const initial = ctx.driverInfo.fake_power_state === 'power on' ? 'power on' : 'power off';
+      bmc = { power: initial, boot: { bootDevice: 'disk', persistent: true } };
+      this.bmcs.set(ctx.nodeUuid, bmc);
+    }
+    return bmc;
+  }
+
+  async act(ctx: DriverContext): Promise<FakeBmc> {
+    const delay = Number(ctx.driverInfo.fake_delay_ms ?? 0);
+    if (delay > 0) await new Promise((r) => setTimeout(r, delay));
+    if (ctx.driverInfo.fake_fail === 'transient') throw new BmcTimeout(`Fake BMC of node ${ctx.nodeUuid} timed out`);
+    if (ctx.driverInfo.fake_fail === 'permanent') throw new BmcUnreachableForever(`Fake BMC of node ${ctx.nodeUuid} refused the request`);
+    return this.get(ctx);
+  }
+}
+
+/** A permanent failure: not retried. */
+class BmcUnreachableForever extends BmcUnreachable {
+  override get transient(): boolean {
+    return false;
+  }
+}
+
+function validateFakeInfo(info: Readonly<Record<string, unknown>>): void {
+  const delay = info.fake_delay_ms;
+  if (delay !== undefined && !(Number.isFinite(Number(delay)) && Number(delay) >= 0)) {
+    throw new InvalidDriverInfo(`fake_delay_ms must be a non-negative number, got ${JSON.stringify(delay)}`);
+  }
+  const fail = info.fake_fail;
+  if (fail !== undefined && fail !== 'transient' && fail !== 'permanent') {
+    throw new InvalidDriverInfo(`fake_fail must be "transient" or "permanent", got ${JSON.stringify(fail)}`);
+  }
+}
+
+export class FakePower implements PowerInterface {
+  constructor(private readonly bmcs: FakeBmcs) {}
+
+  validate(info: Readonly<Record<string, unknown>>): void {
+    validateFakeInfo(info);
+  }
+
+  async getPowerState(ctx: DriverContext): Promise<PowerStateValue> {
+    return (await this.bmcs.act(ctx)).power;
+  }
+
+  async setPowerState(ctx: DriverContext, target: PowerTarget): Promise<void> {
+    const bmc = await this.bmcs.act(ctx);
+    bmc.power = target === 'power off' || target === 'soft power off' ? 'power off' : 'power on';
+  }
+
+  async getSupportedPowerStates(): Promise<PowerTarget[]> {
+    return ['power on', 'power off', 'rebooting', 'soft power off', 'soft rebooting'];
+  }
+}
+
+export class FakeManagement implements ManagementInterface {
+  constructor(private readonly bmcs: FakeBmcs) {}
+
+  validate(info: Readonly<Record<string, unknown>>): void {
+    validateFakeInfo(info);
+  }
+
+  async getBootDevice(ctx: DriverContext): Promise<BootDevice> {
+    return { ...(await this.bmcs.act(ctx)).boot };
+  }
+
+  async setBootDevice(ctx: DriverContext, device: string, persistent: boolean): Promise<void> {
+    if (!BOOT_DEVICES.includes(device)) throw new InvalidDriverInfo(`Boot device ${device} is not supported by the fake management interface`);
+    (await this.bmcs.act(ctx)).boot = { bootDevice: device, persistent };
+  }
+
+  async getSupportedBootDevices(): Promise<string[]> {
+    return [...BOOT_DEVICES];
+  }
+}
+
+/** Consoles for no-console and (until the console issue) fake: nothing to validate. */
+export class NoConsole implements ConsoleInterface {
+  validate(): void {}
+}

@@ -1,0 +1,99 @@
+import { ConfigError, InterfaceNotFoundInEntrypoint, DriverNotFoundInEntrypoint } from '../common/errors.js';
+import type { HardwareType, InterfaceImplementations, InterfaceKind } from './interfaces.js';
+import { INTERFACE_KINDS } from './interfaces.js';
+
+/** The part of the config the registry reads. */
+export interface RegistryOptions {
+  enabledHardwareTypes: readonly string[];
+  enabled: Record<InterfaceKind, readonly string[]>;
+  defaults: Record<InterfaceKind, string>;
+}
+
+/** The interfaces a node resolves to. */
+export type ResolvedInterfaces = Record<InterfaceKind, string>;
+
+/**
+ * Which hardware types and interfaces this deployment enables, and how a node's interfaces
+ * resolve (Ironic's rules: an explicit value must be enabled and supported by the hardware
+ * type; otherwise the configured default when the type supports it, else the type's first
+ * supported and enabled interface).
+ */
+export class DriverRegistry {
+  private readonly types = new Map<string, HardwareType>();
+
+  constructor(
+    known: readonly HardwareType[],
+    readonly implementations: InterfaceImplementations,
+    private readonly opts: RegistryOptions,
+  ) {
+    const problems: string[] = [];
+    const byName = new Map(known.map((t) => [t.name, t]));
+    for (const name of opts.enabledHardwareTypes) {
+      const t = byName.get(name);
+      if (!t) problems.push(`[DEFAULT] enabled_hardware_types: unknown hardware type "${name}" (known: ${[...byName.keys()].join(', ')})`);
+      else this.types.set(name, t);
+    }
+    for (const kind of INTERFACE_KINDS) {
+      for (const iface of opts.enabled[kind]) {
+        if (!(iface in implementations[kind])) {
+          problems.push(`[DEFAULT] enabled_${kind}_interfaces: unknown ${kind} interface "${iface}" (known: ${Object.keys(implementations[kind]).join(', ')})`);
+        }
+      }
+      const def = opts.defaults[kind];
+      if (def && !opts.enabled[kind].includes(def)) {
+        problems.push(`[DEFAULT] default_${kind}_interface: "${def}" is not in enabled_${kind}_interfaces`);
+      }
+    }
+    if (problems.length) throw new ConfigError(problems);
+  }
+
+  hardwareTypes(): HardwareType[] {
+    return [...this.types.values()];
+  }
+
+  hardwareType(name: string): HardwareType {
+    const t = this.types.get(name);
+    if (!t) {
+      throw new DriverNotFoundInEntrypoint(`Could not find the following interface in the 'ironic.hardware.types' entrypoint: ${name}. Valid interfaces are ${[...this.types.keys()].join(', ')}.`);
+    }
+    return t;
+  }
+
+  /** Resolves and validates a node's interfaces; `requested` holds explicit values (null = default). */
+  resolve(driver: string, requested: Partial<Record<InterfaceKind, string | null>>): ResolvedInterfaces {
+    const hw = this.hardwareType(driver);
+    const out = {} as ResolvedInterfaces;
+    for (const kind of INTERFACE_KINDS) {
+      const enabledHere = hw.supported[kind].filter((i) => this.opts.enabled[kind].includes(i));
+      const want = requested[kind];
+      if (want !== undefined && want !== null) {
+        if (!enabledHere.includes(want)) {
+          throw new InterfaceNotFoundInEntrypoint(
+            `Could not find a suitable ${kind} interface "${want}" for hardware type "${driver}": enabled ${kind} interfaces supported by it are ${enabledHere.join(', ') || 'none'}.`,
+          );
+        }
+        out[kind] = want;
+        continue;
+      }
+      const def = this.opts.defaults[kind];
+      const chosen = def && enabledHere.includes(def) ? def : enabledHere[0];
+      if (!chosen) {
+        throw new InterfaceNotFoundInEntrypoint(`No default ${kind} interface found for hardware type "${driver}": none of ${hw.supported[kind].join(', ')} is enabled.`);
+      }
+      out[kind] = chosen;
+    }
+    return out;
+  }
+
+  power(name: string) {
+    return this.implementations.power[name];
+  }
+
+  management(name: string) {
+    return this.implementations.management[name];
+  }
+
+  console(name: string) {
+    return this.implementations.console[name];
+  }
+}
