@@ -11,6 +11,7 @@ import { registerDriverRoutes } from './drivers.js';
 import { registerConductorRoutes } from './conductors.js';
 import { registerHistoryRoutes } from './history.js';
 import { registerProvisionRoutes } from './provision.js';
+import { IntentAcceptor, registerIntentRoutes } from './intents.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -69,6 +70,12 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
       done(e, undefined);
     }
   });
+  // python-ironicclient sends every DELETE (node, port, maintenance) as a raw request with
+  // `Content-Type: application/octet-stream` and no body; Ironic ignores it. A body is still 415.
+  app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer' }, (_req, body, done) => {
+    if ((body as Buffer).length === 0) return done(null, undefined);
+    done(Object.assign(new Error('Unsupported Content-Type; use application/json.'), { statusCode: 415 }), undefined);
+  });
 
   installErrorHandler(app);
   registerRootRoutes(app, deps);
@@ -78,5 +85,8 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   registerDriverRoutes(app, deps);
   registerConductorRoutes(app, deps);
   registerHistoryRoutes(app, deps);
+  const acceptor = new IntentAcceptor(deps);
+  registerIntentRoutes(app, deps, acceptor);
+  app.addHook('onClose', async () => acceptor.waiter.close());
   return app;
 }

@@ -7,6 +7,8 @@ import type { DriverRegistry } from '../drivers/registry.js';
 export interface ApiDeps {
   config: Readonly<Config>;
   db: Knex;
+  /** Lets ?wait= requests LISTEN for finished intents; without it they poll. */
+  connectionString?: string;
   registry: DriverRegistry;
   log: Logger;
 }

@@ -278,24 +278,6 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       : check('console', n.consoleInterface);
     return result;
   });
-
-  app.put('/v1/nodes/:node/maintenance', async (req, reply) => {
-    const body = req.body === undefined || req.body === null ? {} : requireObject(req.body, 'maintenance');
-    const extra = Object.keys(body).filter((k) => k !== 'reason');
-    if (extra.length) throw new InvalidParameterValue(`Unknown attribute(s) for maintenance: ${extra.join(', ')}`);
-    if (body.reason !== undefined && body.reason !== null && typeof body.reason !== 'string') {
-      throw new InvalidParameterValue('Invalid input for field/attribute reason. Expected a string.');
-    }
-    const node = await getNode(db, ident(req));
-    await updateNode(db, node.id, { maintenance: true, maintenanceReason: (body.reason as string | undefined) ?? null });
-    reply.code(202).send();
-  });
-
-  app.delete('/v1/nodes/:node/maintenance', async (req, reply) => {
-    const node = await getNode(db, ident(req));
-    await updateNode(db, node.id, { maintenance: false, maintenanceReason: null, fault: null });
-    reply.code(202).send();
-  });
 }
 
 /** Request ids as Ironic sends them. */

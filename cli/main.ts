@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig, describeConfigForLog, renderSample, type Config } from '../common/config.js';
 import { ConfigError, GalvanicError } from '../common/errors.js';
 import { createLogger } from '../common/logger.js';
+import { createNotifier } from '../common/notifier.js';
 import { buildApp } from '../api/app.js';
 import { ConductorService } from '../conductor/service.js';
 import { assertSchemaCurrent, migrateLatest } from '../db/migrate.js';
@@ -76,12 +77,16 @@ async function serve(command: string, config: Readonly<Config>, log: ReturnType<
   else await assertSchemaCurrent(db);
 
   if (command === 'all-in-one' || command === 'conductor') {
-    const conductor = new ConductorService({ config, db, connectionString, registry, log });
+    const notifier = createNotifier({
+      driver: config.notifications.driver, logFile: config.notifications.log_file, host: config.DEFAULT.host, service: 'galvanic-conductor', log,
+    });
+    releasers.add('notifier', () => notifier.close());
+    const conductor = new ConductorService({ config, db, connectionString, registry, notifier, log });
     await conductor.start();
     releasers.add('conductor', () => conductor.stop());
   }
   if (command === 'all-in-one' || command === 'api') {
-    const app = buildApp({ config, db, registry, log });
+    const app = buildApp({ config, db, connectionString, registry, log });
     await app.listen({ host: config.api.host_ip, port: config.api.port });
     log.info({ url: `http://${config.api.host_ip}:${config.api.port}/` }, 'API listening');
     releasers.add('api', () => app.close());

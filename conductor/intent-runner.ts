@@ -1,13 +1,13 @@
-import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { DriverError, GalvanicError } from '../common/errors.js';
-import {
-  claimIntents, finishIntent, releaseReservation, skipRestOfBatch, type Intent,
-} from '../db/intents.js';
+import type { Notifier } from '../common/notifier.js';
+import { finishIntent, notifyIntentDone, skipRestOfBatch, type ClaimScope, type Intent } from '../db/intents.js';
 import { recordHistory } from '../db/node-history.js';
-import { getNodeById, updateNode, type NodeChanges } from '../db/nodes.js';
+import type { NodeChanges } from '../db/nodes.js';
 import type { DriverRegistry } from '../drivers/registry.js';
-import type { Action } from './actions/types.js';
+import type { Action, ActionContext } from './actions/types.js';
+import { nodePayload } from './node-payload.js';
+import type { Task, TaskManager } from './task-manager.js';
 
 export interface RunnerOptions {
   hostname: string;
@@ -16,7 +16,7 @@ export interface RunnerOptions {
   retryMaxDelayMs: number;
 }
 
-/** Exponential backoff with full jitter, capped. */
+/** Exponential backoff with jitter (half fixed, half random), capped. */
 export function backoffMs(attempt: number, initialMs: number, maxMs: number): number {
   const ceiling = Math.min(maxMs, initialMs * 2 ** Math.max(0, attempt - 1));
   return ceiling / 2 + Math.random() * (ceiling / 2);
@@ -24,6 +24,10 @@ export function backoffMs(attempt: number, initialMs: number, maxMs: number): nu
 
 function isTransient(err: unknown): boolean {
   return err instanceof DriverError && err.transient;
+}
+
+class UnknownIntentKind extends GalvanicError {
+  readonly code = 'UNKNOWN_INTENT_KIND';
 }
 
 /**
@@ -39,9 +43,11 @@ export class IntentRunner {
   private readonly idle = new Set<() => void>();
 
   constructor(
-    private readonly db: Knex,
+    private readonly tasks: TaskManager,
     private readonly registry: DriverRegistry,
     private readonly actions: Record<string, Action>,
+    private readonly notifier: Notifier,
+    private readonly scope: () => ClaimScope | undefined,
     private readonly log: Logger,
     private readonly opts: RunnerOptions,
   ) {}
@@ -69,24 +75,25 @@ export class IntentRunner {
 
   private async claimLoop(): Promise<void> {
     while (!this.stopped) {
-      const free = this.opts.workers - this.inflight;
-      if (free <= 0) return;
-      let claimed: Intent[];
+      const scope = this.scope();
+      const want = Math.min(this.opts.workers - this.inflight, 200);
+      if (!scope || want <= 0) return;
+      let claimed: Array<{ intent: Intent; task: Task }>;
       try {
-        claimed = await claimIntents(this.db, this.opts.hostname, Math.min(free, 100));
+        claimed = await this.tasks.claimIntents(want, scope);
       } catch (err) {
         this.log.error({ err }, 'claiming intents failed');
         return;
       }
-      for (const intent of claimed) {
+      for (const { intent, task } of claimed) {
         this.inflight++;
-        void this.execute(intent).finally(() => {
+        void this.execute(intent, task).finally(() => {
           this.inflight--;
-          if (this.inflight === 0) for (const resolve of this.idle) resolve();
+          if (this.inflight === 0) for (const resolve of [...this.idle]) resolve();
           this.pump();
         });
       }
-      if (claimed.length < Math.min(free, 100)) return;
+      if (claimed.length < want) return;
     }
   }
 
@@ -108,54 +115,56 @@ export class IntentRunner {
     });
   }
 
-  private async execute(intent: Intent): Promise<void> {
-    const log = this.log.child({ intent: intent.uuid, kind: intent.kind, attempt: intent.attempts });
+  private async execute(intent: Intent, task: Task): Promise<void> {
+    const log = this.log.child({ intent: intent.uuid, node: task.node.uuid, kind: intent.kind, attempt: intent.attempts });
     const host = this.opts.hostname;
+    const node = task.node;
+    const action = this.actions[intent.kind];
+    const ctx: ActionContext = {
+      task, node, intent, registry: this.registry, log,
+      driver: { nodeUuid: node.uuid, driverInfo: node.driverInfo, log, trace: `${intent.uuid}#${intent.attempts}` },
+    };
+    const note = action?.notification;
     try {
-      const node = await getNodeById(this.db, intent.nodeId);
-      const action = this.actions[intent.kind];
-      const ctx = {
-        node, intent, registry: this.registry, log,
-        driver: { nodeUuid: node.uuid, driverInfo: node.driverInfo, log },
-      };
+      if (note) this.notifier.emit(`${note.prefix}.start`, 'info', note.payloadName, nodePayload(node, note.extra(ctx)));
       try {
         if (!action) throw new UnknownIntentKind(`Unknown intent kind ${intent.kind}`);
         const res = await action.run(ctx);
-        await this.db.transaction(async (trx) => {
+        const updated = await task.commit(res.changes ?? {}, async (trx) => {
           await finishIntent(trx, intent.id, { state: 'succeeded', result: res.result });
-          await updateNode(trx, node.id, { ...res.changes, reservation: null });
           if (res.history) await recordHistory(trx, { nodeId: node.id, conductor: host, user: intent.requester, operation: intent.operation, ...res.history });
+          await notifyIntentDone(trx, intent.uuid);
         });
+        if (note) this.notifier.emit(`${note.prefix}.end`, 'info', note.payloadName, nodePayload(updated, note.extra(ctx)));
       } catch (err) {
         const error = err as Error;
         const retry = isTransient(err) && intent.attempts < intent.maxAttempts;
         const changes: NodeChanges = action?.onFailure?.(ctx, error, !retry) ?? {};
-        await this.db.transaction(async (trx) => {
+        const updated = await task.commit(retry ? changes : { lastError: error.message, ...changes }, async (trx) => {
           if (retry) {
             const delay = backoffMs(intent.attempts, this.opts.retryInitialDelayMs, this.opts.retryMaxDelayMs);
             await finishIntent(trx, intent.id, { state: 'queued', error: error.message, notBefore: new Date(Date.now() + delay) });
-            await updateNode(trx, node.id, { ...changes, reservation: null });
           } else {
-            await finishIntent(trx, intent.id, { state: 'failed', error: error.message });
+            const status = err instanceof GalvanicError ? { error_code: err.code, http_status: err.httpStatus } : { error_code: 'INTERNAL', http_status: 500 };
+            await finishIntent(trx, intent.id, { state: 'failed', error: error.message, result: status });
             if (intent.batch !== null && intent.stepIndex !== null) await skipRestOfBatch(trx, intent.batch, intent.stepIndex);
-            await updateNode(trx, node.id, { lastError: error.message, ...changes, reservation: null });
+            await notifyIntentDone(trx, intent.uuid);
           }
           await recordHistory(trx, {
             nodeId: node.id, severity: 'ERROR', eventType: intent.kind, conductor: host, user: intent.requester, operation: intent.operation,
-            event: retry ? `Attempt ${intent.attempts} of ${intent.kind} failed, will retry: ${error.message}` : `${intent.kind} failed: ${error.message}`,
+            event: retry
+              ? `Attempt ${intent.attempts} of ${intent.maxAttempts} of ${intent.kind} failed, will retry: ${error.message}`
+              : `${intent.kind} failed after ${intent.attempts} attempt(s): ${error.message}`,
           });
         });
+        if (note && !retry) this.notifier.emit(`${note.prefix}.error`, 'error', note.payloadName, nodePayload(updated, note.extra(ctx)));
         log.warn({ err: error.message, retry }, 'intent failed');
       }
     } catch (err) {
-      // Bookkeeping itself failed (database away?): leave the intent running; the
-      // reservation is released so a restart or another conductor can take it over.
+      // Recording the outcome failed (database away?). The intent stays `running` under this
+      // conductor; recovery at restart, or by the survivors if this conductor dies, settles it.
       log.error({ err }, 'recording an intent outcome failed');
-      await releaseReservation(this.db, intent.nodeId, host).catch(() => undefined);
+      await task.release().catch(() => undefined);
     }
   }
-}
-
-class UnknownIntentKind extends GalvanicError {
-  readonly code = 'UNKNOWN_INTENT_KIND';
 }

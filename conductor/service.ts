@@ -2,13 +2,17 @@ import type { Knex } from 'knex';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Config } from '../common/config.js';
-import { heartbeat, markOffline, registerConductor } from '../db/conductors.js';
-import { INTENT_CHANNEL, requeueRunningOf } from '../db/intents.js';
+import type { Notifier } from '../common/notifier.js';
+import { findDeadConductors, heartbeat, liveConductorsOfGroup, markOffline, registerConductor } from '../db/conductors.js';
+import { INTENT_CHANNEL, recoverConductorLeftovers, type ClaimScope } from '../db/intents.js';
 import { assertSchemaCurrent } from '../db/migrate.js';
 import type { DriverRegistry } from '../drivers/registry.js';
-import { provisionAction } from './actions/provision.js';
-import type { Action } from './actions/types.js';
+import { ACTIONS, IDEMPOTENT_KINDS } from './actions/index.js';
+import { HashRing, ringHashSql } from './hash-ring.js';
 import { IntentRunner } from './intent-runner.js';
+import { PeriodicRunner } from './periodic.js';
+import { TaskManager } from './task-manager.js';
+import { powerSyncTask } from './tasks/power-sync.js';
 
 export type ServiceState = 'starting' | 'running' | 'draining' | 'stopped';
 
@@ -18,45 +22,79 @@ export interface ConductorDeps {
   /** For the LISTEN connection, which must not come from the pool. */
   connectionString: string;
   registry: DriverRegistry;
+  notifier: Notifier;
   log: Logger;
 }
 
-/** Actions by intent kind. */
-export const ACTIONS: Record<string, Action> = {
-  provision: provisionAction,
-};
-
 /**
- * A conductor: registers and heartbeats, listens for new intents, runs them through the
- * IntentRunner, and on stop drains (bounded), releases what it holds and goes offline.
+ * A conductor: registers and heartbeats, keeps the hash ring of its group, listens for new
+ * intents and runs them, runs periodic tasks, recovers dead conductors' leftovers, and on
+ * stop drains (bounded), hands back what it holds and goes offline.
  */
 export class ConductorService {
   state: ServiceState = 'starting';
   readonly hostname: string;
+  readonly tasks: TaskManager;
+  readonly periodic: PeriodicRunner;
   private readonly runner: IntentRunner;
   private readonly log: Logger;
   private listener?: pg.Client;
   private timers: NodeJS.Timeout[] = [];
+  private ring?: HashRing;
+  private readonly drivers: string[];
 
   constructor(private readonly deps: ConductorDeps) {
+    const c = deps.config.conductor;
     this.hostname = deps.config.DEFAULT.host;
     this.log = deps.log.child({ component: 'conductor', conductor: this.hostname });
-    const c = deps.config.conductor;
-    this.runner = new IntentRunner(deps.db, deps.registry, ACTIONS, this.log, {
+    this.drivers = deps.registry.hardwareTypes().map((t) => t.name);
+    this.tasks = new TaskManager(deps.db, this.hostname, this.log, c.heartbeat_timeout);
+    this.runner = new IntentRunner(this.tasks, deps.registry, ACTIONS, deps.notifier, () => this.claimScope(), this.log, {
       hostname: this.hostname,
       workers: c.workers_pool_size,
       retryInitialDelayMs: c.intent_retry_initial_delay * 1000,
       retryMaxDelayMs: c.intent_retry_max_delay * 1000,
     });
+    this.periodic = new PeriodicRunner(this.log);
+    this.periodic.register({
+      name: 'recover_dead_conductors',
+      spacingSeconds: Math.max(1, Math.min(c.heartbeat_interval, c.heartbeat_timeout / 2)),
+      runAtStart: true,
+      run: () => this.recoverDead(),
+    });
+    if (c.sync_power_state_interval > 0) {
+      this.periodic.register(powerSyncTask({
+        db: deps.db, tasks: this.tasks, registry: deps.registry, notifier: deps.notifier, log: this.log,
+        hostname: this.hostname, config: deps.config, owns: (uuid) => this.owns(uuid),
+      }));
+    }
+  }
+
+  /** This conductor's share of its group's nodes; undefined until the ring is known. */
+  claimScope(): ClaimScope | undefined {
+    if (!this.ring || this.state !== 'running') return undefined;
+    const alone = this.ring.hosts.length === 1 && this.ring.hosts[0] === this.hostname;
+    return {
+      conductorGroup: this.deps.config.conductor.conductor_group,
+      drivers: this.drivers,
+      ranges: alone ? undefined : this.ring.rangesOf(this.hostname),
+      hashSql: ringHashSql('n.uuid'),
+    };
+  }
+
+  /** True when the ring gives this node to this conductor. */
+  owns(nodeUuid: string): boolean {
+    return this.ring?.owner(nodeUuid) === this.hostname;
   }
 
   async start(): Promise<void> {
-    const { db, config, registry } = this.deps;
+    const { db, config } = this.deps;
+    const c = config.conductor;
     await assertSchemaCurrent(db);
-    await registerConductor(db, this.hostname, config.conductor.conductor_group, registry.hardwareTypes().map((t) => t.name));
-    // Whatever this host held before a restart is stale: hand it back to the queue.
-    const requeued = await requeueRunningOf(db, this.hostname);
-    if (requeued) this.log.warn({ requeued }, 'requeued intents left running by a previous run of this conductor');
+    await registerConductor(db, this.hostname, c.conductor_group, this.drivers);
+    // Whatever this host held before a restart is stale: settle it before taking new work.
+    await this.recover(this.hostname);
+    await this.refreshRing();
 
     this.listener = new pg.Client({ connectionString: this.deps.connectionString, application_name: 'galvanic-conductor-listen' });
     this.listener.on('error', (err) => this.log.error({ err }, 'LISTEN connection failed; relying on polling'));
@@ -64,15 +102,50 @@ export class ConductorService {
     this.listener.on('notification', () => this.runner.pump());
     await this.listener.query(`LISTEN ${INTENT_CHANNEL}`);
 
-    const c = config.conductor;
     this.timers.push(setInterval(() => {
-      heartbeat(db, this.hostname).catch((err) => this.log.error({ err }, 'heartbeat failed'));
+      heartbeat(db, this.hostname)
+        .then(() => this.refreshRing())
+        .catch((err) => this.log.error({ err }, 'heartbeat failed'));
     }, c.heartbeat_interval * 1000));
     // The safety net for a lost NOTIFY and for retries whose not_before has passed.
     this.timers.push(setInterval(() => this.runner.pump(), c.poll_interval * 1000));
     this.state = 'running';
+    this.periodic.start();
     this.runner.pump();
-    this.log.info('conductor started');
+    this.log.info({ ring: this.ring?.hosts }, 'conductor started');
+  }
+
+  private async refreshRing(): Promise<void> {
+    const c = this.deps.config.conductor;
+    const live = await liveConductorsOfGroup(this.deps.db, c.conductor_group, c.heartbeat_timeout);
+    const hosts = live.map((x) => x.hostname);
+    if (!hosts.includes(this.hostname)) hosts.push(this.hostname);
+    hosts.sort();
+    if (this.ring && this.ring.hosts.join(',') === hosts.join(',')) return;
+    this.ring = new HashRing(hosts);
+    this.log.info({ ring: hosts }, 'hash ring changed');
+    this.runner.pump();
+  }
+
+  private async recover(host: string): Promise<void> {
+    const { requeued, failed } = await recoverConductorLeftovers(this.deps.db, host, IDEMPOTENT_KINDS);
+    if (requeued.length || failed.length) {
+      this.log.warn({ from: host, requeued: requeued.length, failed: failed.length }, 'recovered intents of a stopped conductor');
+    }
+  }
+
+  private async recoverDead(): Promise<{ nodes: number }> {
+    const c = this.deps.config.conductor;
+    const dead = (await findDeadConductors(this.deps.db, c.heartbeat_timeout)).filter((h) => h !== this.hostname);
+    for (const host of dead) {
+      await this.recover(host);
+      await markOffline(this.deps.db, host);
+    }
+    if (dead.length) {
+      await this.refreshRing();
+      this.runner.pump();
+    }
+    return { nodes: dead.length };
   }
 
   async stop(): Promise<void> {
@@ -80,10 +153,12 @@ export class ConductorService {
     this.state = 'draining';
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
+    const timeoutMs = this.deps.config.conductor.graceful_shutdown_timeout * 1000;
+    await this.periodic.stop(timeoutMs);
     await this.listener?.end().catch(() => undefined);
-    const drained = await this.runner.drain(this.deps.config.conductor.graceful_shutdown_timeout * 1000);
-    if (!drained) this.log.warn({ running: this.runner.running }, 'shutdown timeout: intents still running are requeued');
-    await requeueRunningOf(this.deps.db, this.hostname);
+    const drained = await this.runner.drain(timeoutMs);
+    if (!drained) this.log.warn({ running: this.runner.running }, 'shutdown timeout: intents still running are handed back');
+    await this.recover(this.hostname);
     await markOffline(this.deps.db, this.hostname);
     this.state = 'stopped';
     this.log.info('conductor stopped');

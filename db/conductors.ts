@@ -56,3 +56,37 @@ export async function getConductor(db: Knex, hostname: string, timeoutSeconds: n
   if (!r) throw new ConductorNotFound(hostname);
   return { ...mapper.fromRow(r), alive: Boolean(r.alive) };
 }
+
+/** Clears a node's reservation when its holder's heartbeat is stale; true when cleared. */
+export async function clearStaleReservation(db: Knex, nodeId: number, timeoutSeconds: number): Promise<boolean> {
+  const n = await db('nodes')
+    .where('id', nodeId)
+    .whereNotNull('reservation')
+    .whereNotIn('reservation', db('conductors').select('hostname')
+      .whereRaw('online AND heartbeat_at > now() - make_interval(secs => ?)', [timeoutSeconds]))
+    .update({ reservation: null });
+  return n > 0;
+}
+
+/**
+ * Conductors that stopped heartbeating but still hold something (online flag, running
+ * intents or reservations): the survivors recover them.
+ */
+export async function findDeadConductors(db: Knex, timeoutSeconds: number): Promise<string[]> {
+  const rows = await db('conductors')
+    .select('hostname')
+    .whereRaw('heartbeat_at <= now() - make_interval(secs => ?)', [timeoutSeconds])
+    .andWhere((w) => w.where('online', true)
+      .orWhereExists(db('nodes').select(db.raw('1')).whereRaw('nodes.reservation = conductors.hostname'))
+      .orWhereExists(db('intents').select(db.raw('1')).whereRaw("intents.conductor = conductors.hostname AND intents.state = 'running'")));
+  return rows.map((r: { hostname: string }) => r.hostname);
+}
+
+/** Live conductors of a group, for the hash ring. */
+export async function liveConductorsOfGroup(db: Knex, group: string, timeoutSeconds: number): Promise<Conductor[]> {
+  const rows = await db('conductors')
+    .where({ conductor_group: group, online: true })
+    .whereRaw('heartbeat_at > now() - make_interval(secs => ?)', [timeoutSeconds])
+    .orderBy('hostname');
+  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
+}

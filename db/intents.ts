@@ -98,17 +98,30 @@ export interface Claim {
   intent: Intent;
 }
 
+/** Which nodes a conductor may claim: its conductor group, its drivers, its ring share. */
+export interface ClaimScope {
+  conductorGroup: string;
+  drivers: readonly string[];
+  /** Hash ranges (lo, hi] of node UUIDs this conductor owns; undefined = all. */
+  ranges?: ReadonlyArray<{ lo: number; hi: number }>;
+  /** SQL expression computing the ring hash of n.uuid (conductor/hash-ring.ts). */
+  hashSql: string;
+}
+
 /**
  * Claims up to `limit` runnable intents in one statement: the head of each node's open
  * queue, due (not_before passed), whose node nobody reserves. The node rows are locked
  * with SKIP LOCKED so concurrent conductors never claim the same node, and the
  * reservation and the intent's `running` state are written in the same statement.
- * `nodeIds`, when given, restricts the claim to this conductor's share of the nodes.
  */
-export async function claimIntents(db: Knex, conductor: string, limit: number, nodeIds?: readonly number[]): Promise<Intent[]> {
-  const ringFilter = nodeIds ? 'AND n.id = ANY(?::int[])' : '';
-  const bindings: unknown[] = [];
-  if (nodeIds) bindings.push(nodeIds);
+export async function claimIntents(db: Knex, conductor: string, limit: number, scope: ClaimScope): Promise<Intent[]> {
+  const bindings: unknown[] = [scope.conductorGroup, scope.drivers as string[]];
+  let ringFilter = '';
+  if (scope.ranges) {
+    ringFilter = `AND EXISTS (SELECT 1 FROM unnest(?::bigint[], ?::bigint[]) r(lo, hi)
+                              WHERE ${scope.hashSql}::bigint > r.lo AND ${scope.hashSql}::bigint <= r.hi)`;
+    bindings.push(scope.ranges.map((r) => r.lo), scope.ranges.map((r) => r.hi));
+  }
   bindings.push(limit, conductor, conductor);
   const { rows } = await db.raw(
     `WITH heads AS (
@@ -120,12 +133,13 @@ export async function claimIntents(db: Knex, conductor: string, limit: number, n
        SELECT h.id, n.id AS node_id
          FROM heads h JOIN nodes n ON n.id = h.node_id
         WHERE h.state = 'queued' AND (h.not_before IS NULL OR h.not_before <= now())
-          AND n.reservation IS NULL ${ringFilter}
+          AND n.reservation IS NULL AND n.conductor_group = ? AND n.driver = ANY(?::text[]) ${ringFilter}
         ORDER BY h.id
         LIMIT ?
         FOR UPDATE OF n SKIP LOCKED
      ), reserved AS (
-       UPDATE nodes SET reservation = ? FROM cand WHERE nodes.id = cand.node_id RETURNING nodes.id
+       UPDATE nodes SET reservation = ? FROM cand WHERE nodes.id = cand.node_id AND nodes.reservation IS NULL
+       RETURNING nodes.id
      )
      UPDATE intents SET state = 'running', conductor = ?, started_at = now(), attempts = intents.attempts + 1
        FROM cand JOIN reserved ON reserved.id = cand.node_id
@@ -178,9 +192,42 @@ export async function releaseReservation(trx: Knex, nodeId: number, conductor: s
   await trx('nodes').where({ id: nodeId, reservation: conductor }).update({ reservation: null });
 }
 
-/** Leftovers of a conductor that restarted or died: its reservations and running intents. */
-export async function requeueRunningOf(db: Knex, conductor: string): Promise<number> {
-  const n = await db('intents').where({ conductor, state: 'running' }).update({ state: 'queued', conductor: null });
-  await db('nodes').where('reservation', conductor).update({ reservation: null });
-  return n;
+/** The channel API servers LISTEN on for finished intents; the payload is the intent UUID. */
+export const INTENT_DONE_CHANNEL = 'galvanic_intent_done';
+
+export async function notifyIntentDone(trx: Knex, uuid: string): Promise<void> {
+  await trx.raw('SELECT pg_notify(?, ?)', [INTENT_DONE_CHANNEL, uuid]);
+}
+
+/**
+ * Recovers what `conductor` (restarted, or dead) left behind, in one transaction: running
+ * intents of idempotent kinds go back to the queue (their attempt stays counted, so the
+ * re-run is recorded as a retry); the others fail with a clear error, since running them
+ * twice could do harm. Then its reservations are cleared.
+ */
+export async function recoverConductorLeftovers(
+  db: Knex,
+  conductor: string,
+  idempotentKinds: readonly string[],
+): Promise<{ requeued: Intent[]; failed: Intent[] }> {
+  return db.transaction(async (trx) => {
+    const requeued = await trx('intents')
+      .where({ conductor, state: 'running' })
+      .whereIn('kind', idempotentKinds as string[])
+      // A reboot half done and done again reboots the machine twice.
+      .whereRaw("NOT (kind = 'power' AND args->>'target' IN ('rebooting', 'soft rebooting'))")
+      .update({ state: 'queued', error: `Conductor ${conductor} stopped while running this intent; retried.` })
+      .returning('*');
+    const failed = await trx('intents')
+      .where({ conductor, state: 'running' })
+      .update({ state: 'failed', finished_at: trx.fn.now(), error: `Conductor ${conductor} stopped while running this intent, which is not safe to repeat; check the node and ask again.` })
+      .returning('*');
+    for (const f of failed) {
+      if (f.batch !== null && f.step_index !== null) await skipRestOfBatch(trx, f.batch, f.step_index);
+      await notifyIntentDone(trx, f.uuid);
+    }
+    await trx('nodes').where('reservation', conductor).update({ reservation: null });
+    const map = (r: Record<string, unknown>) => mapper.fromRow(r);
+    return { requeued: requeued.map(map), failed: failed.map(map) };
+  });
 }

@@ -237,3 +237,13 @@ export async function updateNode(db: Knex, id: number, changes: NodeChanges, opt
 export async function deleteNode(db: Knex, id: number): Promise<void> {
   await db('nodes').where('id', id).delete();
 }
+
+/** Nodes of a group that power sync may look at: none reserved, none with open intents. */
+export async function nodesForPowerSync(db: Knex, conductorGroup: string): Promise<Array<{ id: number; uuid: string }>> {
+  return db('nodes')
+    .select('id', 'uuid')
+    .where('conductor_group', conductorGroup)
+    .whereNull('reservation')
+    .whereNotExists(db('intents').select(db.raw('1')).whereRaw("intents.node_id = nodes.id AND intents.state IN ('queued', 'running')"))
+    .orderBy('id');
+}

@@ -14,6 +14,8 @@ export interface DriverContext {
   log: Logger;
   /** Aborted when the caller gives up (timeout, shutdown): sockets and processes must close. */
   signal?: AbortSignal;
+  /** An opaque label of the request being served, for BMC-side logs and the fake driver's record. */
+  trace?: string;
 }
 
 export interface PowerInterface {

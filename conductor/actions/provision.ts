@@ -13,7 +13,11 @@ interface ProvisionArgs {
  * interface must accept driver_info and answer a power-state read.
  */
 export const provisionAction: Action = {
-  idempotent: true,
+  notification: {
+    prefix: 'baremetal.node.provision_set',
+    payloadName: 'NodeSetProvisionStatePayload',
+    extra: (ctx) => ({ event: (ctx.intent.args as unknown as ProvisionArgs).verb, previous_provision_state: ctx.node.provisionState }),
+  },
 
   async run(ctx: ActionContext) {
     const args = ctx.intent.args as unknown as ProvisionArgs;

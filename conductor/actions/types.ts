@@ -3,9 +3,11 @@ import type { Intent } from '../../db/intents.js';
 import type { Node, NodeChanges } from '../../db/nodes.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import type { DriverContext } from '../../drivers/interfaces.js';
+import type { Task } from '../task-manager.js';
 
-/** What an action sees: the node as claimed, its driver context, and the registry. */
+/** What an action sees: the task holding the node, its driver context, and the registry. */
 export interface ActionContext {
+  task: Task;
   node: Node;
   intent: Intent;
   driver: DriverContext;
@@ -20,6 +22,13 @@ export interface ActionResult {
   history?: { severity: 'INFO' | 'WARNING' | 'ERROR'; eventType: string; event: string };
 }
 
+/** Ironic notification an action emits around its work: `<prefix>.start|end|error`. */
+export interface ActionNotification {
+  prefix: string;
+  payloadName: string;
+  extra(ctx: ActionContext): Record<string, unknown>;
+}
+
 /**
  * An action runs against the BMC with no transaction open. On failure it may say what
  * the node should look like afterwards (`onFailure`), e.g. a provision state rolled back.
@@ -27,6 +36,5 @@ export interface ActionResult {
 export interface Action {
   run(ctx: ActionContext): Promise<ActionResult>;
   onFailure?(ctx: ActionContext, error: Error, final: boolean): NodeChanges;
-  /** Safe to run again after a conductor died mid-way. */
-  idempotent: boolean;
+  notification?: ActionNotification;
 }

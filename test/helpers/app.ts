@@ -10,6 +10,8 @@ import { pino } from 'pino';
 import { buildApp } from '../../api/app.js';
 import { loadConfig, type Config } from '../../common/config.js';
 import { buildRegistry } from '../../drivers/build-registry.js';
+import { ConductorService } from '../../conductor/service.js';
+import { createNotifier } from '../../common/notifier.js';
 import { freshDatabase, freePort, type TestDatabase } from './database.js';
 
 /** The package root, from dist/test/helpers/. */
@@ -27,14 +29,27 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export async function buildTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+/**
+ * An API on a fresh database, with an in-process conductor (fake-hardware) unless
+ * `conductor: false`: actions such as maintenance and boot device wait for it.
+ */
+export async function buildTestApp(env: Record<string, string> = {}, opts: { conductor?: boolean } = {}): Promise<TestApp> {
   const tdb = await freshDatabase();
-  const config = testConfig(env);
-  const app = buildApp({ config, db: tdb.knex, registry: buildRegistry(config), log: pino({ level: 'silent' }) });
+  const config = testConfig({ GALVANIC_CONDUCTOR__POLL_INTERVAL: '0.5', ...env });
+  const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+  const registry = buildRegistry(config);
+  const app = buildApp({ config, db: tdb.knex, connectionString: tdb.url, registry, log });
   await app.ready();
+  let conductor: ConductorService | undefined;
+  if (opts.conductor !== false) {
+    const notifier = createNotifier({ driver: 'noop', logFile: '', host: config.DEFAULT.host, service: 'test', log });
+    conductor = new ConductorService({ config, db: tdb.knex, connectionString: tdb.url, registry, notifier, log });
+    await conductor.start();
+  }
   return {
     app, tdb, config,
     close: async () => {
+      await conductor?.stop();
       await app.close();
       await tdb.drop();
     },

@@ -1,0 +1,313 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import {
+  Conflict, InvalidParameterValue, NotAcceptable,
+} from '../common/errors.js';
+import {
+  cancelIntent, enqueueIntents, findIntentByKey, getIntent, listNodeIntents, skipRestOfBatch, type Intent, type NewIntent,
+} from '../db/intents.js';
+import { getNode, getNodeById, updateNode, type Node, type NodeChanges } from '../db/nodes.js';
+import { withTransaction, isUniqueViolation } from '../db/transaction.js';
+import type { ApiDeps } from './deps.js';
+import { IntentWaiter } from './intent-waiter.js';
+import { baseUrl, resourceLinks } from './links.js';
+import { limitParam, param, type Query } from './query.js';
+import { requireObject } from './body.js';
+import { errorBody } from './error-handler.js';
+
+/** The longest a request may wait for its intent. */
+const MAX_WAIT_SECONDS = 3600;
+
+function iso(d: Date | null): string | null {
+  return d ? d.toISOString().replace('Z', '+00:00') : null;
+}
+
+export function intentView(i: Intent, nodeUuid: string, base: string): Record<string, unknown> {
+  return {
+    uuid: i.uuid,
+    node_uuid: nodeUuid,
+    seq: i.seq,
+    action: i.kind,
+    args: i.args,
+    state: i.state,
+    attempts: i.attempts,
+    max_attempts: i.maxAttempts,
+    not_before: iso(i.notBefore),
+    conductor: i.conductor,
+    error: i.error,
+    result: i.result ?? null,
+    batch: i.batch,
+    step_index: i.stepIndex,
+    operation: i.operation,
+    requester: i.requester,
+    request_id: i.requestId,
+    created_at: iso(i.createdAt),
+    started_at: iso(i.startedAt),
+    finished_at: iso(i.finishedAt),
+    links: resourceLinks(base, 'intents', i.uuid),
+  };
+}
+
+/** `?wait=N` or `Prefer: wait=N`; undefined when neither is given. */
+export function requestedWait(req: FastifyRequest): number | undefined {
+  let raw = param(req.query as Query, 'wait');
+  if (raw === undefined) {
+    const prefer = req.headers.prefer;
+    const m = /(?:^|[,;\s])wait=(\S+?)(?:$|[,;\s])/i.exec(Array.isArray(prefer) ? prefer.join(',') : prefer ?? '');
+    if (m) raw = m[1];
+  }
+  if (raw === undefined) return undefined;
+  if (!/^\d+$/.test(raw) || Number(raw) > MAX_WAIT_SECONDS) {
+    throw new InvalidParameterValue(`Invalid wait "${raw}": expected whole seconds from 0 to ${MAX_WAIT_SECONDS}.`);
+  }
+  return Number(raw);
+}
+
+/** One step of `POST /v1/nodes/{n}/intents` and its check. */
+const STEP_ACTIONS: Record<string, (args: Record<string, unknown>, req: FastifyRequest) => Record<string, unknown>> = {
+  power: (args, req) => checkPowerArgs(args, req),
+  set_boot_device: (args) => checkBootDeviceArgs(args),
+  get_boot_device: () => ({}),
+  get_power_state: () => ({}),
+  maintenance: (args) => {
+    if (typeof args.maintenance !== 'boolean') throw new InvalidParameterValue('maintenance step needs "maintenance": true or false.');
+    if (args.reason !== undefined && args.reason !== null && typeof args.reason !== 'string') throw new InvalidParameterValue('maintenance reason must be a string.');
+    return { maintenance: args.maintenance, reason: args.reason ?? null };
+  },
+};
+
+const POWER_TARGETS = ['power on', 'power off', 'rebooting', 'soft power off', 'soft rebooting'];
+
+export function checkPowerArgs(body: Record<string, unknown>, req: FastifyRequest): Record<string, unknown> {
+  const extra = Object.keys(body).filter((k) => k !== 'target' && k !== 'timeout');
+  if (extra.length) throw new InvalidParameterValue(`Unknown attribute(s) for power state change: ${extra.join(', ')}`);
+  const { target, timeout } = body;
+  if (typeof target !== 'string' || !POWER_TARGETS.includes(target)) {
+    throw new InvalidParameterValue(`Invalid power target ${JSON.stringify(target)}: expected one of ${POWER_TARGETS.join(', ')}.`);
+  }
+  if ((target.startsWith('soft') || timeout !== undefined) && !req.apiVersion.atLeast(27)) {
+    throw new NotAcceptable('Soft power actions and "timeout" require API version 1.27 or later.');
+  }
+  if (timeout !== undefined && timeout !== null && (!Number.isInteger(timeout) || (timeout as number) < 1)) {
+    throw new InvalidParameterValue(`Invalid timeout value ${JSON.stringify(timeout)}: it must be a positive integer.`);
+  }
+  return timeout === undefined || timeout === null ? { target } : { target, timeout };
+}
+
+export function checkBootDeviceArgs(body: Record<string, unknown>): Record<string, unknown> {
+  const extra = Object.keys(body).filter((k) => k !== 'boot_device' && k !== 'persistent');
+  if (extra.length) throw new InvalidParameterValue(`Unknown attribute(s) for boot device: ${extra.join(', ')}`);
+  if (typeof body.boot_device !== 'string' || !body.boot_device) throw new InvalidParameterValue('"boot_device" is required and must be a string.');
+  if (body.persistent !== undefined && typeof body.persistent !== 'boolean') throw new InvalidParameterValue('"persistent" must be a boolean.');
+  return { boot_device: body.boot_device, persistent: body.persistent ?? false };
+}
+
+export interface AcceptOptions {
+  steps: Array<{ kind: string; args: Record<string, unknown> }>;
+  /** Checks against the locked node and returns the node changes made with the acceptance. */
+  prepare?(node: Node): NodeChanges | undefined;
+}
+
+/** Accepts intents for a node: one transaction for validation, node changes and the queue. */
+export class IntentAcceptor {
+  readonly waiter: IntentWaiter;
+
+  constructor(private readonly deps: ApiDeps) {
+    this.waiter = new IntentWaiter(deps.db, deps.connectionString, deps.log);
+  }
+
+  async accept(req: FastifyRequest, nodeIdent: string, opts: AcceptOptions): Promise<{ node: Node; intents: Intent[] }> {
+    const key = req.headers['idempotency-key'];
+    const idempotencyKey = typeof key === 'string' && key ? key.slice(0, 255) : undefined;
+    const { db, config } = this.deps;
+    const run = () => withTransaction(db, async (trx: Knex.Transaction) => {
+      const node = await getNode(trx, nodeIdent, { forUpdate: true });
+      if (idempotencyKey) {
+        const first = await findIntentByKey(trx, node.id, idempotencyKey);
+        if (first) {
+          const batch = first.batch ? (await listNodeIntents(trx, node.id, 1000, first.seq - 1)).filter((i) => i.batch === first.batch) : [first];
+          return { node, intents: batch };
+        }
+      }
+      const changes = opts.prepare?.(node);
+      const updated = changes && Object.keys(changes).length ? await updateNode(trx, node.id, changes) : node;
+      const batch = opts.steps.length > 1 ? randomUUID() : undefined;
+      const intents = await enqueueIntents(trx, node.id, opts.steps.map((s, i): NewIntent => ({
+        kind: s.kind, args: s.args, maxAttempts: config.conductor.intent_max_attempts,
+        batch, stepIndex: batch ? i : undefined,
+        requester: req.user, requestId: req.id,
+        // The key marks the first intent of the request; a repeat finds it there.
+        idempotencyKey: i === 0 ? idempotencyKey : undefined,
+      })));
+      return { node: updated, intents };
+    });
+    try {
+      return await run();
+    } catch (err) {
+      // Two requests with one key raced: the loser returns the winner's intents.
+      if (idempotencyKey && isUniqueViolation(err)) return run();
+      throw err;
+    }
+  }
+
+  /** The last intent of a request once all have ended (or the wait expired). */
+  async waitAll(intents: Intent[], seconds: number): Promise<Intent[]> {
+    const deadline = Date.now() + seconds * 1000;
+    const out: Intent[] = [];
+    for (const i of intents) out.push(await this.waiter.wait(i, Math.max(0, deadline - Date.now())));
+    return out;
+  }
+}
+
+/**
+ * Answers an action: 202 with Location when not waited for or not finished in time;
+ * otherwise `onSuccess` for a success, and the intent's error as an Ironic error body
+ * (with the status the failure carried) for a failure.
+ */
+export function replyFor(
+  reply: FastifyReply,
+  req: FastifyRequest,
+  base: string,
+  node: Node,
+  intents: Intent[],
+  onSuccess: (last: Intent) => unknown,
+  accepted: (intents: Intent[]) => unknown = () => undefined,
+): unknown {
+  const last = intents[intents.length - 1];
+  reply.header('Location', `${base}/v1/intents/${intents[0].uuid}`);
+  const failed = intents.find((i) => i.state === 'failed' || i.state === 'cancelled');
+  if (failed) {
+    const status = (failed.result as { http_status?: number } | null)?.http_status ?? 500;
+    return reply.code(status).send(errorBody(status, failed.error ?? `Intent ${failed.uuid} was ${failed.state}.`));
+  }
+  if (intents.every((i) => i.state === 'succeeded')) return onSuccess(last);
+  reply.code(202);
+  const body = accepted(intents);
+  return body === undefined ? reply.send() : body;
+}
+
+export function registerIntentRoutes(app: FastifyInstance, deps: ApiDeps, acceptor: IntentAcceptor): void {
+  const { db, config } = deps;
+  const base = (req: FastifyRequest) => baseUrl(req, config.api.public_endpoint);
+  const nodeIdent = (req: FastifyRequest) => (req.params as { node: string }).node;
+
+  app.put('/v1/nodes/:node/states/power', async (req, reply) => {
+    const args = checkPowerArgs(requireObject(req.body, 'power state change'), req);
+    const wait = requestedWait(req) ?? 0;
+    const { node, intents } = await acceptor.accept(req, nodeIdent(req), {
+      steps: [{ kind: 'power', args }],
+      prepare: (n) => {
+        if (n.provisionState === 'cleaning' || n.provisionState === 'clean wait') {
+          throw new InvalidParameterValue(`Can not change power state of node ${n.uuid} while it is in state ${n.provisionState}.`);
+        }
+        return { targetPowerState: args.target as string, lastError: null };
+      },
+    });
+    const done = await acceptor.waitAll(intents, wait);
+    return replyFor(reply, req, base(req), node, done, (last) => intentView(last, node.uuid, base(req)),
+      (all) => (wait > 0 ? intentView(all[all.length - 1], node.uuid, base(req)) : undefined));
+  });
+
+  app.put('/v1/nodes/:node/management/boot_device', async (req, reply) => {
+    const args = checkBootDeviceArgs(requireObject(req.body, 'boot device'));
+    // Ironic's call is synchronous: wait by default.
+    const wait = requestedWait(req) ?? 60;
+    const { node, intents } = await acceptor.accept(req, nodeIdent(req), { steps: [{ kind: 'set_boot_device', args }] });
+    const done = await acceptor.waitAll(intents, wait);
+    return replyFor(reply, req, base(req), node, done, () => reply.code(204).send(),
+      (all) => intentView(all[all.length - 1], node.uuid, base(req)));
+  });
+
+  const readViaIntent = (kind: string) => async (req: FastifyRequest, reply: FastifyReply) => {
+    const wait = requestedWait(req) ?? 60;
+    const { node, intents } = await acceptor.accept(req, nodeIdent(req), { steps: [{ kind, args: {} }] });
+    const done = await acceptor.waitAll(intents, wait);
+    return replyFor(reply, req, base(req), node, done, (last) => last.result,
+      (all) => intentView(all[all.length - 1], node.uuid, base(req)));
+  };
+  app.get('/v1/nodes/:node/management/boot_device', readViaIntent('get_boot_device'));
+  app.get('/v1/nodes/:node/management/boot_device/supported', readViaIntent('get_supported_boot_devices'));
+
+  const maintenance = (on: boolean) => async (req: FastifyRequest, reply: FastifyReply) => {
+    let reason: string | null = null;
+    if (on) {
+      const body = req.body === undefined || req.body === null ? {} : requireObject(req.body, 'maintenance');
+      const extra = Object.keys(body).filter((k) => k !== 'reason');
+      if (extra.length) throw new InvalidParameterValue(`Unknown attribute(s) for maintenance: ${extra.join(', ')}`);
+      if (body.reason !== undefined && body.reason !== null && typeof body.reason !== 'string') {
+        throw new InvalidParameterValue('Invalid input for field/attribute reason. Expected a string.');
+      }
+      reason = (body.reason as string | undefined) ?? null;
+    }
+    // Ironic applies maintenance before answering: wait for our turn in the queue by default.
+    const wait = requestedWait(req) ?? 30;
+    const { node, intents } = await acceptor.accept(req, nodeIdent(req), { steps: [{ kind: 'maintenance', args: { maintenance: on, reason } }] });
+    const done = await acceptor.waitAll(intents, wait);
+    return replyFor(reply, req, base(req), node, done, () => reply.code(202).send());
+  };
+  app.put('/v1/nodes/:node/maintenance', maintenance(true));
+  app.delete('/v1/nodes/:node/maintenance', maintenance(false));
+
+  app.post('/v1/nodes/:node/intents', async (req, reply) => {
+    const body = requireObject(req.body, 'intents');
+    const extra = Object.keys(body).filter((k) => k !== 'steps');
+    if (extra.length) throw new InvalidParameterValue(`Unknown attribute(s) for intents: ${extra.join(', ')}`);
+    if (!Array.isArray(body.steps) || body.steps.length === 0 || body.steps.length > 100) {
+      throw new InvalidParameterValue('"steps" must be a list of 1 to 100 steps.');
+    }
+    const steps = body.steps.map((raw, i) => {
+      const step = requireObject(raw, `step ${i}`);
+      const unknown = Object.keys(step).filter((k) => k !== 'action' && k !== 'args');
+      if (unknown.length) throw new InvalidParameterValue(`Unknown attribute(s) in step ${i}: ${unknown.join(', ')}`);
+      const check = typeof step.action === 'string' ? STEP_ACTIONS[step.action] : undefined;
+      if (!check) throw new InvalidParameterValue(`Step ${i}: unknown action ${JSON.stringify(step.action)}; known actions are ${Object.keys(STEP_ACTIONS).join(', ')}.`);
+      const args = step.args === undefined ? {} : requireObject(step.args, `step ${i} args`);
+      return { kind: step.action as string, args: check(args, req) };
+    });
+    const wait = requestedWait(req) ?? 0;
+    const { node, intents } = await acceptor.accept(req, nodeIdent(req), {
+      steps,
+      prepare: () => {
+        const power = steps.filter((s) => s.kind === 'power').at(-1);
+        return power ? { targetPowerState: power.args.target as string, lastError: null } : undefined;
+      },
+    });
+    const done = await acceptor.waitAll(intents, wait);
+    const b = base(req);
+    const all = { intents: done.map((i) => intentView(i, node.uuid, b)) };
+    reply.header('Location', `${b}/v1/intents/${intents[0].uuid}`);
+    const finished = done.every((i) => i.state !== 'queued' && i.state !== 'running');
+    return reply.code(finished ? 200 : 202).send(all);
+  });
+
+  app.get('/v1/nodes/:node/intents', async (req) => {
+    const q = req.query as Query;
+    const node = await getNode(db, nodeIdent(req));
+    const limit = limitParam(q, config.api.max_limit);
+    const marker = param(q, 'marker');
+    const after = marker !== undefined ? (await getIntent(db, marker)).seq : undefined;
+    const intents = await listNodeIntents(db, node.id, limit, after);
+    return { intents: intents.map((i) => intentView(i, node.uuid, base(req))) };
+  });
+
+  app.get('/v1/intents/:intent', async (req) => {
+    const intent = await getIntent(db, (req.params as { intent: string }).intent);
+    const node = await getNodeById(db, intent.nodeId);
+    const wait = requestedWait(req) ?? 0;
+    return intentView(await acceptor.waiter.wait(intent, wait * 1000), node.uuid, base(req));
+  });
+
+  app.delete('/v1/intents/:intent', async (req) => {
+    const intent = await getIntent(db, (req.params as { intent: string }).intent);
+    const cancelled = await withTransaction(db, async (trx) => {
+      const ok = await cancelIntent(trx, intent.id);
+      if (ok && intent.batch !== null && intent.stepIndex !== null) await skipRestOfBatch(trx, intent.batch, intent.stepIndex);
+      return ok;
+    });
+    if (!cancelled) throw new Conflict(`Intent ${intent.uuid} is ${(await getIntent(db, intent.uuid)).state} and can no longer be cancelled.`);
+    const node = await getNodeById(db, intent.nodeId);
+    return intentView(await getIntent(db, intent.uuid), node.uuid, base(req));
+  });
+
+}

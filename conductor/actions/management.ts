@@ -1,0 +1,62 @@
+import { InvalidParameterValue, UnsupportedDriverExtension } from '../../common/errors.js';
+import type { Action, ActionContext } from './types.js';
+
+function managementOf(ctx: ActionContext) {
+  const m = ctx.registry.management(ctx.node.managementInterface ?? '');
+  if (!m) throw new UnsupportedDriverExtension(`Management interface ${ctx.node.managementInterface} is not enabled on this conductor.`);
+  m.validate(ctx.node.driverInfo);
+  return m;
+}
+
+interface BootArgs {
+  boot_device: string;
+  persistent?: boolean;
+}
+
+export const setBootDeviceAction: Action = {
+  async run(ctx) {
+    const { boot_device: device, persistent = false } = ctx.intent.args as unknown as BootArgs;
+    const m = managementOf(ctx);
+    const supported = await m.getSupportedBootDevices(ctx.driver);
+    if (!supported.includes(device)) {
+      throw new InvalidParameterValue(`Invalid boot device ${device} specified, valid boot devices are: ${supported.join(', ')}.`);
+    }
+    await m.setBootDevice(ctx.driver, device, persistent);
+    return {
+      result: { boot_device: device, persistent },
+      history: { severity: 'INFO', eventType: 'management', event: `Boot device set to ${device} (persistent: ${persistent}).` },
+    };
+  },
+};
+
+export const getBootDeviceAction: Action = {
+  async run(ctx) {
+    const b = await managementOf(ctx).getBootDevice(ctx.driver);
+    return { result: { boot_device: b.bootDevice, persistent: b.persistent } };
+  },
+};
+
+export const getSupportedBootDevicesAction: Action = {
+  async run(ctx) {
+    return { result: { supported_boot_devices: await managementOf(ctx).getSupportedBootDevices(ctx.driver) } };
+  },
+};
+
+interface MaintenanceArgs {
+  maintenance: boolean;
+  reason?: string | null;
+}
+
+/** Maintenance touches no BMC; it is an intent so that it keeps its place in the node's queue. */
+export const maintenanceAction: Action = {
+  notification: { prefix: 'baremetal.node.maintenance_set', payloadName: 'NodePayload', extra: () => ({}) },
+  async run(ctx) {
+    const { maintenance, reason } = ctx.intent.args as unknown as MaintenanceArgs;
+    return {
+      changes: maintenance
+        ? { maintenance: true, maintenanceReason: reason ?? null }
+        : { maintenance: false, maintenanceReason: null, fault: null },
+      history: { severity: 'INFO', eventType: 'maintenance', event: maintenance ? `Maintenance set${reason ? `: ${reason}` : ''}.` : 'Maintenance unset.' },
+    };
+  },
+};

@@ -1,0 +1,58 @@
+import { InvalidParameterValue, UnsupportedDriverExtension } from '../../common/errors.js';
+import type { PowerTarget } from '../../drivers/interfaces.js';
+import type { Action, ActionContext } from './types.js';
+
+export const POWER_TARGETS: readonly PowerTarget[] = ['power on', 'power off', 'rebooting', 'soft power off', 'soft rebooting'];
+
+/** The state a node is in once `target` has been reached. */
+export function resultingPowerState(target: PowerTarget): 'power on' | 'power off' {
+  return target === 'power off' || target === 'soft power off' ? 'power off' : 'power on';
+}
+
+function powerOf(ctx: ActionContext) {
+  const power = ctx.registry.power(ctx.node.powerInterface ?? '');
+  if (!power) throw new UnsupportedDriverExtension(`Power interface ${ctx.node.powerInterface} is not enabled on this conductor.`);
+  return power;
+}
+
+interface PowerArgs {
+  target: PowerTarget;
+  timeout?: number;
+}
+
+/** Drives the node's power through its power interface. */
+export const powerAction: Action = {
+  notification: {
+    prefix: 'baremetal.node.power_set',
+    payloadName: 'NodeSetPowerStatePayload',
+    extra: (ctx) => ({ to_power: (ctx.intent.args as unknown as PowerArgs).target }),
+  },
+
+  async run(ctx) {
+    const { target, timeout } = ctx.intent.args as unknown as PowerArgs;
+    if (!POWER_TARGETS.includes(target)) throw new InvalidParameterValue(`Invalid power target ${target}`);
+    const power = powerOf(ctx);
+    power.validate(ctx.node.driverInfo);
+    await power.setPowerState(ctx.driver, target, timeout);
+    const state = resultingPowerState(target);
+    return {
+      changes: { powerState: state, targetPowerState: null, lastError: null },
+      result: { power_state: state },
+      history: { severity: 'INFO', eventType: 'power', event: `Power set to ${target}.` },
+    };
+  },
+
+  onFailure(ctx, error, final) {
+    if (!final) return {};
+    const { target } = ctx.intent.args as unknown as PowerArgs;
+    return { targetPowerState: null, lastError: `Failed to change power state to '${target}': ${error.message}` };
+  },
+};
+
+/** Reads the power state (used by steps and power sync). */
+export const getPowerStateAction: Action = {
+  async run(ctx) {
+    const state = await powerOf(ctx).getPowerState(ctx.driver);
+    return { changes: { powerState: state }, result: { power_state: state } };
+  },
+};

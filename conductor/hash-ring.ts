@@ -1,0 +1,72 @@
+import { createHash } from 'node:crypto';
+
+/** Points each conductor puts on the ring: enough that shares are within a few percent. */
+const DEFAULT_REPLICAS = 64;
+
+/** Same function Postgres can evaluate, so SQL can filter a conductor's share of the nodes. */
+export function ringHash(key: string): number {
+  // First 4 bytes of md5 as a signed 32-bit integer: Postgres computes the same with
+  // ('x' || substr(md5(key), 1, 8))::bit(32)::int.
+  return createHash('md5').update(key).digest().readInt32BE(0);
+}
+
+/** The SQL expression equal to ringHash(<column>::text). */
+export function ringHashSql(column: string): string {
+  return `(('x' || substr(md5(${column}::text), 1, 8))::bit(32)::int)`;
+}
+
+/** A half-open range (lo, hi] of hash values; `lo > hi` never occurs (wrap-around is split). */
+export interface HashRange {
+  lo: number;
+  hi: number;
+}
+
+/**
+ * A consistent hash ring over conductor hostnames. A key belongs to the first point at or
+ * after its hash (wrapping). Adding or removing a conductor moves only ~1/N of the keys.
+ */
+export class HashRing {
+  private readonly points: Array<{ hash: number; host: string }>;
+
+  constructor(readonly hosts: readonly string[], replicas = DEFAULT_REPLICAS) {
+    this.points = [];
+    for (const host of hosts) {
+      for (let i = 0; i < replicas; i++) this.points.push({ hash: ringHash(`${host}-${i}`), host });
+    }
+    this.points.sort((a, b) => a.hash - b.hash || a.host.localeCompare(b.host));
+  }
+
+  /** The host owning `key`, or undefined on an empty ring. */
+  owner(key: string): string | undefined {
+    if (this.points.length === 0) return undefined;
+    const h = ringHash(key);
+    let lo = 0;
+    let hi = this.points.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.points[mid].hash < h) lo = mid + 1;
+      else hi = mid;
+    }
+    return this.points[lo === this.points.length ? 0 : lo].host;
+  }
+
+  /** The hash ranges `host` owns, for filtering in SQL. */
+  rangesOf(host: string): HashRange[] {
+    const out: HashRange[] = [];
+    const n = this.points.length;
+    const MIN = -(2 ** 31);
+    const MAX = 2 ** 31 - 1;
+    for (let i = 0; i < n; i++) {
+      if (this.points[i].host !== host) continue;
+      const hi = this.points[i].hash;
+      if (i === 0) {
+        // Owns everything up to the first point, and everything after the last one.
+        out.push({ lo: MIN - 1, hi });
+        if (n > 0) out.push({ lo: this.points[n - 1].hash, hi: MAX });
+      } else {
+        out.push({ lo: this.points[i - 1].hash, hi });
+      }
+    }
+    return out.filter((r) => r.lo < r.hi);
+  }
+}

@@ -1,0 +1,113 @@
+import cron, { type ScheduledTask } from 'node-cron';
+import type { Logger } from 'pino';
+
+/** What one iteration did, for the task's statistics. */
+export interface IterationReport {
+  nodes?: number;
+  errors?: number;
+}
+
+/** A periodic task declaration. Exactly one of `spacingSeconds` and `cron`. */
+export interface PeriodicTask {
+  name: string;
+  spacingSeconds?: number;
+  cron?: string;
+  runAtStart?: boolean;
+  run(signal: AbortSignal): Promise<IterationReport | void>;
+}
+
+export interface TaskStats {
+  runs: number;
+  overruns: number;
+  failures: number;
+  lastDurationMs: number;
+  lastNodes: number;
+  lastErrors: number;
+}
+
+/**
+ * Runs declared periodic tasks. An iteration never overlaps the previous one of the same
+ * task: a tick that finds it still running is skipped and counted as an overrun. Stop
+ * cancels the schedules, aborts the signal and waits (bounded) for running iterations.
+ */
+export class PeriodicRunner {
+  private readonly tasks: PeriodicTask[] = [];
+  private readonly running = new Map<string, Promise<void>>();
+  readonly stats = new Map<string, TaskStats>();
+  private readonly abort = new AbortController();
+  private timers: Array<NodeJS.Timeout> = [];
+  private cronTasks: ScheduledTask[] = [];
+
+  constructor(private readonly log: Logger) {}
+
+  register(task: PeriodicTask): void {
+    if ((task.spacingSeconds === undefined) === (task.cron === undefined)) {
+      throw new Error(`periodic task ${task.name}: give exactly one of spacingSeconds and cron`);
+    }
+    if (task.cron !== undefined && !cron.validate(task.cron)) throw new Error(`periodic task ${task.name}: invalid cron expression "${task.cron}"`);
+    this.tasks.push(task);
+    this.stats.set(task.name, { runs: 0, overruns: 0, failures: 0, lastDurationMs: 0, lastNodes: 0, lastErrors: 0 });
+  }
+
+  start(): void {
+    for (const task of this.tasks) {
+      if (task.spacingSeconds !== undefined) {
+        // Jitter the first tick so conductors started together do not hit the database in step.
+        const spacingMs = task.spacingSeconds * 1000;
+        const first = task.runAtStart ? 0 : spacingMs * (0.5 + Math.random() / 2);
+        const t = setTimeout(() => {
+          this.tick(task);
+          this.timers.push(setInterval(() => this.tick(task), spacingMs));
+        }, first);
+        this.timers.push(t);
+      } else {
+        this.cronTasks.push(cron.schedule(task.cron!, () => this.tick(task), { name: task.name }));
+        if (task.runAtStart) this.tick(task);
+      }
+    }
+  }
+
+  /** Runs one iteration now unless one is under way. Returns the iteration's promise. */
+  tick(task: PeriodicTask): Promise<void> | undefined {
+    const stats = this.stats.get(task.name)!;
+    if (this.abort.signal.aborted) return undefined;
+    if (this.running.has(task.name)) {
+      stats.overruns++;
+      this.log.warn({ task: task.name, overruns: stats.overruns, lastDurationMs: stats.lastDurationMs }, 'periodic task still running: skipping this iteration');
+      return undefined;
+    }
+    const started = Date.now();
+    const p = (async () => {
+      try {
+        const report = (await task.run(this.abort.signal)) ?? {};
+        stats.lastNodes = report.nodes ?? 0;
+        stats.lastErrors = report.errors ?? 0;
+      } catch (err) {
+        stats.failures++;
+        this.log.error({ err, task: task.name }, 'periodic task failed');
+      } finally {
+        stats.runs++;
+        stats.lastDurationMs = Date.now() - started;
+        this.running.delete(task.name);
+        this.log.debug({ task: task.name, ...stats }, 'periodic task iteration');
+      }
+    })();
+    this.running.set(task.name, p);
+    return p;
+  }
+
+  async stop(timeoutMs: number): Promise<void> {
+    for (const t of this.timers) {
+      clearTimeout(t);
+      clearInterval(t);
+    }
+    this.timers = [];
+    for (const c of this.cronTasks) await c.stop();
+    this.cronTasks = [];
+    this.abort.abort();
+    const all = Promise.all(this.running.values());
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([all, new Promise((r) => { timer = setTimeout(r, timeoutMs); })]);
+    clearTimeout(timer);
+  }
+}
