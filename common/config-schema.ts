@@ -266,6 +266,14 @@ export const SCHEMA = {
       help: 'Message bus URL used by bus drivers.',
     },
   },
+
+  fake: {
+    record_file: {
+      type: 'string',
+      default: '',
+      help: 'fake-hardware only: append one JSON line per fake BMC call (node, action, start and end times) to this file, so tests can check order and exclusion across processes. Empty disables it.',
+    },
+  },
 } as const satisfies SchemaShape;
 
 export type Schema = typeof SCHEMA;

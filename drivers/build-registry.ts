@@ -8,7 +8,7 @@ export const KNOWN_HARDWARE_TYPES: readonly HardwareType[] = [fakeHardware];
 
 /** Builds the registry for one process from its config. */
 export function buildRegistry(config: Readonly<Config>): DriverRegistry {
-  const bmcs = new FakeBmcs();
+  const bmcs = new FakeBmcs(config.fake.record_file);
   const impls: InterfaceImplementations = {
     power: { fake: new FakePower(bmcs) },
     management: { fake: new FakeManagement(bmcs) },

@@ -1,3 +1,4 @@
+import { appendFileSync } from 'node:fs';
 import { BmcTimeout, BmcUnreachable, InvalidDriverInfo } from '../../common/errors.js';
 import type {
   BootDevice, ConsoleInterface, DriverContext, HardwareType, ManagementInterface, PowerInterface,
@@ -34,6 +35,9 @@ const BOOT_DEVICES = ['pxe', 'disk', 'cdrom', 'bios', 'safe'];
 export class FakeBmcs {
   private readonly bmcs = new Map<string, FakeBmc>();
 
+  /** `recordFile`: where each call is appended as a JSON line (see [fake] record_file). */
+  constructor(private readonly recordFile = '') {}
+
   get(ctx: DriverContext): FakeBmc {
     let bmc = this.bmcs.get(ctx.nodeUuid);
     if (!bmc) {
@@ -44,11 +48,20 @@ export class FakeBmcs {
     return bmc;
   }
 
-  async act(ctx: DriverContext): Promise<FakeBmc> {
+  /** One call to the fake BMC: waits `fake_delay_ms`, fails as `fake_fail` says, records it. */
+  async act(ctx: DriverContext, action: string, args: unknown = null): Promise<FakeBmc> {
+    const start = performance.timeOrigin + performance.now();
     const delay = Number(ctx.driverInfo.fake_delay_ms ?? 0);
     if (delay > 0) await new Promise((r) => setTimeout(r, delay));
-    if (ctx.driverInfo.fake_fail === 'transient') throw new BmcTimeout(`Fake BMC of node ${ctx.nodeUuid} timed out`);
-    if (ctx.driverInfo.fake_fail === 'permanent') throw new BmcUnreachableForever(`Fake BMC of node ${ctx.nodeUuid} refused the request`);
+    let failure: Error | undefined;
+    if (ctx.driverInfo.fake_fail === 'transient') failure = new BmcTimeout(`Fake BMC of node ${ctx.nodeUuid} timed out`);
+    if (ctx.driverInfo.fake_fail === 'permanent') failure = new BmcUnreachableForever(`Fake BMC of node ${ctx.nodeUuid} refused the request`);
+    if (this.recordFile) {
+      const end = performance.timeOrigin + performance.now();
+      // One write per line with O_APPEND: lines from several processes never interleave.
+      appendFileSync(this.recordFile, `${JSON.stringify({ node: ctx.nodeUuid, action, args, trace: ctx.trace ?? null, start, end, pid: process.pid, failed: failure ? failure.message : null })}\n`);
+    }
+    if (failure) throw failure;
     return this.get(ctx);
   }
 }
@@ -79,11 +92,11 @@ export class FakePower implements PowerInterface {
   }
 
   async getPowerState(ctx: DriverContext): Promise<PowerStateValue> {
-    return (await this.bmcs.act(ctx)).power;
+    return (await this.bmcs.act(ctx, 'get_power_state')).power;
   }
 
   async setPowerState(ctx: DriverContext, target: PowerTarget): Promise<void> {
-    const bmc = await this.bmcs.act(ctx);
+    const bmc = await this.bmcs.act(ctx, 'set_power_state', target);
     bmc.power = target === 'power off' || target === 'soft power off' ? 'power off' : 'power on';
   }
 
@@ -100,12 +113,12 @@ export class FakeManagement implements ManagementInterface {
   }
 
   async getBootDevice(ctx: DriverContext): Promise<BootDevice> {
-    return { ...(await this.bmcs.act(ctx)).boot };
+    return { ...(await this.bmcs.act(ctx, 'get_boot_device')).boot };
   }
 
   async setBootDevice(ctx: DriverContext, device: string, persistent: boolean): Promise<void> {
     if (!BOOT_DEVICES.includes(device)) throw new InvalidDriverInfo(`Boot device ${device} is not supported by the fake management interface`);
-    (await this.bmcs.act(ctx)).boot = { bootDevice: device, persistent };
+    (await this.bmcs.act(ctx, 'set_boot_device', { device, persistent })).boot = { bootDevice: device, persistent };
   }
 
   async getSupportedBootDevices(): Promise<string[]> {
