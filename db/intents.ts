@@ -113,6 +113,8 @@ export interface ClaimScope {
  * queue, due (not_before passed), whose node nobody reserves. The node rows are locked
  * with SKIP LOCKED so concurrent conductors never claim the same node, and the
  * reservation and the intent's `running` state are written in the same statement.
+ * Under READ COMMITTED the locked node row is re-checked on its newest version, but the
+ * joined intent row is not: hence the state guard on the intent's own UPDATE.
  */
 export async function claimIntents(db: Knex, conductor: string, limit: number, scope: ClaimScope): Promise<Intent[]> {
   const bindings: unknown[] = [scope.conductorGroup, scope.drivers as string[]];
@@ -124,27 +126,27 @@ export async function claimIntents(db: Knex, conductor: string, limit: number, s
   }
   bindings.push(limit, conductor, conductor);
   const { rows } = await db.raw(
-    `WITH heads AS (
-       SELECT DISTINCT ON (i.node_id) i.id, i.node_id, i.state, i.not_before
-         FROM intents i
-        WHERE i.state IN ('queued', 'running')
-        ORDER BY i.node_id, i.seq
-     ), cand AS (
-       SELECT h.id, n.id AS node_id
-         FROM heads h JOIN nodes n ON n.id = h.node_id
-        WHERE h.state = 'queued' AND (h.not_before IS NULL OR h.not_before <= now())
+    `WITH cand AS (
+       SELECT i.id, n.id AS node_id
+         FROM intents i JOIN nodes n ON n.id = i.node_id
+        WHERE i.state = 'queued' AND (i.not_before IS NULL OR i.not_before <= now())
+          -- Only the head of the node's queue: nothing earlier still queued or running.
+          AND NOT EXISTS (SELECT 1 FROM intents p
+                           WHERE p.node_id = i.node_id AND p.seq < i.seq AND p.state IN ('queued', 'running'))
           AND n.reservation IS NULL AND n.conductor_group = ? AND n.driver = ANY(?::text[]) ${ringFilter}
-        ORDER BY h.id
+        ORDER BY i.id
         LIMIT ?
         FOR UPDATE OF n SKIP LOCKED
-     ), reserved AS (
-       UPDATE nodes SET reservation = ? FROM cand WHERE nodes.id = cand.node_id AND nodes.reservation IS NULL
-       RETURNING nodes.id
+     ), started AS (
+       -- Re-checked on the row's latest version: a snapshot taken before another conductor
+       -- finished this intent must not start it again.
+       UPDATE intents SET state = 'running', conductor = ?, started_at = now(), attempts = intents.attempts + 1
+         FROM cand
+        WHERE intents.id = cand.id AND intents.state = 'queued'
+       RETURNING intents.*
      )
-     UPDATE intents SET state = 'running', conductor = ?, started_at = now(), attempts = intents.attempts + 1
-       FROM cand JOIN reserved ON reserved.id = cand.node_id
-      WHERE intents.id = cand.id
-     RETURNING intents.*`,
+     UPDATE nodes SET reservation = ? FROM started WHERE nodes.id = started.node_id
+     RETURNING started.*`,
     bindings as Knex.RawBinding[],
   );
   return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));

@@ -115,6 +115,8 @@ export async function up(knex: Knex): Promise<void> {
   await knex.raw(
     "CREATE INDEX intents_open_idx ON intents (node_id, seq) WHERE state IN ('queued', 'running')",
   );
+  // The claim scans queued intents in id order.
+  await knex.raw("CREATE INDEX intents_queued_idx ON intents (id) WHERE state = 'queued'");
   await knex.raw(
     'CREATE UNIQUE INDEX intents_idempotency_idx ON intents (node_id, idempotency_key) WHERE idempotency_key IS NOT NULL',
   );
