@@ -71,7 +71,8 @@ async function serve(command: string, config: Readonly<Config>, log: ReturnType<
   if (command !== 'all-in-one' && !config.database.connection) {
     throw new ConfigError([`[database] connection: "galvanic ${command}" needs a shared database; the embedded one is for all-in-one only`]);
   }
-  const registry = buildRegistry(config);
+  const registry = buildRegistry(config, log);
+  releasers.add('drivers', () => registry.close());
   const { db, connectionString } = await openDatabase(config, log, releasers, command);
   if (command === 'all-in-one') await migrateLatest(db);
   else await assertSchemaCurrent(db);

@@ -1,3 +1,4 @@
+import type { Logger } from 'pino';
 import type { Config } from '../common/config.js';
 import { DriverRegistry } from './registry.js';
 import { FakeBmcs, FakeManagement, FakePower, NoConsole, fakeHardware } from './fake/fake.js';
@@ -6,8 +7,12 @@ import type { HardwareType, InterfaceImplementations } from './interfaces.js';
 /** Every hardware type this build of Galvanic knows; the config enables a subset. */
 export const KNOWN_HARDWARE_TYPES: readonly HardwareType[] = [fakeHardware];
 
-/** Builds the registry for one process from its config. */
-export function buildRegistry(config: Readonly<Config>): DriverRegistry {
+/**
+ * Builds the registry for one process from its config. Drivers whose hardware type is not
+ * enabled are still constructed cheaply (no pools or workers start until first use).
+ */
+export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverRegistry {
+  void log;
   const bmcs = new FakeBmcs(config.fake.record_file);
   const impls: InterfaceImplementations = {
     power: { fake: new FakePower(bmcs) },

@@ -20,6 +20,7 @@ export type ResolvedInterfaces = Record<InterfaceKind, string>;
  */
 export class DriverRegistry {
   private readonly types = new Map<string, HardwareType>();
+  private readonly closers: Array<() => Promise<void>> = [];
 
   constructor(
     known: readonly HardwareType[],
@@ -45,6 +46,15 @@ export class DriverRegistry {
       }
     }
     if (problems.length) throw new ConfigError(problems);
+  }
+
+  /** Registers a release step of a driver's shared resources (pools, sessions, workers). */
+  onClose(close: () => Promise<void>): void {
+    this.closers.push(close);
+  }
+
+  async close(): Promise<void> {
+    for (const close of this.closers.splice(0).reverse()) await close();
   }
 
   hardwareTypes(): HardwareType[] {
