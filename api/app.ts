@@ -4,6 +4,7 @@ import type { ApiDeps } from './deps.js';
 import { installErrorHandler } from './error-handler.js';
 import { ApiVersion, MAX_HEADER, MAX_VERSION_STRING, MIN_HEADER, MIN_VERSION_STRING, negotiateVersion } from './versioning.js';
 import { BasicAuth } from './auth.js';
+import { InvalidParameterValue } from '../common/errors.js';
 import { registerRootRoutes } from './root.js';
 import { registerNodeRoutes } from './nodes.js';
 import { registerPortRoutes } from './ports.js';
@@ -18,6 +19,14 @@ declare module 'fastify' {
     apiVersion: ApiVersion;
     user: string | null;
   }
+}
+
+/** JSON.parse reviver: Postgres text and jsonb cannot hold U+0000, so such bodies are a 400. */
+function refuseNul(key: string, value: unknown): unknown {
+  if (key.includes('\u0000') || (typeof value === 'string' && value.includes('\u0000'))) {
+    throw new InvalidParameterValue('The request body contains a NUL character (\\u0000), which is not allowed.');
+  }
+  return value;
 }
 
 /**
@@ -50,7 +59,9 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     } finally {
       reply.header('X-OpenStack-Ironic-API-Version', req.apiVersion.toString());
     }
-    if (auth && !(req.method === 'GET' && req.url === '/')) req.user = await auth.check(req.headers.authorization);
+    if (auth && !(req.method === 'GET' && req.url.split('?')[0] === '/')) req.user = await auth.check(req.headers.authorization);
+    // Postgres text cannot hold U+0000: refuse it here rather than fail in SQL with a 500.
+    if (req.url.includes('%00')) throw new InvalidParameterValue('The request URL contains a NUL character (%00), which is not allowed.');
   });
 
   app.addHook('onResponse', async (req, reply) => {
@@ -63,7 +74,8 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     const text = body as string;
     if (text.trim() === '') return done(null, undefined);
     try {
-      done(null, JSON.parse(text));
+      // A NUL can only arrive escaped; the reviver (slower) runs only when one may be there.
+      done(null, JSON.parse(text, text.includes('\\u0000') ? refuseNul : undefined));
     } catch (err) {
       const e = err as Error & { statusCode?: number };
       e.statusCode = 400;

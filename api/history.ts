@@ -1,10 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { NotAcceptable, ResourceNotFound } from '../common/errors.js';
+import { InvalidParameterValue, NotAcceptable, ResourceNotFound } from '../common/errors.js';
 import { getHistoryEvent, listHistory, type NodeHistoryEvent } from '../db/node-history.js';
 import { getNode } from '../db/nodes.js';
 import type { ApiDeps } from './deps.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { boolParam, limitParam, nextLink, param, type Query } from './query.js';
+import { isUuid } from './body.js';
 
 export function registerHistoryRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { db, config } = deps;
@@ -34,6 +35,7 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: ApiDeps): void
     const node = await getNode(db, (req.params as { node: string }).node);
     const limit = limitParam(q, config.api.max_limit);
     const markerId = param(q, 'marker');
+    if (markerId !== undefined && !isUuid(markerId)) throw new InvalidParameterValue(`Expected UUID for marker: ${markerId}`);
     const marker = markerId !== undefined ? await getHistoryEvent(db, node.id, markerId) : undefined;
     const events = await listHistory(db, node.id, limit, marker);
     const out: Record<string, unknown> = { history: events.map((e) => view(req, node.uuid, e, detail)) };

@@ -5,7 +5,7 @@ import {
   Conflict, InvalidParameterValue, NotAcceptable,
 } from '../common/errors.js';
 import {
-  cancelIntent, enqueueIntents, findIntentByKey, getIntent, listNodeIntents, skipRestOfBatch, type Intent, type NewIntent,
+  cancelIntent, enqueueIntents, findIntentByKey, getIntent, hasOpenPowerIntent, listNodeIntents, skipRestOfBatch, type Intent, type NewIntent,
 } from '../db/intents.js';
 import { getNode, getNodeById, updateNode, type Node, type NodeChanges } from '../db/nodes.js';
 import { withTransaction, isUniqueViolation } from '../db/transaction.js';
@@ -300,13 +300,19 @@ export function registerIntentRoutes(app: FastifyInstance, deps: ApiDeps, accept
 
   app.delete('/v1/intents/:intent', async (req) => {
     const intent = await getIntent(db, (req.params as { intent: string }).intent);
+    const node = await getNodeById(db, intent.nodeId);
     const cancelled = await withTransaction(db, async (trx) => {
+      // The node's row lock orders this with requests appending intents (and their targets).
+      const locked = await getNode(trx, node.uuid, { forUpdate: true });
       const ok = await cancelIntent(trx, intent.id);
       if (ok && intent.batch !== null && intent.stepIndex !== null) await skipRestOfBatch(trx, intent.batch, intent.stepIndex);
+      // No power intent left to reach target_power_state: nothing is pending any more.
+      if (ok && locked.targetPowerState !== null && !(await hasOpenPowerIntent(trx, node.id))) {
+        await updateNode(trx, node.id, { targetPowerState: null });
+      }
       return ok;
     });
     if (!cancelled) throw new Conflict(`Intent ${intent.uuid} is ${(await getIntent(db, intent.uuid)).state} and can no longer be cancelled.`);
-    const node = await getNodeById(db, intent.nodeId);
     return intentView(await getIntent(db, intent.uuid), node.uuid, base(req));
   });
 

@@ -97,6 +97,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const limit = limitParam(q, config.api.max_limit);
     const sort = sortParams(q, NODE_SORT_KEYS, 'nodes');
     const markerIdent = param(q, 'marker');
+    if (markerIdent !== undefined && !isUuid(markerIdent)) throw new InvalidParameterValue(`Expected UUID for marker: ${markerIdent}`);
     const marker = markerIdent !== undefined ? await getNode(db, markerIdent) : undefined;
     const filters: NodeFilters = {
       driver: param(q, 'driver'),
@@ -117,13 +118,9 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const unknown = Object.keys(q).filter((k) => !known.has(k));
     if (unknown.length) throw new InvalidParameterValue(`Unknown query parameter(s): ${unknown.join(', ')}`);
     const instanceUuid = param(q, 'instance_uuid');
-    let nodes: Node[];
-    if (instanceUuid !== undefined) {
-      if (!isUuid(instanceUuid)) throw new InvalidParameterValue(`Invalid UUID for instance_uuid: ${instanceUuid}`);
-      nodes = (await listNodes(db, filters, { limit, marker, ...sort })).filter((n) => n.instanceUuid === instanceUuid.toLowerCase());
-    } else {
-      nodes = await listNodes(db, filters, { limit, marker, ...sort });
-    }
+    if (instanceUuid !== undefined && !isUuid(instanceUuid)) throw new InvalidParameterValue(`Invalid UUID for instance_uuid: ${instanceUuid}`);
+    // Filtered in SQL, not after the page is cut: a match past the first `limit` rows counts too.
+    const nodes = await listNodes(db, { ...filters, instanceUuid: instanceUuid?.toLowerCase() }, { limit, marker, ...sort });
     const b = base(req);
     const out: Record<string, unknown> = { nodes: nodes.map((n) => nodeView(n, { base: b, version: v, fields })) };
     const next = nextLink(b, detailPath ? 'nodes/detail' : 'nodes', q, nodes.length, limit, nodes.at(-1)?.uuid);
@@ -134,9 +131,12 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.get('/v1/nodes', (req) => list(req, false));
   app.get('/v1/nodes/detail', (req) => list(req, true));
 
-  app.get('/v1/nodes/:node', async (req) => {
+  app.get('/v1/nodes/:node', async (req, reply) => {
     const fields = parseFields(param(req.query as Query, 'fields'), req.apiVersion);
-    return view(req, await getNode(db, ident(req)), fields);
+    const node = await getNode(db, ident(req));
+    // The version a later PATCH can send back in If-Match.
+    reply.header('ETag', `"${node.version}"`);
+    return view(req, node, fields);
   });
 
   app.post('/v1/nodes', async (req, reply) => {
@@ -181,8 +181,10 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       }
     }
     const current = await getNode(db, ident(req));
+    // Replaced on success; on a 412 it tells the client which version it missed.
+    reply.header('ETag', `"${current.version}"`);
     const ifMatch = req.headers['if-match'];
-    const expectedVersion = ifMatch === undefined ? undefined : Number(String(ifMatch).replace(/^W\//, '').replace(/"/g, ''));
+    const expectedVersion = ifMatch === undefined || ifMatch === '*' ? undefined : Number(String(ifMatch).replace(/^W\//, '').replace(/"/g, ''));
     if (expectedVersion !== undefined && !Number.isInteger(expectedVersion)) throw new InvalidParameterValue(`Invalid If-Match header: ${String(ifMatch)}`);
 
     // The document the patch applies to: writable fields, secrets unmasked.

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import jsonpatch from 'fast-json-patch';
-import { InvalidParameterValue, MissingParameterValue, PatchError, NotAcceptable } from '../common/errors.js';
-import { getNode } from '../db/nodes.js';
+import { InvalidParameterValue, MissingParameterValue, PatchError, NotAcceptable, NodeNotFound } from '../common/errors.js';
+import { getNode, type Node } from '../db/nodes.js';
 import { createPort, deletePort, getPort, listPorts, updatePort, PORT_SORT_KEYS, type Port, type PortChanges } from '../db/ports.js';
 import type { ApiDeps } from './deps.js';
 import { baseUrl, resourceLinks } from './links.js';
@@ -105,6 +105,16 @@ function toPortChanges(body: Record<string, unknown>, version: ApiVersion): Port
 
 export function registerPortRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { db, config } = deps;
+
+  /** The node a port body names: a missing one is the body's fault, 400 as in Ironic (replace_node_uuid_with_id). */
+  async function nodeForPort(uuid: string): Promise<Node> {
+    try {
+      return await getNode(db, uuid);
+    } catch (err) {
+      if (err instanceof NodeNotFound) throw new InvalidParameterValue(err.message);
+      throw err;
+    }
+  }
   const base = (req: FastifyRequest) => baseUrl(req, config.api.public_endpoint);
   const portIdent = (req: FastifyRequest) => (req.params as { port: string }).port;
 
@@ -121,7 +131,10 @@ export function registerPortRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const limit = limitParam(q, config.api.max_limit);
     const sort = sortParams(q, PORT_SORT_KEYS, 'ports');
     const markerIdent = param(q, 'marker');
+    if (markerIdent !== undefined && !isUuid(markerIdent)) throw new InvalidParameterValue(`Expected UUID for marker: ${markerIdent}`);
     const marker = markerIdent !== undefined ? await getPort(db, markerIdent, false) : undefined;
+    const nodeUuid = param(q, 'node_uuid');
+    if (nodeUuid !== undefined && !isUuid(nodeUuid)) throw new InvalidParameterValue(`Expected UUID for node_uuid: ${nodeUuid}`);
     const nodeFilter = nodeIdent ?? param(q, 'node') ?? param(q, 'node_uuid');
     const nodeId = nodeFilter !== undefined ? (await getNode(db, nodeFilter)).id : undefined;
     const address = param(q, 'address');
@@ -149,7 +162,7 @@ export function registerPortRoutes(app: FastifyInstance, deps: ApiDeps): void {
     if (body.address === undefined) throw new MissingParameterValue(`Schema error for port: 'address' is a required property`);
     if (body.node_uuid === undefined) throw new MissingParameterValue(`Schema error for port: 'node_uuid' is a required property`);
     const { nodeIdent, ...changes } = toPortChanges(body, req.apiVersion);
-    const node = await getNode(db, nodeIdent!);
+    const node = await nodeForPort(nodeIdent!);
     const port = await createPort(db, { ...changes, address: changes.address!, nodeId: node.id });
     reply.code(201).header('Location', `${base(req)}/v1/ports/${port.uuid}`);
     return portView(port, base(req), req.apiVersion);
@@ -186,7 +199,7 @@ export function registerPortRoutes(app: FastifyInstance, deps: ApiDeps): void {
       if (JSON.stringify(v) !== JSON.stringify(doc[k])) changedBody[k] = v;
     }
     const { nodeIdent, ...changes } = toPortChanges(changedBody, req.apiVersion);
-    if (nodeIdent !== undefined) changes.nodeId = (await getNode(db, nodeIdent)).id;
+    if (nodeIdent !== undefined) changes.nodeId = (await nodeForPort(nodeIdent)).id;
     const updated = Object.keys(changes).length ? await updatePort(db, port.id, changes) : port;
     return portView(updated, base(req), req.apiVersion);
   });

@@ -120,9 +120,12 @@ export async function claimIntents(db: Knex, conductor: string, limit: number, s
   const bindings: unknown[] = [scope.conductorGroup, scope.drivers as string[]];
   let ringFilter = '';
   if (scope.ranges) {
-    ringFilter = `AND EXISTS (SELECT 1 FROM unnest(?::bigint[], ?::bigint[]) r(lo, hi)
-                              WHERE ${scope.hashSql}::bigint > r.lo AND ${scope.hashSql}::bigint <= r.hi)`;
-    bindings.push(scope.ranges.map((r) => r.lo), scope.ranges.map((r) => r.hi));
+    // A binary search (width_bucket) in the sorted, disjoint ranges: the last range whose lo
+    // is below the hash is the only one that can hold it. An EXISTS over unnest(ranges) cost
+    // rows x ranges evaluations (seconds for 20,000 queued intents and 64 ranges).
+    const ranges = [...scope.ranges].sort((a, b) => a.lo - b.lo);
+    ringFilter = `AND coalesce((?::bigint[])[width_bucket(${scope.hashSql}::bigint - 1, ?::bigint[])] >= ${scope.hashSql}::bigint, false)`;
+    bindings.push(ranges.map((r) => r.hi), ranges.map((r) => r.lo));
   }
   bindings.push(limit, conductor, conductor);
   const { rows } = await db.raw(
@@ -181,6 +184,15 @@ export async function skipRestOfBatch(trx: Knex, batch: string, afterStep: numbe
     .where({ batch, state: 'queued' })
     .andWhere('step_index', '>', afterStep)
     .update({ state: 'skipped', finished_at: trx.fn.now(), error: 'An earlier step of this request failed.' });
+}
+
+/**
+ * True while the node has a power intent queued or running: `target_power_state` announces
+ * its target. Call it inside the transaction that holds the node's row lock.
+ */
+export async function hasOpenPowerIntent(db: Knex, nodeId: number): Promise<boolean> {
+  const row = await db('intents').where({ node_id: nodeId, kind: 'power' }).whereIn('state', ['queued', 'running']).first('id');
+  return row !== undefined;
 }
 
 /** Cancels a queued intent; returns false when it was no longer queued. */

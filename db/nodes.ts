@@ -127,6 +127,7 @@ export interface NodeFilters {
   fault?: string;
   retired?: boolean;
   descriptionContains?: string;
+  instanceUuid?: string;
 }
 
 export interface Page {
@@ -161,12 +162,25 @@ export async function listNodes(db: Knex, filters: NodeFilters, page: Page): Pro
   if (filters.resourceClass !== undefined) q.where('resource_class', filters.resourceClass);
   if (filters.fault !== undefined) q.where('fault', filters.fault);
   if (filters.retired !== undefined) q.where('retired', filters.retired);
+  if (filters.instanceUuid !== undefined) q.where('instance_uuid', filters.instanceUuid);
   if (filters.descriptionContains !== undefined) {
     q.whereRaw("description LIKE '%' || ? || '%'", [filters.descriptionContains]);
   }
-  applyPage(q, page, (n) => ({ id: n.id, value: (n as unknown as Record<string, unknown>)[nodeMapper.fieldOf(page.sortKey)] }));
+  applyPage(q, page, (n) => ({
+    id: n.id,
+    value: markerValue(db, 'nodes', page.sortKey, n.id, (n as unknown as Record<string, unknown>)[nodeMapper.fieldOf(page.sortKey)]),
+  }));
   const rows = await q;
   return rows.map((r: Record<string, unknown>) => nodeMapper.fromRow(r));
+}
+
+/**
+ * The marker's sort value for the keyset comparison. A timestamp is re-read from its row:
+ * a JS Date keeps milliseconds, Postgres microseconds, and the truncated value would bring
+ * the marker back on the next page (ascending) or skip rows (descending).
+ */
+export function markerValue(db: Knex, table: string, column: string, id: number, value: unknown): unknown {
+  return value instanceof Date ? db.raw('(select ?? from ?? where id = ?)', [column, table, id]) : value;
 }
 
 /**

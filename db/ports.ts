@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { MACAlreadyExists, PortAlreadyExists, PortNotFound, Conflict } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { applyPage } from './nodes.js';
+import { applyPage, markerValue } from './nodes.js';
 import { isUniqueViolation } from './transaction.js';
 
 export interface Port {
@@ -81,7 +81,10 @@ export async function listPorts(
   const q = db('ports').select('*');
   if (filters.nodeId !== undefined) q.where('node_id', filters.nodeId);
   if (filters.address !== undefined) q.where('address', filters.address.toLowerCase());
-  applyPage(q, page, (p) => ({ id: p.id, value: (p as unknown as Record<string, unknown>)[mapper.fieldOf(page.sortKey)] }));
+  applyPage(q, page, (p) => ({
+    id: p.id,
+    value: markerValue(db, 'ports', page.sortKey, p.id, (p as unknown as Record<string, unknown>)[mapper.fieldOf(page.sortKey)]),
+  }));
   // Join after paging columns are fixed: the sort keys are unqualified port columns.
   const outer = db.select('p.*', 'nodes.uuid as node_uuid').from(q.as('p')).join('nodes', 'nodes.id', 'p.node_id');
   if (page.sortKey !== 'id') outer.orderBy(`p.${page.sortKey}`, page.sortDir);

@@ -11,7 +11,7 @@ import { buildApp } from '../../api/app.js';
 import { loadConfig, type Config } from '../../common/config.js';
 import { buildRegistry } from '../../drivers/build-registry.js';
 import { ConductorService } from '../../conductor/service.js';
-import { createNotifier } from '../../common/notifier.js';
+import { createNotifier, type Notifier } from '../../common/notifier.js';
 import { freshDatabase, freePort, type TestDatabase } from './database.js';
 
 /** The package root, from dist/test/helpers/. */
@@ -41,8 +41,12 @@ export async function buildTestApp(env: Record<string, string> = {}, opts: { con
   const app = buildApp({ config, db: tdb.knex, connectionString: tdb.url, registry, log });
   await app.ready();
   let conductor: ConductorService | undefined;
+  let notifier: Notifier | undefined;
   if (opts.conductor !== false) {
-    const notifier = createNotifier({ driver: 'noop', logFile: '', host: config.DEFAULT.host, service: 'test', log });
+    // The configured driver (noop unless a test sets GALVANIC_NOTIFICATIONS__*), as the CLI does.
+    notifier = createNotifier({
+      driver: config.notifications.driver, logFile: config.notifications.log_file, host: config.DEFAULT.host, service: 'galvanic-conductor', log,
+    });
     conductor = new ConductorService({ config, db: tdb.knex, connectionString: tdb.url, registry, notifier, log });
     await conductor.start();
   }
@@ -50,6 +54,7 @@ export async function buildTestApp(env: Record<string, string> = {}, opts: { con
     app, tdb, config,
     close: async () => {
       await conductor?.stop();
+      await notifier?.close();
       await app.close();
       await tdb.drop();
     },
@@ -110,6 +115,70 @@ export async function startGalvanic(opts: { databaseUrl: string; command?: strin
     stop: async () => {
       if (proc.exitCode === null) proc.kill('SIGTERM');
       return exited;
+    },
+  };
+}
+
+export interface RunningConductor {
+  host: string;
+  proc: ChildProcess;
+  pid: number;
+  output(): string;
+  /** SIGTERM and wait for exit; resolves with the exit code. */
+  stop(): Promise<number | null>;
+  /** SIGKILL (no shutdown at all) and wait for exit. */
+  kill(): Promise<void>;
+}
+
+/**
+ * Starts `galvanic conductor` (no API) as `host` against a database URL and waits until it
+ * logs "conductor started" (registered, recovered, ring known, listening, claiming).
+ */
+export async function startConductor(opts: { databaseUrl: string; host: string; env?: Record<string, string> }): Promise<RunningConductor> {
+  const maxKept = 256 * 1024;
+  let out = '';
+  const proc = spawn(process.execPath, [path.join(ROOT, 'dist/cli/main.js'), 'conductor', '--config', path.join(ROOT, 'etc/galvanic.conf.sample')], {
+    env: {
+      ...process.env,
+      GALVANIC_DATABASE__CONNECTION: opts.databaseUrl,
+      GALVANIC_CONDUCTOR__POLL_INTERVAL: '1',
+      ...opts.env,
+      GALVANIC_DEFAULT__HOST: opts.host,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let started = false;
+  const onData = (d: Buffer) => {
+    out += d.toString();
+    if (!started && out.includes('"msg":"conductor started"')) started = true;
+    // Keep the tail only: a busy conductor may log for minutes.
+    if (out.length > 2 * maxKept) out = out.slice(-maxKept);
+  };
+  proc.stdout!.on('data', onData);
+  proc.stderr!.on('data', onData);
+  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  const deadline = Date.now() + 30_000;
+  while (!started) {
+    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`galvanic conductor ${opts.host} exited early (${proc.exitCode ?? proc.signalCode}):\n${out}`);
+    if (Date.now() > deadline) {
+      proc.kill('SIGKILL');
+      throw new Error(`galvanic conductor ${opts.host} did not start:\n${out}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    host: opts.host,
+    proc,
+    pid: proc.pid!,
+    output: () => out,
+    stop: async () => {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+      await exited;
+      return proc.exitCode;
+    },
+    kill: async () => {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      await exited;
     },
   };
 }

@@ -52,6 +52,12 @@ function expectFault(res: LightMyRequestResponse, status: number, message?: stri
   return fault.faultstring;
 }
 
+/** Rows in a table (bigint counts come back as numbers or strings depending on the pool). */
+async function countRows(t: TestApp, table: string): Promise<number> {
+  const row = await t.tdb.knex(table).count({ n: '*' }).first();
+  return Number(row?.n);
+}
+
 /** The path and query of an absolute `next` link, for inject. */
 function pathOf(link: string): string {
   const u = new URL(link);
@@ -62,7 +68,8 @@ describe('nodes API', function () {
   let t: TestApp;
 
   before(async () => {
-    t = await buildTestApp();
+    // No conductor: nodes stay exactly as the API leaves them (intents stay queued).
+    t = await buildTestApp({}, { conductor: false });
   });
 
   after(async () => {
@@ -139,7 +146,7 @@ describe('nodes API', function () {
     it('refuses a second node with the same name with 409', async () => {
       await createNode({ name: 'twin' });
       expectFault(await call(t, 'POST', '/v1/nodes', { body: { driver: 'fake-hardware', name: 'twin' } }), 409, 'twin');
-      expect(await t.tdb.knex('nodes').count({ n: '*' }).first()).to.deep.equal({ n: '1' });
+      expect(await countRows(t, 'nodes')).to.equal(1);
     });
   });
 
@@ -282,7 +289,7 @@ describe('nodes API', function () {
       });
 
       it('caps limit at [api] max_limit', async () => {
-        const capped = await buildTestApp({ GALVANIC_API__MAX_LIMIT: '5' });
+        const capped = await buildTestApp({ GALVANIC_API__MAX_LIMIT: '5' }, { conductor: false });
         try {
           for (let i = 0; i < 7; i++) {
             const res = await call(capped, 'POST', '/v1/nodes', { body: { driver: 'fake-hardware', name: `cap-${i}` } });
@@ -303,16 +310,14 @@ describe('nodes API', function () {
     });
 
     it('filters by driver, provision_state, maintenance, associated, owner, lessee, conductor_group, resource_class and fault', async () => {
-      const a = await createNode({ name: 'a', owner: 'alice', lessee: 'bob', conductor_group: 'Rack1', resource_class: 'gold' });
+      await createNode({ name: 'a', owner: 'alice', lessee: 'bob', conductor_group: 'Rack1', resource_class: 'gold' });
       const b = await createNode({ name: 'b', owner: 'carol', resource_class: 'silver' });
       const c = await createNode({ name: 'c' });
-      void a;
       const patched = await call(t, 'PATCH', `/v1/nodes/${b.uuid}`, {
         body: [{ op: 'add', path: '/instance_uuid', value: '9d1a6d8e-2f1b-4c3a-8e5f-6a7b8c9d0e1f' }],
       });
       expect(patched.statusCode, patched.body).to.equal(200);
-      expect((await call(t, 'PUT', `/v1/nodes/${c.uuid}/maintenance`, { body: { reason: 'broken' } })).statusCode).to.equal(202);
-      await t.tdb.knex('nodes').where({ uuid: c.uuid }).update({ fault: 'power failure', provision_state: 'manageable' });
+      await t.tdb.knex('nodes').where({ uuid: c.uuid }).update({ maintenance: true, fault: 'power failure', provision_state: 'manageable' });
       // A hardware type this deployment does not enable, as another conductor may have left.
       await t.tdb.knex('nodes').insert({ uuid: '3c0d1b2a-9f8e-4d7c-b6a5-0f1e2d3c4b5a', name: 'd', driver: 'other-hw', provision_state: 'enroll' });
 
@@ -451,23 +456,14 @@ describe('nodes API', function () {
       expectFault(await call(t, 'DELETE', '/v1/nodes/doomed'), 404);
     });
 
-    it('refuses a deployed (active) node with 409 unless it is in maintenance', async () => {
-      const node = await createNode({ name: 'deployed' });
-      await t.tdb.knex('nodes').where({ uuid: node.uuid }).update({ provision_state: 'active' });
-      expectFault(await call(t, 'DELETE', `/v1/nodes/${node.uuid}`), 409, 'active');
-      expect(await rowOf(node.uuid)).to.not.equal(undefined);
-      expect((await call(t, 'PUT', `/v1/nodes/${node.uuid}/maintenance`)).statusCode).to.equal(202);
-      expect((await call(t, 'DELETE', `/v1/nodes/${node.uuid}`)).statusCode).to.equal(204);
-      expect(await rowOf(node.uuid)).to.equal(undefined);
-    });
-
     it('refuses a locked node and a protected node with 409', async () => {
       const locked = await createNode({ name: 'locked' });
       await t.tdb.knex('nodes').where({ uuid: locked.uuid }).update({ reservation: 'conductor-7' });
       expectFault(await call(t, 'DELETE', `/v1/nodes/${locked.uuid}`), 409, `Node ${locked.uuid} is locked by host conductor-7`);
-      const guarded = await createNode({ name: 'guarded', protected: true });
+      const guarded = await createNode({ name: 'guarded' });
+      await t.tdb.knex('nodes').where({ uuid: guarded.uuid }).update({ protected: true, provision_state: 'available' });
       expectFault(await call(t, 'DELETE', `/v1/nodes/${guarded.uuid}`), 409, 'protected');
-      expect(await t.tdb.knex('nodes').count({ n: '*' }).first()).to.deep.equal({ n: '2' });
+      expect(await countRows(t, 'nodes')).to.equal(2);
     });
   });
 
@@ -496,22 +492,6 @@ describe('nodes API', function () {
       expect(badBody.power.result).to.equal(false);
       expect(badBody.power.reason).to.include('fake_fail');
     });
-
-    it('PUT/DELETE …/maintenance answer 202 and set, then clear, maintenance, its reason and fault', async () => {
-      const node = await createNode({ name: 'maint' });
-      const put = await call(t, 'PUT', `/v1/nodes/${node.uuid}/maintenance`, { body: { reason: 'fan noise' } });
-      expect(put.statusCode).to.equal(202);
-      expect(put.body).to.equal('');
-      expect(await getNode(node.uuid)).to.include({ maintenance: true, maintenance_reason: 'fan noise' });
-      await t.tdb.knex('nodes').where({ uuid: node.uuid }).update({ fault: 'power failure' });
-      const del = await call(t, 'DELETE', '/v1/nodes/maint/maintenance');
-      expect(del.statusCode).to.equal(202);
-      expect(del.body).to.equal('');
-      expect(await getNode(node.uuid)).to.include({ maintenance: false, maintenance_reason: null, fault: null });
-      // No body at all is fine too.
-      expect((await call(t, 'PUT', `/v1/nodes/${node.uuid}/maintenance`)).statusCode).to.equal(202);
-      expect(await getNode(node.uuid)).to.include({ maintenance: true, maintenance_reason: null });
-    });
   });
 
   describe('provision verbs', () => {
@@ -535,7 +515,7 @@ describe('nodes API', function () {
       const message = expectFault(res, 400);
       expect(message).to.equal(`The requested action "provide" can not be performed on node "${node.uuid}" while it is in state "enroll".`);
       expect(await rowOf(node.uuid)).to.deep.equal(before);
-      expect(await t.tdb.knex('intents').count({ n: '*' }).first()).to.deep.equal({ n: '0' });
+      expect(await countRows(t, 'intents')).to.equal(0);
     });
 
     it('refuses a verb newer than the requested microversion with 406', async () => {
@@ -543,5 +523,71 @@ describe('nodes API', function () {
       expectFault(await call(t, 'PUT', `/v1/nodes/${node.uuid}/states/provision`, { body: { target: 'manage' }, version: '1.3' }), 406, '1.4');
       expect((await getNode(node.uuid)).provision_state).to.equal('enroll');
     });
+  });
+});
+
+describe('nodes API with a conductor', function () {
+  let t: TestApp;
+
+  before(async () => {
+    // Maintenance is applied by the conductor before the API answers; power sync is off so
+    // nothing else touches the nodes.
+    t = await buildTestApp({ GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0' });
+  });
+
+  after(async () => {
+    await t?.close();
+  });
+
+  async function createNode(name: string): Promise<NodeBody> {
+    const res = await call(t, 'POST', '/v1/nodes', { body: { name, driver: 'fake-hardware' } });
+    expect(res.statusCode, res.body).to.equal(201);
+    return res.json<NodeBody>();
+  }
+
+  async function getNode(ident: string): Promise<NodeBody> {
+    const res = await call(t, 'GET', `/v1/nodes/${ident}`);
+    expect(res.statusCode, res.body).to.equal(200);
+    return res.json<NodeBody>();
+  }
+
+  it('PUT/DELETE …/maintenance answer 202 and set, then clear, maintenance, its reason and fault', async () => {
+    const node = await createNode('maint');
+    const put = await call(t, 'PUT', `/v1/nodes/${node.uuid}/maintenance`, { body: { reason: 'fan noise' } });
+    expect(put.statusCode, put.body).to.equal(202);
+    expect(put.body).to.equal('');
+    expect(await getNode(node.uuid)).to.include({ maintenance: true, maintenance_reason: 'fan noise' });
+    await t.tdb.knex('nodes').where({ uuid: node.uuid }).update({ fault: 'power failure' });
+    const del = await call(t, 'DELETE', '/v1/nodes/maint/maintenance');
+    expect(del.statusCode, del.body).to.equal(202);
+    expect(del.body).to.equal('');
+    expect(await getNode(node.uuid)).to.include({ maintenance: false, maintenance_reason: null, fault: null });
+    // No body at all is fine too.
+    expect((await call(t, 'PUT', `/v1/nodes/${node.uuid}/maintenance`)).statusCode).to.equal(202);
+    expect(await getNode(node.uuid)).to.include({ maintenance: true, maintenance_reason: null });
+  });
+
+  it('refuses to delete a deployed (active) node with 409 unless it is in maintenance', async () => {
+    const node = await createNode('deployed');
+    await t.tdb.knex('nodes').where({ uuid: node.uuid }).update({ provision_state: 'active' });
+    expectFault(await call(t, 'DELETE', `/v1/nodes/${node.uuid}`), 409, 'active');
+    expect((await getNode(node.uuid)).provision_state).to.equal('active');
+    expect((await call(t, 'PUT', `/v1/nodes/${node.uuid}/maintenance`)).statusCode).to.equal(202);
+    expect((await call(t, 'DELETE', `/v1/nodes/${node.uuid}`)).statusCode).to.equal(204);
+    expectFault(await call(t, 'GET', `/v1/nodes/${node.uuid}`), 404);
+  });
+
+  it('takes a node from enroll through verifying to manageable', async () => {
+    const node = await createNode('managed');
+    expect((await call(t, 'PUT', '/v1/nodes/managed/states/provision', { body: { target: 'manage' } })).statusCode).to.equal(202);
+    // Clients poll the node until the target is reached (`baremetal node manage --wait`).
+    const deadline = Date.now() + 20_000;
+    let current = await getNode(node.uuid);
+    while (current.provision_state !== 'manageable' && Date.now() < deadline) {
+      expect(current.provision_state).to.be.oneOf(['verifying', 'manageable']);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      current = await getNode(node.uuid);
+    }
+    expect(current).to.include({ provision_state: 'manageable', target_provision_state: null, last_error: null, power_state: 'power off' });
   });
 });

@@ -1,0 +1,244 @@
+/**
+ * Malformed requests: each must get a 4xx with Ironic's error body and change nothing in the
+ * database. One table, one test; the database is compared with a snapshot after every request.
+ */
+import { expect } from 'chai';
+import type { Knex } from 'knex';
+import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+
+type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
+
+interface BadRequest {
+  name: string;
+  method: Method;
+  /** `{node}`, `{port}` and `{nodeUuid}` are replaced with the seeded resources. */
+  url: string;
+  /** An object or array is sent as JSON; a string is sent as is. */
+  body?: unknown;
+  headers?: Record<string, string>;
+  status: number;
+  /** A part of the faultstring, where the message matters. */
+  message?: string;
+}
+
+const JSON_TYPE = { 'content-type': 'application/json' };
+const MISSING_UUID = '1d2c3b4a-0000-4000-8000-00000000beef';
+const replaceName = (value: unknown): unknown[] => [{ op: 'replace', path: '/name', value }];
+
+const CASES: BadRequest[] = [
+  // Bodies that are not a node at all.
+  { name: 'invalid JSON', method: 'POST', url: '/v1/nodes', body: '{"driver": "fake-hardware",', headers: JSON_TYPE, status: 400 },
+  { name: 'a JSON array for a node', method: 'POST', url: '/v1/nodes', body: [{ driver: 'fake-hardware' }], status: 400 },
+  { name: 'a JSON string for a node', method: 'POST', url: '/v1/nodes', body: '"fake-hardware"', headers: JSON_TYPE, status: 400 },
+  { name: 'JSON null for a node', method: 'POST', url: '/v1/nodes', body: 'null', headers: JSON_TYPE, status: 400 },
+  { name: 'Content-Type text/plain', method: 'POST', url: '/v1/nodes', body: '{"driver": "fake-hardware"}', headers: { 'content-type': 'text/plain' }, status: 415 },
+  { name: 'a form-encoded body', method: 'POST', url: '/v1/nodes', body: 'driver=fake-hardware', headers: { 'content-type': 'application/x-www-form-urlencoded' }, status: 415 },
+  { name: 'a body above [api] max_body_bytes', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', extra: { blob: 'x'.repeat(1_100_000) } }, status: 413 },
+  // Node fields of the wrong type or shape.
+  { name: 'name: 5', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', name: 5 }, status: 400, message: 'name' },
+  { name: 'driver_info: "x"', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', driver_info: 'x' }, status: 400, message: 'driver_info' },
+  { name: 'extra: []', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', extra: [] }, status: 400, message: 'extra' },
+  { name: 'properties: null', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', properties: null }, status: 400, message: 'properties' },
+  { name: 'protected: "yes"', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', protected: 'yes' }, status: 400, message: 'protected' },
+  { name: 'maintenance: "yes" on create', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', maintenance: 'yes' }, status: 400, message: 'maintenance' },
+  { name: 'maintenance_reason on create', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', maintenance_reason: 5 }, status: 400, message: 'maintenance_reason' },
+  { name: 'driver: 5', method: 'POST', url: '/v1/nodes', body: { driver: 5 }, status: 400, message: 'driver' },
+  { name: 'no driver', method: 'POST', url: '/v1/nodes', body: { name: 'no-driver' }, status: 400, message: 'driver' },
+  { name: 'an unknown driver', method: 'POST', url: '/v1/nodes', body: { driver: 'no-such-hw' }, status: 400, message: 'no-such-hw' },
+  { name: 'an unknown field', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', colour: 'blue' }, status: 400, message: 'colour' },
+  { name: 'a read-only field on create', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', provision_state: 'active' }, status: 400, message: 'provision_state' },
+  { name: 'a name that is a UUID', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', name: '0b4f8a4e-9999-4c4c-9c9c-0123456789ab' }, status: 400 },
+  { name: 'a name with spaces', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', name: 'has spaces' }, status: 400 },
+  { name: 'a name of 256 characters', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', name: 'n'.repeat(256) }, status: 400 },
+  { name: 'a name with a NUL character', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', name: 'nul\u0000name' }, status: 400 },
+  { name: 'a description with a NUL character', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', description: 'a\u0000b' }, status: 400 },
+  { name: 'a NUL character inside properties', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', properties: { cpu: 'x\u0000' } }, status: 400 },
+  { name: 'a bad uuid', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', uuid: 'not-a-uuid' }, status: 400, message: 'uuid' },
+  { name: 'a bad instance_uuid', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', instance_uuid: '1234' }, status: 400, message: 'instance_uuid' },
+  { name: 'an unsupported power interface', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', power_interface: 'ipmitool' }, status: 400 },
+  { name: 'a duplicate name', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', name: 'seed' }, status: 409, message: 'seed' },
+  { name: 'a field newer than the version', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', owner: 'o' }, headers: { 'x-openstack-ironic-api-version': '1.49' }, status: 406 },
+  // JSON patches.
+  { name: 'patch op "move"', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'move', from: '/name', path: '/description' }], status: 400, message: 'move' },
+  { name: 'patch op "copy"', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'copy', from: '/name', path: '/description' }], status: 400, message: 'copy' },
+  { name: 'patch op "test"', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'test', path: '/name', value: 'seed' }], status: 400, message: 'test' },
+  { name: 'patch without a path', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'replace', value: 'x' }], status: 400 },
+  { name: 'patch path without a leading /', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'replace', path: 'name', value: 'x' }], status: 400 },
+  { name: 'patch replace without a value', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'replace', path: '/name' }], status: 400 },
+  { name: 'patch that is an object, not a list', method: 'PATCH', url: '/v1/nodes/{node}', body: { op: 'replace', path: '/name', value: 'x' }, status: 400 },
+  { name: 'an empty patch', method: 'PATCH', url: '/v1/nodes/{node}', body: [], status: 400 },
+  { name: 'patch op that is not an object', method: 'PATCH', url: '/v1/nodes/{node}', body: [null], status: 400 },
+  { name: 'patch path to an unknown field', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'add', path: '/colour', value: 'blue' }], status: 400, message: 'colour' },
+  { name: 'patch remove /driver', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'remove', path: '/driver' }], status: 400, message: '/driver' },
+  { name: 'patch replace /uuid', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'replace', path: '/uuid', value: MISSING_UUID }], status: 400, message: '/uuid' },
+  { name: 'patch replace /provision_state', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'replace', path: '/provision_state', value: 'active' }], status: 400 },
+  { name: 'patch replace /reservation', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'replace', path: '/reservation', value: 'me' }], status: 400 },
+  { name: 'patch name to 5', method: 'PATCH', url: '/v1/nodes/{node}', body: replaceName(5), status: 400 },
+  { name: 'patch name to a UUID', method: 'PATCH', url: '/v1/nodes/{node}', body: replaceName(MISSING_UUID), status: 400 },
+  { name: 'patch a NUL character into extra', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'add', path: '/extra/k', value: 'v\u0000' }], status: 400 },
+  { name: 'patch driver_info to a string', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'replace', path: '/driver_info', value: 'x' }], status: 400 },
+  { name: 'patch remove of a missing key', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'remove', path: '/extra/nope' }], status: 400 },
+  { name: 'a valid op followed by a bad one', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'replace', path: '/description', value: 'changed' }, { op: 'replace', path: '/power_state', value: 'power on' }], status: 400 },
+  { name: 'a stale If-Match', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'replace', path: '/description', value: 'changed' }], headers: { 'if-match': '"999"' }, status: 412 },
+  { name: 'a malformed If-Match', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'replace', path: '/description', value: 'changed' }], headers: { 'if-match': 'version-two' }, status: 400 },
+  { name: 'patch of an unknown node', method: 'PATCH', url: `/v1/nodes/${MISSING_UUID}`, body: replaceName('x'), status: 404 },
+  { name: 'a good patch with a bad microversion', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'replace', path: '/description', value: 'changed' }], headers: { 'x-openstack-ironic-api-version': 'abc' }, status: 400 },
+  // Microversions.
+  { name: 'microversion 1.x', method: 'GET', url: '/v1/nodes', headers: { 'x-openstack-ironic-api-version': '1.x' }, status: 400 },
+  { name: 'microversion 1.999', method: 'GET', url: '/v1/nodes', headers: { 'x-openstack-ironic-api-version': '1.999' }, status: 406, message: 'The supported version range is: [1.1, 1.78]' },
+  { name: 'microversion 3.0', method: 'GET', url: '/v1/nodes', headers: { 'x-openstack-ironic-api-version': '3.0' }, status: 406, message: 'The supported version range is: [1.1, 1.78]' },
+  { name: 'microversion abc', method: 'GET', url: '/v1/nodes', headers: { 'x-openstack-ironic-api-version': 'abc' }, status: 400 },
+  { name: 'OpenStack-API-Version baremetal 1.x', method: 'GET', url: '/v1/nodes', headers: { 'openstack-api-version': 'baremetal 1.x' }, status: 400 },
+  // Query strings.
+  { name: 'limit=0', method: 'GET', url: '/v1/nodes?limit=0', status: 400 },
+  { name: 'limit=-1', method: 'GET', url: '/v1/nodes?limit=-1', status: 400 },
+  { name: 'limit=abc', method: 'GET', url: '/v1/nodes?limit=abc', status: 400 },
+  { name: 'limit given twice', method: 'GET', url: '/v1/nodes?limit=1&limit=2', status: 400 },
+  { name: 'an unknown marker', method: 'GET', url: `/v1/nodes?marker=${MISSING_UUID}`, status: 404, message: MISSING_UUID },
+  { name: 'a marker that is not a UUID', method: 'GET', url: '/v1/nodes?marker=seed', status: 400, message: 'marker' },
+  { name: 'sort_key=driver_info', method: 'GET', url: '/v1/nodes?sort_key=driver_info', status: 400, message: 'driver_info' },
+  { name: 'sort_key=bogus', method: 'GET', url: '/v1/nodes?sort_key=bogus', status: 400, message: 'bogus' },
+  { name: 'sort_dir=sideways', method: 'GET', url: '/v1/nodes?sort_dir=sideways', status: 400, message: 'sideways' },
+  { name: 'fields=bogus', method: 'GET', url: '/v1/nodes?fields=uuid,bogus', status: 400, message: 'bogus' },
+  { name: 'fields below 1.8', method: 'GET', url: '/v1/nodes?fields=uuid', headers: { 'x-openstack-ironic-api-version': '1.7' }, status: 406 },
+  { name: 'fields together with detail', method: 'GET', url: '/v1/nodes?detail=true&fields=uuid', status: 400 },
+  { name: 'maintenance=perhaps', method: 'GET', url: '/v1/nodes?maintenance=perhaps', status: 400, message: 'maintenance' },
+  { name: 'associated=2', method: 'GET', url: '/v1/nodes?associated=2', status: 400, message: 'associated' },
+  { name: 'detail=maybe', method: 'GET', url: '/v1/nodes?detail=maybe', status: 400, message: 'detail' },
+  { name: 'a bad instance_uuid filter', method: 'GET', url: '/v1/nodes?instance_uuid=1234', status: 400, message: 'instance_uuid' },
+  { name: 'an unknown query parameter', method: 'GET', url: '/v1/nodes?colour=blue', status: 400, message: 'colour' },
+  { name: 'a NUL character in a filter', method: 'GET', url: '/v1/nodes?driver=fake%00', status: 400 },
+  { name: 'a NUL character in a node name', method: 'GET', url: '/v1/nodes/se%00ed', status: 400 },
+  { name: 'an unknown node', method: 'GET', url: '/v1/nodes/no-such-node', status: 404, message: 'no-such-node' },
+  // Provision state and maintenance.
+  { name: 'an unknown provision verb', method: 'PUT', url: '/v1/nodes/{node}/states/provision', body: { target: 'fly' }, status: 400, message: '"fly"' },
+  { name: 'a verb the state does not allow', method: 'PUT', url: '/v1/nodes/{node}/states/provision', body: { target: 'provide' }, status: 400, message: 'while it is in state "enroll"' },
+  { name: 'target: 5', method: 'PUT', url: '/v1/nodes/{node}/states/provision', body: { target: 5 }, status: 400 },
+  { name: 'no target', method: 'PUT', url: '/v1/nodes/{node}/states/provision', body: {}, status: 400 },
+  { name: 'a provision body that is a list', method: 'PUT', url: '/v1/nodes/{node}/states/provision', body: ['manage'], status: 400 },
+  { name: 'an unknown provision attribute', method: 'PUT', url: '/v1/nodes/{node}/states/provision', body: { target: 'manage', speed: 'fast' }, status: 400, message: 'speed' },
+  { name: 'a verb newer than the version', method: 'PUT', url: '/v1/nodes/{node}/states/provision', body: { target: 'manage' }, headers: { 'x-openstack-ironic-api-version': '1.3' }, status: 406 },
+  { name: 'an unknown power target', method: 'PUT', url: '/v1/nodes/{node}/states/power', body: { target: 'sideways' }, status: 400, message: 'sideways' },
+  { name: 'a power timeout of 0', method: 'PUT', url: '/v1/nodes/{node}/states/power', body: { target: 'power on', timeout: 0 }, status: 400 },
+  { name: 'a boot device that is not a string', method: 'PUT', url: '/v1/nodes/{node}/management/boot_device', body: { boot_device: 5 }, status: 400 },
+  { name: 'maintenance reason: 5', method: 'PUT', url: '/v1/nodes/{node}/maintenance', body: { reason: 5 }, status: 400, message: 'reason' },
+  { name: 'an unknown maintenance attribute', method: 'PUT', url: '/v1/nodes/{node}/maintenance', body: { reason: 'r', until: 'tomorrow' }, status: 400, message: 'until' },
+  { name: 'maintenance body that is a list', method: 'PUT', url: '/v1/nodes/{node}/maintenance', body: ['r'], status: 400 },
+  // Ports.
+  { name: 'a bad MAC', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:zz:00:01', node_uuid: '{nodeUuid}' }, status: 400, message: '52:54:00:zz:00:01' },
+  { name: 'a short MAC', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:01', node_uuid: '{nodeUuid}' }, status: 400 },
+  { name: 'address: 5', method: 'POST', url: '/v1/ports', body: { address: 5, node_uuid: '{nodeUuid}' }, status: 400 },
+  { name: 'a port without address', method: 'POST', url: '/v1/ports', body: { node_uuid: '{nodeUuid}' }, status: 400, message: 'address' },
+  { name: 'a port without node_uuid', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09' }, status: 400, message: 'node_uuid' },
+  { name: 'a bad node_uuid on a port', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: 'seed' }, status: 400, message: 'node_uuid' },
+  { name: 'a port for a missing node', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: MISSING_UUID }, status: 400, message: MISSING_UUID },
+  { name: 'a bad port uuid', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', uuid: 'port-1' }, status: 400, message: 'uuid' },
+  { name: 'a duplicate MAC in another spelling', method: 'POST', url: '/v1/ports', body: { address: '52-54-00-00-00-01', node_uuid: '{nodeUuid}' }, status: 409 },
+  { name: 'port extra: []', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', extra: [] }, status: 400 },
+  { name: 'pxe_enabled: "yes"', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', pxe_enabled: 'yes' }, status: 400 },
+  { name: 'an unknown port field', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', colour: 'red' }, status: 400, message: 'colour' },
+  { name: 'a port body that is a list', method: 'POST', url: '/v1/ports', body: [{ address: '52:54:00:00:00:09' }], status: 400 },
+  { name: 'patch a port to a bad MAC', method: 'PATCH', url: '/v1/ports/{port}', body: [{ op: 'replace', path: '/address', value: 'nope' }], status: 400 },
+  { name: 'patch remove a port address', method: 'PATCH', url: '/v1/ports/{port}', body: [{ op: 'remove', path: '/address' }], status: 400 },
+  { name: 'patch a port with op "move"', method: 'PATCH', url: '/v1/ports/{port}', body: [{ op: 'move', from: '/address', path: '/extra/a' }], status: 400 },
+  { name: 'patch a port onto a missing node', method: 'PATCH', url: '/v1/ports/{port}', body: [{ op: 'replace', path: '/node_uuid', value: MISSING_UUID }], status: 400 },
+  { name: 'patch a port uuid', method: 'PATCH', url: '/v1/ports/{port}', body: [{ op: 'replace', path: '/uuid', value: MISSING_UUID }], status: 400 },
+  { name: 'a port marker that is not a UUID', method: 'GET', url: '/v1/ports?marker=nope', status: 400, message: 'marker' },
+  { name: 'an unknown port marker', method: 'GET', url: `/v1/ports?marker=${MISSING_UUID}`, status: 404 },
+  { name: 'a bad address filter', method: 'GET', url: '/v1/ports?address=nope', status: 400 },
+  { name: 'a bad node_uuid filter', method: 'GET', url: '/v1/ports?node_uuid=seed', status: 400, message: 'node_uuid' },
+  { name: 'port sort_key=extra', method: 'GET', url: '/v1/ports?sort_key=extra', status: 400 },
+  { name: 'port limit=0', method: 'GET', url: '/v1/ports?limit=0', status: 400 },
+  { name: 'a history marker that is not a UUID', method: 'GET', url: '/v1/nodes/{node}/history?marker=first', status: 400, message: 'marker' },
+  { name: 'history limit=0', method: 'GET', url: '/v1/nodes/{node}/history?limit=0', status: 400 },
+  { name: 'a conductor field that does not exist', method: 'GET', url: '/v1/conductors?fields=hostname,colour', status: 400, message: 'colour' },
+  { name: 'an unknown driver', method: 'GET', url: '/v1/drivers/no-such-hw', status: 404 },
+  { name: 'a method /v1 does not allow', method: 'POST', url: '/v1', body: {}, status: 405 },
+  { name: 'delete an unknown port', method: 'DELETE', url: '/v1/ports/not-a-uuid', status: 404 },
+  { name: 'delete an unknown node', method: 'DELETE', url: `/v1/nodes/${MISSING_UUID}`, status: 404 },
+];
+
+interface Snapshot {
+  nodes: Record<string, unknown>;
+  ports: Record<string, unknown>;
+  intents: Record<string, unknown>;
+}
+
+/** Everything a request could have changed: counts, high-water marks and a hash of every row. */
+async function snapshot(knex: Knex): Promise<Snapshot> {
+  const one = async (sql: string): Promise<Record<string, unknown>> => ((await knex.raw(sql)) as { rows: Array<Record<string, unknown>> }).rows[0];
+  return {
+    nodes: await one(`select count(*)::int as count, max(updated_at)::text as max_updated_at, coalesce(sum(version), 0)::text as sum_version,
+      md5(coalesce(string_agg(n::text, '|' order by n.id), '')) as hash from nodes n`),
+    ports: await one(`select count(*)::int as count, max(updated_at)::text as max_updated_at,
+      md5(coalesce(string_agg(p::text, '|' order by p.id), '')) as hash from ports p`),
+    intents: await one(`select count(*)::int as count, md5(coalesce(string_agg(i::text, '|' order by i.id), '')) as hash from intents i`),
+  };
+}
+
+describe('malformed API requests', function () {
+  let t: TestApp;
+  let nodeUuid: string;
+  let portUuid: string;
+
+  before(async () => {
+    // No conductor: nothing but the requests under test may touch the database.
+    t = await buildTestApp({}, { conductor: false });
+    const latest = { 'x-openstack-ironic-api-version': 'latest' };
+    const node = await t.app.inject({
+      method: 'POST', url: '/v1/nodes', headers: latest,
+      payload: { name: 'seed', driver: 'fake-hardware', driver_info: { ipmi_password: 'pw' }, extra: { k: 'v' } },
+    });
+    expect(node.statusCode, node.body).to.equal(201);
+    nodeUuid = node.json<{ uuid: string }>().uuid;
+    const port = await t.app.inject({ method: 'POST', url: '/v1/ports', headers: latest, payload: { address: '52:54:00:00:00:01', node_uuid: nodeUuid } });
+    expect(port.statusCode, port.body).to.equal(201);
+    portUuid = port.json<{ uuid: string }>().uuid;
+  });
+
+  after(async () => {
+    await t?.close();
+  });
+
+  it(`answers each of ${CASES.length} malformed requests with a 4xx, Ironic's error body and no change`, async () => {
+    expect(CASES.length).to.be.at.least(45);
+    const fill = (s: string): string => s.replaceAll('{node}', 'seed').replaceAll('{port}', portUuid).replaceAll('{nodeUuid}', nodeUuid);
+    const before = await snapshot(t.tdb.knex);
+    expect(before.nodes.count).to.equal(1);
+    expect(before.ports.count).to.equal(1);
+    const problems: string[] = [];
+    for (const c of CASES) {
+      const payload = c.body === undefined ? undefined : typeof c.body === 'string' ? c.body : JSON.parse(fill(JSON.stringify(c.body))) as object;
+      const res = await t.app.inject({
+        method: c.method, url: fill(c.url),
+        // The case's own version header, if any, is the only one sent.
+        headers: { ...(c.headers?.['openstack-api-version'] === undefined ? { 'x-openstack-ironic-api-version': 'latest' } : {}), ...c.headers },
+        ...(payload === undefined ? {} : { payload }),
+      });
+      const where = `${c.name} (${c.method} ${c.url})`;
+      if (res.statusCode !== c.status) problems.push(`${where}: status ${res.statusCode}, expected ${c.status}: ${res.body.slice(0, 300)}`);
+      if (res.statusCode < 400 || res.statusCode >= 500) problems.push(`${where}: not a 4xx`);
+      try {
+        const fault = faultOf(res.body);
+        if (fault.faultcode !== 'Client') problems.push(`${where}: faultcode ${fault.faultcode}`);
+        if (typeof fault.faultstring !== 'string' || fault.faultstring === '') problems.push(`${where}: empty faultstring`);
+        else if (c.message !== undefined && !fault.faultstring.includes(fill(c.message))) {
+          problems.push(`${where}: faultstring ${JSON.stringify(fault.faultstring)} lacks ${JSON.stringify(c.message)}`);
+        }
+      } catch (err) {
+        problems.push(`${where}: not Ironic's error body (${(err as Error).message}): ${res.body.slice(0, 200)}`);
+      }
+      for (const h of ['x-openstack-ironic-api-minimum-version', 'x-openstack-ironic-api-maximum-version', 'x-openstack-ironic-api-version']) {
+        if (typeof res.headers[h] !== 'string') problems.push(`${where}: no ${h} header`);
+      }
+      const after = await snapshot(t.tdb.knex);
+      try {
+        expect(after).to.deep.equal(before);
+      } catch {
+        problems.push(`${where}: the database changed: ${JSON.stringify(before)} -> ${JSON.stringify(after)}`);
+        break;
+      }
+    }
+    expect(problems, problems.join('\n')).to.deep.equal([]);
+  });
+});
