@@ -1,0 +1,33 @@
+import type { Logger } from 'pino';
+import type { Config } from '../../common/config.js';
+import type { HardwareType } from '../interfaces.js';
+import { IPMI_PROPERTIES } from './driver-info.js';
+import { IpmitoolManagement } from './management.js';
+import { IpmitoolPower } from './power.js';
+import { IpmitoolRunner, type IpmitoolRunnerOptions } from './runner.js';
+
+/** Ironic's `ipmi` hardware type (the `ipmitool-sol` console comes later). */
+export const ipmiHardware: HardwareType = {
+  name: 'ipmi',
+  supported: { power: ['ipmitool'], management: ['ipmitool'], console: ['no-console'] },
+  properties: IPMI_PROPERTIES,
+};
+
+/** Runner options from `[ipmi]` (seconds in the file, milliseconds here). */
+export function ipmiRunnerOptions(config: Readonly<Config>, log?: Logger): IpmitoolRunnerOptions {
+  const c = config.ipmi;
+  return {
+    workers: c.workers,
+    commandTimeoutMs: c.command_timeout * 1000,
+    minCommandIntervalMs: c.min_command_interval * 1000,
+    commandRetryTimeoutMs: c.command_retry_timeout * 1000,
+    useIpmitoolRetries: c.use_ipmitool_retries,
+    log,
+  };
+}
+
+/** The ipmitool interfaces sharing one runner; `close` kills running ipmitools and stops the pool. */
+export function createIpmiInterfaces(opts: IpmitoolRunnerOptions): { power: IpmitoolPower; management: IpmitoolManagement; close: () => Promise<void> } {
+  const runner = new IpmitoolRunner(opts);
+  return { power: new IpmitoolPower(runner), management: new IpmitoolManagement(runner), close: () => runner.close() };
+}
