@@ -18,6 +18,7 @@ Commands:
   conductor       a conductor only
   db upgrade      apply pending database migrations
   config sample   print the sample configuration file
+  sim redfish     simulated Redfish BMCs for tests and benchmarks (--help for options)
 
 Options:
   --config PATH   configuration file (default: etc/galvanic.conf when present)
@@ -25,6 +26,8 @@ Options:
 Environment: GALVANIC_<SECTION>__<OPTION> overrides one option, e.g. GALVANIC_API__PORT=6390.`;
 
 async function run(argv: string[]): Promise<number> {
+  // The simulator has its own options; it is loaded only when asked for.
+  if (argv[0] === 'sim' && argv[1] === 'redfish') return (await import('../sim/redfish/cli.js')).runRedfishSim(argv.slice(2));
   const { values, positionals } = parseArgs({
     args: argv,
     options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' } },

@@ -60,17 +60,17 @@ export const SCHEMA = {
     },
     enabled_hardware_types: {
       type: 'list',
-      default: ['fake-hardware'],
+      default: ['fake-hardware', 'redfish', 'ipmi'],
       help: 'Hardware types this conductor loads; a node whose driver is not listed cannot be managed here.',
     },
     enabled_power_interfaces: {
       type: 'list',
-      default: ['fake'],
+      default: ['fake', 'redfish', 'ipmitool'],
       help: 'Power interfaces that nodes may use.',
     },
     enabled_management_interfaces: {
       type: 'list',
-      default: ['fake'],
+      default: ['fake', 'redfish', 'ipmitool'],
       help: 'Management interfaces that nodes may use.',
     },
     enabled_console_interfaces: {
@@ -264,6 +264,89 @@ export const SCHEMA = {
       default: 'amqp://guest:guest@127.0.0.1:5672/',
       secret: true,
       help: 'Message bus URL used by bus drivers.',
+    },
+  },
+
+  ipmi: {
+    min_command_interval: {
+      type: 'float',
+      default: 1,
+      min: 0,
+      help: 'Minimum time, in seconds, between two IPMI commands sent to one BMC (address and port); commands to one BMC run one at a time, other BMCs are not delayed. Some BMCs crash when polled too often: Ironic recommends 5.',
+    },
+    command_retry_timeout: {
+      type: 'int',
+      default: 60,
+      min: 0,
+      help: 'Maximum time in seconds to retry retryable IPMI operations (for example when the BMC answers that it is busy). Setting this too high can hold up the power state sync on slow or unresponsive BMCs.',
+    },
+    use_ipmitool_retries: {
+      type: 'bool',
+      default: false,
+      help: 'When true, ipmitool itself retries (-R and -N derived from command_retry_timeout and min_command_interval); when false, ipmitool tries once and Galvanic retries the retryable failures.',
+    },
+    command_timeout: {
+      type: 'float',
+      default: 60,
+      min: 1,
+      help: 'Seconds one ipmitool process may run; it is then killed and the call fails with a BMC timeout.',
+    },
+    workers: {
+      type: 'int',
+      default: 4,
+      min: 1,
+      max: 64,
+      help: 'Threads of the worker pool that runs ipmitool; each supervises up to 4 ipmitool processes at once, further commands wait in the queue. Threads start on the first IPMI command.',
+    },
+  },
+
+  redfish: {
+    connection_attempts: {
+      type: 'int',
+      default: 5,
+      min: 1,
+      max: 100,
+      help: 'Attempts at one Redfish request that fails with a connection error or a retryable answer (5xx, 503 with Retry-After, a full session table), always within the call\'s timeout.',
+    },
+    connection_retry_interval: {
+      type: 'float',
+      default: 1,
+      min: 0,
+      max: 300,
+      help: 'Seconds before the first retry of a Redfish request; each further retry waits twice as long (with jitter, at most 30 s). A Retry-After header from the BMC takes precedence.',
+    },
+    connection_cache_size: {
+      type: 'int',
+      default: 1000,
+      min: 1,
+      help: 'BMCs whose Redfish session and connection pool are kept; the least recently used is logged out and closed when a new one needs room. Set it at least to the number of Redfish nodes per conductor.',
+    },
+    max_concurrent_requests_per_bmc: {
+      type: 'int',
+      default: 4,
+      min: 1,
+      max: 64,
+      help: 'Redfish requests in flight to one BMC at once (and connections to it); further requests wait. Many BMCs misbehave beyond a handful.',
+    },
+    request_timeout: {
+      type: 'float',
+      default: 60,
+      min: 1,
+      max: 3600,
+      help: "Seconds one Redfish driver call to a BMC may take, all its requests, retries and waits included, unless the node's driver_info redfish_timeout says otherwise.",
+    },
+    power_state_change_timeout: {
+      type: 'float',
+      default: 60,
+      min: 1,
+      max: 3600,
+      help: 'Seconds a Redfish power action waits for the BMC to report the new power state, when the request names no timeout.',
+    },
+    auth_type: {
+      type: 'enum',
+      choices: ['auto', 'session', 'basic'],
+      default: 'auto',
+      help: "Redfish authentication when driver_info has no redfish_auth_type: session, basic, or auto (a session, falling back to Basic when the BMC has no session service or refuses to open one).",
     },
   },
 

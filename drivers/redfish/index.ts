@@ -1,0 +1,51 @@
+/**
+ * The `redfish` hardware type: power `redfish`, management `redfish`, console `no-console`.
+ * `RedfishDriver` owns the client shared by both interfaces; constructing it opens nothing
+ * (pools and sessions appear on the first call to a BMC), `close()` logs out and closes.
+ */
+import type { Logger } from 'pino';
+import type { Config } from '../../common/config.js';
+import type { HardwareType } from '../interfaces.js';
+import { RedfishClient, type RedfishOptions } from './client.js';
+import { REDFISH_PROPERTIES } from './driver-info.js';
+import { RedfishManagement } from './management.js';
+import { RedfishPower } from './power.js';
+
+export type { RedfishOptions } from './client.js';
+
+export const redfishHardware: HardwareType = {
+  name: 'redfish',
+  supported: { power: ['redfish'], management: ['redfish'], console: ['no-console'] },
+  properties: REDFISH_PROPERTIES,
+};
+
+/** The [redfish] section as client options (durations in ms). */
+export function redfishOptions(config: Readonly<Config>): RedfishOptions {
+  const r = config.redfish;
+  return {
+    connectionAttempts: r.connection_attempts,
+    retryIntervalMs: r.connection_retry_interval * 1000,
+    cacheSize: r.connection_cache_size,
+    maxConcurrentPerBmc: r.max_concurrent_requests_per_bmc,
+    authType: r.auth_type,
+    timeoutMs: r.request_timeout * 1000,
+    powerStateChangeTimeoutMs: r.power_state_change_timeout * 1000,
+  };
+}
+
+export class RedfishDriver {
+  readonly client: RedfishClient;
+  readonly power: RedfishPower;
+  readonly management: RedfishManagement;
+
+  constructor(options: RedfishOptions, log: Logger) {
+    this.client = new RedfishClient(options, log.child({ driver: 'redfish' }));
+    this.power = new RedfishPower(this.client);
+    this.management = new RedfishManagement(this.client);
+  }
+
+  /** Logs out every cached session and closes every connection pool. */
+  close(): Promise<void> {
+    return this.client.close();
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * `galvanic sim redfish`: runs the simulator in the foreground until SIGINT/SIGTERM.
+ * Prints one JSON line once every listener is bound, so scripts can wait for it.
+ */
+import { parseArgs } from 'node:util';
+import { startRedfishSim, type RedfishSimOptions } from './server.js';
+
+export const SIM_REDFISH_USAGE = `Usage: galvanic sim redfish --count N --base-port P [options]
+
+  --count N               number of BMCs (default 1)
+  --base-port P           BMC i listens on 127.0.0.1:P+i (0: free ports)
+  --latency MIN-MAX       delay of every request in ms, e.g. 1000-2000 (default 0)
+  --slow-fraction F       fraction of requests delayed by --slow instead (default 0)
+  --slow MS               delay of the slow requests in ms (default 20000)
+  --fail-rate F           fraction answered 500 (default 0)
+  --timeout-rate F        fraction never answered (default 0)
+  --garbage-rate F        fraction answered with a body that is not JSON (default 0)
+  --reset-rate F          fraction whose connection is reset (default 0)
+  --session-limit N       sessions open at once per BMC (default 4)
+  --chassis MODEL         both | legacy | sensors: which sensor resources the chassis has
+  --mockup DIR            serve a recorded mockup tree instead of the synthetic BMC
+  --username U --password P   credentials (default admin / password)
+
+Control API per BMC: /_sim/stats, /_sim/reset, /_sim/expire-sessions, /_sim/faults, /_sim/state, /_sim/totals.`;
+
+function fraction(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0 || n > 1) throw new Error(`--${name} must be a number between 0 and 1, got "${v}"`);
+  return n;
+}
+
+function count(name: string, v: string | undefined, min: number): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be an integer >= ${min}, got "${v}"`);
+  return n;
+}
+
+/** Parses the command line into simulator options. @throws Error naming the bad option */
+export function parseSimArgs(argv: string[]): RedfishSimOptions {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      count: { type: 'string' },
+      'base-port': { type: 'string' },
+      latency: { type: 'string' },
+      'slow-fraction': { type: 'string' },
+      slow: { type: 'string' },
+      'fail-rate': { type: 'string' },
+      'timeout-rate': { type: 'string' },
+      'garbage-rate': { type: 'string' },
+      'reset-rate': { type: 'string' },
+      'session-limit': { type: 'string' },
+      chassis: { type: 'string' },
+      mockup: { type: 'string' },
+      username: { type: 'string' },
+      password: { type: 'string' },
+    },
+    allowPositionals: false,
+  });
+  let latencyMs: [number, number] | undefined;
+  if (values.latency !== undefined) {
+    const m = /^(\d+)(?:-(\d+))?$/.exec(values.latency);
+    if (!m) throw new Error(`--latency must be MS or MIN-MAX in ms, got "${values.latency}"`);
+    const lo = Number(m[1]);
+    const hi = m[2] === undefined ? lo : Number(m[2]);
+    if (hi < lo) throw new Error(`--latency: ${hi} is below ${lo}`);
+    latencyMs = [lo, hi];
+  }
+  const chassis = values.chassis;
+  if (chassis !== undefined && chassis !== 'both' && chassis !== 'legacy' && chassis !== 'sensors') {
+    throw new Error(`--chassis must be both, legacy or sensors, got "${chassis}"`);
+  }
+  const basePort = count('base-port', values['base-port'], 0) ?? 0;
+  const n = count('count', values.count, 1) ?? 1;
+  if (basePort > 0 && basePort + n - 1 > 65535) throw new Error(`--base-port ${basePort} with --count ${n} runs past port 65535`);
+  return {
+    count: n,
+    basePort,
+    latencyMs,
+    slowFraction: fraction('slow-fraction', values['slow-fraction']),
+    slowMs: count('slow', values.slow, 0) ?? 20_000,
+    failRate: fraction('fail-rate', values['fail-rate']),
+    timeoutRate: fraction('timeout-rate', values['timeout-rate']),
+    garbageRate: fraction('garbage-rate', values['garbage-rate']),
+    resetRate: fraction('reset-rate', values['reset-rate']),
+    sessionLimit: count('session-limit', values['session-limit'], 1),
+    chassis,
+    mockup: values.mockup,
+    username: values.username,
+    password: values.password,
+  };
+}
+
+/** Runs `galvanic sim redfish`; resolves with the exit code once stopped by a signal. */
+export async function runRedfishSim(argv: string[]): Promise<number> {
+  if (argv.includes('-h') || argv.includes('--help')) {
+    process.stdout.write(`${SIM_REDFISH_USAGE}\n`);
+    return 0;
+  }
+  let opts: RedfishSimOptions;
+  try {
+    opts = parseSimArgs(argv);
+  } catch (err) {
+    process.stderr.write(`galvanic sim redfish: ${(err as Error).message}\n${SIM_REDFISH_USAGE}\n`);
+    return 2;
+  }
+  const sim = await startRedfishSim(opts);
+  const ports = sim.bmcs.map((b) => b.port);
+  process.stdout.write(`${JSON.stringify({ listening: sim.bmcs.length, host: '127.0.0.1', firstPort: ports[0], lastPort: ports[ports.length - 1], mockup: opts.mockup ?? null })}\n`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', () => resolve());
+    process.once('SIGINT', () => resolve());
+  });
+  await sim.stop();
+  return 0;
+}

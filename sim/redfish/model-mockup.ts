@@ -1,0 +1,150 @@
+/**
+ * Serves a recorded short-form mockup tree (DMTF's Mockup Creator layout: `<dir>/index.json`
+ * is `GET /redfish/v1`, `<dir>/Systems/1/index.json` is `GET /redfish/v1/Systems/1`).
+ * Lookup is case-insensitive and ignores a trailing slash, like iLO, so the lower-case links
+ * HPE puts in its bodies resolve. Files are read on first use and shared by every BMC of the
+ * process; the systems' power and boot state live per BMC on top of the recorded body.
+ * Everything else is served as recorded, error objects with status 200 included, which is what
+ * a static mockup server does.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { defaultBoot, normalisePath, STANDARD_BOOT_TARGETS, STANDARD_RESET_TYPES, type SimModel } from './model.js';
+import type { SystemState } from './state.js';
+
+type Json = Record<string, unknown>;
+
+function isObject(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function odataId(v: unknown): string | null {
+  return isObject(v) && typeof v['@odata.id'] === 'string' ? v['@odata.id'] : null;
+}
+
+/** Maps every normalised URL path of the tree to its index.json. */
+function indexTree(dir: string): Map<string, string> {
+  const files = new Map<string, string>();
+  const walk = (abs: string, url: string) => {
+    for (const entry of readdirSync(abs, { withFileTypes: true })) {
+      if (entry.isDirectory()) walk(path.join(abs, entry.name), `${url}/${entry.name}`);
+      else if (entry.name === 'index.json') files.set(normalisePath(url || '/redfish/v1'), path.join(abs, entry.name));
+    }
+  };
+  walk(dir, '/redfish/v1');
+  if (!files.has('/redfish/v1')) throw new Error(`${dir} is not a Redfish mockup tree: no index.json at its top`);
+  return files;
+}
+
+export class MockupModel implements SimModel {
+  readonly systemPaths: ReadonlySet<string>;
+  readonly sessionsPath: string;
+  private readonly files: Map<string, string>;
+  private readonly text = new Map<string, string>();
+  private readonly parsed = new Map<string, Json>();
+
+  constructor(readonly dir: string) {
+    this.files = indexTree(dir);
+    const root = this.json('/redfish/v1') ?? {};
+    const systemsPath = normalisePath(odataId(root.Systems) ?? '/redfish/v1/Systems');
+    const members = this.json(systemsPath)?.Members;
+    const systems = new Set<string>();
+    if (Array.isArray(members)) for (const m of members) if (odataId(m)) systems.add(normalisePath(odataId(m) as string));
+    this.systemPaths = systems;
+    const links = isObject(root.Links) ? root.Links : {};
+    this.sessionsPath = normalisePath(odataId(links.Sessions) ?? '/redfish/v1/SessionService/Sessions');
+  }
+
+  private raw(p: string): string | null {
+    const file = this.files.get(p);
+    if (!file) return null;
+    let t = this.text.get(p);
+    if (t === undefined) {
+      t = readFileSync(file, 'utf8');
+      this.text.set(p, t);
+    }
+    return t;
+  }
+
+  private json(p: string): Json | null {
+    let j = this.parsed.get(p);
+    if (j) return j;
+    const t = this.raw(p);
+    if (t === null) return null;
+    try {
+      const v: unknown = JSON.parse(t);
+      j = isObject(v) ? v : {};
+    } catch {
+      j = {};
+    }
+    this.parsed.set(p, j);
+    return j;
+  }
+
+  private resetAction(p: string): Json {
+    const actions = this.json(p)?.Actions;
+    const reset = isObject(actions) ? actions['#ComputerSystem.Reset'] : undefined;
+    return isObject(reset) ? reset : {};
+  }
+
+  initialSystem(p: string): SystemState {
+    const body = this.json(p) ?? {};
+    const boot = isObject(body.Boot) ? body.Boot : {};
+    const d = defaultBoot();
+    return {
+      power: body.PowerState === 'Off' ? 'Off' : 'On',
+      boot: {
+        BootSourceOverrideTarget: typeof boot.BootSourceOverrideTarget === 'string' ? boot.BootSourceOverrideTarget : d.BootSourceOverrideTarget,
+        BootSourceOverrideEnabled: typeof boot.BootSourceOverrideEnabled === 'string' ? boot.BootSourceOverrideEnabled : d.BootSourceOverrideEnabled,
+        BootSourceOverrideMode: typeof boot.BootSourceOverrideMode === 'string' ? boot.BootSourceOverrideMode : d.BootSourceOverrideMode,
+      },
+      version: 1,
+    };
+  }
+
+  systemBody(p: string, state: SystemState): string {
+    const body = { ...(this.json(p) ?? {}) };
+    body.PowerState = state.power;
+    // Systems recorded without a Boot object (EX425 blades) keep having none.
+    if (isObject(body.Boot)) body.Boot = { ...body.Boot, ...state.boot };
+    return JSON.stringify(body);
+  }
+
+  resetTarget(p: string): string {
+    const target = this.resetAction(p).target;
+    return normalisePath(typeof target === 'string' ? target : `${p}/Actions/ComputerSystem.Reset`);
+  }
+
+  resetTypes(p: string): readonly string[] {
+    const reset = this.resetAction(p);
+    const inline = reset['ResetType@Redfish.AllowableValues'];
+    if (Array.isArray(inline)) return inline.filter((v): v is string => typeof v === 'string');
+    const infoPath = reset['@Redfish.ActionInfo'];
+    if (typeof infoPath === 'string') {
+      const params = this.json(normalisePath(infoPath))?.Parameters;
+      if (Array.isArray(params)) {
+        for (const param of params) {
+          if (isObject(param) && param.Name === 'ResetType' && Array.isArray(param.AllowableValues)) {
+            return param.AllowableValues.filter((v): v is string => typeof v === 'string');
+          }
+        }
+      }
+    }
+    return STANDARD_RESET_TYPES;
+  }
+
+  bootTargets(p: string): readonly string[] | null {
+    const boot = this.json(p)?.Boot;
+    if (!isObject(boot)) return null;
+    const allowed = boot['BootSourceOverrideTarget@Redfish.AllowableValues'];
+    return Array.isArray(allowed) ? allowed.filter((v): v is string => typeof v === 'string') : STANDARD_BOOT_TARGETS;
+  }
+
+  get(p: string): string | null {
+    return this.raw(p);
+  }
+
+  isPublic(p: string): boolean {
+    return p === '/redfish' || p === '/redfish/v1' || p === '/redfish/v1/odata' || p === '/redfish/v1/$metadata';
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * What a simulated BMC serves, behind one interface so that the request handler does not
+ * care whether bodies are synthetic (model-synthetic.ts) or come from a recorded mockup tree
+ * (model-mockup.ts). Paths given to a model are normalised: lower case, no query, no
+ * fragment, no trailing slash.
+ */
+import type { BootOverride, SystemState } from './state.js';
+
+export interface SimModel {
+  /** Normalised paths of the ComputerSystems whose power and boot the simulator changes. */
+  readonly systemPaths: ReadonlySet<string>;
+  /** Normalised path of the session collection (`POST` logs in). */
+  readonly sessionsPath: string;
+  /** The state a BMC's system starts in. */
+  initialSystem(path: string): SystemState;
+  /** The body of a system, with the live power and boot state. */
+  systemBody(path: string, state: SystemState, bmcIndex: number): string;
+  /** Normalised path of the system's Reset action target. */
+  resetTarget(path: string): string;
+  resetTypes(path: string): readonly string[];
+  /** Allowed BootSourceOverrideTarget values; null when the system has no Boot object. */
+  bootTargets(path: string): readonly string[] | null;
+  /** The body of any other resource, or null when there is none. `query` is the raw query string. */
+  get(path: string, query: string, bmcIndex: number): string | null;
+  /** Paths that answer without authentication (service root and friends). */
+  isPublic(path: string): boolean;
+}
+
+/** Lower case, no query or fragment, no trailing slash; `%xx` decoded. */
+export function normalisePath(raw: string): string {
+  let p = raw;
+  const q = p.search(/[?#]/);
+  if (q >= 0) p = p.slice(0, q);
+  try {
+    p = decodeURIComponent(p);
+  } catch {
+    // A malformed escape stays as it is and will simply not be found.
+  }
+  p = p.toLowerCase();
+  while (p.length > 1 && p.endsWith('/')) p = p.slice(0, -1);
+  return p;
+}
+
+export const STANDARD_RESET_TYPES = ['On', 'ForceOff', 'GracefulShutdown', 'GracefulRestart', 'ForceRestart', 'Nmi', 'ForceOn', 'PushPowerButton', 'PowerCycle'];
+export const STANDARD_BOOT_TARGETS = ['None', 'Pxe', 'Cd', 'Usb', 'Hdd', 'BiosSetup', 'Utilities', 'Diags', 'UefiShell', 'UefiTarget', 'UefiHttp'];
+
+export function defaultBoot(): BootOverride {
+  return { BootSourceOverrideTarget: 'None', BootSourceOverrideEnabled: 'Disabled', BootSourceOverrideMode: 'UEFI' };
+}

@@ -1,0 +1,206 @@
+/**
+ * `startRedfishSim`: N simulated BMCs in one process, one HTTP listener each on 127.0.0.1.
+ * Besides Redfish, every listener answers a control API under `/_sim/` (a prefix no Redfish
+ * URI has), which is neither authenticated, delayed, faulted nor logged:
+ *
+ *   GET  /_sim/stats[?log=0]   counters and the ordered request log of this BMC
+ *   POST /_sim/reset           zero the counters and the log
+ *   POST /_sim/expire-sessions forget every session (the next request with a token gets 401)
+ *   GET|POST /_sim/faults      read or change this BMC's fault knobs (JSON, merged)
+ *   GET|POST /_sim/state       read or set power ("On"/"Off") and boot override of its systems
+ *   GET  /_sim/totals          counters summed over every BMC of the process
+ */
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { RedfishHandler, readBody, send, type Credentials } from './handler.js';
+import { MockupModel } from './model-mockup.js';
+import { SyntheticModel, type ChassisModel } from './model-synthetic.js';
+import type { SimModel } from './model.js';
+import { DEFAULT_FAULTS, SimBmc, etagOf, type BmcCounters, type SimFaults } from './state.js';
+
+export interface RedfishSimOptions extends Partial<Omit<SimFaults, 'unavailable'>> {
+  /** Number of BMCs. */
+  count: number;
+  /** Port of the first BMC; BMC i listens on basePort + i. 0 (default) picks free ports. */
+  basePort?: number;
+  host?: string;
+  username?: string;
+  password?: string;
+  /** Serve this mockup tree instead of the synthetic BMC. */
+  mockup?: string;
+  /** Synthetic BMC only: Thermal/Power, Sensors, or both (default). */
+  chassis?: ChassisModel;
+  /** Entries kept in each BMC's request log (default 10,000; 0 keeps none). */
+  logLimit?: number;
+}
+
+export interface SimBmcHandle {
+  index: number;
+  port: number;
+  /** `http://127.0.0.1:<port>` */
+  url: string;
+}
+
+export interface RedfishSim {
+  bmcs: SimBmcHandle[];
+  /** Counters summed over every BMC. */
+  totals(): BmcCounters & { bmcs: number };
+  stop(): Promise<void>;
+}
+
+function sumCounters(bmcs: SimBmc[]): BmcCounters & { bmcs: number } {
+  const t = { bmcs: bmcs.length, requests: 0, concurrent: 0, maxConcurrent: 0, sessionsOpen: 0, sessionsCreated: 0, logins: 0, unauthorized: 0 };
+  for (const b of bmcs) {
+    const c = b.counters();
+    t.requests += c.requests;
+    t.concurrent += c.concurrent;
+    t.maxConcurrent = Math.max(t.maxConcurrent, c.maxConcurrent);
+    t.sessionsOpen += c.sessionsOpen;
+    t.sessionsCreated += c.sessionsCreated;
+    t.logins += c.logins;
+    t.unauthorized += c.unauthorized;
+  }
+  return t;
+}
+
+const FAULT_KEYS = new Set<string>(Object.keys(DEFAULT_FAULTS));
+const LISTEN_BATCH = 256;
+
+async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, req: IncomingMessage, res: ServerResponse, port: number): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://sim');
+  const write = req.method === 'POST' || req.method === 'PUT';
+  const body = write ? await readBody(req) : '';
+  let input: Record<string, unknown> = {};
+  if (body.trim()) {
+    try {
+      input = JSON.parse(body) as Record<string, unknown>;
+    } catch {
+      return send(res, 400, JSON.stringify({ error: 'body is not JSON' }));
+    }
+  }
+  switch (url.pathname) {
+    case '/_sim/stats': {
+      const withLog = url.searchParams.get('log') !== '0';
+      return send(res, 200, JSON.stringify({ index: bmc.index, port, ...bmc.counters(), ...(withLog ? { log: bmc.log } : {}) }));
+    }
+    case '/_sim/totals':
+      return send(res, 200, JSON.stringify(sumCounters(all)));
+    case '/_sim/reset':
+      bmc.resetCounters();
+      return send(res, 200, JSON.stringify(bmc.counters()));
+    case '/_sim/expire-sessions':
+      return send(res, 200, JSON.stringify({ expired: bmc.expireSessions() }));
+    case '/_sim/faults': {
+      if (write) {
+        const unknown = Object.keys(input).filter((k) => !FAULT_KEYS.has(k));
+        if (unknown.length) return send(res, 400, JSON.stringify({ error: `unknown fault keys: ${unknown.join(', ')}` }));
+        bmc.setFaults(input as Partial<SimFaults>);
+      }
+      return send(res, 200, JSON.stringify(bmc.faults));
+    }
+    case '/_sim/state': {
+      const systems = [...model.systemPaths];
+      if (write) {
+        for (const p of systems) {
+          let s = bmc.systems.get(p);
+          if (!s) {
+            s = model.initialSystem(p);
+            bmc.systems.set(p, s);
+          }
+          if (input.power === 'On' || input.power === 'Off') s.power = input.power;
+          if (typeof input.boot === 'object' && input.boot !== null) s.boot = { ...s.boot, ...(input.boot as object) };
+          s.version++;
+        }
+      }
+      const out: Record<string, unknown> = {};
+      for (const p of systems) {
+        const s = bmc.systems.get(p) ?? model.initialSystem(p);
+        out[p] = { power: s.power, boot: s.boot, etag: etagOf(s) };
+      }
+      return send(res, 200, JSON.stringify({ systems: out }));
+    }
+    default:
+      return send(res, 404, JSON.stringify({ error: `no control endpoint ${url.pathname}` }));
+  }
+}
+
+function listen(server: http.Server, port: number, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error) => reject(err);
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+/** Starts the BMCs; resolves when every listener is bound. */
+export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishSim> {
+  const host = opts.host ?? '127.0.0.1';
+  const base = opts.basePort ?? 0;
+  const creds: Credentials = { username: opts.username ?? 'admin', password: opts.password ?? 'password' };
+  const model: SimModel = opts.mockup ? new MockupModel(path.resolve(opts.mockup)) : new SyntheticModel(opts.chassis ?? 'both');
+  const handler = new RedfishHandler(model, creds);
+  const faults: SimFaults = { ...DEFAULT_FAULTS };
+  for (const key of Object.keys(DEFAULT_FAULTS) as Array<keyof SimFaults>) {
+    const v = (opts as Partial<SimFaults>)[key];
+    if (v !== undefined) (faults as unknown as Record<string, unknown>)[key] = v;
+  }
+  Object.freeze(faults);
+  const logLimit = opts.logLimit ?? 10_000;
+  const bmcs: SimBmc[] = [];
+  const servers: http.Server[] = [];
+  const handles: SimBmcHandle[] = [];
+  const startOne = async (i: number): Promise<void> => {
+    const bmc = new SimBmc(i, faults, logLimit);
+    bmcs[i] = bmc;
+    const server = http.createServer();
+    servers[i] = server;
+    let port = 0;
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      const p = req.url ?? '';
+      const work = p.startsWith('/_sim/') ? control(bmc, bmcs, model, req, res, port) : handler.handle(bmc, req, res);
+      work.catch((err: unknown) => send(res, 500, JSON.stringify({ error: String(err) })));
+    });
+    // Keep idle keep-alive sockets longer than clients' pools do, so clients close first.
+    server.keepAliveTimeout = 65_000;
+    port = await listen(server, base === 0 ? 0 : base + i, host);
+    handles[i] = { index: i, port, url: `http://${host}:${port}` };
+  };
+  try {
+    // Bind in batches: 10,000 sequential listens take half a minute on a busy machine.
+    for (let i = 0; i < opts.count; i += LISTEN_BATCH) {
+      const batch: Array<Promise<void>> = [];
+      for (let j = i; j < Math.min(opts.count, i + LISTEN_BATCH); j++) batch.push(startOne(j));
+      const results = await Promise.allSettled(batch);
+      const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failed) throw failed.reason;
+    }
+  } catch (err) {
+    await closeAll(servers);
+    throw err;
+  }
+  return {
+    bmcs: handles,
+    totals: () => sumCounters(bmcs),
+    async stop() {
+      for (const b of bmcs) b?.stop();
+      await closeAll(servers);
+    },
+  };
+}
+
+async function closeAll(servers: http.Server[]): Promise<void> {
+  await Promise.all(
+    servers.filter(Boolean).map(
+      (s) =>
+        new Promise<void>((resolve) => {
+          if (!s.listening) return resolve();
+          s.close(() => resolve());
+          s.closeAllConnections();
+        }),
+    ),
+  );
+}
