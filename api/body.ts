@@ -24,6 +24,20 @@ export function checkName(value: string, what = 'name'): void {
   }
 }
 
+/**
+ * oslo's `bool_from_string(strict=True)`, which Ironic's validators (`args.boolean`) apply to
+ * boolean body fields: python-ironicclient's `node set --protected`/`--retired`/
+ * `--automated-clean`, `port create --pxe-enabled false` and `port set --pxe-disabled` send
+ * strings such as "True"/"false". Returns anything else unchanged (type checks then refuse it).
+ */
+export function ironicBoolean(value: unknown): unknown {
+  if (typeof value !== 'string') return value;
+  const s = value.trim().toLowerCase();
+  if (['1', 't', 'true', 'on', 'y', 'yes'].includes(s)) return true;
+  if (['0', 'f', 'false', 'off', 'n', 'no'].includes(s)) return false;
+  return value;
+}
+
 /** Type-checks one value against its field declaration. */
 export function checkFieldValue(field: NodeField, value: unknown, resource = 'node'): void {
   const where = `Invalid input for field/attribute ${field.name}.`;

@@ -47,9 +47,9 @@ export function registerDriverRoutes(app: FastifyInstance, deps: ApiDeps): void 
           continue;
         }
         const k = kind as (typeof INTERFACE_KINDS)[number];
-        const resolved = registry.resolve(hw.name, {});
-        out[`default_${kind}_interface`] = resolved[k];
-        out[`enabled_${kind}_interfaces`] = hw.supported[k].filter((i) => i in registry.implementations[k]);
+        // Supported by the type and enabled in the config; no default when none is (a node create says why).
+        out[`default_${kind}_interface`] = registry.defaultInterface(hw.name, k);
+        out[`enabled_${kind}_interfaces`] = registry.enabledInterfaces(hw.name, k);
       }
     }
     return out;

@@ -14,7 +14,7 @@ import { baseUrl } from './links.js';
 import { nodeView, parseFields } from './node-view.js';
 import { NODE_FIELDS, NODE_FIELD_BY_NAME, DEFAULT_LIST_FIELDS } from './node-fields.js';
 import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
-import { checkFieldValue, checkFieldVersion, checkName, isUuid, requireObject } from './body.js';
+import { checkFieldValue, checkFieldVersion, checkName, ironicBoolean, isUuid, requireObject } from './body.js';
 import { noValidHost } from './drivers.js';
 
 /** API field name → domain field name, for the writable fields. */
@@ -176,7 +176,8 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       if (!field) throw new PatchError(`Invalid patch path ${path}: there is no node field "${root}".`);
       if (!WRITABLE.has(root) || root === 'uuid') throw new PatchError(`'/${root}' is an internal attribute and can not be updated`);
       checkFieldVersion(field, req.apiVersion);
-      if (kind === 'remove' && path === `/${root}` && field.nullable === false && field.type !== 'object') {
+      // Removing a non-nullable boolean (`node unset --protected`/`--retired`) sets it false, as in Ironic.
+      if (kind === 'remove' && path === `/${root}` && field.nullable === false && field.type !== 'object' && field.type !== 'boolean') {
         throw new PatchError(`'/${root}' is a mandatory attribute and can not be removed`);
       }
     }
@@ -202,6 +203,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       const field = NODE_FIELD_BY_NAME.get(apiName)!;
       let value = patched[apiName];
       if (value === undefined) value = field.type === 'object' ? {} : field.type === 'boolean' && field.nullable === false ? false : null;
+      if (field.type === 'boolean') value = ironicBoolean(value);
       if (JSON.stringify(value) !== JSON.stringify(doc[apiName])) body[apiName] = value;
     }
     const changes = toChanges(body, req, false);

@@ -6,7 +6,7 @@ import { createPort, deletePort, getPort, listPorts, updatePort, PORT_SORT_KEYS,
 import type { ApiDeps } from './deps.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
-import { isUuid, requireObject } from './body.js';
+import { ironicBoolean, isUuid, requireObject } from './body.js';
 import { maskSecrets } from './masking.js';
 import type { ApiVersion } from './versioning.js';
 
@@ -75,10 +75,13 @@ function toPortChanges(body: Record<string, unknown>, version: ApiVersion): Port
       case 'uuid':
         if (typeof v !== 'string' || !isUuid(v)) throw new InvalidParameterValue(`Invalid input for field/attribute uuid. Value: ${JSON.stringify(v)}. Expected a UUID.`);
         out.uuid = v.toLowerCase(); break;
-      case 'pxe_enabled':
-        if (typeof v !== 'boolean') throw new InvalidParameterValue('Invalid input for field/attribute pxe_enabled. Expected a boolean.');
+      case 'pxe_enabled': {
+        // `port create --pxe-enabled false` and `port set --pxe-disabled` send strings.
+        const b = ironicBoolean(v);
+        if (typeof b !== 'boolean') throw new InvalidParameterValue('Invalid input for field/attribute pxe_enabled. Expected a boolean.');
         if (!version.atLeast(19)) throw new NotAcceptable('pxe_enabled requires API version 1.19 or later.');
-        out.pxeEnabled = v; break;
+        out.pxeEnabled = b; break;
+      }
       case 'local_link_connection':
         if (!version.atLeast(19)) throw new NotAcceptable('local_link_connection requires API version 1.19 or later.');
         out.localLinkConnection = checkLocalLinkConnection(v); break;
@@ -89,10 +92,12 @@ function toPortChanges(body: Record<string, unknown>, version: ApiVersion): Port
         if (!version.atLeast(34)) throw new NotAcceptable('physical_network requires API version 1.34 or later.');
         if (v !== null && (typeof v !== 'string' || v.length > 64)) throw new InvalidParameterValue('Invalid input for field/attribute physical_network. Expected a string of at most 64 characters.');
         out.physicalNetwork = v as string | null; break;
-      case 'is_smartnic':
+      case 'is_smartnic': {
         if (!version.atLeast(53)) throw new NotAcceptable('is_smartnic requires API version 1.53 or later.');
-        if (typeof v !== 'boolean') throw new InvalidParameterValue('Invalid input for field/attribute is_smartnic. Expected a boolean.');
-        out.isSmartnic = v; break;
+        const b = ironicBoolean(v);
+        if (typeof b !== 'boolean') throw new InvalidParameterValue('Invalid input for field/attribute is_smartnic. Expected a boolean.');
+        out.isSmartnic = b; break;
+      }
       case 'portgroup_uuid':
         if (v !== null) throw new InvalidParameterValue('Galvanic has no port groups; portgroup_uuid must be null.');
         break;

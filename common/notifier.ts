@@ -9,7 +9,8 @@ export interface Notification {
   message_id: string;
   publisher_id: string;
   event_type: string;
-  priority: Priority;
+  /** Upper case on the wire, as oslo.messaging's Notifier.info/warn/error send it. */
+  priority: Uppercase<Priority>;
   timestamp: string;
   payload: {
     'ironic_object.namespace': 'ironic';
@@ -35,7 +36,7 @@ function envelope(publisherId: string, eventType: string, priority: Priority, na
     message_id: randomUUID(),
     publisher_id: publisherId,
     event_type: eventType,
-    priority,
+    priority: priority.toUpperCase() as Uppercase<Priority>,
     timestamp: ironicTimestamp(),
     payload: { 'ironic_object.namespace': 'ironic', 'ironic_object.name': name, 'ironic_object.version': '1.0', 'ironic_object.data': data },
   };

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import { DriverError, GalvanicError } from '../common/errors.js';
 import type { Notifier } from '../common/notifier.js';
-import { finishIntent, notifyIntentDone, skipRestOfBatch, type ClaimScope, type Intent } from '../db/intents.js';
+import { finishIntent, hasOpenPowerIntent, notifyIntentDone, skipRestOfBatch, type ClaimScope, type Intent } from '../db/intents.js';
 import { recordHistory } from '../db/node-history.js';
-import type { NodeChanges } from '../db/nodes.js';
+import { updateNode, type NodeChanges } from '../db/nodes.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import type { Action, ActionContext } from './actions/types.js';
 import { nodePayload } from './node-payload.js';
@@ -140,14 +140,20 @@ export class IntentRunner {
         const error = err as Error;
         const retry = isTransient(err) && intent.attempts < intent.maxAttempts;
         const changes: NodeChanges = action?.onFailure?.(ctx, error, !retry) ?? {};
-        const updated = await task.commit(retry ? changes : { lastError: error.message, ...changes }, async (trx) => {
+        const updated = await task.commit(retry ? changes : { lastError: error.message, ...changes }, async (trx, after) => {
           if (retry) {
             const delay = backoffMs(intent.attempts, this.opts.retryInitialDelayMs, this.opts.retryMaxDelayMs);
             await finishIntent(trx, intent.id, { state: 'queued', error: error.message, notBefore: new Date(Date.now() + delay) });
           } else {
             const status = err instanceof GalvanicError ? { error_code: err.code, http_status: err.httpStatus } : { error_code: 'INTERNAL', http_status: 500 };
             await finishIntent(trx, intent.id, { state: 'failed', error: error.message, result: status });
-            if (intent.batch !== null && intent.stepIndex !== null) await skipRestOfBatch(trx, intent.batch, intent.stepIndex);
+            if (intent.batch !== null && intent.stepIndex !== null) {
+              await skipRestOfBatch(trx, intent.batch, intent.stepIndex);
+              // A skipped power step will never reach the target the API announced for it.
+              if (after.targetPowerState !== null && !(await hasOpenPowerIntent(trx, node.id))) {
+                await updateNode(trx, node.id, { targetPowerState: null });
+              }
+            }
             await notifyIntentDone(trx, intent.uuid);
           }
           await recordHistory(trx, {

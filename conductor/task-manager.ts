@@ -1,11 +1,25 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { InvalidState, NodeLocked } from '../common/errors.js';
+import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
 import { claimIntents, type ClaimScope, type Intent } from '../db/intents.js';
 import { getNodeById, updateNode, type Node, type NodeChanges } from '../db/nodes.js';
 import { clearStaleReservation } from '../db/conductors.js';
 
 export type LockMode = 'exclusive' | 'shared';
+
+/**
+ * The task's hold on its node is gone: its conductor was taken for dead (heartbeat too old)
+ * and the node's reservation cleared, and maybe taken again, while the task still worked.
+ */
+export class LockLost extends ConflictError {
+  readonly code = 'LOCK_LOST';
+}
+
+/** The intent attempt a task was claimed for: its outcome counts only while it is current. */
+export interface IntentFence {
+  intentId: number;
+  attempts: number;
+}
 
 /**
  * A node held for a purpose. Exclusive tasks hold the node's reservation from acquire until
@@ -22,6 +36,7 @@ export class Task {
     readonly purpose: string,
     private readonly hostname: string,
     private readonly log: Logger,
+    private readonly fence?: IntentFence,
   ) {}
 
   get exclusive(): boolean {
@@ -37,11 +52,18 @@ export class Task {
 
   /**
    * Writes `changes` (and whatever `more` writes) and releases the reservation, in one
-   * transaction: an outcome and the release can never be seen apart.
+   * transaction: an outcome and the release can never be seen apart. Throws LockLost, writing
+   * nothing, when the node is no longer this task's (see `stillHeld`).
    */
   async commit(changes: NodeChanges, more?: (trx: Knex.Transaction, node: Node) => Promise<void>): Promise<Node> {
     this.requireExclusive();
     const node = await this.db.transaction(async (trx) => {
+      const { rows } = await trx.raw<{ rows: Array<{ held: boolean }> }>(
+        `SELECT ${this.stillHeld()} AS held FROM nodes WHERE nodes.id = ? FOR UPDATE`, [...this.stillHeldBindings(), this.node.id],
+      );
+      if (!rows[0]?.held) {
+        throw new LockLost(`Task "${this.purpose}" on node ${this.node.uuid} lost its lock (conductor ${this.hostname} was taken for dead); its outcome is dropped.`);
+      }
       const updated = await updateNode(trx, this.node.id, { ...changes, reservation: null });
       if (more) await more(trx, updated);
       return updated;
@@ -54,9 +76,28 @@ export class Task {
   async release(): Promise<void> {
     if (this.released) return;
     if (this.exclusive) {
-      await this.db('nodes').where({ id: this.node.id, reservation: this.hostname }).update({ reservation: null });
+      await this.db('nodes').where('id', this.node.id).whereRaw(this.stillHeld(), this.stillHeldBindings()).update({ reservation: null });
     }
     this.markReleased();
+  }
+
+  /**
+   * SQL (on `nodes`): the node is still this task's. The reservation names this host, and for
+   * an intent, that intent is still running this very attempt on this host. Both can change
+   * behind a live task whose conductor was taken for dead: the survivors clear its
+   * reservations and requeue its intents, and the node may be reserved again, even by this
+   * same host for a retry of the same intent. Without the check, the late outcome would settle
+   * the retry and free the node while the retry runs.
+   */
+  private stillHeld(): string {
+    return this.fence
+      ? `(nodes.reservation = ? AND EXISTS (SELECT 1 FROM intents WHERE intents.id = ?
+          AND intents.state = 'running' AND intents.conductor = ? AND intents.attempts = ?))`
+      : '(nodes.reservation = ?)';
+  }
+
+  private stillHeldBindings(): Knex.RawBinding[] {
+    return this.fence ? [this.hostname, this.fence.intentId, this.hostname, this.fence.attempts] : [this.hostname];
   }
 
   private markReleased(): void {
@@ -107,7 +148,10 @@ export class TaskManager {
     const out: Array<{ intent: Intent; task: Task }> = [];
     for (const intent of intents) {
       const node = await getNodeById(this.db, intent.nodeId);
-      out.push({ intent, task: new Task(this.db, node, 'exclusive', `intent ${intent.kind}`, this.hostname, this.log) });
+      out.push({
+        intent,
+        task: new Task(this.db, node, 'exclusive', `intent ${intent.kind}`, this.hostname, this.log, { intentId: intent.id, attempts: intent.attempts }),
+      });
     }
     return out;
   }

@@ -4,7 +4,7 @@ import type { Config } from '../../common/config.js';
 import { NodeLocked } from '../../common/errors.js';
 import type { Notifier } from '../../common/notifier.js';
 import { recordHistory } from '../../db/node-history.js';
-import { nodesForPowerSync } from '../../db/nodes.js';
+import { nodesForPowerSync, type Node } from '../../db/nodes.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import { nodePayload } from '../node-payload.js';
 import type { PeriodicTask } from '../periodic.js';
@@ -26,11 +26,25 @@ export interface PowerSyncDeps {
  * with intents queued or running are skipped (their intent will set the state). On a
  * mismatch the BMC's state is recorded, or with force_power_state_during_sync the
  * database's state is pushed back to the BMC. After power_state_sync_max_retries failed
- * reads in a row, the node goes into maintenance with fault "power failure".
+ * reads in a row, or as many forced changes the BMC did not keep, the node goes into
+ * maintenance with fault "power failure".
  */
 export function powerSyncTask(deps: PowerSyncDeps): PeriodicTask {
   const c = deps.config.conductor;
+  /** Failed reads, or forced changes the BMC did not keep, per node since its states last agreed. */
   const failures = new Map<string, number>();
+
+  /** Ironic's handle_sync_power_state_max_retries_exceeded: maintenance, fault "power failure". */
+  async function giveUp(node: Node, actual: string | null, error?: Error): Promise<void> {
+    const task = await deps.tasks.acquire(node.id, { mode: 'exclusive', purpose: 'power state sync failure' });
+    const message = error
+      ? `During sync_power_state, max retries exceeded for node ${node.uuid}, node state ${node.powerState} does not match expected state 'None'. Updating DB state to 'None' Switching node to maintenance mode. Error: ${error.message}`
+      : `During sync_power_state, max retries exceeded for node ${node.uuid}, node state ${actual} does not match expected state '${node.powerState}'. Updating DB state to '${actual}' Switching node to maintenance mode.`;
+    await task.commit({ maintenance: true, fault: 'power failure', maintenanceReason: message, lastError: message, powerState: actual }, async (trx) => {
+      await recordHistory(trx, { nodeId: node.id, severity: 'ERROR', eventType: 'power', event: message, conductor: deps.hostname });
+    });
+    failures.delete(node.uuid);
+  }
 
   async function syncOne(nodeId: number): Promise<boolean> {
     const shared = await deps.tasks.acquire(nodeId, { mode: 'shared', purpose: 'power state sync' });
@@ -42,22 +56,17 @@ export function powerSyncTask(deps: PowerSyncDeps): PeriodicTask {
     try {
       power.validate(node.driverInfo);
       actual = await power.getPowerState({ nodeUuid: node.uuid, driverInfo: node.driverInfo, log });
-      failures.delete(node.uuid);
     } catch (err) {
       const count = (failures.get(node.uuid) ?? 0) + 1;
       failures.set(node.uuid, count);
       log.warn({ err: (err as Error).message, count }, 'reading the power state failed');
-      if (count >= c.power_state_sync_max_retries && !node.maintenance) {
-        const task = await deps.tasks.acquire(nodeId, { mode: 'exclusive', purpose: 'power state sync failure' });
-        const message = `During sync_power_state, max retries exceeded for node ${node.uuid}, node state ${node.powerState} does not match expected state 'None'. Updating DB state to 'None' Switching node to maintenance mode. Error: ${(err as Error).message}`;
-        await task.commit({ maintenance: true, fault: 'power failure', maintenanceReason: message, lastError: message, powerState: null }, async (trx) => {
-          await recordHistory(trx, { nodeId, severity: 'ERROR', eventType: 'power', event: message, conductor: deps.hostname });
-        });
-        failures.delete(node.uuid);
-      }
+      if (count >= c.power_state_sync_max_retries && !node.maintenance) await giveUp(node, null, err as Error);
       return false;
     }
-    if (actual === node.powerState) return true;
+    if (actual === node.powerState) {
+      failures.delete(node.uuid);
+      return true;
+    }
     if (node.maintenance) {
       // Ironic records but never corrects a node in maintenance.
       return true;
@@ -65,8 +74,21 @@ export function powerSyncTask(deps: PowerSyncDeps): PeriodicTask {
     const task = await deps.tasks.acquire(nodeId, { mode: 'exclusive', purpose: 'power state sync' });
     try {
       if (c.force_power_state_during_sync && node.powerState) {
-        await power.setPowerState({ nodeUuid: node.uuid, driverInfo: node.driverInfo, log }, node.powerState as 'power on' | 'power off');
-        await task.release();
+        // Each forced change counts until a read finds the states agreeing: a BMC that does
+        // not keep the state (or refuses it) ends in maintenance instead of flapping forever.
+        const count = failures.get(node.uuid) ?? 0;
+        if (count >= c.power_state_sync_max_retries) {
+          await task.release();
+          await giveUp(node, actual);
+          return false;
+        }
+        failures.set(node.uuid, count + 1);
+        try {
+          await power.setPowerState({ nodeUuid: node.uuid, driverInfo: node.driverInfo, log }, node.powerState as 'power on' | 'power off');
+        } catch (err) {
+          log.warn({ err: (err as Error).message, count: count + 1 }, 'forcing the power state back failed');
+          return false;
+        }
         log.info({ from: actual, to: node.powerState }, 'power state forced back to the database state');
         return true;
       }
@@ -75,6 +97,7 @@ export function powerSyncTask(deps: PowerSyncDeps): PeriodicTask {
         await recordHistory(trx, { nodeId, severity: 'WARNING', eventType: 'power', conductor: deps.hostname,
           event: `Power state of node ${node.uuid} corrected from ${from} to ${actual} (read from the BMC).` });
       });
+      failures.delete(node.uuid);
       deps.notifier.emit('baremetal.node.power_state_corrected.success', 'info', 'NodeCorrectedPowerStatePayload', nodePayload(updated, { from_power: from }));
       return true;
     } finally {

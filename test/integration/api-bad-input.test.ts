@@ -135,7 +135,7 @@ const CASES: BadRequest[] = [
   { name: 'a bad port uuid', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', uuid: 'port-1' }, status: 400, message: 'uuid' },
   { name: 'a duplicate MAC in another spelling', method: 'POST', url: '/v1/ports', body: { address: '52-54-00-00-00-01', node_uuid: '{nodeUuid}' }, status: 409 },
   { name: 'port extra: []', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', extra: [] }, status: 400 },
-  { name: 'pxe_enabled: "yes"', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', pxe_enabled: 'yes' }, status: 400 },
+  { name: 'pxe_enabled: "maybe" (Ironic takes oslo boolean strings such as "yes", not this)', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', pxe_enabled: 'maybe' }, status: 400 },
   { name: 'an unknown port field', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', colour: 'red' }, status: 400, message: 'colour' },
   { name: 'a port body that is a list', method: 'POST', url: '/v1/ports', body: [{ address: '52:54:00:00:00:09' }], status: 400 },
   { name: 'patch a port to a bad MAC', method: 'PATCH', url: '/v1/ports/{port}', body: [{ op: 'replace', path: '/address', value: 'nope' }], status: 400 },
