@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import jsonpatch from 'fast-json-patch';
 import { randomUUID } from 'node:crypto';
 import {
-  InvalidParameterValue, MissingParameterValue, PatchError, InvalidState, NodeLocked, NotAcceptable,
+  InterfaceNotFoundInEntrypoint, InvalidParameterValue, MissingParameterValue, PatchError, InvalidState, NodeLocked, NotAcceptable,
 } from '../common/errors.js';
 import { ProvisionState } from '../common/states.js';
 import {
@@ -181,6 +181,9 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
         throw new PatchError(`'/${root}' is a mandatory attribute and can not be removed`);
       }
     }
+    if (resetInterfaces && !ops.some((op) => (op as { path: string }).path === '/driver' && (op as { op: string }).op !== 'remove')) {
+      throw new InvalidParameterValue("The reset_interfaces parameter can only be used when changing the node's driver.");
+    }
     const current = await getNode(db, ident(req));
     // Replaced on success; on a 412 it tells the client which version it missed.
     reply.header('ETag', `"${current.version}"`);
@@ -218,9 +221,10 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       try {
         ifaces = resolveInterfaces(driver, requested, changes.conductorGroup ?? current.conductorGroup);
       } catch (err) {
-        if (changes.driver === undefined || resetInterfaces !== undefined) throw err;
-        // Ironic resets interfaces the new hardware type does not support when not told otherwise.
-        ifaces = resolveInterfaces(driver, Object.fromEntries(Object.values(INTERFACE_FIELDS).map((f) => [f, f in changes ? changes[f] : null])), current.conductorGroup);
+        // As in Ironic, a new driver does not silently reset the interfaces it cannot use: say how to.
+        const kept = resetInterfaces ? [] : Object.entries(INTERFACE_FIELDS).filter(([, f]) => !(f in changes)).map(([k]) => `${k}_interface`);
+        if (changes.driver === undefined || kept.length === 0 || !(err instanceof InterfaceNotFoundInEntrypoint)) throw err;
+        throw new InterfaceNotFoundInEntrypoint(`${err.message} Changing the driver keeps the node's ${kept.join(', ')}: set the incompatible ones in the same request, or pass reset_interfaces=True (baremetal node set --reset-interfaces) to reset them to the new hardware type's defaults.`);
       }
       for (const [kind, f] of Object.entries(INTERFACE_FIELDS)) changes[f] = ifaces[kind as InterfaceKind];
     }

@@ -69,26 +69,39 @@ export class DriverRegistry {
     return t;
   }
 
+  /** The `kind` interfaces a node of `driver` may use: supported by the type and enabled, in the type's order. */
+  enabledInterfaces(driver: string, kind: InterfaceKind): string[] {
+    return this.hardwareType(driver).supported[kind].filter((i) => this.opts.enabled[kind].includes(i));
+  }
+
+  /** The `kind` interface a node of `driver` gets when it names none; null when none is enabled. */
+  defaultInterface(driver: string, kind: InterfaceKind): string | null {
+    const enabledHere = this.enabledInterfaces(driver, kind);
+    const def = this.opts.defaults[kind];
+    return (def && enabledHere.includes(def) ? def : enabledHere[0]) ?? null;
+  }
+
   /** Resolves and validates a node's interfaces; `requested` holds explicit values (null = default). */
   resolve(driver: string, requested: Partial<Record<InterfaceKind, string | null>>): ResolvedInterfaces {
     const hw = this.hardwareType(driver);
     const out = {} as ResolvedInterfaces;
     for (const kind of INTERFACE_KINDS) {
-      const enabledHere = hw.supported[kind].filter((i) => this.opts.enabled[kind].includes(i));
+      const enabledHere = this.enabledInterfaces(driver, kind);
+      // Why nothing fits, when nothing does: what the type supports against what the config enables.
+      const why = `hardware type "${driver}" supports ${hw.supported[kind].join(', ')}; [DEFAULT] enabled_${kind}_interfaces is ${this.opts.enabled[kind].join(', ') || 'empty'}`;
       const want = requested[kind];
       if (want !== undefined && want !== null) {
         if (!enabledHere.includes(want)) {
           throw new InterfaceNotFoundInEntrypoint(
-            `Could not find a suitable ${kind} interface "${want}" for hardware type "${driver}": enabled ${kind} interfaces supported by it are ${enabledHere.join(', ') || 'none'}.`,
+            `Could not find a suitable ${kind} interface "${want}" for hardware type "${driver}": enabled ${kind} interfaces supported by it are ${enabledHere.join(', ') || `none (${why})`}.`,
           );
         }
         out[kind] = want;
         continue;
       }
-      const def = this.opts.defaults[kind];
-      const chosen = def && enabledHere.includes(def) ? def : enabledHere[0];
+      const chosen = this.defaultInterface(driver, kind);
       if (!chosen) {
-        throw new InterfaceNotFoundInEntrypoint(`No default ${kind} interface found for hardware type "${driver}": none of ${hw.supported[kind].join(', ')} is enabled.`);
+        throw new InterfaceNotFoundInEntrypoint(`No default ${kind} interface found for hardware type "${driver}": none of its ${kind} interfaces is enabled (${why}).`);
       }
       out[kind] = chosen;
     }

@@ -69,7 +69,12 @@ export function parseIpmiDriverInfo(info: Readonly<Record<string, unknown>>): Ip
 
   const port = optionalInteger(info, 'ipmi_port', 1, 65535) ?? 623;
 
-  const versionRaw = optionalString(info, 'ipmi_protocol_version') ?? '2.0';
+  // The CLI sends `--driver-info ipmi_protocol_version=2.0` as the JSON number 2.0, which
+  // arrives as 2: read a number as Python's str() would (2 → "2.0", 1.5 → "1.5").
+  const versionValue = info.ipmi_protocol_version;
+  const versionRaw = typeof versionValue === 'number' && Number.isInteger(versionValue)
+    ? versionValue.toFixed(1)
+    : optionalString(info, 'ipmi_protocol_version') ?? '2.0';
   if (!(versionRaw in PROTOCOL_INTERFACES)) {
     throw new InvalidDriverInfo(`Invalid IPMI protocol version value ${versionRaw}, the valid value can be one of ${Object.keys(PROTOCOL_INTERFACES).join(', ')}.`);
   }
