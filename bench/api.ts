@@ -244,58 +244,114 @@ function cpuOf(pid: number): { comm: string; cpuS: number } | undefined {
   }
 }
 
-/**
- * CPU seconds of every live `postgres` process on this host: the database side of the work.
- * Backends that exit during a phase take their time with them; the server's pool keeps its
- * connections, so that is not what the phases measure.
- */
-function postgresCpuS(): number {
-  let total = 0;
+/** Pids of the Postgres backends serving `database`: their process title names it. */
+function backendsOf(database: string): number[] {
+  const pids: number[] = [];
   let entries: string[];
   try {
     entries = readdirSync('/proc');
   } catch {
-    return NaN;
+    return pids;
   }
   for (const e of entries) {
     if (!/^\d+$/.test(e)) continue;
-    const c = cpuOf(Number(e));
-    if (c && c.comm === 'postgres') total += c.cpuS;
+    try {
+      // "postgres: user database host(port) state"
+      const title = readFileSync(`/proc/${e}/cmdline`, 'utf8');
+      if (title.startsWith('postgres: ') && title.includes(` ${database} `)) pids.push(Number(e));
+    } catch {
+      // Gone meanwhile, or not ours to read.
+    }
   }
-  return total;
+  return pids;
+}
+
+/**
+ * CPU time of the Postgres backends serving one database, so other databases and servers on
+ * the host (tests, other benchmarks) are not counted. Backends come and go (the server's pool
+ * closes idle connections), so each is followed by pid: its last reading minus its reading
+ * when first seen (zero for one born during the phase). Shared background work (WAL writer,
+ * checkpointer) is not included.
+ */
+class BackendCpu {
+  private readonly first = new Map<number, number>();
+  private readonly last = new Map<number, number>();
+
+  constructor(private readonly database: string) {
+    for (const pid of backendsOf(database)) {
+      const c = cpuOf(pid)?.cpuS;
+      if (c === undefined) continue;
+      this.first.set(pid, c);
+      this.last.set(pid, c);
+    }
+  }
+
+  /** Reads the known backends; with `rescan`, also looks for new ones. */
+  poll(rescan: boolean): void {
+    if (rescan) {
+      for (const pid of backendsOf(this.database)) if (!this.first.has(pid)) this.first.set(pid, 0);
+    }
+    for (const pid of this.first.keys()) {
+      const c = cpuOf(pid);
+      // A pid reused by another process would read lower (or not be postgres at all).
+      if (c !== undefined && c.comm === 'postgres' && c.cpuS >= (this.last.get(pid) ?? 0)) this.last.set(pid, c.cpuS);
+    }
+  }
+
+  totalS(): number {
+    let total = 0;
+    for (const [pid, start] of this.first) total += (this.last.get(pid) ?? start) - start;
+    return total;
+  }
 }
 
 interface PhaseResources {
   serverMaxRssMiB: number;
   serverRssEndMiB: number;
   serverCpuS: number;
+  /** CPU of this database's Postgres backends (see BackendCpu). */
   postgresCpuS: number;
   benchClientCpuS: number;
+  /** Server + backends + bench CPU time as a share of the machine's CPU capacity over the phase. */
+  cpuSharePct?: number;
+  /** CLOCK_MONOTONIC µs at start and end, to cut this phase out of a --server-cpu-prof profile. */
+  monotonicWindowUs: [number, number];
 }
 
-/** Samples the server's RSS every 50 ms and measures CPU used between start and stop. */
-function watchResources(serverPid: number): { stop(): PhaseResources } {
+/**
+ * Samples the server's RSS every 50 ms and measures CPU used between start and stop: the
+ * server's, its database backends' and this process's.
+ */
+function watchResources(serverPid: number, database: string): { stop(): PhaseResources } {
   let max = rssKiB(serverPid) ?? 0;
+  const pg = new BackendCpu(database);
+  let ticks = 0;
   const timer = setInterval(() => {
     const v = rssKiB(serverPid);
     if (v !== undefined && v > max) max = v;
+    ticks += 1;
+    if (ticks % 4 === 0) pg.poll(ticks % 20 === 0);
   }, 50);
   const server0 = cpuOf(serverPid)?.cpuS ?? NaN;
-  const pg0 = postgresCpuS();
   const client0 = process.cpuUsage();
+  const m0 = Number(process.hrtime.bigint() / 1000n);
   return {
     stop() {
       clearInterval(timer);
+      const m1 = Number(process.hrtime.bigint() / 1000n);
       const end = rssKiB(serverPid) ?? 0;
       if (end > max) max = end;
+      const serverCpu = cpuOf(serverPid)?.cpuS ?? NaN;
+      pg.poll(true);
       const client = process.cpuUsage(client0);
       const r = (x: number) => Math.round(x * 100) / 100;
       return {
         serverMaxRssMiB: r(max / 1024),
         serverRssEndMiB: r(end / 1024),
-        serverCpuS: r((cpuOf(serverPid)?.cpuS ?? NaN) - server0),
-        postgresCpuS: r(postgresCpuS() - pg0),
+        serverCpuS: r(serverCpu - server0),
+        postgresCpuS: r(pg.totalS()),
         benchClientCpuS: r((client.user + client.system) / 1e6),
+        monotonicWindowUs: [m0, m1],
       };
     },
   };
@@ -475,6 +531,8 @@ async function setUpDatabase(opts: Options, log: (m: string) => void): Promise<D
 
 interface Server {
   pid: number;
+  /** The database's name, to find its Postgres backends. */
+  database: string;
   port: number;
   output(): string;
 }
@@ -538,7 +596,7 @@ async function startServer(opts: Options, dbUrl: string, log: (m: string) => voi
     probe.close();
   }
   log(`galvanic ${opts.command} (pid ${proc.pid}) listening on 127.0.0.1:${port}, log level ${SERVER_LOG_LEVEL}`);
-  return { pid: proc.pid!, port, output };
+  return { pid: proc.pid!, database: new URL(dbUrl).pathname.slice(1), port, output };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -556,6 +614,10 @@ interface PhaseResult {
 }
 
 function phaseResult(latencies: number[], errors: Errors, wallMs: number, resources: PhaseResources, requests = latencies.length): PhaseResult {
+  // How much of the machine this benchmark's own processes got: near 100% for a CPU-bound phase
+  // on an otherwise idle machine; far less when other work competes for the CPUs.
+  const ours = resources.serverCpuS + resources.postgresCpuS + resources.benchClientCpuS;
+  resources.cpuSharePct = Math.round((ours / ((wallMs / 1000) * os.cpus().length)) * 1000) / 10;
   return {
     requests,
     errors: errors.count,
@@ -571,7 +633,7 @@ async function createPhase(server: Server, count: number, first: number, concurr
   const client = new Client(server.port, concurrency);
   const errors = new Errors();
   const latencies: number[] = [];
-  const watch = watchResources(server.pid);
+  const watch = watchResources(server.pid, server.database);
   const t0 = performance.now();
   try {
     await runConcurrently(count, concurrency, async (k) => {
@@ -599,7 +661,7 @@ async function listPhase(server: Server, passes: number, pageLimit: number, expe
   const passMs: number[] = [];
   const counts: number[] = [];
   let bytes = 0;
-  const watch = watchResources(server.pid);
+  const watch = watchResources(server.pid, server.database);
   const t0 = performance.now();
   try {
     for (let pass = 0; pass < passes; pass++) {
@@ -647,7 +709,7 @@ async function getPhase(server: Server, total: number, concurrency: number, name
   const client = new Client(server.port, concurrency);
   const errors = new Errors();
   const latencies: number[] = [];
-  const watch = watchResources(server.pid);
+  const watch = watchResources(server.pid, server.database);
   const t0 = performance.now();
   try {
     await runConcurrently(total, concurrency, async () => {
@@ -792,12 +854,12 @@ async function main(): Promise<number> {
   };
 
   // ---- table
-  const phaseRows: string[][] = [['phase', 'requests', 'errors', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'server max RSS MiB', 'server CPU s', 'postgres CPU s', 'bench CPU s']];
+  const phaseRows: string[][] = [['phase', 'requests', 'errors', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'server max RSS MiB', 'server CPU ms/req', 'postgres CPU ms/req', 'bench CPU s', 'our CPU share']];
   const addRow = (label: string, p: PhaseResult | undefined) => {
     if (!p) return;
     phaseRows.push([label, String(p.requests), String(p.errors), fmt(p.perSecond), fmt(p.latency.p50Ms, 2), fmt(p.latency.p99Ms, 2),
-      fmt(p.latency.maxMs, 2), fmt(p.resources.serverMaxRssMiB), fmt(p.resources.serverCpuS, 2), fmt(p.resources.postgresCpuS, 2),
-      fmt(p.resources.benchClientCpuS, 2)]);
+      fmt(p.latency.maxMs, 2), fmt(p.resources.serverMaxRssMiB), fmt((p.resources.serverCpuS * 1000) / p.requests, 2),
+      fmt((p.resources.postgresCpuS * 1000) / p.requests, 2), fmt(p.resources.benchClientCpuS, 2), `${fmt(p.resources.cpuSharePct ?? NaN, 0)}%`]);
   };
   addRow(`1 create (${opts.concurrency} clients)`, create);
   addRow(`2 list page (limit ${opts.pageLimit})`, list);
@@ -811,6 +873,7 @@ async function main(): Promise<number> {
   if (source) out.push(`Code: commit ${source.commit.slice(0, 12)}${source.modifiedFiles.length ? ` + ${source.modifiedFiles.length} uncommitted file(s)` : ''}`);
   out.push(`Server: galvanic ${opts.command}, pool ${opts.poolMax ?? 'default (10)'}, log level ${SERVER_LOG_LEVEL} (per-request info logging off; real deployments log every request at info)`);
   out.push(`Client, server and Postgres share this machine's ${machine.cpuCount} CPU(s); load average before ${machine.loadAvgAtStart.join(' ')}, after ${result.machine.loadAvgAtEnd.join(' ')}.`);
+  out.push(`"our CPU share": CPU time of server + its Postgres backends + this client over (wall time × ${machine.cpuCount} CPUs); low when other work competes.`);
   out.push('');
   out.push(table(phaseRows));
   out.push('');
