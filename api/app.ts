@@ -92,13 +92,13 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   installErrorHandler(app);
   registerRootRoutes(app, deps);
   registerNodeRoutes(app, deps);
-  registerProvisionRoutes(app, deps);
   registerPortRoutes(app, deps);
   registerDriverRoutes(app, deps);
   registerConductorRoutes(app, deps);
   registerHistoryRoutes(app, deps);
   const acceptor = new IntentAcceptor(deps);
   registerIntentRoutes(app, deps, acceptor);
-  app.addHook('onClose', async () => acceptor.waiter.close());
+  registerProvisionRoutes(app, deps, acceptor);
+  app.addHook('onClose', async () => acceptor.close());
   return app;
 }

@@ -5,12 +5,13 @@ import {
   Conflict, InvalidParameterValue, NotAcceptable,
 } from '../common/errors.js';
 import {
-  cancelIntent, enqueueIntents, findIntentByKey, getIntent, hasOpenPowerIntent, listNodeIntents, skipRestOfBatch, type Intent, type NewIntent,
+  INTENT_CHANNEL, cancelIntent, enqueueIntents, findIntentByKey, getIntent, hasOpenPowerIntent, listNodeIntents, skipRestOfBatch, type Intent, type NewIntent,
 } from '../db/intents.js';
 import { getNode, getNodeById, updateNode, type Node, type NodeChanges } from '../db/nodes.js';
 import { withTransaction, isUniqueViolation } from '../db/transaction.js';
 import type { ApiDeps } from './deps.js';
 import { IntentWaiter } from './intent-waiter.js';
+import { PgNotifyBatcher } from '../db/notify.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { limitParam, param, type Query } from './query.js';
 import { requireObject } from './body.js';
@@ -112,9 +113,17 @@ export interface AcceptOptions {
 /** Accepts intents for a node: one transaction for validation, node changes and the queue. */
 export class IntentAcceptor {
   readonly waiter: IntentWaiter;
+  /** Wakes the conductors once a request's intents are committed. */
+  readonly wake: PgNotifyBatcher;
 
   constructor(private readonly deps: ApiDeps) {
     this.waiter = new IntentWaiter(deps.db, deps.connectionString, deps.log);
+    this.wake = new PgNotifyBatcher(deps.db, deps.log);
+  }
+
+  async close(): Promise<void> {
+    await this.wake.close();
+    await this.waiter.close();
   }
 
   async accept(req: FastifyRequest, nodeIdent: string, opts: AcceptOptions): Promise<{ node: Node; intents: Intent[] }> {
@@ -142,13 +151,16 @@ export class IntentAcceptor {
       })));
       return { node: updated, intents };
     });
+    let accepted: { node: Node; intents: Intent[] };
     try {
-      return await run();
+      accepted = await run();
     } catch (err) {
       // Two requests with one key raced: the loser returns the winner's intents.
-      if (idempotencyKey && isUniqueViolation(err)) return run();
-      throw err;
+      if (!(idempotencyKey && isUniqueViolation(err))) throw err;
+      accepted = await run();
     }
+    this.wake.notify(INTENT_CHANNEL, String(accepted.node.id));
+    return accepted;
   }
 
   /** The last intent of a request once all have ended (or the wait expired). */

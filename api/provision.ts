@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { InvalidStateRequested, NotAcceptable, InvalidParameterValue } from '../common/errors.js';
 import { KNOWN_VERBS, refusedMessage, transitionFor } from '../common/states.js';
-import { enqueueIntents } from '../db/intents.js';
+import { INTENT_CHANNEL, enqueueIntents } from '../db/intents.js';
+import type { IntentAcceptor } from './intents.js';
 import { getNode, updateNode } from '../db/nodes.js';
 import { withTransaction } from '../db/transaction.js';
 import type { ApiDeps } from './deps.js';
@@ -12,7 +13,7 @@ import { requireObject } from './body.js';
 const VERB_FLOORS: Record<string, number> = { manage: 4, provide: 4, inspect: 6, abort: 13, clean: 15, adopt: 17, rescue: 38, unrescue: 38, unhold: 85, service: 87 };
 const BODY_KEYS = new Set(['target', 'configdrive', 'clean_steps', 'deploy_steps', 'rescue_password', 'disable_ramdisk', 'service_steps', 'runbook']);
 
-export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps): void {
+export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acceptor: IntentAcceptor): void {
   const { db, config } = deps;
 
   app.put('/v1/nodes/:node/states/provision', async (req, reply) => {
@@ -47,6 +48,7 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps): vo
       }]);
       return updated;
     });
+    acceptor.wake.notify(INTENT_CHANNEL, String(node.id));
     reply.code(202).header('Location', `${baseUrl(req, config.api.public_endpoint)}/v1/nodes/${node.uuid}/states`).send();
   });
 }

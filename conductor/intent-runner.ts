@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
 import { DriverError, GalvanicError } from '../common/errors.js';
 import type { Notifier } from '../common/notifier.js';
-import { finishIntent, hasOpenPowerIntent, notifyIntentDone, skipRestOfBatch, type ClaimScope, type Intent } from '../db/intents.js';
+import { INTENT_DONE_CHANNEL, finishIntent, hasOpenPowerIntent, skipRestOfBatch, type ClaimScope, type Intent } from '../db/intents.js';
+import type { PgNotifyBatcher } from '../db/notify.js';
 import { recordHistory } from '../db/node-history.js';
 import { updateNode, type NodeChanges } from '../db/nodes.js';
 import type { DriverRegistry } from '../drivers/registry.js';
@@ -47,6 +48,8 @@ export class IntentRunner {
     private readonly registry: DriverRegistry,
     private readonly actions: Record<string, Action>,
     private readonly notifier: Notifier,
+    /** Wakes API requests waiting on an intent, after its outcome is committed. */
+    private readonly wake: PgNotifyBatcher,
     private readonly scope: () => ClaimScope | undefined,
     private readonly log: Logger,
     private readonly opts: RunnerOptions,
@@ -133,8 +136,8 @@ export class IntentRunner {
         const updated = await task.commit(res.changes ?? {}, async (trx) => {
           await finishIntent(trx, intent.id, { state: 'succeeded', result: res.result });
           if (res.history) await recordHistory(trx, { nodeId: node.id, conductor: host, user: intent.requester, operation: intent.operation, ...res.history });
-          await notifyIntentDone(trx, intent.uuid);
         });
+        this.wake.notify(INTENT_DONE_CHANNEL, intent.uuid);
         if (note) this.notifier.emit(`${note.prefix}.end`, 'info', note.payloadName, nodePayload(updated, note.extra(ctx)));
       } catch (err) {
         const error = err as Error;
@@ -154,7 +157,6 @@ export class IntentRunner {
                 await updateNode(trx, node.id, { targetPowerState: null });
               }
             }
-            await notifyIntentDone(trx, intent.uuid);
           }
           await recordHistory(trx, {
             nodeId: node.id, severity: 'ERROR', eventType: intent.kind, conductor: host, user: intent.requester, operation: intent.operation,
@@ -163,6 +165,7 @@ export class IntentRunner {
               : `${intent.kind} failed after ${intent.attempts} attempt(s): ${error.message}`,
           });
         });
+        if (!retry) this.wake.notify(INTENT_DONE_CHANNEL, intent.uuid);
         if (note && !retry) this.notifier.emit(`${note.prefix}.error`, 'error', note.payloadName, nodePayload(updated, note.extra(ctx)));
         log.warn({ err: error.message, retry }, 'intent failed');
       }

@@ -6,6 +6,7 @@ import type { Notifier } from '../common/notifier.js';
 import { findDeadConductors, heartbeat, liveConductorsOfGroup, markOffline, registerConductor } from '../db/conductors.js';
 import { INTENT_CHANNEL, recoverConductorLeftovers, type ClaimScope } from '../db/intents.js';
 import { assertSchemaCurrent } from '../db/migrate.js';
+import { PgNotifyBatcher } from '../db/notify.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import { ACTIONS, IDEMPOTENT_KINDS } from './actions/index.js';
 import { HashRing, ringHashSql } from './hash-ring.js';
@@ -37,6 +38,7 @@ export class ConductorService {
   readonly tasks: TaskManager;
   readonly periodic: PeriodicRunner;
   private readonly runner: IntentRunner;
+  private readonly wake: PgNotifyBatcher;
   private readonly log: Logger;
   private listener?: pg.Client;
   private timers: NodeJS.Timeout[] = [];
@@ -49,7 +51,8 @@ export class ConductorService {
     this.log = deps.log.child({ component: 'conductor', conductor: this.hostname });
     this.drivers = deps.registry.hardwareTypes().map((t) => t.name);
     this.tasks = new TaskManager(deps.db, this.hostname, this.log, c.heartbeat_timeout);
-    this.runner = new IntentRunner(this.tasks, deps.registry, ACTIONS, deps.notifier, () => this.claimScope(), this.log, {
+    this.wake = new PgNotifyBatcher(deps.db, this.log);
+    this.runner = new IntentRunner(this.tasks, deps.registry, ACTIONS, deps.notifier, this.wake, () => this.claimScope(), this.log, {
       hostname: this.hostname,
       workers: c.workers_pool_size,
       retryInitialDelayMs: c.intent_retry_initial_delay * 1000,
@@ -159,6 +162,7 @@ export class ConductorService {
     const drained = await this.runner.drain(timeoutMs);
     if (!drained) this.log.warn({ running: this.runner.running }, 'shutdown timeout: intents still running are handed back');
     await this.recover(this.hostname);
+    await this.wake.close();
     await markOffline(this.deps.db, this.hostname);
     this.state = 'stopped';
     this.log.info('conductor stopped');

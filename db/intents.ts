@@ -56,8 +56,8 @@ export interface NewIntent {
 
 /**
  * Appends intents to a node's queue. Must run inside the transaction that holds the node's
- * row lock (taken by the caller's validation): the lock serialises `seq` per node, and the
- * NOTIFY is delivered only if the transaction commits.
+ * row lock (taken by the caller's validation): the lock serialises `seq` per node. The caller
+ * wakes the conductors after commit (PgNotifyBatcher on INTENT_CHANNEL).
  */
 export async function enqueueIntents(trx: Knex.Transaction, nodeId: number, intents: NewIntent[]): Promise<Intent[]> {
   const { rows } = await trx.raw<{ rows: { next: number }[] }>('SELECT coalesce(max(seq), 0) + 1 AS next FROM intents WHERE node_id = ?', [nodeId]);
@@ -65,7 +65,6 @@ export async function enqueueIntents(trx: Knex.Transaction, nodeId: number, inte
   const inserted = await trx('intents')
     .insert(intents.map((i) => mapper.toRow({ ...i, uuid: randomUUID(), nodeId, seq: seq++, state: 'queued' })))
     .returning('*');
-  await trx.raw('SELECT pg_notify(?, ?)', [INTENT_CHANNEL, String(nodeId)]);
   return inserted.map((r: Record<string, unknown>) => mapper.fromRow(r)).sort((a: Intent, b: Intent) => a.seq - b.seq);
 }
 
