@@ -11,41 +11,20 @@
  */
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { accessSync, constants as fsConstants } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
+import { CLI, requireCli } from '../helpers/baremetal.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { requireIpmiSim, SimBmc } from '../helpers/ipmi-sim.js';
 import { resourceRequests, simControl, simStats } from '../helpers/redfish.js';
 
-const CLI = 'baremetal';
 const SYSTEM = '/redfish/v1/Systems/System.Embedded.1';
 
 type Row = Record<string, unknown>;
 
-function onPath(cmd: string): boolean {
-  return (process.env.PATH ?? '').split(path.delimiter).some((dir) => {
-    if (!dir) return false;
-    try {
-      accessSync(path.join(dir, cmd), fsConstants.X_OK);
-      return true;
-    } catch {
-      return false;
-    }
-  });
-}
-
-/** Skips the suite when the CLI is missing, or fails it under CI. */
-function requireCli(ctx: Mocha.Context): void {
-  if (onPath(CLI)) return;
-  const msg = `'${CLI}' (python3-ironicclient) is not on PATH`;
-  if (process.env.CI === 'true') throw new Error(`${msg}; CI must install it (apt-get install python3-ironicclient, as .ci/run does).`);
-  process.stderr.write(`      skipping the baremetal CLI driver tests: ${msg} (apt-get install python3-ironicclient).\n`);
-  ctx.skip();
-}
 
 /** What the flow needs to know of, and do to, one BMC. */
 interface Bmc {
@@ -77,7 +56,7 @@ describe('e2e: the baremetal CLI with --driver redfish and --driver ipmi', funct
   let failed = false;
 
   before(async function () {
-    requireCli(this);
+    requireCli(this, 'baremetal CLI driver tests');
     cacheDir = await fs.mkdtemp(path.join(os.tmpdir(), 'galvanic-cli-cache-'));
     tdb = await freshDatabase();
     // The defaults enable fake-hardware, redfish and ipmi.

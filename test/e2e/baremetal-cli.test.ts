@@ -10,35 +10,14 @@
 import { expect } from 'chai';
 import bcrypt from 'bcryptjs';
 import { execFile } from 'node:child_process';
-import { accessSync, constants as fsConstants } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { faultOf, startGalvanic, type RunningGalvanic } from '../helpers/app.js';
+import { CLI, requireCli } from '../helpers/baremetal.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 
-const CLI = 'baremetal';
 
-function onPath(cmd: string): boolean {
-  return (process.env.PATH ?? '').split(path.delimiter).some((dir) => {
-    if (!dir) return false;
-    try {
-      accessSync(path.join(dir, cmd), fsConstants.X_OK);
-      return true;
-    } catch {
-      return false;
-    }
-  });
-}
-
-/** Skips the suite when the CLI is missing, or fails it under CI. */
-function requireCli(ctx: Mocha.Context): void {
-  if (onPath(CLI)) return;
-  const msg = `'${CLI}' (python3-ironicclient) is not on PATH`;
-  if (process.env.CI === 'true') throw new Error(`${msg}; CI must install it (apt-get install python3-ironicclient, as .ci/run does).`);
-  process.stderr.write(`      skipping the baremetal CLI end-to-end tests: ${msg} (apt-get install python3-ironicclient).\n`);
-  ctx.skip();
-}
 
 interface CliResult {
   code: number;
@@ -106,7 +85,7 @@ describe('e2e: the baremetal CLI against galvanic all-in-one', function () {
   let cacheDir: string | undefined;
 
   before(async function () {
-    requireCli(this);
+    requireCli(this, 'baremetal CLI end-to-end tests');
     cacheDir = await fs.mkdtemp(path.join(os.tmpdir(), 'galvanic-cli-cache-'));
   });
 
