@@ -32,7 +32,7 @@ import { createBenchDatabase, PG_FAST_FLAGS, startDatabaseServer, type DatabaseS
 import { API_VERSION, Client, Errors, runConcurrently, waitForApi } from './lib/http.js';
 import { spawnGalvanic, watchCpu, type GalvanicProcess } from './lib/proc.js';
 import {
-  benchLog, calibrate, fmt, freePort, gitState, loadAvg, machineInfo, positiveInt, redactUrl, ROOT, round2, sleep, summarize, table,
+  benchLog, calibrate, fmt, newestMtime, freePort, gitState, loadAvg, machineInfo, positiveInt, redactUrl, ROOT, round2, sleep, summarize, table,
   writeResults, type LatencySummary,
 } from './lib/util.js';
 
@@ -334,10 +334,46 @@ interface ThroughputResult {
    * CPUs could sustain at that cost if nothing else ran.
    */
   cpuMsPerIntent: { api: number; conductors: number; postgres: number; benchClient: number; total: number; cpuBoundCeilingPerSecond: number };
-  /** Elapsed seconds → open intents, every POLL_MS. */
+  /** Elapsed seconds → open intents, polled every POLL_MS (thinned to at most 400 points). */
   openSamples: Array<[number, number]>;
   resources: ReturnType<ReturnType<typeof watchCpu>['stop']>;
   topStatements?: StatementStat[];
+  /** Row writes by table during the phase; HOT updates touch no index, the others update every index of the table. */
+  tableWrites: Record<string, TableWrites>;
+}
+
+interface TableWrites {
+  inserts: number;
+  updates: number;
+  hotUpdates: number;
+  indexes: number;
+  autovacuums: number;
+}
+
+async function tableWrites(knex: Knex, settle = false): Promise<Record<string, TableWrites>> {
+  // Backends report their counts at most once a second, and an idle one only after 10 s.
+  if (settle) await sleep(11_000);
+  // Postgres 15 or later; older servers report this backend's counts a little later.
+  await knex.raw('SELECT pg_stat_force_next_flush()').catch(() => undefined);
+  const { rows } = (await knex.raw(
+    `SELECT relname, n_tup_ins AS ins, n_tup_upd AS upd, n_tup_hot_upd AS hot, autovacuum_count AS av,
+            (SELECT count(*) FROM pg_index x WHERE x.indrelid = t.relid) AS idx
+       FROM pg_stat_user_tables t WHERE relname IN ('nodes', 'intents', 'node_history')`,
+  )) as { rows: Array<{ relname: string; ins: number; upd: number; hot: number; av: number; idx: number }> };
+  const out: Record<string, TableWrites> = {};
+  for (const r of rows) {
+    out[r.relname] = { inserts: Number(r.ins), updates: Number(r.upd), hotUpdates: Number(r.hot), indexes: Number(r.idx), autovacuums: Number(r.av) };
+  }
+  return out;
+}
+
+function diffWrites(after: Record<string, TableWrites>, before: Record<string, TableWrites>): Record<string, TableWrites> {
+  const out: Record<string, TableWrites> = {};
+  for (const [t, a] of Object.entries(after)) {
+    const b = before[t] ?? { inserts: 0, updates: 0, hotUpdates: 0, indexes: a.indexes, autovacuums: 0 };
+    out[t] = { inserts: a.inserts - b.inserts, updates: a.updates - b.updates, hotUpdates: a.hotUpdates - b.hotUpdates, indexes: a.indexes, autovacuums: a.autovacuums - b.autovacuums };
+  }
+  return out;
 }
 
 async function throughputPhase(
@@ -351,6 +387,7 @@ async function throughputPhase(
   let accepted = 0;
   let answered = 0;
   await resetStatements(knex, opts.pgStatStatements);
+  const writes0 = await tableWrites(knex);
   const watch = watchCpu(fleet.pids, fleet.postmasterPid);
 
   const t0 = performance.now();
@@ -414,6 +451,7 @@ async function throughputPhase(
   await poller;
   const resources = watch.stop();
   const top = await topStatements(knex, opts.pgStatStatements);
+  const writes = diffWrites(await tableWrites(knex, true), writes0);
   const e2eWall = (endAt - t0) / 1000;
 
   // What finished while requests were still being sent: accepted minus the backlog at the end.
@@ -492,10 +530,20 @@ async function throughputPhase(
       byConductor,
       ok: allSucceeded && errors.count === 0 && orderViolations === 0 && wrongFinalPowerState === 0 && reservedNodesLeft === 0,
     },
-    openSamples: samples,
+    openSamples: thin(samples, 400),
     resources,
     topStatements: top,
+    tableWrites: writes,
   };
+}
+
+/** At most `max` evenly spaced entries of `xs`, always with the last one. */
+function thin<T>(xs: T[], max: number): T[] {
+  if (xs.length <= max) return xs;
+  const step = Math.ceil(xs.length / max);
+  const out = xs.filter((_, i) => i % step === 0);
+  if ((xs.length - 1) % step !== 0) out.push(xs[xs.length - 1]);
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -630,6 +678,8 @@ interface RunResult {
   conductors: number;
   /** The code the processes of this run were started from (others may change it during a long run). */
   source?: ReturnType<typeof gitState>;
+  /** When the compiled files the processes load were last written (a rebuild mid-run changes the code under test). */
+  distBuiltAt?: string;
   database: string;
   setup: { nodeInsertS: number; startS: number };
   throughput?: ThroughputResult;
@@ -648,10 +698,11 @@ async function runWithConductors(opts: Options, server: DatabaseServer, k: numbe
     const nodeInsertS = round2((performance.now() - t) / 1000);
     log(`${nodes.length} nodes inserted in ${nodeInsertS} s`);
     t = performance.now();
+    const distBuiltAt = newestMtime(['api', 'conductor', 'db', 'drivers', 'cli', 'common'].map((d) => path.join(ROOT, 'dist', d)));
     const fleet = await startFleet(opts, k, db.url, knex, log);
     fleet.postmasterPid = server.postmasterPid;
     const startS = round2((performance.now() - t) / 1000);
-    const result: RunResult = { conductors: k, source: gitState(), database: db.name, setup: { nodeInsertS, startS } };
+    const result: RunResult = { conductors: k, source: gitState(), distBuiltAt, database: db.name, setup: { nodeInsertS, startS } };
     try {
       if (opts.phases.has('throughput')) {
         log(`K=${k} throughput: ${opts.intents} power intents on ${nodes.length} nodes from ${opts.concurrency} clients`);
@@ -909,6 +960,10 @@ async function main(): Promise<number> {
   out.push(`Galvanic intent benchmark — ${machine.cpuCount} × ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, Node ${machine.node}`);
   out.push(`Postgres: ${server.kind}${opts.pgFast ? ' (fsync off)' : ''}; ${server.info.version.split(',')[0]}; fsync=${server.info.fsync}, synchronous_commit=${server.info.synchronous_commit}`);
   if (source) out.push(`Code: commit ${source.commit.slice(0, 12)}${source.modifiedFiles.length ? ` + ${source.modifiedFiles.length} uncommitted file(s)` : ''}`);
+  for (const r of runs) {
+    out.push(`K=${r.conductors} processes started from commit ${r.source?.commit.slice(0, 12) ?? '?'}`
+      + `${r.source?.modifiedFiles.length ? ` + ${r.source.modifiedFiles.length} uncommitted file(s)` : ''}, dist/ last built ${r.distBuiltAt ?? '?'}`);
+  }
   out.push(`${opts.nodes} nodes, ${opts.intents} intents (${opts.intents / opts.nodes} per node), ${opts.concurrency} clients; latency: ${opts.latencyRequests} requests ${opts.latencyGapMs} ms apart`);
   out.push(`Load average before ${machine.loadAvgAtStart.join(' ')}, after ${loadAvgAtEnd.join(' ')}${result.provisional ? ' — PROVISIONAL: the machine was busy' : ''}`);
   out.push(`Calibration at start: SELECT 1 round trip p50 ${calibration.selectOneWallP50Ms} ms, client CPU ${calibration.selectOneClientCpuUs} µs/query`
@@ -939,6 +994,10 @@ async function main(): Promise<number> {
     const tp = r.throughput;
     if (tp && !tp.verification.ok) out.push(`K=${r.conductors} verification: ${JSON.stringify(tp.verification)} ${tp.accept.errorSamples.join(' | ')}`);
     if (r.latency?.errors) out.push(`K=${r.conductors} latency errors: ${r.latency.errorSamples.join(' | ')}`);
+    if (tp) {
+      out.push(`K=${r.conductors} row writes per intent: ${Object.entries(tp.tableWrites).map(([t, w]) => `${t} ${fmt(w.inserts / tp.intents, 2)} ins + `
+        + `${fmt(w.updates / tp.intents, 2)} upd (${fmt(w.hotUpdates / tp.intents, 2)} HOT; ${w.indexes} indexes)`).join(', ')}`);
+    }
     if (opts.pgStatStatements && tp?.topStatements) {
       out.push('', `K=${r.conductors} throughput phase, top statements by total time (pg_stat_statements):`);
       out.push(table([['query', 'total ms', 'calls', 'mean ms'],

@@ -1,5 +1,6 @@
 /** Small helpers shared by the benchmarks: ports, statistics, tables, machine and code info, results. */
 import { execFileSync } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -191,4 +192,26 @@ export async function calibrate(query: () => Promise<unknown>, fsyncDir?: string
     }
   }
   return out;
+}
+
+/** The newest modification time of the .js files directly in `dirs`, as ISO text (undefined if none). */
+export function newestMtime(dirs: string[]): string | undefined {
+  let newest = 0;
+  for (const dir of dirs) {
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      if (!name.endsWith('.js')) continue;
+      try {
+        newest = Math.max(newest, statSync(path.join(dir, name)).mtimeMs);
+      } catch {
+        // vanished meanwhile
+      }
+    }
+  }
+  return newest ? new Date(newest).toISOString() : undefined;
 }
