@@ -108,7 +108,12 @@ async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, req: Incomin
             s = model.initialSystem(p);
             bmc.systems.set(p, s);
           }
-          if (input.power === 'On' || input.power === 'Off') s.power = input.power;
+          if (input.power === 'On' || input.power === 'Off') {
+            // A state set from outside wins over a transition still pending from an earlier reset.
+            if (s.timer) clearTimeout(s.timer);
+            s.timer = undefined;
+            s.power = input.power;
+          }
           if (typeof input.boot === 'object' && input.boot !== null) s.boot = { ...s.boot, ...(input.boot as object) };
           s.version++;
         }
