@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import jsonpatch from 'fast-json-patch';
 import { randomUUID } from 'node:crypto';
 import {
@@ -6,7 +6,8 @@ import {
 } from '../common/errors.js';
 import { ProvisionState } from '../common/states.js';
 import {
-  createNode, deleteNode, getNode, listNodes, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges, type NodeFilters,
+  createNode, deleteNode, getNode, getNodesByIds, listNodeStamps, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges,
+  type NodeFilters,
 } from '../db/nodes.js';
 import type { InterfaceKind } from '../drivers/interfaces.js';
 import type { ApiDeps } from './deps.js';
@@ -16,6 +17,7 @@ import { NODE_FIELDS, NODE_FIELD_BY_NAME, DEFAULT_LIST_FIELDS } from './node-fie
 import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
 import { checkFieldValue, checkFieldVersion, checkName, ironicBoolean, isUuid, requireObject } from './body.js';
 import { noValidHost } from './drivers.js';
+import { RenderedNodes } from './rendered-nodes.js';
 
 /** API field name → domain field name, for the writable fields. */
 const WRITABLE: ReadonlyMap<string, keyof NodeChanges> = new Map([
@@ -31,6 +33,10 @@ const WRITABLE: ReadonlyMap<string, keyof NodeChanges> = new Map([
 const INTERFACE_FIELDS: Record<InterfaceKind, 'powerInterface' | 'managementInterface' | 'consoleInterface'> = {
   power: 'powerInterface', management: 'managementInterface', console: 'consoleInterface',
 };
+
+const LIST_HEAD = Buffer.from('{"nodes":[');
+const LIST_TAIL = Buffer.from(']}');
+const COMMA = Buffer.from(',');
 
 /** Interfaces the API shows but Galvanic does not drive: only null (the default) is accepted. */
 const FIXED_INTERFACES = NODE_FIELDS.filter((f) => f.type === 'interface' && !f.writable).map((f) => f.name);
@@ -73,6 +79,7 @@ function toChanges(body: Record<string, unknown>, req: FastifyRequest, allowUuid
 export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { db, config, registry } = deps;
   const base = (req: FastifyRequest) => baseUrl(req, config.api.public_endpoint);
+  const rendered = new RenderedNodes(config.api.node_render_cache_bytes);
 
   function resolveInterfaces(driver: string, changes: NodeChanges, conductorGroup: string): Record<InterfaceKind, string> {
     if (!registry.hardwareTypes().some((t) => t.name === driver)) throw noValidHost(driver, conductorGroup);
@@ -85,7 +92,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     return nodeView(node, { base: base(req), version: req.apiVersion, fields });
   }
 
-  async function list(req: FastifyRequest, detailPath: boolean) {
+  async function list(req: FastifyRequest, reply: FastifyReply, detailPath: boolean) {
     const q = req.query as Query;
     const v = req.apiVersion;
     const detailParam = param(q, 'detail');
@@ -120,16 +127,36 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const instanceUuid = param(q, 'instance_uuid');
     if (instanceUuid !== undefined && !isUuid(instanceUuid)) throw new InvalidParameterValue(`Invalid UUID for instance_uuid: ${instanceUuid}`);
     // Filtered in SQL, not after the page is cut: a match past the first `limit` rows counts too.
-    const nodes = await listNodes(db, { ...filters, instanceUuid: instanceUuid?.toLowerCase() }, { limit, marker, ...sort });
+    // The page is read as stamps first; only nodes not already rendered for this view are read
+    // in full, and the body is put together from the rendered pieces.
+    const stamps = await listNodeStamps(db, { ...filters, instanceUuid: instanceUuid?.toLowerCase() }, { limit, marker, ...sort });
     const b = base(req);
-    const out: Record<string, unknown> = { nodes: nodes.map((n) => nodeView(n, { base: b, version: v, fields })) };
-    const next = nextLink(b, detailPath ? 'nodes/detail' : 'nodes', q, nodes.length, limit, nodes.at(-1)?.uuid);
-    if (next) out.next = next;
-    return out;
+    const viewKey = `${v.minor}|${b}|${fields?.join(',') ?? '*'}`;
+    const toJson = (n: Node) => nodeView(n, { base: b, version: v, fields });
+    const pieces: Array<Buffer | undefined> = stamps.map((s) => rendered.get(s, viewKey));
+    const missing = stamps.filter((_, i) => pieces[i] === undefined);
+    if (missing.length > 0) {
+      const fresh = new Map((await getNodesByIds(db, missing.map((s) => s.id))).map((n) => [n.id, n]));
+      stamps.forEach((s, i) => {
+        const node = fresh.get(s.id);
+        // A node deleted between the two reads is left out, as if the list had been read later.
+        if (pieces[i] === undefined && node) pieces[i] = rendered.render(node, viewKey, toJson);
+      });
+    }
+    const parts: Buffer[] = [LIST_HEAD];
+    for (const piece of pieces) {
+      if (piece === undefined) continue;
+      if (parts.length > 1) parts.push(COMMA);
+      parts.push(piece);
+    }
+    const next = nextLink(b, detailPath ? 'nodes/detail' : 'nodes', q, stamps.length, limit, stamps.at(-1)?.uuid);
+    parts.push(next ? Buffer.from(`],"next":${JSON.stringify(next)}}`) : LIST_TAIL);
+    reply.type('application/json; charset=utf-8');
+    return Buffer.concat(parts);
   }
 
-  app.get('/v1/nodes', (req) => list(req, false));
-  app.get('/v1/nodes/detail', (req) => list(req, true));
+  app.get('/v1/nodes', (req, reply) => list(req, reply, false));
+  app.get('/v1/nodes/detail', (req, reply) => list(req, reply, true));
 
   app.get('/v1/nodes/:node', async (req, reply) => {
     const fields = parseFields(param(req.query as Query, 'fields'), req.apiVersion);

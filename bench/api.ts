@@ -57,6 +57,7 @@ interface Options {
   command: 'api' | 'all-in-one';
   poolMax: number | undefined;
   pgFast: boolean;
+  renderCache: boolean;
   serverCpuProf: string | undefined;
   strict: boolean;
 }
@@ -71,6 +72,7 @@ const USAGE = `Usage: node dist/bench/api.js [options]
   --serial-creates K   extra creations with one client, for comparison with Ironic (default 1000; 0 skips)
   --command CMD        api (default) or all-in-one
   --pool N             GALVANIC_DATABASE__MAX_POOL_SIZE for the server (default: the config's)
+  --no-render-cache    [api] node_render_cache_bytes = 0: every list page renders every node
   --pg-fast            embedded Postgres without fsync/synchronous_commit (default: durable)
   --server-cpu-prof D  run the server with --cpu-prof, profiles written to directory D
   --strict             exit 1 when a target is missed (default: only on errors)
@@ -97,6 +99,7 @@ function parseOptions(argv: string[]): Options | undefined {
       command: { type: 'string' },
       pool: { type: 'string' },
       'pg-fast': { type: 'boolean' },
+      'no-render-cache': { type: 'boolean' },
       'server-cpu-prof': { type: 'string' },
       strict: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -118,6 +121,7 @@ function parseOptions(argv: string[]): Options | undefined {
     command,
     poolMax: values.pool === undefined ? undefined : positiveInt('pool', values.pool, 10),
     pgFast: values['pg-fast'] ?? false,
+    renderCache: !(values['no-render-cache'] ?? false),
     serverCpuProf: values['server-cpu-prof'] === undefined ? undefined : path.resolve(values['server-cpu-prof']),
     strict: values.strict ?? false,
   };
@@ -551,6 +555,7 @@ async function startServer(opts: Options, dbUrl: string, log: (m: string) => voi
     GALVANIC_LOG_LEVEL: SERVER_LOG_LEVEL,
   };
   if (opts.poolMax !== undefined) env.GALVANIC_DATABASE__MAX_POOL_SIZE = String(opts.poolMax);
+  if (!opts.renderCache) env.GALVANIC_API__NODE_RENDER_CACHE_BYTES = '0';
   const args = [...nodeArgs, path.join(ROOT, 'dist/cli/main.js'), opts.command, '--config', path.join(ROOT, 'etc/galvanic.conf.sample')];
   const proc: ChildProcess = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let tail: string[] = [];
@@ -659,6 +664,8 @@ async function listPhase(server: Server, passes: number, pageLimit: number, expe
   const errors = new Errors();
   const latencies: number[] = [];
   const passMs: number[] = [];
+  // The first pass renders every node; later ones find them already rendered (unchanged nodes).
+  const firstPass: number[] = [];
   const counts: number[] = [];
   let bytes = 0;
   const watch = watchResources(server.pid, server.database);
@@ -671,6 +678,7 @@ async function listPhase(server: Server, passes: number, pageLimit: number, expe
       while (next !== undefined) {
         const res = await client.request('GET', next);
         latencies.push(res.ms);
+        if (pass === 0) firstPass.push(res.ms);
         bytes += res.body.length;
         if (res.status !== 200) {
           errors.add(`GET ${next}: HTTP ${res.status} ${res.body}`);
@@ -701,6 +709,7 @@ async function listPhase(server: Server, passes: number, pageLimit: number, expe
   result.countsPerPass = counts;
   result.countOk = counts.every((c) => c === expected);
   result.fullPassMs = summarize(passMs);
+  result.firstPassPageMs = summarize(firstPass);
   result.meanPageBytes = Math.round(bytes / Math.max(1, latencies.length));
   return result;
 }
@@ -779,7 +788,7 @@ async function main(): Promise<number> {
 
   log(`phase 2: ${opts.passes} full passes of GET /v1/nodes?detail=true&limit=${opts.pageLimit}`);
   const list = await listPhase(server, opts.passes, opts.pageLimit, opts.nodes);
-  log(`  page p50 ${fmt(list.latency.p50Ms)} ms, p99 ${fmt(list.latency.p99Ms)} ms, ${list.errors} error(s)`);
+  log(`  page p50 ${fmt(list.latency.p50Ms)} ms, p99 ${fmt(list.latency.p99Ms)} ms, ${list.errors} error(s); first pass (nothing rendered yet) p50 ${fmt((list.firstPassPageMs as LatencySummary).p50Ms)} ms`);
 
   log(`phase 3: ${opts.gets} GET /v1/nodes/<name> with ${opts.concurrency} concurrent clients`);
   const get = created.length
@@ -837,6 +846,7 @@ async function main(): Promise<number> {
       nodes: opts.nodes,
       concurrency: opts.concurrency,
       listPasses: opts.passes,
+      renderCache: opts.renderCache,
       listPageLimit: opts.pageLimit,
       gets: opts.gets,
       serialCreates: opts.serialCreates,

@@ -130,6 +130,12 @@ export const SCHEMA = {
       default: '',
       help: 'Base URL put in links in API responses, for use behind a proxy. Empty means it is derived from each request.',
     },
+    node_render_cache_bytes: {
+      type: 'int',
+      default: 67108864,
+      min: 0,
+      help: 'Memory for nodes already rendered to JSON, reused by list requests while a node is unchanged (about 2.5 KiB per node and view). 0 turns the cache off.',
+    },
     max_body_bytes: {
       type: 'int',
       default: 1048576,

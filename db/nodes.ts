@@ -147,8 +147,9 @@ export const NODE_SORT_KEYS = new Set([
   'inspection_finished_at', 'power_interface', 'management_interface', 'console_interface',
 ]);
 
-export async function listNodes(db: Knex, filters: NodeFilters, page: Page): Promise<Node[]> {
-  const q = db('nodes').select('*');
+/** The filtered, sorted page of nodes, before any columns are chosen. */
+function nodePage(db: Knex, filters: NodeFilters, page: Page): Knex.QueryBuilder {
+  const q = db('nodes');
   if (filters.driver !== undefined) q.where('driver', filters.driver);
   if (filters.provisionState !== undefined) q.where('provision_state', filters.provisionState);
   if (filters.maintenance !== undefined) q.where('maintenance', filters.maintenance);
@@ -170,7 +171,36 @@ export async function listNodes(db: Knex, filters: NodeFilters, page: Page): Pro
     id: n.id,
     value: markerValue(db, 'nodes', page.sortKey, n.id, (n as unknown as Record<string, unknown>)[nodeMapper.fieldOf(page.sortKey)]),
   }));
-  const rows = await q;
+  return q;
+}
+
+export async function listNodes(db: Knex, filters: NodeFilters, page: Page): Promise<Node[]> {
+  const rows = await nodePage(db, filters, page).select('*');
+  return rows.map((r: Record<string, unknown>) => nodeMapper.fromRow(r));
+}
+
+/**
+ * What tells whether a copy of a node made earlier is still current: every change of a node
+ * goes through updateNode and bumps `version`, except the reservation, which locks set and
+ * clear on their own.
+ */
+export interface NodeStamp {
+  id: number;
+  uuid: string;
+  version: number;
+  reservation: string | null;
+}
+
+/** The stamps of a page of nodes, in page order: a narrow read for callers that cache nodes. */
+export async function listNodeStamps(db: Knex, filters: NodeFilters, page: Page): Promise<NodeStamp[]> {
+  const rows: NodeStamp[] = await nodePage(db, filters, page).select('id', 'uuid', 'version', 'reservation');
+  return rows;
+}
+
+/** Nodes by id, in no particular order; ids that no longer exist are left out. */
+export async function getNodesByIds(db: Knex, ids: readonly number[]): Promise<Node[]> {
+  if (ids.length === 0) return [];
+  const rows = await db('nodes').select('*').whereRaw('id = any(?::int[])', [ids as number[]]);
   return rows.map((r: Record<string, unknown>) => nodeMapper.fromRow(r));
 }
 

@@ -208,6 +208,29 @@ describe('nodes API', function () {
       expect(nodes.map((n) => n.owner)).to.deep.equal(['a', 'b']);
     });
 
+    it('shows every change of a node, its lock included, on the next list (rendered nodes are reused only while unchanged)', async () => {
+      const node = await createNode({ name: 'cached', extra: { n: 1 } });
+      const detail = async (version = 'latest') => {
+        const res = await call(t, 'GET', '/v1/nodes/detail', { version });
+        expect(res.statusCode, res.body).to.equal(200);
+        expect(res.headers['content-type']).to.match(/^application\/json/);
+        return res.json<NodeList>().nodes[0];
+      };
+      expect((await detail()).extra).to.deep.equal({ n: 1 });
+      const patched = await call(t, 'PATCH', `/v1/nodes/${node.uuid}`, { body: [{ op: 'replace', path: '/extra/n', value: 2 }] });
+      expect(patched.statusCode, patched.body).to.equal(200);
+      expect((await detail()).extra).to.deep.equal({ n: 2 });
+      // A lock taken and dropped does not bump the version: the reservation is part of the stamp.
+      await t.tdb.knex('nodes').where({ uuid: node.uuid }).update({ reservation: 'conductor-x' });
+      expect((await detail()).reservation).to.equal('conductor-x');
+      await t.tdb.knex('nodes').where({ uuid: node.uuid }).update({ reservation: null });
+      expect((await detail()).reservation).to.equal(null);
+      // Each microversion gets its own rendering.
+      expect(await detail('1.1')).to.not.have.property('lessee');
+      expect(await detail()).to.have.property('lessee');
+      expect(await getNode(node.uuid)).to.deep.equal(await detail());
+    });
+
     describe('pagination', () => {
       // Creation order; two nodes have no name, so name sorts cross the NULL block.
       const NAMES = ['n-c', 'n-a', null, 'n-e', 'n-b', null, 'n-d', 'n-g', 'n-f'];
