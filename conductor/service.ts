@@ -4,7 +4,9 @@ import type { Logger } from 'pino';
 import type { Config } from '../common/config.js';
 import type { Notifier } from '../common/notifier.js';
 import { findDeadConductors, heartbeat, liveConductorsOfGroup, markOffline, registerConductor } from '../db/conductors.js';
-import { INTENT_CHANNEL, recoverConductorLeftovers, type ClaimScope } from '../db/intents.js';
+import { INTENT_CHANNEL, hasOpenPowerIntent, recoverConductorLeftovers, type ClaimScope, type Intent } from '../db/intents.js';
+import { recordHistory } from '../db/node-history.js';
+import { getNodeById, updateNode, type NodeChanges } from '../db/nodes.js';
 import { assertSchemaCurrent } from '../db/migrate.js';
 import { PgNotifyBatcher } from '../db/notify.js';
 import type { DriverRegistry } from '../drivers/registry.js';
@@ -131,10 +133,29 @@ export class ConductorService {
   }
 
   private async recover(host: string): Promise<void> {
-    const { requeued, failed } = await recoverConductorLeftovers(this.deps.db, host, IDEMPOTENT_KINDS);
+    const { requeued, failed } = await recoverConductorLeftovers(this.deps.db, host, IDEMPOTENT_KINDS, (trx, intent) => this.settleFailed(trx, intent));
     if (requeued.length || failed.length) {
       this.log.warn({ from: host, requeued: requeued.length, failed: failed.length }, 'recovered intents of a stopped conductor');
     }
+  }
+
+  /**
+   * A node whose intent failed because its conductor stopped mid-way gets what a failure of
+   * that action gives it: a provision transition ends in its failure state rather than
+   * staying in `verifying` (say) with nobody working on it; a power target is cleared.
+   */
+  private async settleFailed(trx: Knex.Transaction, intent: Intent): Promise<void> {
+    const node = await getNodeById(trx, intent.nodeId);
+    const error = new Error(intent.error ?? 'The conductor stopped while running this intent.');
+    const changes: NodeChanges = { lastError: error.message, ...ACTIONS[intent.kind]?.onFailure?.({ node, intent }, error, true) };
+    const after = await updateNode(trx, node.id, changes);
+    if (after.targetPowerState !== null && !(await hasOpenPowerIntent(trx, node.id))) {
+      await updateNode(trx, node.id, { targetPowerState: null });
+    }
+    await recordHistory(trx, {
+      nodeId: node.id, severity: 'ERROR', eventType: intent.kind, conductor: this.hostname,
+      user: intent.requester, operation: intent.operation, event: `${intent.kind} failed: ${error.message}`,
+    });
   }
 
   private async recoverDead(): Promise<{ nodes: number }> {

@@ -222,6 +222,8 @@ export async function recoverConductorLeftovers(
   db: Knex,
   conductor: string,
   idempotentKinds: readonly string[],
+  /** Puts the node of a failed intent right (rolls back a transition), in the same transaction. */
+  settleFailed?: (trx: Knex.Transaction, failed: Intent) => Promise<void>,
 ): Promise<{ requeued: Intent[]; failed: Intent[] }> {
   return db.transaction(async (trx) => {
     const requeued = await trx('intents')
@@ -237,6 +239,7 @@ export async function recoverConductorLeftovers(
       .returning('*');
     for (const f of failed) {
       if (f.batch !== null && f.step_index !== null) await skipRestOfBatch(trx, f.batch, f.step_index);
+      if (settleFailed) await settleFailed(trx, mapper.fromRow(f));
       await notifyIntentDone(trx, f.uuid);
     }
     await trx('nodes').where('reservation', conductor).update({ reservation: null });

@@ -34,7 +34,7 @@ export const provisionAction: Action = {
     };
   },
 
-  onFailure(ctx: ActionContext, error: Error, final: boolean) {
+  onFailure(ctx: Pick<ActionContext, 'node' | 'intent'>, error: Error, final: boolean) {
     if (!final) return {};
     const args = ctx.intent.args as unknown as ProvisionArgs;
     const what = ctx.node.provisionState === ProvisionState.VERIFYING ? 'Failed to verify node' : `Failed to ${args.verb} node`;

@@ -35,6 +35,7 @@ export interface ActionNotification {
  */
 export interface Action {
   run(ctx: ActionContext): Promise<ActionResult>;
-  onFailure?(ctx: ActionContext, error: Error, final: boolean): NodeChanges;
+  /** Sees only the node and the intent: recovery calls it too, for an intent whose conductor died. */
+  onFailure?(ctx: Pick<ActionContext, 'node' | 'intent'>, error: Error, final: boolean): NodeChanges;
   notification?: ActionNotification;
 }

@@ -1,0 +1,79 @@
+/**
+ * What a conductor does with the intents it (or a dead peer) left running: repeatable ones go
+ * back to the queue, the others fail, and their nodes are put right as a failure would.
+ */
+import { expect } from 'chai';
+import { pino } from 'pino';
+import { createNotifier } from '../../common/notifier.js';
+import { ConductorService } from '../../conductor/service.js';
+import { buildRegistry } from '../../drivers/build-registry.js';
+import { registerConductor } from '../../db/conductors.js';
+import { buildTestApp, type TestApp } from '../helpers/app.js';
+
+describe('conductor recovery of intents left running', function () {
+  this.timeout(60_000);
+  let t: TestApp;
+
+  before(async () => {
+    // The API only: the conductor is started by the test, under the host name that left work behind.
+    t = await buildTestApp({ GALVANIC_DEFAULT__HOST: 'gone-host' }, { conductor: false });
+  });
+
+  after(async () => {
+    await t?.close();
+  });
+
+  async function api(method: 'GET' | 'POST' | 'PUT', url: string, body?: unknown) {
+    const res = await t.app.inject({ method, url, headers: { 'x-openstack-ironic-api-version': 'latest' }, ...(body === undefined ? {} : { payload: body as object }) });
+    expect(res.statusCode, res.body).to.be.below(300);
+    return res.body ? res.json<Record<string, unknown>>() : {};
+  }
+
+  it('fails a half-done provision transition and moves the node to its failure state, and requeues a power read', async () => {
+    const manageNode = (await api('POST', '/v1/nodes', { driver: 'fake-hardware', name: 'half-verified' })).uuid as string;
+    const readNode = (await api('POST', '/v1/nodes', { driver: 'fake-hardware', name: 'half-read' })).uuid as string;
+    await api('PUT', `/v1/nodes/${manageNode}/states/provision`, { target: 'manage' });
+    await api('PUT', `/v1/nodes/${readNode}/states/power`, { target: 'power on' });
+    expect((await api('GET', `/v1/nodes/${manageNode}`)).provision_state).to.equal('verifying');
+
+    // As if gone-host had claimed both intents and then died.
+    const db = t.tdb.knex;
+    await registerConductor(db, 'gone-host', '', ['fake-hardware']);
+    for (const uuid of [manageNode, readNode]) {
+      const node = await db('nodes').where({ uuid }).first('id');
+      await db('intents').where({ node_id: node.id }).update({ state: 'running', conductor: 'gone-host', attempts: 1, started_at: db.fn.now() });
+      await db('nodes').where({ id: node.id }).update({ reservation: 'gone-host' });
+    }
+
+    const log = pino({ level: 'silent' });
+    const registry = buildRegistry(t.config);
+    const notifier = createNotifier({ driver: 'noop', logFile: '', host: 'gone-host', service: 'galvanic-conductor', log });
+    const conductor = new ConductorService({ config: t.config, db, connectionString: t.tdb.url, registry, notifier, log });
+    await conductor.start();
+    try {
+      const deadline = Date.now() + 20_000;
+      let power: Record<string, unknown> = {};
+      while (Date.now() < deadline) {
+        power = await api('GET', `/v1/nodes/${readNode}`);
+        if (power.power_state === 'power on' && power.target_power_state === null) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      // The repeatable power change ran again and succeeded.
+      expect(power).to.include({ power_state: 'power on', target_power_state: null, reservation: null });
+
+      const node = await api('GET', `/v1/nodes/${manageNode}`);
+      expect(node).to.include({ provision_state: 'enroll', target_provision_state: null, reservation: null });
+      expect(node.last_error).to.be.a('string').and.include('Failed to verify node').and.include('stopped while running');
+      const intents = (await api('GET', `/v1/nodes/${manageNode}/intents`)).intents as Array<Record<string, unknown>>;
+      expect(intents.map((i) => i.state)).to.deep.equal(['failed']);
+      const history = (await api('GET', `/v1/nodes/${manageNode}/history`)).history as Array<Record<string, unknown>>;
+      expect(history.some((h) => h.severity === 'ERROR' && String(h.event).includes('stopped while running'))).to.equal(true);
+      // The node is usable again: manage can be asked anew.
+      await api('PUT', `/v1/nodes/${manageNode}/states/provision`, { target: 'manage' });
+    } finally {
+      await conductor.stop();
+      await notifier.close();
+      await registry.close();
+    }
+  });
+});
