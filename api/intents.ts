@@ -140,7 +140,7 @@ export class IntentAcceptor {
         }
       }
       const changes = opts.prepare?.(node);
-      const updated = changes && Object.keys(changes).length ? await updateNode(trx, node.id, changes) : node;
+      const updated = changes && Object.keys(changes).length ? await updateNode(trx, node.id, changes, { locked: node }) : node;
       const batch = opts.steps.length > 1 ? randomUUID() : undefined;
       const intents = await enqueueIntents(trx, node.id, opts.steps.map((s, i): NewIntent => ({
         kind: s.kind, args: s.args, maxAttempts: config.conductor.intent_max_attempts,

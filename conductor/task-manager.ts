@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
 import { claimIntents, type ClaimScope, type Intent } from '../db/intents.js';
-import { getNodeById, updateNode, type Node, type NodeChanges } from '../db/nodes.js';
+import { getNodeById, getNodesByIds, updateNode, type Node, type NodeChanges } from '../db/nodes.js';
 import { clearStaleReservation } from '../db/conductors.js';
 
 export type LockMode = 'exclusive' | 'shared';
@@ -58,13 +58,13 @@ export class Task {
   async commit(changes: NodeChanges, more?: (trx: Knex.Transaction, node: Node) => Promise<void>): Promise<Node> {
     this.requireExclusive();
     const node = await this.db.transaction(async (trx) => {
-      const { rows } = await trx.raw<{ rows: Array<{ held: boolean }> }>(
-        `SELECT ${this.stillHeld()} AS held FROM nodes WHERE nodes.id = ? FOR UPDATE`, [...this.stillHeldBindings(), this.node.id],
-      );
-      if (!rows[0]?.held) {
-        throw new LockLost(`Task "${this.purpose}" on node ${this.node.uuid} lost its lock (conductor ${this.hostname} was taken for dead); its outcome is dropped.`);
-      }
-      const updated = await updateNode(trx, this.node.id, { ...changes, reservation: null });
+      const updated = await updateNode(trx, this.node.id, { ...changes, reservation: null }, {
+        guard: {
+          sql: this.stillHeld(),
+          bindings: this.stillHeldBindings(),
+          error: () => new LockLost(`Task "${this.purpose}" on node ${this.node.uuid} lost its lock (conductor ${this.hostname} was taken for dead); its outcome is dropped.`),
+        },
+      });
       if (more) await more(trx, updated);
       return updated;
     });
@@ -145,9 +145,11 @@ export class TaskManager {
   /** Claims runnable intents with their nodes reserved: one exclusive task per intent. */
   async claimIntents(limit: number, scope: ClaimScope): Promise<Array<{ intent: Intent; task: Task }>> {
     const intents = await claimIntents(this.db, this.hostname, limit, scope);
+    // Reserved by the claim: nobody else changes these rows until the tasks release them.
+    const nodes = new Map((await getNodesByIds(this.db, intents.map((i) => i.nodeId))).map((n) => [n.id, n]));
     const out: Array<{ intent: Intent; task: Task }> = [];
     for (const intent of intents) {
-      const node = await getNodeById(this.db, intent.nodeId);
+      const node = nodes.get(intent.nodeId) ?? await getNodeById(this.db, intent.nodeId);
       out.push({
         intent,
         task: new Task(this.db, node, 'exclusive', `intent ${intent.kind}`, this.hostname, this.log, { intentId: intent.id, attempts: intent.attempts }),

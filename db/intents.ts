@@ -60,10 +60,12 @@ export interface NewIntent {
  * wakes the conductors after commit (PgNotifyBatcher on INTENT_CHANNEL).
  */
 export async function enqueueIntents(trx: Knex.Transaction, nodeId: number, intents: NewIntent[]): Promise<Intent[]> {
-  const { rows } = await trx.raw<{ rows: { next: number }[] }>('SELECT coalesce(max(seq), 0) + 1 AS next FROM intents WHERE node_id = ?', [nodeId]);
-  let seq = Number(rows[0].next);
+  // Every row's subquery sees the queue as it was before this statement: row k gets max + k.
   const inserted = await trx('intents')
-    .insert(intents.map((i) => mapper.toRow({ ...i, uuid: randomUUID(), nodeId, seq: seq++, state: 'queued' })))
+    .insert(intents.map((i, k) => ({
+      ...mapper.toRow({ ...i, uuid: randomUUID(), nodeId, state: 'queued' }),
+      seq: trx.raw('(SELECT coalesce(max(seq), 0) + ? FROM intents WHERE node_id = ?)', [k + 1, nodeId]),
+    })))
     .returning('*');
   return inserted.map((r: Record<string, unknown>) => mapper.fromRow(r)).sort((a: Intent, b: Intent) => a.seq - b.seq);
 }
@@ -103,7 +105,7 @@ export interface ClaimScope {
   drivers: readonly string[];
   /** Hash ranges (lo, hi] of node UUIDs this conductor owns; undefined = all. */
   ranges?: ReadonlyArray<{ lo: number; hi: number }>;
-  /** SQL expression computing the ring hash of n.uuid (conductor/hash-ring.ts). */
+  /** SQL expression computing the ring hash of n.uuid (common/hash-ring.ts). */
   hashSql: string;
 }
 
