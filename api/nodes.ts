@@ -7,7 +7,7 @@ import {
 import { ProvisionState } from '../common/states.js';
 import {
   createNode, deleteNode, getNode, getNodesByIds, listNodeStamps, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges,
-  type NodeFilters,
+  type NodeFilters, type NodeStamp,
 } from '../db/nodes.js';
 import type { InterfaceKind } from '../drivers/interfaces.js';
 import type { ApiDeps } from './deps.js';
@@ -17,6 +17,7 @@ import { NODE_FIELDS, NODE_FIELD_BY_NAME, DEFAULT_LIST_FIELDS } from './node-fie
 import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
 import { checkFieldValue, checkFieldVersion, checkName, ironicBoolean, isUuid, requireObject } from './body.js';
 import { noValidHost } from './drivers.js';
+import { ConductorLocator } from './conductor-locator.js';
 import { RenderedNodes } from './rendered-nodes.js';
 
 /** API field name → domain field name, for the writable fields. */
@@ -80,6 +81,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { db, config, registry } = deps;
   const base = (req: FastifyRequest) => baseUrl(req, config.api.public_endpoint);
   const rendered = new RenderedNodes(config.api.node_render_cache_bytes);
+  const locator = new ConductorLocator(db, config.conductor.heartbeat_timeout);
 
   function resolveInterfaces(driver: string, changes: NodeChanges, conductorGroup: string): Record<InterfaceKind, string> {
     if (!registry.hardwareTypes().some((t) => t.name === driver)) throw noValidHost(driver, conductorGroup);
@@ -88,8 +90,9 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     });
   }
 
-  function view(req: FastifyRequest, node: Node, fields?: readonly string[]) {
-    return nodeView(node, { base: base(req), version: req.apiVersion, fields });
+  async function view(req: FastifyRequest, node: Node, fields?: readonly string[]) {
+    await locator.refresh();
+    return nodeView(node, { base: base(req), version: req.apiVersion, fields, conductor: locator.conductorOf(node) });
   }
 
   async function list(req: FastifyRequest, reply: FastifyReply, detailPath: boolean) {
@@ -131,16 +134,18 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     // in full, and the body is put together from the rendered pieces.
     const stamps = await listNodeStamps(db, { ...filters, instanceUuid: instanceUuid?.toLowerCase() }, { limit, marker, ...sort });
     const b = base(req);
-    const viewKey = `${v.minor}|${b}|${fields?.join(',') ?? '*'}`;
-    const toJson = (n: Node) => nodeView(n, { base: b, version: v, fields });
-    const pieces: Array<Buffer | undefined> = stamps.map((s) => rendered.get(s, viewKey));
+    await locator.refresh();
+    // The managing conductor is part of the view: a node moves when the ring changes.
+    const viewKey = (n: NodeStamp) => `${v.minor}|${b}|${fields?.join(',') ?? '*'}|${locator.conductorOf(n) ?? ''}`;
+    const toJson = (n: Node) => nodeView(n, { base: b, version: v, fields, conductor: locator.conductorOf(n) });
+    const pieces: Array<Buffer | undefined> = stamps.map((s) => rendered.get(s, viewKey(s)));
     const missing = stamps.filter((_, i) => pieces[i] === undefined);
     if (missing.length > 0) {
       const fresh = new Map((await getNodesByIds(db, missing.map((s) => s.id))).map((n) => [n.id, n]));
       stamps.forEach((s, i) => {
         const node = fresh.get(s.id);
         // A node deleted between the two reads is left out, as if the list had been read later.
-        if (pieces[i] === undefined && node) pieces[i] = rendered.render(node, viewKey, toJson);
+        if (pieces[i] === undefined && node) pieces[i] = rendered.render(node, viewKey(node), toJson);
       });
     }
     const parts: Buffer[] = [LIST_HEAD];

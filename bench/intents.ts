@@ -23,7 +23,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import type { Knex } from 'knex';
 import { loadConfig } from '../common/config.js';
-import { HashRing, ringHashSql } from '../conductor/hash-ring.js';
+import { HashRing, ringHashSql } from '../common/hash-ring.js';
 import { createKnex } from '../db/connection.js';
 import { claimIntents, type ClaimScope } from '../db/intents.js';
 import { nodeMapper } from '../db/nodes.js';

@@ -11,7 +11,7 @@ import { assertSchemaCurrent } from '../db/migrate.js';
 import { PgNotifyBatcher } from '../db/notify.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import { ACTIONS, IDEMPOTENT_KINDS } from './actions/index.js';
-import { HashRing, ringHashSql } from './hash-ring.js';
+import { HashRing, ringHashSql } from '../common/hash-ring.js';
 import { IntentRunner } from './intent-runner.js';
 import { PeriodicRunner } from './periodic.js';
 import { TaskManager } from './task-manager.js';

@@ -83,6 +83,15 @@ export async function findDeadConductors(db: Knex, timeoutSeconds: number): Prom
 }
 
 /** Live conductors of a group, for the hash ring. */
+/** Every live conductor (online, heartbeat within the timeout), by hostname. */
+export async function liveConductors(db: Knex, timeoutSeconds: number): Promise<Conductor[]> {
+  const rows = await db('conductors')
+    .where({ online: true })
+    .whereRaw('heartbeat_at > now() - make_interval(secs => ?)', [timeoutSeconds])
+    .orderBy('hostname');
+  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
+}
+
 export async function liveConductorsOfGroup(db: Knex, group: string, timeoutSeconds: number): Promise<Conductor[]> {
   const rows = await db('conductors')
     .where({ conductor_group: group, online: true })

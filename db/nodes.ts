@@ -189,11 +189,14 @@ export interface NodeStamp {
   uuid: string;
   version: number;
   reservation: string | null;
+  /** Not part of the stamp proper; lets a caller place the node on its group's hash ring. */
+  conductorGroup: string;
 }
 
 /** The stamps of a page of nodes, in page order: a narrow read for callers that cache nodes. */
 export async function listNodeStamps(db: Knex, filters: NodeFilters, page: Page): Promise<NodeStamp[]> {
-  const rows: NodeStamp[] = await nodePage(db, filters, page).select('id', 'uuid', 'version', 'reservation');
+  const rows: NodeStamp[] = await nodePage(db, filters, page)
+    .select('id', 'uuid', 'version', 'reservation', { conductorGroup: 'conductor_group' });
   return rows;
 }
 
@@ -248,6 +251,16 @@ export function applyPage<T extends { id: number }>(
 export interface UpdateOptions {
   /** Optimistic concurrency: fail with 412 unless the node is still at this version. */
   expectedVersion?: number;
+  /**
+   * The caller already holds the row lock in this transaction and read the row as this:
+   * saves reading it again.
+   */
+  locked?: Node;
+  /**
+   * A condition (SQL on `nodes`) checked on the locked row before the change; when it does
+   * not hold, `error()` is thrown and nothing changes.
+   */
+  guard?: { sql: string; bindings: readonly Knex.RawBinding[]; error: () => Error };
 }
 
 /**
@@ -256,14 +269,21 @@ export interface UpdateOptions {
  */
 export async function updateNode(db: Knex, id: number, changes: NodeChanges, opts: UpdateOptions = {}): Promise<Node> {
   const run = async (trx: Knex.Transaction): Promise<Node> => {
-    const currentRow = await trx('nodes').where('id', id).forUpdate().first();
-    if (!currentRow) throw new NodeNotFound(String(id));
-    const current = nodeMapper.fromRow(currentRow);
+    let current = opts.locked;
+    if (current === undefined || opts.guard) {
+      const q = trx('nodes').where('id', id).forUpdate().first('*');
+      if (opts.guard) q.select(trx.raw(`(${opts.guard.sql}) AS guard_holds`, opts.guard.bindings as Knex.RawBinding[]));
+      const currentRow = await q;
+      if (!currentRow) throw new NodeNotFound(String(id));
+      if (opts.guard && currentRow.guard_holds !== true) throw opts.guard.error();
+      current = nodeMapper.fromRow(currentRow);
+    }
     if (opts.expectedVersion !== undefined && current.version !== opts.expectedVersion) {
       throw new PreconditionFailed(`Node ${current.uuid} has changed since version ${opts.expectedVersion}; it is now at version ${current.version}.`);
     }
-    const accessChanged = ACCESS_FIELDS.some((f) => f in changes && changes[f] !== current[f])
-      || (changes.consoleEnabled === false && current.consoleEnabled);
+    const before = current;
+    const accessChanged = ACCESS_FIELDS.some((f) => f in changes && changes[f] !== before[f])
+      || (changes.consoleEnabled === false && before.consoleEnabled);
     const row = nodeMapper.toRow(changes);
     row.version = trx.raw('version + 1');
     row.updated_at = trx.fn.now();

@@ -5,6 +5,7 @@
  */
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
+import { HashRing } from '../../common/hash-ring.js';
 import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
@@ -573,6 +574,29 @@ describe('nodes API with a conductor', function () {
     expect(res.statusCode, res.body).to.equal(200);
     return res.json<NodeBody>();
   }
+
+  it('names the conductor that manages a node (1.49+): the owner on the ring of its group\'s live conductors', async () => {
+    const node = await createNode('ringed');
+    expect((await getNode(node.uuid)).conductor).to.equal('test-host');
+    const listed = (await call(t, 'GET', '/v1/nodes/detail')).json<NodeList>().nodes.find((n) => n.uuid === node.uuid);
+    expect(listed?.conductor).to.equal('test-host');
+    expect((await call(t, 'GET', `/v1/nodes/${node.uuid}`, { version: '1.48' })).json()).to.not.have.property('conductor');
+    // No conductor serves group "lonely": nobody manages the node.
+    const lonely = await call(t, 'POST', '/v1/nodes', { body: { name: 'lonely', driver: 'fake-hardware', conductor_group: 'lonely' } });
+    expect(lonely.statusCode, lonely.body).to.equal(201);
+    expect(lonely.json<NodeBody>().conductor).to.equal(null);
+    // A second live conductor in the group takes its share of the ring, as the claims do.
+    await t.tdb.knex('conductors').insert({ hostname: 'other-host', conductor_group: '', drivers: JSON.stringify(['fake-hardware']), online: true, heartbeat_at: t.tdb.knex.fn.now() });
+    try {
+      await new Promise((r) => setTimeout(r, 2100));
+      const ring = new HashRing(['other-host', 'test-host']);
+      const nodes = (await call(t, 'GET', '/v1/nodes/detail')).json<NodeList>().nodes.filter((n) => n.conductor_group === '');
+      expect(nodes.length).to.be.at.least(1);
+      for (const n of nodes) expect(n.conductor, n.uuid).to.equal(ring.owner(n.uuid));
+    } finally {
+      await t.tdb.knex('conductors').where({ hostname: 'other-host' }).delete();
+    }
+  });
 
   it('PUT/DELETE …/maintenance answer 202 and set, then clear, maintenance, its reason and fault', async () => {
     const node = await createNode('maint');

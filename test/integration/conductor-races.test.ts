@@ -18,7 +18,7 @@ import type { Knex } from 'knex';
 import { pino } from 'pino';
 import { NodeLocked } from '../../common/errors.js';
 import { IDEMPOTENT_KINDS } from '../../conductor/actions/index.js';
-import { HashRing, ringHash, ringHashSql } from '../../conductor/hash-ring.js';
+import { HashRing, ringHash, ringHashSql } from '../../common/hash-ring.js';
 import { LockLost, TaskManager, type Task } from '../../conductor/task-manager.js';
 import { registerConductor } from '../../db/conductors.js';
 import { createKnex } from '../../db/connection.js';

@@ -4,7 +4,7 @@
  */
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
-import { HashRing, ringHash, type HashRange } from '../../conductor/hash-ring.js';
+import { HashRing, ringHash, type HashRange } from '../../common/hash-ring.js';
 
 const HOSTS = ['conductor-a.example.org', 'conductor-b.example.org', 'conductor-c.example.org'];
 const INT32_MIN = -(2 ** 31);
