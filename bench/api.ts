@@ -8,26 +8,21 @@
  * set, a uniquely named database created (and dropped afterwards) on that server. Results go
  * to stdout as a table and to bench/results/api-<timestamp>.json and api-latest.json.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
-import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import type { Knex } from 'knex';
-import { createKnex } from '../db/connection.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../db/embedded.js';
-import { migrateLatest } from '../db/migrate.js';
+import { runBenchmark } from './lib/cleanup.js';
+import { createBenchDatabase, PG_FAST_FLAGS, startDatabaseServer } from './lib/database.js';
+import { API_VERSION, Client, Errors, runConcurrently, waitForApi } from './lib/http.js';
+import { cpuOf, rssKiB, spawnGalvanic } from './lib/proc.js';
+import {
+  benchLog, fmt, freePort, gitState, machineInfo, positiveInt, redactUrl, RESULTS_DIR, summarize, table, type LatencySummary,
+} from './lib/util.js';
 
-/** The package root, from dist/bench/. */
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const RESULTS_DIR = path.join(ROOT, 'bench/results');
-const API_VERSION = '1.78';
 const SERVER_LOG_LEVEL = 'warn';
 
 const TARGETS = {
@@ -79,13 +74,6 @@ const USAGE = `Usage: node dist/bench/api.js [options]
 
 Environment: DATABASE_URL=postgres://... uses that server instead of an embedded one.`;
 
-function positiveInt(name: string, raw: string | undefined, dflt: number, allowZero = false): number {
-  if (raw === undefined) return dflt;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < (allowZero ? 0 : 1)) throw new Error(`--${name} must be a ${allowZero ? 'non-negative' : 'positive'} integer, not "${raw}"`);
-  return n;
-}
-
 function parseOptions(argv: string[]): Options | undefined {
   const { values } = parseArgs({
     args: argv,
@@ -128,125 +116,7 @@ function parseOptions(argv: string[]): Options | undefined {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Cleanup: every resource registers how to release it; released in reverse, also on failure.
-
-const cleanups: Array<{ name: string; run: () => Promise<void> }> = [];
-let cleaning: Promise<void> | undefined;
-
-function onCleanup(name: string, run: () => Promise<void>): void {
-  cleanups.push({ name, run });
-}
-
-function cleanupAll(): Promise<void> {
-  cleaning ??= (async () => {
-    while (cleanups.length) {
-      const step = cleanups.pop()!;
-      try {
-        await step.run();
-      } catch (err) {
-        process.stderr.write(`bench: cleanup step "${step.name}" failed: ${(err as Error).message}\n`);
-      }
-    }
-  })();
-  return cleaning;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Small helpers
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function databaseUrl(serverUrl: string, database: string): string {
-  const url = new URL(serverUrl);
-  url.pathname = `/${database}`;
-  return url.toString();
-}
-
-function redactUrl(raw: string): string {
-  const url = new URL(raw);
-  if (url.password) url.password = '***';
-  return url.toString();
-}
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-interface LatencySummary {
-  count: number;
-  meanMs: number;
-  p50Ms: number;
-  p90Ms: number;
-  p99Ms: number;
-  maxMs: number;
-}
-
-/** Nearest-rank percentiles. */
-function summarize(samples: number[]): LatencySummary {
-  const s = Float64Array.from(samples).sort();
-  const at = (p: number) => (s.length ? s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] : NaN);
-  const sum = s.reduce((a, b) => a + b, 0);
-  const r = (x: number) => Math.round(x * 100) / 100;
-  return {
-    count: s.length,
-    meanMs: r(s.length ? sum / s.length : NaN),
-    p50Ms: r(at(50)),
-    p90Ms: r(at(90)),
-    p99Ms: r(at(99)),
-    maxMs: r(s.length ? s[s.length - 1] : NaN),
-  };
-}
-
-/** Which code was measured: the commit, and the files changed on top of it. */
-function gitState(): { commit: string; modifiedFiles: string[] } | undefined {
-  try {
-    const git = (...args: string[]) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-    const modifiedFiles = git('status', '--porcelain').split('\n').filter(Boolean).map((l) => l.slice(3));
-    return { commit: git('rev-parse', 'HEAD').trim(), modifiedFiles };
-  } catch {
-    return undefined;
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Process metrics from /proc
-
-const CLK_TCK = (() => {
-  try {
-    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-  } catch {
-    return 100;
-  }
-})();
-
-function rssKiB(pid: number): number | undefined {
-  try {
-    const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** utime + stime of a process in seconds, and its command name. */
-function cpuOf(pid: number): { comm: string; cpuS: number } | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
-    return { comm, cpuS: (Number(fields[11]) + Number(fields[12])) / CLK_TCK };
-  } catch {
-    return undefined;
-  }
-}
 
 /** Pids of the Postgres backends serving `database`: their process title names it. */
 function backendsOf(database: string): number[] {
@@ -362,72 +232,6 @@ function watchResources(serverPid: number, database: string): { stop(): PhaseRes
 }
 
 // ---------------------------------------------------------------------------------------------
-// HTTP client: node:http with a keep-alive agent, one socket per concurrent client.
-
-interface Response {
-  status: number;
-  body: string;
-  ms: number;
-}
-
-class Client {
-  readonly agent: http.Agent;
-
-  constructor(readonly port: number, sockets: number) {
-    this.agent = new http.Agent({ keepAlive: true, maxSockets: sockets });
-  }
-
-  request(method: string, urlPath: string, body?: string): Promise<Response> {
-    return new Promise((resolve, reject) => {
-      const headers: Record<string, string | number> = {
-        'X-OpenStack-Ironic-API-Version': API_VERSION,
-        Accept: 'application/json',
-      };
-      if (body !== undefined) {
-        headers['Content-Type'] = 'application/json';
-        headers['Content-Length'] = Buffer.byteLength(body);
-      }
-      const t0 = performance.now();
-      const req = http.request({ host: '127.0.0.1', port: this.port, method, path: urlPath, agent: this.agent, headers }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('error', reject);
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), ms: performance.now() - t0 }));
-      });
-      req.setTimeout(120_000, () => req.destroy(new Error(`${method} ${urlPath}: no response within 120 s`)));
-      req.on('error', reject);
-      req.end(body);
-    });
-  }
-
-  close(): void {
-    this.agent.destroy();
-  }
-}
-
-/** Runs `total` jobs on `concurrency` workers; job i gets index i. */
-async function runConcurrently(total: number, concurrency: number, job: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    for (;;) {
-      const i = next++;
-      if (i >= total) return;
-      await job(i);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency, total) }, worker));
-}
-
-class Errors {
-  count = 0;
-  readonly samples: string[] = [];
-  add(what: string): void {
-    this.count += 1;
-    if (this.samples.length < 5) this.samples.push(what.slice(0, 300));
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Realistic node bodies
 
 function nodeName(i: number): string {
@@ -478,59 +282,9 @@ interface DatabaseSetup {
 }
 
 async function setUpDatabase(opts: Options, log: (m: string) => void): Promise<DatabaseSetup> {
-  let serverUrl = process.env.DATABASE_URL;
-  let kind: DatabaseSetup['kind'] = 'external';
-  if (serverUrl === undefined || serverUrl === '') {
-    kind = 'embedded';
-    const tempDir = await fs.mkdtemp(path.join(os.tmpdir(), 'galvanic-bench-'));
-    onCleanup('temporary directory', () => fs.rm(tempDir, { recursive: true, force: true }));
-    // mkdtemp makes it 0700; as root, Postgres runs as 'postgres' and must reach pg/ below.
-    await fs.chmod(tempDir, 0o711);
-    const pgTail: string[] = [];
-    log(`starting embedded Postgres in ${tempDir}`);
-    let embedded: EmbeddedPostgres;
-    try {
-      embedded = await startEmbeddedPostgres({
-        dataDir: path.join(tempDir, 'pg'),
-        port: await freePort(),
-        log: (m) => {
-          pgTail.push(m);
-          if (pgTail.length > 30) pgTail.shift();
-        },
-        extraFlags: opts.pgFast ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : [],
-      });
-    } catch (err) {
-      process.stderr.write(`${pgTail.join('\n')}\n`);
-      throw err;
-    }
-    onCleanup('embedded Postgres', () => embedded.stop());
-    serverUrl = embedded.connectionString;
-  }
-
-  const admin = createKnex(serverUrl, { poolMax: 2, applicationName: 'galvanic-bench-admin' });
-  onCleanup('admin pool', () => admin.destroy());
-  const name = `galvanic_bench_${process.pid}_${randomBytes(3).toString('hex')}`;
-  await admin.raw('create database ??', [name]);
-  onCleanup(`database ${name}`, async () => {
-    // WITH (FORCE): the server under test may have left connections behind if it was killed.
-    await admin.raw('drop database if exists ?? with (force)', [name]);
-  });
-  const url = databaseUrl(serverUrl, name);
-  const knex: Knex = createKnex(url, { poolMax: 2, applicationName: 'galvanic-bench-migrate' });
-  try {
-    const applied = await migrateLatest(knex);
-    log(`database ${name} created and migrated (${applied.length} migration(s))`);
-  } finally {
-    await knex.destroy();
-  }
-  const serverInfo: Record<string, string> = {};
-  const version = (await admin.raw('select version() as v')) as { rows: Array<{ v: string }> };
-  serverInfo.version = version.rows[0].v;
-  for (const setting of ['fsync', 'synchronous_commit', 'full_page_writes', 'shared_buffers', 'max_connections']) {
-    const r = (await admin.raw(`show ${setting}`)) as { rows: Array<Record<string, string>> };
-    serverInfo[setting] = r.rows[0][setting];
-  }
-  return { kind, url, serverInfo };
+  const server = await startDatabaseServer({ extraFlags: opts.pgFast ? PG_FAST_FLAGS : [], log });
+  const db = await createBenchDatabase(server, 'galvanic_bench', log);
+  return { kind: server.kind, url: db.url, serverInfo: server.info };
 }
 
 interface Server {
@@ -543,65 +297,22 @@ interface Server {
 
 async function startServer(opts: Options, dbUrl: string, log: (m: string) => void): Promise<Server> {
   const port = await freePort();
-  const nodeArgs: string[] = [];
-  if (opts.serverCpuProf) {
-    await fs.mkdir(opts.serverCpuProf, { recursive: true });
-    nodeArgs.push('--cpu-prof', '--cpu-prof-dir', opts.serverCpuProf);
-  }
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
+  const env: Record<string, string> = {
     GALVANIC_DATABASE__CONNECTION: dbUrl,
     GALVANIC_API__PORT: String(port),
     GALVANIC_LOG_LEVEL: SERVER_LOG_LEVEL,
   };
   if (opts.poolMax !== undefined) env.GALVANIC_DATABASE__MAX_POOL_SIZE = String(opts.poolMax);
   if (!opts.renderCache) env.GALVANIC_API__NODE_RENDER_CACHE_BYTES = '0';
-  const args = [...nodeArgs, path.join(ROOT, 'dist/cli/main.js'), opts.command, '--config', path.join(ROOT, 'etc/galvanic.conf.sample')];
-  const proc: ChildProcess = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let tail: string[] = [];
-  let lines = 0;
-  const collect = (d: Buffer) => {
-    for (const line of d.toString('utf8').split('\n')) {
-      if (line === '') continue;
-      lines += 1;
-      tail.push(line);
-    }
-    if (tail.length > 50) tail = tail.slice(-50);
-  };
-  proc.stdout!.on('data', collect);
-  proc.stderr!.on('data', collect);
-  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
-  onCleanup('galvanic server', async () => {
-    if (proc.exitCode !== null || proc.signalCode !== null) return;
-    proc.kill('SIGTERM');
-    const done = await Promise.race([exited.then(() => true), sleep(20_000).then(() => false)]);
-    if (!done) {
-      process.stderr.write('bench: the server did not stop within 20 s of SIGTERM; killing it\n');
-      proc.kill('SIGKILL');
-      await exited;
-    }
-  });
-  const output = () => `(${lines} line(s) of server output; last ${tail.length})\n${tail.join('\n')}`;
-
-  const probe = new Client(port, 1);
+  const server = await spawnGalvanic({ label: opts.command, command: opts.command, env, cpuProfDir: opts.serverCpuProf, stopGraceMs: 20_000 });
+  const exited = () => (server.proc.exitCode !== null ? `galvanic ${opts.command} exited early (${server.proc.exitCode}):\n${server.output()}` : undefined);
   try {
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      if (proc.exitCode !== null) throw new Error(`galvanic ${opts.command} exited early (${proc.exitCode}):\n${output()}`);
-      try {
-        const res = await probe.request('GET', '/');
-        if (res.status === 200) break;
-      } catch {
-        // not listening yet
-      }
-      if (Date.now() > deadline) throw new Error(`galvanic ${opts.command} did not answer within 60 s:\n${output()}`);
-      await sleep(100);
-    }
-  } finally {
-    probe.close();
+    await waitForApi(port, 60_000, exited);
+  } catch (err) {
+    throw new Error(`${(err as Error).message}\n${server.output()}`);
   }
-  log(`galvanic ${opts.command} (pid ${proc.pid}) listening on 127.0.0.1:${port}, log level ${SERVER_LOG_LEVEL}`);
-  return { pid: proc.pid!, database: new URL(dbUrl).pathname.slice(1), port, output };
+  log(`galvanic ${opts.command} (pid ${server.pid}) listening on 127.0.0.1:${port}, log level ${SERVER_LOG_LEVEL}`);
+  return { pid: server.pid, database: new URL(dbUrl).pathname.slice(1), port, output: server.output };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -742,35 +453,15 @@ async function getPhase(server: Server, total: number, concurrency: number, name
 // ---------------------------------------------------------------------------------------------
 // Reporting
 
-function table(rows: string[][]): string {
-  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
-  return rows.map((r, i) => {
-    const line = r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join('  ');
-    return i === 0 ? `${line}\n${widths.map((w) => '-'.repeat(w)).join('  ')}` : line;
-  }).join('\n');
-}
-
-const fmt = (x: number, digits = 1) => (Number.isFinite(x) ? x.toFixed(digits) : '-');
-
 // ---------------------------------------------------------------------------------------------
 
 async function main(): Promise<number> {
   const opts = parseOptions(process.argv.slice(2));
   if (!opts) return 0;
   const startedAt = new Date();
-  const log = (m: string) => process.stdout.write(`[bench ${((performance.now()) / 1000).toFixed(1)}s] ${m}\n`);
+  const log = benchLog();
   const runTag = `${process.pid}-${randomBytes(3).toString('hex')}`;
-
-  const cpus = os.cpus();
-  const machine = {
-    cpuModel: cpus[0]?.model ?? 'unknown',
-    cpuCount: cpus.length,
-    totalMemGiB: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
-    node: process.version,
-    platform: `${os.platform()} ${os.release()} ${os.arch()}`,
-    hostname: os.hostname(),
-    loadAvgAtStart: os.loadavg().map((x) => Math.round(x * 100) / 100),
-  };
+  const machine = machineInfo();
   const source = gitState();
   log(`machine: ${machine.cpuCount} × ${machine.cpuModel}, ${machine.totalMemGiB} GiB, Node ${machine.node}`);
   if (machine.loadAvgAtStart[0] > 0.5) {
@@ -920,24 +611,4 @@ async function main(): Promise<number> {
   return opts.strict && targets.some((t) => !t.pass) ? 1 : 0;
 }
 
-let interrupted = false;
-for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(sig, () => {
-    if (interrupted) return;
-    interrupted = true;
-    process.stderr.write(`bench: ${sig}, stopping what was started\n`);
-    void cleanupAll().then(() => process.exit(130));
-  });
-}
-
-main().then(
-  async (code) => {
-    await cleanupAll();
-    process.exit(code);
-  },
-  async (err: unknown) => {
-    process.stderr.write(`bench: ${(err as Error)?.stack ?? String(err)}\n`);
-    await cleanupAll();
-    process.exit(1);
-  },
-);
+runBenchmark(main);
