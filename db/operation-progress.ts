@@ -64,7 +64,8 @@ export async function listOperationNodes(
        SELECT n.uuid AS node_uuid, n.name AS node_name, o.position, o.round, o.admitted_at,
               ${NODE_STATE_SQL} AS state,
               coalesce(sum(i.attempts), 0) AS attempts,
-              (array_agg(i.error ORDER BY i.step_index DESC) FILTER (WHERE i.error IS NOT NULL))[1] AS last_error,
+              -- The failed step's error, not the "earlier step failed" of the steps it skipped.
+              (array_agg(i.error ORDER BY i.step_index DESC) FILTER (WHERE i.error IS NOT NULL AND i.state <> 'skipped'))[1] AS last_error,
               min(i.started_at) AS started_at,
               CASE WHEN bool_and(i.state NOT IN ('queued', 'running')) THEN max(i.finished_at) END AS finished_at
          FROM operation_nodes o JOIN nodes n ON n.id = o.node_id LEFT JOIN intents i ON i.batch = o.batch
@@ -151,6 +152,12 @@ async function advanceOne(trx: Knex.Transaction, id: number, progressIntervalMs:
     }
   }
 
+  // A conductor taken for dead hands its running intents back to the queue; for a stopped
+  // operation they must not run again.
+  if (op.state === 'cancelled' || (op.abortReason !== null && !tick.aborted)) {
+    await cancelQueuedIntents(trx, op, op.abortReason ?? `Operation ${op.uuid} was cancelled.`);
+  }
+
   if ((op.state === 'queued' || op.state === 'running') && op.abortReason === null) {
     tick.admittedNodeIds = await admitNodes(trx, op);
     if (op.state === 'queued' && tick.admittedNodeIds.length) {
@@ -187,26 +194,28 @@ async function advanceOne(trx: Knex.Transaction, id: number, progressIntervalMs:
  * so an admitted node starts at once and never holds a slot waiting for other work.
  */
 async function admitNodes(trx: Knex.Transaction, op: Operation): Promise<number[]> {
+  // Joins go through keys (head_intent_id, the primary keys): the plan must not depend on
+  // statistics, which lag behind a freshly created operation's thousands of intents.
   const { rows } = await trx.raw<{ rows: Array<{ node_id: number }> }>(
     `WITH active AS (
-       SELECT count(DISTINCT i.node_id) AS n
-         FROM intents i JOIN operation_nodes o ON o.operation_id = ? AND o.node_id = i.node_id AND o.batch = i.batch
-        WHERE i.operation = ? AND i.state IN ('queued', 'running') AND o.admitted_at IS NOT NULL
+       SELECT count(*) AS n FROM operation_nodes o
+        WHERE o.operation_id = ? AND o.admitted_at IS NOT NULL
+          AND EXISTS (SELECT 1 FROM intents i WHERE i.node_id = o.node_id AND i.batch = o.batch AND i.state IN ('queued', 'running'))
      ), cand AS (
-       SELECT o.node_id, o.batch
-         FROM operation_nodes o JOIN intents h ON h.batch = o.batch AND h.held AND h.state = 'queued'
-        WHERE o.operation_id = ? AND o.admitted_at IS NULL
+       SELECT o.node_id, o.head_intent_id
+         FROM operation_nodes o JOIN intents h ON h.id = o.head_intent_id
+        WHERE o.operation_id = ? AND o.admitted_at IS NULL AND h.held AND h.state = 'queued'
           AND NOT EXISTS (SELECT 1 FROM intents p WHERE p.node_id = o.node_id AND p.seq < h.seq AND p.state IN ('queued', 'running'))
         ORDER BY o.position
         LIMIT greatest(0, ? - (SELECT n FROM active))
      ), admitted AS (
        UPDATE operation_nodes o SET admitted_at = now() FROM cand
         WHERE o.operation_id = ? AND o.node_id = cand.node_id
-       RETURNING o.node_id, o.batch
+       RETURNING o.node_id, o.head_intent_id
      )
-     UPDATE intents i SET held = false FROM admitted WHERE i.batch = admitted.batch AND i.held
+     UPDATE intents i SET held = false FROM admitted WHERE i.id = admitted.head_intent_id
      RETURNING i.node_id`,
-    [op.id, op.uuid, op.id, op.maxParallel, op.id],
+    [op.id, op.id, op.maxParallel, op.id],
   );
   return rows.map((r) => r.node_id);
 }

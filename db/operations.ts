@@ -122,13 +122,18 @@ export async function assertNodesFree(trx: Knex.Transaction, nodeIds: readonly n
  */
 async function enqueueRound(trx: Knex.Transaction, op: Operation, nodeIds: readonly number[], batches: readonly string[]): Promise<void> {
   await trx.raw(
-    `INSERT INTO intents (uuid, node_id, seq, kind, args, batch, step_index, operation, state, max_attempts, held, requester, request_id)
-     SELECT gen_random_uuid(), n.node_id,
-            coalesce((SELECT max(seq) FROM intents x WHERE x.node_id = n.node_id), 0) + s.ord,
-            s.step->>'kind', s.step->'args', n.batch, s.ord - 1, ?, 'queued', ?, s.ord = 1, ?, ?
-       FROM unnest(?::int[], ?::uuid[]) AS n(node_id, batch)
-      CROSS JOIN jsonb_array_elements(?::jsonb) WITH ORDINALITY AS s(step, ord)`,
-    [op.uuid, op.maxAttempts, op.requester, op.requestId, nodeIds as number[], batches as string[], JSON.stringify(op.steps)],
+    `WITH queued AS (
+       INSERT INTO intents (uuid, node_id, seq, kind, args, batch, step_index, operation, state, max_attempts, held, requester, request_id)
+       SELECT gen_random_uuid(), n.node_id,
+              coalesce((SELECT max(seq) FROM intents x WHERE x.node_id = n.node_id), 0) + s.ord,
+              s.step->>'kind', s.step->'args', n.batch, s.ord - 1, ?, 'queued', ?, s.ord = 1, ?, ?
+         FROM unnest(?::int[], ?::uuid[]) AS n(node_id, batch)
+        CROSS JOIN jsonb_array_elements(?::jsonb) WITH ORDINALITY AS s(step, ord)
+       RETURNING id, node_id, held
+     )
+     UPDATE operation_nodes o SET head_intent_id = queued.id FROM queued
+      WHERE o.operation_id = ? AND o.node_id = queued.node_id AND queued.held`,
+    [op.uuid, op.maxAttempts, op.requester, op.requestId, nodeIds as number[], batches as string[], JSON.stringify(op.steps), op.id],
   );
 }
 

@@ -42,10 +42,14 @@ export async function up(knex: Knex): Promise<void> {
     // The batch of the node's intents in the current round (a retry starts a new one).
     t.uuid('batch').notNullable();
     t.integer('round').notNullable().defaultTo(1);
+    // The batch's first intent, the one held until admission: admission looks it up by key.
+    t.bigInteger('head_intent_id');
     t.timestamp('admitted_at', { useTz: true });
     t.primary(['operation_id', 'node_id']);
     t.unique(['operation_id', 'position']);
   });
+  // Admission walks the nodes not admitted yet, in order.
+  await knex.raw('CREATE INDEX operation_nodes_waiting_idx ON operation_nodes (operation_id, position) WHERE admitted_at IS NULL');
 
   await knex.schema.alterTable('intents', (t) => {
     t.boolean('held').notNullable().defaultTo(false);
