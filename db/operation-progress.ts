@@ -161,8 +161,8 @@ async function advanceOne(trx: Knex.Transaction, id: number, progressIntervalMs:
   if ((op.state === 'queued' || op.state === 'running') && op.abortReason === null) {
     tick.admittedNodeIds = await admitNodes(trx, op);
     if (op.state === 'queued' && tick.admittedNodeIds.length) {
-      await trx('operations').where('id', op.id).update({ state: 'running', started_at: trx.raw('coalesce(started_at, now())') });
-      op = { ...op, state: 'running' };
+      const [row] = await trx('operations').where('id', op.id).update({ state: 'running', started_at: trx.raw('coalesce(started_at, now())') }).returning('*');
+      op = operationMapper.fromRow(row);
       tick.started = true;
     }
   }
@@ -173,8 +173,9 @@ async function advanceOne(trx: Knex.Transaction, id: number, progressIntervalMs:
   if (openRows.length === 0) {
     const counts = (await operationCounts(trx, [op.id])).get(op.id)!;
     const state = finalState(op, counts);
-    await trx('operations').where('id', op.id).update({ state, finished_at: trx.fn.now(), started_at: trx.raw('coalesce(started_at, now())') });
-    tick.op = { ...op, state };
+    const [row] = await trx('operations').where('id', op.id)
+      .update({ state, finished_at: trx.fn.now(), started_at: trx.raw('coalesce(started_at, now())') }).returning('*');
+    tick.op = operationMapper.fromRow(row);
     tick.finished = state;
     tick.progress = counts;
     return tick;

@@ -81,7 +81,7 @@ describe('group operations API (with a conductor)', function () {
       GALVANIC_FAKE__RECORD_FILE: recordFile,
       GALVANIC_NOTIFICATIONS__DRIVER: 'log',
       GALVANIC_NOTIFICATIONS__LOG_FILE: notificationFile,
-      GALVANIC_OPERATIONS__PROGRESS_NOTIFICATION_INTERVAL: '0.2',
+      GALVANIC_OPERATIONS__PROGRESS_NOTIFICATION_INTERVAL: '0.5',
       GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
     });
   });
@@ -148,6 +148,29 @@ describe('group operations API (with a conductor)', function () {
     expect(page2.json<OperationBody>().nodes!.map((n) => n.node_uuid)).to.deep.equal(nodes.slice(4));
     const listed = await call(t, 'GET', '/v1/operations?state=succeeded');
     expect(listed.json<{ operations: OperationBody[] }>().operations.map((o) => o.uuid)).to.include(created.uuid);
+  });
+
+  it('sends progress notifications while it runs, no closer together than the configured interval (0.5 s here)', async () => {
+    // A node ends (and the operation is looked at) every ~50 ms: far more often than notified.
+    const nodes = await createNodes(t, 'progress', 30, () => ({ fake_delay_ms: 50 }));
+    const res = await call(t, 'POST', '/v1/operations', { nodes, steps: [{ action: 'power', args: { target: 'power on' } }], max_parallel: 1 });
+    expectStatus(res, 201);
+    const uuid = res.json<OperationBody>().uuid;
+    await waitEnded(t, uuid);
+    const notes = (await readJsonLines<{ event_type: string; timestamp: string; payload: { 'ironic_object.data': Obj } }>(notificationFile))
+      .filter((n) => n.payload['ironic_object.data'].uuid === uuid);
+    expect(notes[0].event_type).to.equal('baremetal.operation.start');
+    expect(notes.at(-1)!.event_type).to.equal('baremetal.operation.end');
+    const progress = notes.filter((n) => n.event_type === 'baremetal.operation.progress');
+    const spanMs = Date.parse(String(notes.at(-1)!.payload['ironic_object.data'].finished_at)) - Date.parse(String(notes[0].payload['ironic_object.data'].started_at));
+    expect(progress.length, `progress notifications over ${spanMs} ms`).to.be.at.least(1).and.at.most(Math.ceil(spanMs / 500) + 1);
+    // Python's str(datetime) in UTC, as Ironic sends it.
+    const times = progress.map((n) => Date.parse(`${n.timestamp.replace(' ', 'T').slice(0, 23)}Z`));
+    // Due by the database's clock; sent after commit, so allow for a little skew in emission.
+    for (let i = 1; i < times.length; i++) expect(times[i] - times[i - 1]).to.be.at.least(400);
+    const data = progress[0].payload['ironic_object.data'] as { counts: Record<string, number>; progress: { total: number } };
+    expect(data.progress.total).to.equal(30);
+    expect(data.counts).to.have.keys('pending', 'running', 'succeeded', 'failed', 'cancelled');
   });
 
   it('refuses a node that another operation still works on with 409 naming it, unless "queue": true', async () => {
