@@ -13,6 +13,7 @@ import { registerConductorRoutes } from './conductors.js';
 import { registerHistoryRoutes } from './history.js';
 import { registerProvisionRoutes } from './provision.js';
 import { IntentAcceptor, registerIntentRoutes } from './intents.js';
+import { registerOperationRoutes } from './operations.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -99,6 +100,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   const acceptor = new IntentAcceptor(deps);
   registerIntentRoutes(app, deps, acceptor);
   registerProvisionRoutes(app, deps, acceptor);
+  registerOperationRoutes(app, deps, acceptor);
   app.addHook('onClose', async () => acceptor.close());
   return app;
 }

@@ -78,6 +78,22 @@ const STEP_ACTIONS: Record<string, (args: Record<string, unknown>, req: FastifyR
   },
 };
 
+/** Checks `steps` (`[{action, args}]`, 1 to 100) and returns them as intent kinds and arguments. */
+export function parseSteps(raw: unknown, req: FastifyRequest): Array<{ kind: string; args: Record<string, unknown> }> {
+  if (!Array.isArray(raw) || raw.length === 0 || raw.length > 100) {
+    throw new InvalidParameterValue('"steps" must be a list of 1 to 100 steps.');
+  }
+  return raw.map((item, i) => {
+    const step = requireObject(item, `step ${i}`);
+    const unknown = Object.keys(step).filter((k) => k !== 'action' && k !== 'args');
+    if (unknown.length) throw new InvalidParameterValue(`Unknown attribute(s) in step ${i}: ${unknown.join(', ')}`);
+    const check = typeof step.action === 'string' ? STEP_ACTIONS[step.action] : undefined;
+    if (!check) throw new InvalidParameterValue(`Step ${i}: unknown action ${JSON.stringify(step.action)}; known actions are ${Object.keys(STEP_ACTIONS).join(', ')}.`);
+    const args = step.args === undefined ? {} : requireObject(step.args, `step ${i} args`);
+    return { kind: step.action as string, args: check(args, req) };
+  });
+}
+
 const POWER_TARGETS = ['power on', 'power off', 'rebooting', 'soft power off', 'soft rebooting'];
 
 export function checkPowerArgs(body: Record<string, unknown>, req: FastifyRequest): Record<string, unknown> {
@@ -265,18 +281,7 @@ export function registerIntentRoutes(app: FastifyInstance, deps: ApiDeps, accept
     const body = requireObject(req.body, 'intents');
     const extra = Object.keys(body).filter((k) => k !== 'steps');
     if (extra.length) throw new InvalidParameterValue(`Unknown attribute(s) for intents: ${extra.join(', ')}`);
-    if (!Array.isArray(body.steps) || body.steps.length === 0 || body.steps.length > 100) {
-      throw new InvalidParameterValue('"steps" must be a list of 1 to 100 steps.');
-    }
-    const steps = body.steps.map((raw, i) => {
-      const step = requireObject(raw, `step ${i}`);
-      const unknown = Object.keys(step).filter((k) => k !== 'action' && k !== 'args');
-      if (unknown.length) throw new InvalidParameterValue(`Unknown attribute(s) in step ${i}: ${unknown.join(', ')}`);
-      const check = typeof step.action === 'string' ? STEP_ACTIONS[step.action] : undefined;
-      if (!check) throw new InvalidParameterValue(`Step ${i}: unknown action ${JSON.stringify(step.action)}; known actions are ${Object.keys(STEP_ACTIONS).join(', ')}.`);
-      const args = step.args === undefined ? {} : requireObject(step.args, `step ${i} args`);
-      return { kind: step.action as string, args: check(args, req) };
-    });
+    const steps = parseSteps(body.steps, req);
     const wait = requestedWait(req) ?? 0;
     const { node, intents } = await acceptor.accept(req, nodeIdent(req), {
       steps,

@@ -19,6 +19,7 @@ Commands:
   db upgrade      apply pending database migrations
   config sample   print the sample configuration file
   sim redfish     simulated Redfish BMCs for tests and benchmarks (--help for options)
+  op ...          group operations over HTTP: create, show, list, cancel, retry (op --help)
 
 Options:
   --config PATH   configuration file (default: etc/galvanic.conf when present)
@@ -28,6 +29,7 @@ Environment: GALVANIC_<SECTION>__<OPTION> overrides one option, e.g. GALVANIC_AP
 async function run(argv: string[]): Promise<number> {
   // The simulator has its own options; it is loaded only when asked for.
   if (argv[0] === 'sim' && argv[1] === 'redfish') return (await import('../sim/redfish/cli.js')).runRedfishSim(argv.slice(2));
+  if (argv[0] === 'op') return (await import('./op.js')).runOperationCli(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,
     options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' } },

@@ -356,6 +356,29 @@ export const SCHEMA = {
     },
   },
 
+  operations: {
+    max_nodes: {
+      type: 'int',
+      default: 10000,
+      min: 1,
+      max: 100000,
+      help: 'Most nodes one group operation (/v1/operations) may cover.',
+    },
+    default_max_parallel: {
+      type: 'int',
+      default: 50,
+      min: 1,
+      max: 10000,
+      help: 'Nodes of one group operation active at once, over all conductors, when the request names no max_parallel.',
+    },
+    progress_notification_interval: {
+      type: 'float',
+      default: 5,
+      min: 0.1,
+      help: 'Seconds between two baremetal.operation.progress notifications of one operation, over all conductors.',
+    },
+  },
+
   fake: {
     record_file: {
       type: 'string',

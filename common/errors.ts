@@ -85,6 +85,12 @@ export class IntentNotFound extends NotFoundError {
     super(`Intent ${id} could not be found.`);
   }
 }
+export class OperationNotFound extends NotFoundError {
+  readonly code = 'OPERATION_NOT_FOUND';
+  constructor(id: string) {
+    super(`Operation ${id} could not be found.`);
+  }
+}
 export class ResourceNotFound extends NotFoundError {
   readonly code = 'RESOURCE_NOT_FOUND';
 }
@@ -134,6 +140,13 @@ export class NodeLocked extends ConflictError {
   readonly code = 'NODE_LOCKED';
   constructor(node: string, host: string) {
     super(`Node ${node} is locked by host ${host}, please retry after the current operation is completed.`);
+  }
+}
+/** A node still has work of another group operation; `"queue": true` waits for it instead. */
+export class NodeInOperation extends ConflictError {
+  readonly code = 'NODE_IN_OPERATION';
+  constructor(node: string, readonly operation: string) {
+    super(`Node ${node} is in running operation ${operation}; wait for it to end, cancel it, or ask with "queue": true to run after it.`);
   }
 }
 export class Conflict extends ConflictError {

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { DriverError, GalvanicError } from '../common/errors.js';
 import type { Notifier } from '../common/notifier.js';
+import { retryPolicyOf } from '../db/operations.js';
 import { INTENT_DONE_CHANNEL, finishIntent, hasOpenPowerIntent, skipRestOfBatch, type ClaimScope, type Intent } from '../db/intents.js';
 import type { PgNotifyBatcher } from '../db/notify.js';
 import { recordHistory } from '../db/node-history.js';
@@ -15,6 +16,8 @@ export interface RunnerOptions {
   workers: number;
   retryInitialDelayMs: number;
   retryMaxDelayMs: number;
+  /** Runs before each claim pass (group operations admit their next nodes there). */
+  beforeClaim?: () => Promise<void>;
 }
 
 /** Exponential backoff with jitter (half fixed, half random), capped. */
@@ -81,6 +84,13 @@ export class IntentRunner {
       const scope = this.scope();
       const want = Math.min(this.opts.workers - this.inflight, 200);
       if (!scope || want <= 0) return;
+      if (this.opts.beforeClaim) {
+        try {
+          await this.opts.beforeClaim();
+        } catch (err) {
+          this.log.error({ err }, 'advancing group operations failed');
+        }
+      }
       let claimed: Array<{ intent: Intent; task: Task }>;
       try {
         claimed = await this.tasks.claimIntents(want, scope);
@@ -125,7 +135,7 @@ export class IntentRunner {
     const action = this.actions[intent.kind];
     const ctx: ActionContext = {
       task, node, intent, registry: this.registry, log,
-      driver: { nodeUuid: node.uuid, driverInfo: node.driverInfo, log, trace: `${intent.uuid}#${intent.attempts}` },
+      driver: { nodeUuid: node.uuid, driverInfo: node.driverInfo, log, trace: `${intent.uuid}#${intent.attempts}`, attempt: intent.attempts },
     };
     const note = action?.notification;
     try {
@@ -141,12 +151,18 @@ export class IntentRunner {
         if (note) this.notifier.emit(`${note.prefix}.end`, 'info', note.payloadName, nodePayload(updated, note.extra(ctx)));
       } catch (err) {
         const error = err as Error;
-        const retry = isTransient(err) && intent.attempts < intent.maxAttempts;
+        let retry = isTransient(err) && intent.attempts < intent.maxAttempts;
+        let retryDelay = 0;
         const changes: NodeChanges = action?.onFailure?.(ctx, error, !retry) ?? {};
         const updated = await task.commit(retry ? changes : { lastError: error.message, ...changes }, async (trx, after) => {
-          if (retry) {
-            const delay = backoffMs(intent.attempts, this.opts.retryInitialDelayMs, this.opts.retryMaxDelayMs);
-            await finishIntent(trx, intent.id, { state: 'queued', error: error.message, notBefore: new Date(Date.now() + delay) });
+          // An intent of a group operation retries on the operation's policy, unless it was stopped.
+          const policy = retry && intent.operation ? await retryPolicyOf(trx, intent.operation) : undefined;
+          if (policy?.stopped) {
+            retry = false;
+            await finishIntent(trx, intent.id, { state: 'cancelled', error: `${error.message} (not retried: operation ${intent.operation} was stopped)` });
+          } else if (retry) {
+            retryDelay = backoffMs(intent.attempts, policy?.initialDelayMs ?? this.opts.retryInitialDelayMs, policy?.maxDelayMs ?? this.opts.retryMaxDelayMs);
+            await finishIntent(trx, intent.id, { state: 'queued', error: error.message, notBefore: new Date(Date.now() + retryDelay) });
           } else {
             const status = err instanceof GalvanicError ? { error_code: err.code, http_status: err.httpStatus } : { error_code: 'INTERNAL', http_status: 500 };
             await finishIntent(trx, intent.id, { state: 'failed', error: error.message, result: status });
@@ -166,6 +182,8 @@ export class IntentRunner {
           });
         });
         if (!retry) this.wake.notify(INTENT_DONE_CHANNEL, intent.uuid);
+        // Look again when the retry falls due rather than at the next poll.
+        else setTimeout(() => this.pump(), retryDelay + 5).unref();
         if (note && !retry) this.notifier.emit(`${note.prefix}.error`, 'error', note.payloadName, nodePayload(updated, note.extra(ctx)));
         log.warn({ err: error.message, retry }, 'intent failed');
       }

@@ -13,6 +13,7 @@ import type { DriverRegistry } from '../drivers/registry.js';
 import { ACTIONS, IDEMPOTENT_KINDS } from './actions/index.js';
 import { HashRing, ringHashSql } from '../common/hash-ring.js';
 import { IntentRunner } from './intent-runner.js';
+import { OperationAdvancer } from './operations.js';
 import { PeriodicRunner } from './periodic.js';
 import { TaskManager } from './task-manager.js';
 import { powerSyncTask } from './tasks/power-sync.js';
@@ -54,11 +55,13 @@ export class ConductorService {
     this.drivers = deps.registry.hardwareTypes().map((t) => t.name);
     this.tasks = new TaskManager(deps.db, this.hostname, this.log, c.heartbeat_timeout);
     this.wake = new PgNotifyBatcher(deps.db, this.log);
+    const operations = new OperationAdvancer(deps.db, deps.notifier, this.wake, this.log, deps.config.operations.progress_notification_interval * 1000);
     this.runner = new IntentRunner(this.tasks, deps.registry, ACTIONS, deps.notifier, this.wake, () => this.claimScope(), this.log, {
       hostname: this.hostname,
       workers: c.workers_pool_size,
       retryInitialDelayMs: c.intent_retry_initial_delay * 1000,
       retryMaxDelayMs: c.intent_retry_max_delay * 1000,
+      beforeClaim: () => operations.advance(),
     });
     this.periodic = new PeriodicRunner(this.log);
     this.periodic.register({

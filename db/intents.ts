@@ -133,7 +133,7 @@ export async function claimIntents(db: Knex, conductor: string, limit: number, s
     `WITH cand AS (
        SELECT i.id, n.id AS node_id
          FROM intents i JOIN nodes n ON n.id = i.node_id
-        WHERE i.state = 'queued' AND (i.not_before IS NULL OR i.not_before <= now())
+        WHERE i.state = 'queued' AND NOT i.held AND (i.not_before IS NULL OR i.not_before <= now())
           -- Only the head of the node's queue: nothing earlier still queued or running.
           AND NOT EXISTS (SELECT 1 FROM intents p
                            WHERE p.node_id = i.node_id AND p.seq < i.seq AND p.state IN ('queued', 'running'))
@@ -157,7 +157,7 @@ export async function claimIntents(db: Knex, conductor: string, limit: number, s
 }
 
 export interface IntentOutcome {
-  state: 'succeeded' | 'failed' | 'queued';
+  state: 'succeeded' | 'failed' | 'queued' | 'cancelled';
   error?: string | null;
   result?: unknown;
   /** For a retry: when it may run again. */

@@ -16,6 +16,8 @@ export interface DriverContext {
   signal?: AbortSignal;
   /** An opaque label of the request being served, for BMC-side logs and the fake driver's record. */
   trace?: string;
+  /** Which attempt at the request this call serves (1 for the first); retries count up. */
+  attempt?: number;
 }
 
 export interface PowerInterface {

@@ -10,11 +10,13 @@ import type {
  * Behaviour knobs live in driver_info so tests can steer one node without touching others:
  *  - `fake_delay_ms`: how long each call takes;
  *  - `fake_fail`: `transient` | `permanent` makes every call fail that way;
+ *  - `fake_fail_attempts`: N makes the first N attempts of each request fail transiently;
  *  - `fake_power_state`: the state a node starts in (default `power off`).
  */
 export const FAKE_PROPERTIES = {
   fake_delay_ms: 'Milliseconds each call to the fake BMC takes. Optional.',
   fake_fail: 'Make every BMC call fail: "transient" (retried) or "permanent". Optional.',
+  fake_fail_attempts: 'Make the first N attempts of each request fail transiently (a flaky BMC). Optional.',
   fake_power_state: 'Initial power state of the fake BMC: "power on" or "power off". Optional.',
 };
 
@@ -56,6 +58,8 @@ export class FakeBmcs {
     let failure: Error | undefined;
     if (ctx.driverInfo.fake_fail === 'transient') failure = new BmcTimeout(`Fake BMC of node ${ctx.nodeUuid} timed out`);
     if (ctx.driverInfo.fake_fail === 'permanent') failure = new BmcUnreachableForever(`Fake BMC of node ${ctx.nodeUuid} refused the request`);
+    const flaky = Number(ctx.driverInfo.fake_fail_attempts ?? 0);
+    if (!failure && (ctx.attempt ?? 1) <= flaky) failure = new BmcTimeout(`Fake BMC of node ${ctx.nodeUuid} timed out (attempt ${ctx.attempt ?? 1})`);
     if (this.recordFile) {
       const end = performance.timeOrigin + performance.now();
       // One write per line with O_APPEND: lines from several processes never interleave.
@@ -81,6 +85,10 @@ function validateFakeInfo(info: Readonly<Record<string, unknown>>): void {
   const fail = info.fake_fail;
   if (fail !== undefined && fail !== 'transient' && fail !== 'permanent') {
     throw new InvalidDriverInfo(`fake_fail must be "transient" or "permanent", got ${JSON.stringify(fail)}`);
+  }
+  const flaky = info.fake_fail_attempts;
+  if (flaky !== undefined && !(Number.isInteger(Number(flaky)) && Number(flaky) >= 0)) {
+    throw new InvalidDriverInfo(`fake_fail_attempts must be a non-negative integer, got ${JSON.stringify(flaky)}`);
   }
 }
 

@@ -11,9 +11,6 @@
  */
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import type { Knex } from 'knex';
 import { pino } from 'pino';
 import { NodeLocked } from '../../common/errors.js';
@@ -24,20 +21,8 @@ import { registerConductor } from '../../db/conductors.js';
 import { createKnex } from '../../db/connection.js';
 import { claimIntents, enqueueIntents, finishIntent, getIntentById, recoverConductorLeftovers, type ClaimScope } from '../../db/intents.js';
 import { createNode } from '../../db/nodes.js';
-import { startConductor, startGalvanic, type RunningConductor, type RunningGalvanic } from '../helpers/app.js';
+import { readRecords, startCluster, stopCluster, type BmcRecord, type Cluster } from '../helpers/cluster.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
-
-/** One line of the fake BMC's record file. */
-interface BmcRecord {
-  node: string;
-  action: string;
-  args: unknown;
-  trace: string | null;
-  start: number;
-  end: number;
-  pid: number;
-  failed: string | null;
-}
 
 /** An intent as GET /v1/nodes/{n}/intents shows it. */
 interface IntentView {
@@ -122,18 +107,6 @@ async function fire(base: string, a: Action): Promise<string> {
   const m = /\/v1\/intents\/([0-9a-f-]{36})$/.exec(res.location ?? '');
   expect(m, `Location of ${a.path}: ${res.location}`).to.not.equal(null);
   return m![1];
-}
-
-async function readRecords(file: string): Promise<BmcRecord[]> {
-  let text: string;
-  try {
-    text = await fs.readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as { code?: string }).code === 'ENOENT') return [];
-    throw err;
-  }
-  // Every line must parse: a torn line would mean two processes' writes interleaved.
-  return text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as BmcRecord);
 }
 
 function intentOf(r: BmcRecord): string | undefined {
@@ -273,51 +246,6 @@ const CONDUCTOR_ENV = {
   GALVANIC_CONDUCTOR__POLL_INTERVAL: '1',
 };
 
-interface Cluster {
-  tdb: TestDatabase;
-  dir: string;
-  recordFile: string;
-  api: RunningGalvanic;
-  conductors: RunningConductor[];
-}
-
-/** A database, an API process and three conductor processes sharing one record file. */
-async function startCluster(prefix: string): Promise<Cluster> {
-  const tdb = await freshDatabase();
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'galvanic-races-'));
-  const recordFile = path.join(dir, 'bmc.jsonl');
-  const env = { ...CONDUCTOR_ENV, GALVANIC_FAKE__RECORD_FILE: recordFile };
-  const hosts = [1, 2, 3].map((i) => `${prefix}-c${i}`);
-  let api: RunningGalvanic | undefined;
-  const conductors: RunningConductor[] = [];
-  try {
-    // One after the other: four Node processes starting at once on a busy 2-core machine can
-    // miss startGalvanic's deadline.
-    api = await startGalvanic({ databaseUrl: tdb.url, command: 'api', env: { ...env, GALVANIC_LOG_LEVEL: 'warn' } });
-    for (const host of hosts) conductors.push(await startConductor({ databaseUrl: tdb.url, host, env }));
-    // Until every conductor sees all three on its ring, the first one up would take everything.
-    const full = `"ring":${JSON.stringify([...hosts].sort())}`;
-    const deadline = Date.now() + 20_000;
-    while (!conductors.every((c) => c.output().includes(full))) {
-      if (Date.now() > deadline) throw new Error(`the conductors never saw a ring of ${hosts.join(', ')}:\n${conductors.map((c) => c.output()).join('\n')}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    return { tdb, dir, recordFile, api, conductors };
-  } catch (err) {
-    await Promise.all([api?.stop(), ...conductors.map((x) => x.stop())]);
-    await tdb.drop();
-    await fs.rm(dir, { recursive: true, force: true });
-    throw err;
-  }
-}
-
-async function stopCluster(c: Cluster | undefined): Promise<void> {
-  if (!c) return;
-  await Promise.all([c.api.stop(), ...c.conductors.map((x) => x.stop())]);
-  await c.tdb.drop();
-  await fs.rm(c.dir, { recursive: true, force: true });
-}
-
 describe('conductor races (real processes, real Postgres)', function () {
   this.timeout(300_000);
 
@@ -325,7 +253,7 @@ describe('conductor races (real processes, real Postgres)', function () {
     let c: Cluster | undefined;
 
     before(async () => {
-      c = await startCluster('order');
+      c = await startCluster('order', { conductors: 3, env: CONDUCTOR_ENV });
     });
 
     after(async () => {
@@ -398,7 +326,7 @@ describe('conductor races (real processes, real Postgres)', function () {
     let c: Cluster | undefined;
 
     before(async () => {
-      c = await startCluster('takeover');
+      c = await startCluster('takeover', { conductors: 3, env: CONDUCTOR_ENV });
     });
 
     after(async () => {

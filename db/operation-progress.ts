@@ -1,0 +1,229 @@
+import type { Knex } from 'knex';
+import { cancelQueuedIntents, operationMapper, type Operation, type OperationState } from './operations.js';
+
+/**
+ * Where each node of an operation stands, derived from its intents of the current round
+ * rather than stored, so that every path that ends an intent (the runner, recovery after a
+ * dead conductor, a cancelled intent) counts without having to remember to.
+ */
+export type OperationNodeState = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+export const OPERATION_NODE_STATES: readonly OperationNodeState[] = ['pending', 'running', 'succeeded', 'failed', 'cancelled'];
+
+/** The SQL that derives a node's state from its current batch (`o` = operation_nodes, `i` = intents). */
+const NODE_STATE_SQL = `CASE
+    WHEN bool_or(i.state = 'failed') THEN 'failed'
+    WHEN bool_or(i.state = 'cancelled') THEN 'cancelled'
+    WHEN bool_and(i.state = 'succeeded') THEN 'succeeded'
+    WHEN o.admitted_at IS NOT NULL THEN 'running'
+    ELSE 'pending' END`;
+
+/** One node of an operation, as the status shows it. */
+export interface OperationNodeRow {
+  nodeUuid: string;
+  nodeName: string | null;
+  position: number;
+  round: number;
+  state: OperationNodeState;
+  /** Attempts over the steps of the current round. */
+  attempts: number;
+  lastError: string | null;
+  admittedAt: Date | null;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+}
+
+export type OperationCounts = Record<OperationNodeState, number>;
+
+function emptyCounts(): OperationCounts {
+  return { pending: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0 };
+}
+
+/** Node counts per state, for each of the given operations. */
+export async function operationCounts(db: Knex, opIds: readonly number[]): Promise<Map<number, OperationCounts>> {
+  const out = new Map<number, OperationCounts>(opIds.map((id) => [id, emptyCounts()]));
+  if (opIds.length === 0) return out;
+  const { rows } = await db.raw<{ rows: Array<{ operation_id: string; state: OperationNodeState; n: string }> }>(
+    `SELECT operation_id, state, count(*) AS n FROM (
+       SELECT o.operation_id, ${NODE_STATE_SQL} AS state
+         FROM operation_nodes o LEFT JOIN intents i ON i.batch = o.batch
+        WHERE o.operation_id = ANY(?::bigint[])
+        GROUP BY o.operation_id, o.node_id
+     ) s GROUP BY operation_id, state`,
+    [opIds as number[]],
+  );
+  for (const r of rows) out.get(Number(r.operation_id))![r.state] = Number(r.n);
+  return out;
+}
+
+/** A page of the operation's nodes in their order; `afterPosition` is the previous page's last. */
+export async function listOperationNodes(
+  db: Knex, opId: number, opts: { limit: number; afterPosition?: number; state?: OperationNodeState },
+): Promise<OperationNodeRow[]> {
+  const { rows } = await db.raw<{ rows: Array<Record<string, unknown>> }>(
+    `SELECT * FROM (
+       SELECT n.uuid AS node_uuid, n.name AS node_name, o.position, o.round, o.admitted_at,
+              ${NODE_STATE_SQL} AS state,
+              coalesce(sum(i.attempts), 0) AS attempts,
+              -- The failed step's error, not the "earlier step failed" of the steps it skipped.
+              (array_agg(i.error ORDER BY i.step_index DESC) FILTER (WHERE i.error IS NOT NULL AND i.state <> 'skipped'))[1] AS last_error,
+              min(i.started_at) AS started_at,
+              CASE WHEN bool_and(i.state NOT IN ('queued', 'running')) THEN max(i.finished_at) END AS finished_at
+         FROM operation_nodes o JOIN nodes n ON n.id = o.node_id LEFT JOIN intents i ON i.batch = o.batch
+        WHERE o.operation_id = ? AND o.position > ?
+        GROUP BY o.operation_id, o.node_id, n.uuid, n.name
+     ) s WHERE (?::text IS NULL OR s.state = ?::text)
+     ORDER BY position LIMIT ?`,
+    [opId, opts.afterPosition ?? 0, opts.state ?? null, opts.state ?? null, opts.limit],
+  );
+  return rows.map((r) => ({
+    nodeUuid: r.node_uuid as string,
+    nodeName: r.node_name as string | null,
+    position: r.position as number,
+    round: r.round as number,
+    state: r.state as OperationNodeState,
+    attempts: Number(r.attempts),
+    lastError: r.last_error as string | null,
+    admittedAt: r.admitted_at as Date | null,
+    startedAt: r.started_at as Date | null,
+    finishedAt: r.finished_at as Date | null,
+  }));
+}
+
+export async function positionOf(db: Knex, opId: number, nodeUuid: string): Promise<number | undefined> {
+  const row = await db('operation_nodes as o').join('nodes as n', 'n.id', 'o.node_id').where({ 'o.operation_id': opId, 'n.uuid': nodeUuid }).first('o.position');
+  return row?.position;
+}
+
+/** The state an operation ends in once none of its intents is open. */
+export function finalState(op: Operation, counts: OperationCounts): OperationState {
+  if (op.state === 'cancelled') return 'cancelled';
+  if (counts.failed === 0 && counts.cancelled === 0) return 'succeeded';
+  if (op.abortReason !== null || counts.succeeded === 0) return 'failed';
+  return 'partially_failed';
+}
+
+/** What one pass over an operation did, for the caller's notifications and wake-ups. */
+export interface OperationTick {
+  op: Operation;
+  admittedNodeIds: number[];
+  started: boolean;
+  aborted: boolean;
+  /** Set when the operation ended in this pass. */
+  finished?: OperationState;
+  /** Set when a progress notification is due (at most one per `progressIntervalMs` over all conductors). */
+  progress?: OperationCounts;
+}
+
+/**
+ * Advances every unfinished operation, each in a short transaction under its row lock (so
+ * conductors take turns, and a cancel is ordered before or after): on_failure=abort stops
+ * the rest after a failure; nodes are admitted while fewer than max_parallel are active (an
+ * admitted node stays active until its round ends, waits between retries included); an
+ * operation with nothing left open ends.
+ */
+export async function advanceOperations(db: Knex, progressIntervalMs: number): Promise<OperationTick[]> {
+  const open: Array<{ id: number }> = await db('operations').whereNull('finished_at').select('id').orderBy('id');
+  const out: OperationTick[] = [];
+  for (const { id } of open) {
+    const tick = await db.transaction(async (trx) => advanceOne(trx, id, progressIntervalMs));
+    if (tick) out.push(tick);
+  }
+  return out;
+}
+
+async function advanceOne(trx: Knex.Transaction, id: number, progressIntervalMs: number): Promise<OperationTick | undefined> {
+  const row = await trx('operations').where('id', id).whereNull('finished_at').forUpdate().first();
+  if (!row) return undefined;
+  let op = operationMapper.fromRow(row);
+  const tick: OperationTick = { op, admittedNodeIds: [], started: false, aborted: false };
+
+  if (op.onFailure === 'abort' && op.abortReason === null && op.state !== 'cancelled') {
+    const failed = await trx.raw<{ rows: Array<{ uuid: string }> }>(
+      `SELECT n.uuid FROM operation_nodes o JOIN nodes n ON n.id = o.node_id
+        WHERE o.operation_id = ? AND EXISTS (SELECT 1 FROM intents i WHERE i.batch = o.batch AND i.state = 'failed') LIMIT 1`,
+      [op.id],
+    );
+    if (failed.rows.length) {
+      const reason = `Operation ${op.uuid} stopped (on_failure=abort): node ${failed.rows[0].uuid} failed.`;
+      await trx('operations').where('id', op.id).update({ abort_reason: reason });
+      await cancelQueuedIntents(trx, op, reason);
+      op = { ...op, abortReason: reason };
+      tick.aborted = true;
+    }
+  }
+
+  // A conductor taken for dead hands its running intents back to the queue; for a stopped
+  // operation they must not run again.
+  if (op.state === 'cancelled' || (op.abortReason !== null && !tick.aborted)) {
+    await cancelQueuedIntents(trx, op, op.abortReason ?? `Operation ${op.uuid} was cancelled.`);
+  }
+
+  if ((op.state === 'queued' || op.state === 'running') && op.abortReason === null) {
+    tick.admittedNodeIds = await admitNodes(trx, op);
+    if (op.state === 'queued' && tick.admittedNodeIds.length) {
+      const [row] = await trx('operations').where('id', op.id).update({ state: 'running', started_at: trx.raw('coalesce(started_at, now())') }).returning('*');
+      op = operationMapper.fromRow(row);
+      tick.started = true;
+    }
+  }
+
+  const { rows: openRows } = await trx.raw<{ rows: unknown[] }>(
+    "SELECT 1 FROM intents WHERE operation = ? AND state IN ('queued', 'running') LIMIT 1", [op.uuid],
+  );
+  if (openRows.length === 0) {
+    const counts = (await operationCounts(trx, [op.id])).get(op.id)!;
+    const state = finalState(op, counts);
+    const [row] = await trx('operations').where('id', op.id)
+      .update({ state, finished_at: trx.fn.now(), started_at: trx.raw('coalesce(started_at, now())') }).returning('*');
+    tick.op = operationMapper.fromRow(row);
+    tick.finished = state;
+    tick.progress = counts;
+    return tick;
+  }
+  tick.op = op;
+  const due = await trx('operations')
+    .where('id', op.id)
+    .where((w) => w.whereNull('progress_notified_at').orWhereRaw('progress_notified_at <= now() - ? * interval \'1 millisecond\'', [progressIntervalMs]))
+    .update({ progress_notified_at: trx.fn.now() });
+  if (due && op.state === 'running' && !tick.started) tick.progress = (await operationCounts(trx, [op.id])).get(op.id)!;
+  return tick;
+}
+
+/**
+ * Admits the next nodes in order while fewer than max_parallel are active: releases the
+ * held first intent of each. Only nodes whose held intent heads their queue are admitted,
+ * so an admitted node starts at once and never holds a slot waiting for other work.
+ */
+async function admitNodes(trx: Knex.Transaction, op: Operation): Promise<number[]> {
+  // Joins go through keys (head_intent_id, the primary keys): the plan must not depend on
+  // statistics, which lag behind a freshly created operation's thousands of intents.
+  const { rows } = await trx.raw<{ rows: Array<{ node_id: number }> }>(
+    `WITH active AS (
+       SELECT count(*) AS n FROM operation_nodes o
+        WHERE o.operation_id = ? AND o.admitted_at IS NOT NULL
+          AND EXISTS (SELECT 1 FROM intents i WHERE i.node_id = o.node_id AND i.batch = o.batch AND i.state IN ('queued', 'running'))
+     ), cand AS (
+       SELECT o.node_id, o.head_intent_id
+         FROM operation_nodes o JOIN intents h ON h.id = o.head_intent_id
+        WHERE o.operation_id = ? AND o.admitted_at IS NULL AND h.held AND h.state = 'queued'
+          AND NOT EXISTS (SELECT 1 FROM intents p WHERE p.node_id = o.node_id AND p.seq < h.seq AND p.state IN ('queued', 'running'))
+        ORDER BY o.position
+        LIMIT greatest(0, ? - (SELECT n FROM active))
+     ), admitted AS (
+       UPDATE operation_nodes o SET admitted_at = now() FROM cand
+        WHERE o.operation_id = ? AND o.node_id = cand.node_id
+       RETURNING o.node_id, o.head_intent_id
+     )
+     UPDATE intents i SET held = false FROM admitted WHERE i.id = admitted.head_intent_id
+     RETURNING i.node_id`,
+    [op.id, op.id, op.maxParallel, op.id],
+  );
+  return rows.map((r) => r.node_id);
+}
+
+/** Nodes done (succeeded, failed or cancelled) out of all, and the percentage. */
+export function progressOf(counts: OperationCounts): { done: number; total: number; percent: number } {
+  const done = counts.succeeded + counts.failed + counts.cancelled;
+  const total = done + counts.pending + counts.running;
+  return { done, total, percent: total === 0 ? 100 : Math.floor((done * 100) / total) };
+}
