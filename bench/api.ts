@@ -542,7 +542,7 @@ async function main(): Promise<number> {
       gets: opts.gets,
       serialCreates: opts.serialCreates,
       apiVersion: API_VERSION,
-      client: 'node:http, keep-alive Agent, maxSockets = concurrency; latency = request start to last body byte',
+      client: 'undici Pool, one keep-alive connection per concurrent client; latency = request start to last body byte',
     },
     phases: { create, list, get, serialCreate: serial },
     targets: targets.map((t) => ({ ...t, comparableToReference: defaultsUsed })),

@@ -905,7 +905,7 @@ async function main(): Promise<number> {
         latencyGapMs: opts.latencyGapMs,
         apiVersion: API_VERSION,
         request: 'PUT /v1/nodes/{uuid}/states/power {"target": "power on"|"power off"} (alternating per node), no wait → 202',
-        client: 'node:http, keep-alive Agent, maxSockets = concurrency',
+        client: 'undici Pool, one keep-alive connection per concurrent client',
         endToEnd: `first submit → first poll (every ${POLL_MS} ms) of count(*) of queued/running intents that returns 0`,
         acceptToStart: 'intents.started_at − intents.created_at (Postgres now(): created_at is the accepting transaction\'s start, started_at the claim statement\'s start)',
       },

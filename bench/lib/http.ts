@@ -1,51 +1,43 @@
-/** HTTP client for benchmarks: node:http with a keep-alive agent, one socket per concurrent client. */
-import http from 'node:http';
+/**
+ * HTTP client for benchmarks: an undici pool with one keep-alive connection per concurrent
+ * client. The client shares the machine with the server it measures, so it should cost as
+ * little CPU as it can: undici needs about half of what node:http does per request.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { Pool } from 'undici';
 
 export const API_VERSION = '1.78';
 
 export interface Response {
   status: number;
-  headers: http.IncomingHttpHeaders;
+  headers: IncomingHttpHeaders;
   body: string;
   /** Request start to last body byte. */
   ms: number;
 }
 
 export class Client {
-  readonly agent: http.Agent;
+  private readonly pool: Pool;
 
   constructor(readonly port: number, sockets: number, private readonly apiVersion = API_VERSION) {
-    this.agent = new http.Agent({ keepAlive: true, maxSockets: sockets });
+    this.pool = new Pool(`http://127.0.0.1:${port}`, { connections: sockets, pipelining: 1, headersTimeout: 120_000, bodyTimeout: 120_000 });
   }
 
-  request(method: string, urlPath: string, body?: string): Promise<Response> {
-    return new Promise((resolve, reject) => {
-      const headers: Record<string, string | number> = {
-        'X-OpenStack-Ironic-API-Version': this.apiVersion,
-        Accept: 'application/json',
-      };
-      if (body !== undefined) {
-        headers['Content-Type'] = 'application/json';
-        headers['Content-Length'] = Buffer.byteLength(body);
-      }
-      const t0 = performance.now();
-      const req = http.request({ host: '127.0.0.1', port: this.port, method, path: urlPath, agent: this.agent, headers }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('error', reject);
-        res.on('end', () => resolve({
-          status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8'), ms: performance.now() - t0,
-        }));
-      });
-      req.setTimeout(120_000, () => req.destroy(new Error(`${method} ${urlPath}: no response within 120 s`)));
-      req.on('error', reject);
-      req.end(body);
-    });
+  async request(method: string, urlPath: string, body?: string): Promise<Response> {
+    const headers: Record<string, string> = {
+      'X-OpenStack-Ironic-API-Version': this.apiVersion,
+      Accept: 'application/json',
+    };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    const t0 = performance.now();
+    const res = await this.pool.request({ method: method as 'GET', path: urlPath, headers, body });
+    const text = await res.body.text();
+    return { status: res.statusCode, headers: res.headers as IncomingHttpHeaders, body: text, ms: performance.now() - t0 };
   }
 
   close(): void {
-    this.agent.destroy();
+    void this.pool.destroy();
   }
 }
 
