@@ -13,6 +13,8 @@ import { registerConductorRoutes } from './conductors.js';
 import { registerHistoryRoutes } from './history.js';
 import { registerProvisionRoutes } from './provision.js';
 import { IntentAcceptor, registerIntentRoutes } from './intents.js';
+import fastifyWebsocket from '@fastify/websocket';
+import { registerConsoleRoutes } from './console.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -59,7 +61,9 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     } finally {
       reply.header('X-OpenStack-Ironic-API-Version', req.apiVersion.toString());
     }
-    if (auth && !(req.method === 'GET' && req.url.split('?')[0] === '/')) req.user = await auth.check(req.headers.authorization);
+    // A console URL carries its own credential (the token): browsers cannot add basic auth to a websocket.
+    const open = (req.method === 'GET' && req.url.split('?')[0] === '/') || req.url.startsWith('/v1/console/');
+    if (auth && !open) req.user = await auth.check(req.headers.authorization);
     // Postgres text cannot hold U+0000: refuse it here rather than fail in SQL with a 500.
     if (req.url.includes('%00')) throw new InvalidParameterValue('The request URL contains a NUL character (%00), which is not allowed.');
   });
@@ -99,6 +103,8 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   const acceptor = new IntentAcceptor(deps);
   registerIntentRoutes(app, deps, acceptor);
   registerProvisionRoutes(app, deps, acceptor);
+  void app.register(fastifyWebsocket, { options: { maxPayload: 64 * 1024 } });
+  void app.register(async (scope) => registerConsoleRoutes(scope, deps, acceptor));
   app.addHook('onClose', async () => acceptor.close());
   return app;
 }

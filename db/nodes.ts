@@ -68,7 +68,7 @@ export const NODE_COLUMNS = [
 export const nodeMapper = new RowMapper<Node>(NODE_COLUMNS, JSON_COLUMNS);
 
 /** Changes to these fields change who may reach the node: they bump `access_epoch`. */
-const ACCESS_FIELDS = ['owner', 'lessee', 'maintenance'] as const;
+const ACCESS_FIELDS = ['owner', 'lessee'] as const;
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -95,16 +95,17 @@ export async function createNode(db: Knex, values: NodeChanges & { driver: strin
   }
 }
 
-/** Finds a node by UUID or name; `forUpdate` takes the row lock inside a transaction. */
-export async function getNode(db: Knex, ident: string, opts: { forUpdate?: boolean } = {}): Promise<Node> {
+/** Finds a node by UUID or name; `forUpdate` (`forShare`) takes the row lock (shared) inside a transaction. */
+export async function getNode(db: Knex, ident: string, opts: { forUpdate?: boolean; forShare?: boolean } = {}): Promise<Node> {
   const node = await findNode(db, ident, opts);
   if (!node) throw new NodeNotFound(ident);
   return node;
 }
 
-export async function findNode(db: Knex, ident: string, opts: { forUpdate?: boolean } = {}): Promise<Node | undefined> {
+export async function findNode(db: Knex, ident: string, opts: { forUpdate?: boolean; forShare?: boolean } = {}): Promise<Node | undefined> {
   const q = db('nodes').where(isUuid(ident) ? 'uuid' : 'name', ident).first();
   if (opts.forUpdate) q.forUpdate();
+  else if (opts.forShare) q.forShare();
   const row = await q;
   return row ? nodeMapper.fromRow(row) : undefined;
 }
@@ -218,11 +219,15 @@ export function applyPage<T extends { id: number }>(
 export interface UpdateOptions {
   /** Optimistic concurrency: fail with 412 unless the node is still at this version. */
   expectedVersion?: number;
+  /** Whether putting the node in maintenance bumps `access_epoch` ([console] maintenance_closes_console); default yes. */
+  maintenanceBumpsAccess?: boolean;
 }
 
 /**
- * The one place that changes a node row: bumps `version` always and `access_epoch` when
- * owner, lessee or maintenance change. Takes the row lock for the read-compare-write.
+ * The one place that changes a node row: bumps `version` always, and `access_epoch` (which
+ * console tokens bind to) when owner or lessee change, the console is disabled, or the node
+ * enters maintenance (unless the caller's config says otherwise). Power and provision
+ * changes never bump it. Takes the row lock for the read-compare-write.
  */
 export async function updateNode(db: Knex, id: number, changes: NodeChanges, opts: UpdateOptions = {}): Promise<Node> {
   const run = async (trx: Knex.Transaction): Promise<Node> => {
@@ -233,7 +238,8 @@ export async function updateNode(db: Knex, id: number, changes: NodeChanges, opt
       throw new PreconditionFailed(`Node ${current.uuid} has changed since version ${opts.expectedVersion}; it is now at version ${current.version}.`);
     }
     const accessChanged = ACCESS_FIELDS.some((f) => f in changes && changes[f] !== current[f])
-      || (changes.consoleEnabled === false && current.consoleEnabled);
+      || (changes.consoleEnabled === false && current.consoleEnabled)
+      || (opts.maintenanceBumpsAccess !== false && changes.maintenance === true && !current.maintenance);
     const row = nodeMapper.toRow(changes);
     row.version = trx.raw('version + 1');
     row.updated_at = trx.fn.now();

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import * as m0001 from './0001_initial.js';
+import * as m0004 from './0004_console.js';
 
 export interface Migration {
   name: string;
@@ -12,4 +13,7 @@ export interface Migration {
  * so that the compiled layout (dist/, bundling, source maps) cannot change what runs.
  * Append new migrations at the end; never rename or reorder a shipped one.
  */
-export const migrations: Migration[] = [{ name: '0001_initial', ...m0001 }];
+export const migrations: Migration[] = [
+  { name: '0001_initial', ...m0001 },
+  { name: '0004_console', ...m0004 },
+];
