@@ -1,5 +1,5 @@
 /** Console test helpers: a websocket viewer that records what it sees, and /proc scans. */
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { WebSocket } from 'ws';
 
 export interface Viewer {
@@ -107,4 +107,16 @@ export async function until(cond: () => boolean | Promise<boolean>, ms: number, 
     if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** Debian's chromium, driven by playwright-core in the browser test. */
+export const CHROMIUM = '/usr/bin/chromium';
+
+/** Skips the suite without chromium, or fails it under CI (where .ci/run installs it). */
+export function requireChromium(ctx: Mocha.Context): void {
+  if (existsSync(CHROMIUM)) return;
+  const msg = `the browser console test needs ${CHROMIUM} (apt-get install chromium)`;
+  if (process.env.CI === 'true') throw new Error(`${msg}; CI=true, so this is a failure, not a skip`);
+  console.warn(`      skipped: ${msg}`);
+  ctx.skip();
 }

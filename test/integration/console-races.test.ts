@@ -8,7 +8,10 @@ import { connectViewer, fakeConsoleProcesses, until } from '../helpers/console.j
 const HEADERS = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function call(base: string, method: string, url: string, body?: unknown): Promise<{ status: number; body: any }> {
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON bodies of several shapes
+type Json = any;
+
+async function call(base: string, method: string, url: string, body?: unknown): Promise<{ status: number; body: Json }> {
   const res = await fetch(`${base}${url}`, { method, headers: HEADERS, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : undefined };
