@@ -21,7 +21,12 @@ export interface Viewer {
 
 /** Connects a websocket viewer to a console URL. */
 export function connectViewer(url: string): Viewer {
-  const ws = new WebSocket(url);
+  return connectViewerWith(url, {});
+}
+
+/** connectViewer with extra request headers. */
+export function connectViewerWith(url: string, headers: Record<string, string>): Viewer {
+  const ws = new WebSocket(url, { headers });
   let all = '';
   const chunks: Viewer['chunks'] = [];
   const waiters = new Set<() => void>();

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
-import { connectViewer, fakeConsoleProcesses, until, type Viewer } from '../helpers/console.js';
+import { connectViewer, connectViewerWith, fakeConsoleProcesses, until, type Viewer } from '../helpers/console.js';
 
 const V = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
 
@@ -227,4 +227,24 @@ describe('serial console (fake console, one all-in-one process)', function () {
     const plain = await fetch(info.url.replace(/^ws/, 'http'));
     expect(plain.status).to.equal(400);
   });
+
+  it('deleting a node closes its sessions and ends its console process', async () => {
+    const { node, v } = await enabledWithViewer();
+    expect((await call('DELETE', `/v1/nodes/${node.uuid}`)).status).to.equal(204);
+    expect((await v.closed).code).to.be.oneOf([4001, 4002]);
+    await until(() => !fakeConsoleProcesses().has(node.uuid), 5000, 'console process gone');
+  });
+
+  it("refuses a direct connection to a conductor's internal endpoint without the API's proof", async () => {
+    const { node, info } = await enabledWithViewer();
+    const row = await tdb.knex('console_processes as p').join('nodes as n', 'n.id', 'p.node_id').where('n.uuid', node.uuid).first('p.endpoint', 'p.node_id');
+    const token = info.console_info!.url.slice(info.console_info!.url.lastIndexOf('/') + 1);
+    const direct = connectViewerWith(`ws://${row.endpoint}/console/${row.node_id}`, { 'x-galvanic-console-token': token, 'x-galvanic-console-auth': '0'.repeat(64) });
+    expect(await direct.opened).to.equal(false);
+    expect(direct.refusedStatus).to.equal(403);
+    const metrics = await (await fetch(`http://${row.endpoint}/metrics`)).text();
+    expect(metrics).to.match(/galvanic_console_sessions\{conductor="[^"]+"\} [1-9]/);
+    expect(metrics).to.match(/galvanic_console_processes\{conductor="[^"]+"\} [1-9]/);
+  });
 });
+

@@ -39,7 +39,12 @@ describe('serial console races across processes (fake console)', function () {
   let tdb: TestDatabase;
   let apis: RunningGalvanic[] = [];
   let conductor: RunningConductor | undefined;
-  const consoleEnv = { GALVANIC_CONSOLE__RESTART_INITIAL_DELAY: '0.1', GALVANIC_CONSOLE__WATCHDOG_INTERVAL: '2' };
+  const consoleEnv = {
+    GALVANIC_CONSOLE__RESTART_INITIAL_DELAY: '0.1',
+    GALVANIC_CONSOLE__WATCHDOG_INTERVAL: '2',
+    GALVANIC_CONDUCTOR__HEARTBEAT_INTERVAL: '1',
+    GALVANIC_CONDUCTOR__HEARTBEAT_TIMEOUT: '4',
+  };
 
   beforeEach(async () => {
     tdb = await freshDatabase();
@@ -176,4 +181,40 @@ describe('serial console races across processes (fake console)', function () {
     await v.waitFor('Fake serial console');
     v.close();
   });
+
+  it('a second conductor takes over part of the consoles, and gives them back when it dies: always one process per node', async () => {
+    const api = apis[0].url;
+    const nodes = await createConsoleNodes(api, 8, 200, true);
+    const holders = async () => new Map((await tdb.knex('console_processes as p').join('nodes as n', 'n.id', 'p.node_id').select('n.uuid', 'p.conductor'))
+      .map((r: { uuid: string; conductor: string }) => [r.uuid, r.conductor]));
+    const onePerNode = () => nodes.every((u) => fakeConsoleProcesses().get(u)?.length === 1);
+    await until(onePerNode, 10_000, 'consoles on the first conductor');
+    const viewers = new Map(await Promise.all(nodes.map(async (u) => {
+      const v = connectViewer((await call(api, 'GET', `/v1/nodes/${u}/states/console`)).body.console_info.url);
+      await v.waitFor('Fake serial console');
+      return [u, v] as const;
+    })));
+
+    const second = await startConductor({ databaseUrl: tdb.url, host: 'console-c2', env: consoleEnv });
+    try {
+      await until(async () => [...(await holders()).values()].includes('console-c2') && (await holders()).size === nodes.length && onePerNode(), 20_000, 'some consoles moving to the second conductor');
+      const moved = [...(await holders())].filter(([, c]) => c === 'console-c2').map(([u]) => u);
+      expect(moved.length).to.be.within(1, nodes.length - 1);
+      // Viewers of moved consoles were told; the others kept theirs.
+      for (const u of moved) expect((await viewers.get(u)!.closed).code).to.equal(4002);
+      for (const u of nodes.filter((x) => !moved.includes(x))) expect(viewers.get(u)!.ws.readyState).to.equal(viewers.get(u)!.ws.OPEN);
+      // A moved console is reachable through the other API server.
+      const v = connectViewer((await call(apis[1].url, 'GET', `/v1/nodes/${moved[0]}/states/console`)).body.console_info.url);
+      await v.waitFor(`Fake serial console of node ${moved[0]}`);
+      v.close();
+
+      await second.kill();
+      await until(async () => [...(await holders()).values()].every((c) => c === 'console-c1') && (await holders()).size === nodes.length && onePerNode(), 30_000, 'the first conductor taking the consoles back');
+    } finally {
+      await second.stop();
+      for (const v of viewers.values()) v.ws.terminate();
+    }
+    for (const u of nodes) expect(fakeConsoleProcesses().get(u)).to.have.length(1);
+  });
 });
+
