@@ -23,6 +23,8 @@ declare module 'fastify' {
   }
 }
 
+const CONSOLE_TOKEN_IN_URL = /^(\/v1\/console\/)(?!assets\/)[^/?]+/;
+
 /** JSON.parse reviver: Postgres text and jsonb cannot hold U+0000, so such bodies are a 400. */
 function refuseNul(key: string, value: unknown): unknown {
   if (key.includes('\u0000') || (typeof value === 'string' && value.includes('\u0000'))) {
@@ -69,7 +71,9 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   });
 
   app.addHook('onResponse', async (req, reply) => {
-    req.log.info({ method: req.method, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+    // A console URL holds its token, a credential: never logged.
+    const url = req.url.replace(CONSOLE_TOKEN_IN_URL, '$1***');
+    req.log.info({ method: req.method, url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
   });
 
   // An empty body on PUT/DELETE (maintenance) is fine; JSON is the only other media type.

@@ -36,7 +36,13 @@ describe('serial console (fake console, one all-in-one process)', function () {
     const r = await call('PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled });
     expect(r.status, JSON.stringify(r.body)).to.equal(202);
   };
-  const consoleOf = async (uuid: string, mode = 'ro', user = 'admin') => (await call('GET', `/v1/nodes/${uuid}/states/console?mode=${mode}`, undefined, user));
+  const issued: string[] = [];
+  const consoleOf = async (uuid: string, mode = 'ro', user = 'admin') => {
+    const r = await call('GET', `/v1/nodes/${uuid}/states/console?mode=${mode}`, undefined, user);
+    const url = (r.body as ConsoleState | undefined)?.console_info?.url;
+    if (url) issued.push(url.slice(url.lastIndexOf('/') + 1));
+    return r;
+  };
   const view = (url: string) => {
     const v = connectViewer(url);
     viewers.push(v);
@@ -245,6 +251,13 @@ describe('serial console (fake console, one all-in-one process)', function () {
     const metrics = await (await fetch(`http://${row.endpoint}/metrics`)).text();
     expect(metrics).to.match(/galvanic_console_sessions\{conductor="[^"]+"\} [1-9]/);
     expect(metrics).to.match(/galvanic_console_processes\{conductor="[^"]+"\} [1-9]/);
+  });
+
+  it('never logs a console token (the request log masks it)', () => {
+    const out = g.output();
+    expect(issued.length).to.be.above(10);
+    expect(out).to.contain('/v1/console/***');
+    for (const token of issued) expect(out).to.not.contain(token);
   });
 });
 
