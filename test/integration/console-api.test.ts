@@ -259,5 +259,16 @@ describe('serial console (fake console, one all-in-one process)', function () {
     expect(out).to.contain('/v1/console/***');
     for (const token of issued) expect(out).to.not.contain(token);
   });
+
+  it('ends every console process on shutdown (SIGTERM), last', async () => {
+    const { node } = await enabledWithViewer();
+    const enabled = (await tdb.knex('nodes').where('console_enabled', true).select('uuid')).map((r: { uuid: string }) => r.uuid);
+    expect(enabled).to.include(node.uuid);
+    expect(enabled.filter((u) => fakeConsoleProcesses().has(u)).length).to.equal(enabled.length);
+    expect(await g.stop()).to.equal(0);
+    const left = [...fakeConsoleProcesses().keys()].filter((u) => enabled.includes(u));
+    expect(left).to.deep.equal([]);
+    expect(Number((await tdb.knex('console_processes').count('* as n').first())?.n)).to.equal(0);
+  });
 });
 
