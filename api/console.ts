@@ -4,14 +4,13 @@ import { ConsoleTokenRefused, Forbidden, InvalidParameterValue, UnsupportedDrive
 import { TOKEN_RE, checkToken, consoleEndpoint, consoleSecret, insertToken, newToken, type ConsoleMode, type TokenGrant } from '../db/console.js';
 import { getNode } from '../db/nodes.js';
 import { withTransaction } from '../db/transaction.js';
-import { AUTH_HEADER, TOKEN_HEADER, relayAuth } from '../conductor/console/manager.js';
+import { AUTH_HEADER, CloseCode, TOKEN_HEADER, relayAuth } from '../common/console-relay.js';
 import { consolePage, loadConsoleAssets } from './console-page.js';
 import type { ApiDeps } from './deps.js';
-import type { IntentAcceptor } from './intents.js';
+import { requestedWait, type IntentAcceptor } from './intents.js';
 import { baseUrl } from './links.js';
 import { requireObject } from './body.js';
 import { param, type Query } from './query.js';
-import { requestedWait } from './intents.js';
 
 /** How long a viewer waits for a just-enabled console to come up before being told to retry. */
 const ENDPOINT_WAIT_MS = 10_000;
@@ -151,7 +150,7 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ApiDeps, accep
         const auth = relayAuth(await secret, token);
         const endpoint = grant.endpoint ?? await waitForEndpoint(grant.nodeId, () => closed);
         if (closed) return;
-        if (!endpoint) return close(4004, 'the console is not running yet; try again shortly');
+        if (!endpoint) return close(CloseCode.CONSOLE_NOT_HERE, 'the console is not running yet; try again shortly');
         upstream = new WebSocket(`ws://${endpoint}/console/${grant.nodeId}`, { headers: { [TOKEN_HEADER]: token, [AUTH_HEADER]: auth } });
         upstream.on('open', () => {
           for (const p of pending.splice(0)) upstream!.send(p.data, { binary: p.binary });

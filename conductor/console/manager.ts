@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -8,6 +8,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Config } from '../../common/config.js';
+import { AUTH_HEADER, CloseCode, TOKEN_HEADER, relayAuth } from '../../common/console-relay.js';
 import {
   CONSOLE_CHANNEL, accessEpochs, checkToken, claimConsole, consoleSecret, deleteExpiredTokens, enabledConsoles,
   recordConsolePid, recordedConsoles, releaseConsole, type ConsoleTarget,
@@ -15,16 +16,7 @@ import {
 import type { DriverRegistry } from '../../drivers/registry.js';
 import { ConsoleProcess, killGroup, processStartTicks } from './console-process.js';
 import { RotatingLog } from './rotating-log.js';
-import { CloseCode, ConsoleSession } from './session.js';
-
-/** Headers an API server sends to the internal endpoint. */
-export const TOKEN_HEADER = 'x-galvanic-console-token';
-export const AUTH_HEADER = 'x-galvanic-console-auth';
-
-/** The proof an API server attaches to a relayed token: HMAC-SHA256 of it under the shared secret. */
-export function relayAuth(secret: string, token: string): string {
-  return createHmac('sha256', secret).update(token).digest('hex');
-}
+import { ConsoleSession } from './session.js';
 
 /** How often live sessions are checked against the database (covers a lost NOTIFY) and for idleness. */
 const EPOCH_POLL_MS = 400;

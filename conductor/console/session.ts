@@ -1,18 +1,6 @@
 import type { WebSocket } from 'ws';
+import { CloseCode } from '../../common/console-relay.js';
 import type { ConsoleMode } from '../../db/console.js';
-
-/** Close codes a viewer may see (4000-4999: ours), with the reason text sent along. */
-export const CloseCode = {
-  /** Owner, lessee, maintenance or console state changed: the token no longer holds. */
-  ACCESS_CHANGED: 4001,
-  CONSOLE_DISABLED: 4002,
-  TOKEN_REFUSED: 4003,
-  CONSOLE_NOT_HERE: 4004,
-  IDLE: 4008,
-  WRITER_PRESENT: 4009,
-  TOO_SLOW: 4010,
-  SHUTDOWN: 4011,
-} as const;
 
 /** A viewer's bytes waiting to go out beyond this: it cannot keep up and is dropped. */
 export const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
