@@ -14,6 +14,8 @@ import { registerHistoryRoutes } from './history.js';
 import { registerProvisionRoutes } from './provision.js';
 import { IntentAcceptor, registerIntentRoutes } from './intents.js';
 import { registerOperationRoutes } from './operations.js';
+import fastifyWebsocket from '@fastify/websocket';
+import { registerConsoleRoutes } from './console.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -21,6 +23,8 @@ declare module 'fastify' {
     user: string | null;
   }
 }
+
+const CONSOLE_TOKEN_IN_URL = /^(\/v1\/console\/)(?!assets\/)[^/?]+/;
 
 /** JSON.parse reviver: Postgres text and jsonb cannot hold U+0000, so such bodies are a 400. */
 function refuseNul(key: string, value: unknown): unknown {
@@ -60,13 +64,17 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     } finally {
       reply.header('X-OpenStack-Ironic-API-Version', req.apiVersion.toString());
     }
-    if (auth && !(req.method === 'GET' && req.url.split('?')[0] === '/')) req.user = await auth.check(req.headers.authorization);
+    // A console URL carries its own credential (the token): browsers cannot add basic auth to a websocket.
+    const open = (req.method === 'GET' && req.url.split('?')[0] === '/') || req.url.startsWith('/v1/console/');
+    if (auth && !open) req.user = await auth.check(req.headers.authorization);
     // Postgres text cannot hold U+0000: refuse it here rather than fail in SQL with a 500.
     if (req.url.includes('%00')) throw new InvalidParameterValue('The request URL contains a NUL character (%00), which is not allowed.');
   });
 
   app.addHook('onResponse', async (req, reply) => {
-    req.log.info({ method: req.method, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+    // A console URL holds its token, a credential: never logged.
+    const url = req.url.replace(CONSOLE_TOKEN_IN_URL, '$1***');
+    req.log.info({ method: req.method, url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
   });
 
   // An empty body on PUT/DELETE (maintenance) is fine; JSON is the only other media type.
@@ -101,6 +109,8 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   registerIntentRoutes(app, deps, acceptor);
   registerProvisionRoutes(app, deps, acceptor);
   registerOperationRoutes(app, deps, acceptor);
+  void app.register(fastifyWebsocket, { options: { maxPayload: 64 * 1024 } });
+  void app.register(async (scope) => registerConsoleRoutes(scope, deps, acceptor));
   app.addHook('onClose', async () => acceptor.close());
   return app;
 }

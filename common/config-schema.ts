@@ -75,7 +75,7 @@ export const SCHEMA = {
     },
     enabled_console_interfaces: {
       type: 'list',
-      default: ['no-console', 'fake'],
+      default: ['no-console', 'fake', 'ipmitool-sol'],
       help: 'Console interfaces that nodes may use.',
     },
     default_power_interface: {
@@ -376,6 +376,89 @@ export const SCHEMA = {
       default: 5,
       min: 0.1,
       help: 'Seconds between two baremetal.operation.progress notifications of one operation, over all conductors.',
+    },
+  },
+  console: {
+    buffer_bytes: {
+      type: 'int',
+      default: 65536,
+      min: 1024,
+      max: 16777216,
+      help: 'Bytes of recent console output kept per node and replayed to a viewer when it connects.',
+    },
+    log_dir: {
+      type: 'string',
+      default: '',
+      help: 'Directory for one console log file per node (<node uuid>.log), rotated by size. Empty disables console logs.',
+    },
+    log_max_bytes: {
+      type: 'int',
+      default: 10485760,
+      min: 4096,
+      help: 'Size at which a console log file is rotated.',
+    },
+    log_backups: {
+      type: 'int',
+      default: 3,
+      min: 0,
+      max: 100,
+      help: 'Rotated console log files kept per node (<uuid>.log.1 is the newest); older ones are deleted.',
+    },
+    token_ttl: {
+      type: 'int',
+      default: 600,
+      min: 10,
+      max: 86400,
+      help: 'Seconds a console token may be used to connect after it was issued.',
+    },
+    admin_users: {
+      type: 'list',
+      default: [],
+      help: 'With auth_strategy http_basic: users who may get read-write consoles on any node. Others get read-write only on nodes whose owner is their user name. With noauth every request counts as an admin.',
+    },
+    maintenance_closes_console: {
+      type: 'bool',
+      default: true,
+      help: "Putting a node in maintenance bumps its access epoch: live console sessions close and earlier tokens stop working.",
+    },
+    internal_host: {
+      type: 'string',
+      default: '127.0.0.1',
+      help: "Address the conductor's internal console endpoint listens on; API servers relay viewers to it, so it must be reachable from them.",
+    },
+    internal_port: {
+      type: 'int',
+      default: 0,
+      min: 0,
+      max: 65535,
+      help: "TCP port of the conductor's internal console endpoint; 0 picks a free port (it is recorded in the database).",
+    },
+    idle_timeout: {
+      type: 'int',
+      default: 3600,
+      min: 0,
+      help: 'Seconds after which a viewer that sent nothing is disconnected; 0 never.',
+    },
+    restart_initial_delay: {
+      type: 'float',
+      default: 1,
+      min: 0.05,
+      max: 60,
+      help: 'Seconds before a console process that exited is restarted; doubled after each quick exit.',
+    },
+    restart_max_delay: {
+      type: 'float',
+      default: 30,
+      min: 0.1,
+      max: 600,
+      help: 'Longest wait between restarts of a console process that keeps exiting.',
+    },
+    watchdog_interval: {
+      type: 'int',
+      default: 10,
+      min: 1,
+      max: 3600,
+      help: 'Seconds between reconciliations of enabled consoles with the console processes that exist.',
     },
   },
 

@@ -45,6 +45,19 @@ export class NotAuthorized extends GalvanicError {
   override readonly httpStatus: number = 401;
 }
 
+/** 403: authenticated, but this user may not do this (e.g. a read-write console). */
+export class Forbidden extends GalvanicError {
+  readonly code = 'FORBIDDEN';
+  override readonly httpStatus: number = 403;
+}
+
+/** A console token that is unknown, expired, or bound to an older access epoch. */
+export class ConsoleTokenRefused extends GalvanicError {
+  readonly code = 'CONSOLE_TOKEN_REFUSED';
+  // 403, not 401: a 401 would make browsers offer a password dialog for a console page.
+  override readonly httpStatus: number = 403;
+}
+
 /** 404 family. */
 export abstract class NotFoundError extends GalvanicError {
   override readonly httpStatus: number = 404;

@@ -5,7 +5,7 @@ import { retryPolicyOf } from '../db/operations.js';
 import { INTENT_DONE_CHANNEL, finishIntent, hasOpenPowerIntent, skipRestOfBatch, type ClaimScope, type Intent } from '../db/intents.js';
 import type { PgNotifyBatcher } from '../db/notify.js';
 import { recordHistory } from '../db/node-history.js';
-import { updateNode, type NodeChanges } from '../db/nodes.js';
+import { updateNode, type NodeChanges, type UpdateOptions } from '../db/nodes.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import type { Action, ActionContext } from './actions/types.js';
 import { nodePayload } from './node-payload.js';
@@ -18,6 +18,8 @@ export interface RunnerOptions {
   retryMaxDelayMs: number;
   /** Runs before each claim pass (group operations admit their next nodes there). */
   beforeClaim?: () => Promise<void>;
+  /** How node updates treat access (see UpdateOptions.maintenanceBumpsAccess). */
+  update?: UpdateOptions;
 }
 
 /** Exponential backoff with jitter (half fixed, half random), capped. */
@@ -146,7 +148,7 @@ export class IntentRunner {
         const updated = await task.commit(res.changes ?? {}, async (trx) => {
           await finishIntent(trx, intent.id, { state: 'succeeded', result: res.result });
           if (res.history) await recordHistory(trx, { nodeId: node.id, conductor: host, user: intent.requester, operation: intent.operation, ...res.history });
-        });
+        }, this.opts.update);
         this.wake.notify(INTENT_DONE_CHANNEL, intent.uuid);
         if (note) this.notifier.emit(`${note.prefix}.end`, 'info', note.payloadName, nodePayload(updated, note.extra(ctx)));
       } catch (err) {

@@ -12,6 +12,7 @@ import { PgNotifyBatcher } from '../db/notify.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import { ACTIONS, IDEMPOTENT_KINDS } from './actions/index.js';
 import { HashRing, ringHashSql } from '../common/hash-ring.js';
+import { ConsoleManager } from './console/manager.js';
 import { IntentRunner } from './intent-runner.js';
 import { OperationAdvancer } from './operations.js';
 import { PeriodicRunner } from './periodic.js';
@@ -40,6 +41,7 @@ export class ConductorService {
   readonly hostname: string;
   readonly tasks: TaskManager;
   readonly periodic: PeriodicRunner;
+  readonly consoles: ConsoleManager;
   private readonly runner: IntentRunner;
   private readonly wake: PgNotifyBatcher;
   private readonly log: Logger;
@@ -62,6 +64,7 @@ export class ConductorService {
       retryInitialDelayMs: c.intent_retry_initial_delay * 1000,
       retryMaxDelayMs: c.intent_retry_max_delay * 1000,
       beforeClaim: () => operations.advance(),
+      update: { maintenanceBumpsAccess: deps.config.console.maintenance_closes_console },
     });
     this.periodic = new PeriodicRunner(this.log);
     this.periodic.register({
@@ -69,6 +72,15 @@ export class ConductorService {
       spacingSeconds: Math.max(1, Math.min(c.heartbeat_interval, c.heartbeat_timeout / 2)),
       runAtStart: true,
       run: () => this.recoverDead(),
+    });
+    this.consoles = new ConsoleManager({
+      config: deps.config, db: deps.db, connectionString: deps.connectionString, registry: deps.registry, log: this.log,
+      hostname: this.hostname, drivers: this.drivers, owns: (uuid) => this.owns(uuid),
+    });
+    this.periodic.register({
+      name: 'console_watchdog',
+      spacingSeconds: deps.config.console.watchdog_interval,
+      run: () => this.consoles.watchdog(),
     });
     if (c.sync_power_state_interval > 0) {
       this.periodic.register(powerSyncTask({
@@ -118,6 +130,8 @@ export class ConductorService {
     // The safety net for a lost NOTIFY and for retries whose not_before has passed.
     this.timers.push(setInterval(() => this.runner.pump(), c.poll_interval * 1000));
     this.state = 'running';
+    // After the ring is known: it decides which consoles are this conductor's.
+    await this.consoles.start();
     this.periodic.start();
     this.runner.pump();
     this.log.info({ ring: this.ring?.hosts }, 'conductor started');
@@ -133,6 +147,7 @@ export class ConductorService {
     this.ring = new HashRing(hosts);
     this.log.info({ ring: hosts }, 'hash ring changed');
     this.runner.pump();
+    if (this.state === 'running') this.consoles.reconcileSoon();
   }
 
   private async recover(host: string): Promise<void> {
@@ -182,6 +197,7 @@ export class ConductorService {
     this.timers = [];
     const timeoutMs = this.deps.config.conductor.graceful_shutdown_timeout * 1000;
     await this.periodic.stop(timeoutMs);
+    await this.consoles.stop();
     await this.listener?.end().catch(() => undefined);
     const drained = await this.runner.drain(timeoutMs);
     if (!drained) this.log.warn({ running: this.runner.running }, 'shutdown timeout: intents still running are handed back');

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
 import { claimIntents, type ClaimScope, type Intent } from '../db/intents.js';
-import { getNodeById, getNodesByIds, updateNode, type Node, type NodeChanges } from '../db/nodes.js';
+import { getNodeById, getNodesByIds, updateNode, type Node, type NodeChanges, type UpdateOptions } from '../db/nodes.js';
 import { clearStaleReservation } from '../db/conductors.js';
 
 export type LockMode = 'exclusive' | 'shared';
@@ -55,10 +55,11 @@ export class Task {
    * transaction: an outcome and the release can never be seen apart. Throws LockLost, writing
    * nothing, when the node is no longer this task's (see `stillHeld`).
    */
-  async commit(changes: NodeChanges, more?: (trx: Knex.Transaction, node: Node) => Promise<void>): Promise<Node> {
+  async commit(changes: NodeChanges, more?: (trx: Knex.Transaction, node: Node) => Promise<void>, update: UpdateOptions = {}): Promise<Node> {
     this.requireExclusive();
     const node = await this.db.transaction(async (trx) => {
       const updated = await updateNode(trx, this.node.id, { ...changes, reservation: null }, {
+        ...update,
         guard: {
           sql: this.stillHeld(),
           bindings: this.stillHeldBindings(),

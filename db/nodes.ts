@@ -68,7 +68,7 @@ export const NODE_COLUMNS = [
 export const nodeMapper = new RowMapper<Node>(NODE_COLUMNS, JSON_COLUMNS);
 
 /** Changes to these fields change who may reach the node: they bump `access_epoch`. */
-const ACCESS_FIELDS = ['owner', 'lessee', 'maintenance'] as const;
+const ACCESS_FIELDS = ['owner', 'lessee'] as const;
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -95,16 +95,17 @@ export async function createNode(db: Knex, values: NodeChanges & { driver: strin
   }
 }
 
-/** Finds a node by UUID or name; `forUpdate` takes the row lock inside a transaction. */
-export async function getNode(db: Knex, ident: string, opts: { forUpdate?: boolean } = {}): Promise<Node> {
+/** Finds a node by UUID or name; `forUpdate` (`forShare`) takes the row lock (shared) inside a transaction. */
+export async function getNode(db: Knex, ident: string, opts: { forUpdate?: boolean; forShare?: boolean } = {}): Promise<Node> {
   const node = await findNode(db, ident, opts);
   if (!node) throw new NodeNotFound(ident);
   return node;
 }
 
-export async function findNode(db: Knex, ident: string, opts: { forUpdate?: boolean } = {}): Promise<Node | undefined> {
+export async function findNode(db: Knex, ident: string, opts: { forUpdate?: boolean; forShare?: boolean } = {}): Promise<Node | undefined> {
   const q = db('nodes').where(isUuid(ident) ? 'uuid' : 'name', ident).first();
   if (opts.forUpdate) q.forUpdate();
+  else if (opts.forShare) q.forShare();
   const row = await q;
   return row ? nodeMapper.fromRow(row) : undefined;
 }
@@ -261,11 +262,15 @@ export interface UpdateOptions {
    * not hold, `error()` is thrown and nothing changes.
    */
   guard?: { sql: string; bindings: readonly Knex.RawBinding[]; error: () => Error };
+  /** Whether putting the node in maintenance bumps `access_epoch` ([console] maintenance_closes_console); default yes. */
+  maintenanceBumpsAccess?: boolean;
 }
 
 /**
- * The one place that changes a node row: bumps `version` always and `access_epoch` when
- * owner, lessee or maintenance change. Takes the row lock for the read-compare-write.
+ * The one place that changes a node row: bumps `version` always, and `access_epoch` (which
+ * console tokens bind to) when owner or lessee change, the console is disabled, or the node
+ * enters maintenance (unless the caller's config says otherwise). Power and provision
+ * changes never bump it. Takes the row lock for the read-compare-write.
  */
 export async function updateNode(db: Knex, id: number, changes: NodeChanges, opts: UpdateOptions = {}): Promise<Node> {
   const run = async (trx: Knex.Transaction): Promise<Node> => {
@@ -283,7 +288,8 @@ export async function updateNode(db: Knex, id: number, changes: NodeChanges, opt
     }
     const before = current;
     const accessChanged = ACCESS_FIELDS.some((f) => f in changes && changes[f] !== before[f])
-      || (changes.consoleEnabled === false && before.consoleEnabled);
+      || (changes.consoleEnabled === false && before.consoleEnabled)
+      || (opts.maintenanceBumpsAccess !== false && changes.maintenance === true && !before.maintenance);
     const row = nodeMapper.toRow(changes);
     row.version = trx.raw('version + 1');
     row.updated_at = trx.fn.now();

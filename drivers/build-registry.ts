@@ -1,7 +1,8 @@
 import { pino, type Logger } from 'pino';
 import type { Config } from '../common/config.js';
 import { DriverRegistry } from './registry.js';
-import { FakeBmcs, FakeManagement, FakePower, NoConsole, fakeHardware } from './fake/fake.js';
+import { FakeBmcs, FakeConsole, FakeManagement, FakePower, NoConsole, fakeHardware } from './fake/fake.js';
+import { IpmitoolSolConsole } from './ipmi/console.js';
 import type { HardwareType, InterfaceImplementations } from './interfaces.js';
 import { createIpmiInterfaces, ipmiHardware, ipmiRunnerOptions } from './ipmi/hardware.js';
 import { RedfishDriver, redfishHardware, redfishOptions } from './redfish/index.js';
@@ -22,7 +23,7 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
   const impls: InterfaceImplementations = {
     power: { fake: new FakePower(bmcs), redfish: redfish.power, ipmitool: ipmi.power },
     management: { fake: new FakeManagement(bmcs), redfish: redfish.management, ipmitool: ipmi.management },
-    console: { fake: new NoConsole(), 'no-console': new NoConsole() },
+    console: { fake: new FakeConsole(), 'no-console': new NoConsole(), 'ipmitool-sol': new IpmitoolSolConsole() },
   };
   const d = config.DEFAULT;
   const registry = new DriverRegistry(KNOWN_HARDWARE_TYPES, impls, {

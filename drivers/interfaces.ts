@@ -49,8 +49,24 @@ export interface ManagementInterface {
   getSensorDataAsync?(ctx: DriverContext): Promise<SensorData>;
 }
 
+/** A process to run: argv plus extra environment (credentials go there, never on argv). */
+export interface ConsoleCommand {
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+}
+
+/**
+ * A serial console. The conductor runs `command` as one long-lived process per node: its
+ * stdout (and stderr) is the console output, its stdin the console input; at stdin EOF it
+ * must end. `reset`, when given, is run before a restart to clear a session the BMC may
+ * still hold for a process that died (IPMI's "SOL payload already active").
+ */
 export interface ConsoleInterface {
   validate(driverInfo: Readonly<Record<string, unknown>>): void;
+  /** Null for an interface without a console (no-console). @throws InvalidDriverInfo */
+  command(nodeUuid: string, driverInfo: Readonly<Record<string, unknown>>): ConsoleCommand | null;
+  reset?(driverInfo: Readonly<Record<string, unknown>>): ConsoleCommand;
 }
 
 export type InterfaceKind = 'power' | 'management' | 'console';

@@ -1,3 +1,4 @@
+import { consoleAction } from './console.js';
 import { getBootDeviceAction, getSupportedBootDevicesAction, maintenanceAction, setBootDeviceAction } from './management.js';
 import { getPowerStateAction, powerAction } from './power.js';
 import { provisionAction } from './provision.js';
@@ -12,10 +13,11 @@ export const ACTIONS: Record<string, Action> = {
   get_supported_boot_devices: getSupportedBootDevicesAction,
   maintenance: maintenanceAction,
   provision: provisionAction,
+  console: consoleAction,
 };
 
 /**
  * Kinds safe to run again when a conductor died mid-way (reboots excepted, see
  * recoverConductorLeftovers). Provision transitions are not: a half-done one needs a look.
  */
-export const IDEMPOTENT_KINDS = ['power', 'get_power_state', 'set_boot_device', 'get_boot_device', 'get_supported_boot_devices', 'maintenance'];
+export const IDEMPOTENT_KINDS = ['power', 'get_power_state', 'set_boot_device', 'get_boot_device', 'get_supported_boot_devices', 'maintenance', 'console'];

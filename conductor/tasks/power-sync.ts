@@ -42,7 +42,7 @@ export function powerSyncTask(deps: PowerSyncDeps): PeriodicTask {
       : `During sync_power_state, max retries exceeded for node ${node.uuid}, node state ${actual} does not match expected state '${node.powerState}'. Updating DB state to '${actual}' Switching node to maintenance mode.`;
     await task.commit({ maintenance: true, fault: 'power failure', maintenanceReason: message, lastError: message, powerState: actual }, async (trx) => {
       await recordHistory(trx, { nodeId: node.id, severity: 'ERROR', eventType: 'power', event: message, conductor: deps.hostname });
-    });
+    }, { maintenanceBumpsAccess: deps.config.console.maintenance_closes_console });
     failures.delete(node.uuid);
   }
 

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import * as m0001 from './0001_initial.js';
 import * as m0002 from './0002_hot_path_indexes.js';
 import * as m0003 from './0003_operations.js';
+import * as m0004 from './0004_console.js';
 
 export interface Migration {
   name: string;
@@ -18,4 +19,5 @@ export const migrations: Migration[] = [
   { name: '0001_initial', ...m0001 },
   { name: '0002_hot_path_indexes', ...m0002 },
   { name: '0003_operations', ...m0003 },
+  { name: '0004_console', ...m0004 },
 ];

@@ -1,7 +1,8 @@
 import { appendFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { BmcTimeout, BmcUnreachable, InvalidDriverInfo } from '../../common/errors.js';
 import type {
-  BootDevice, ConsoleInterface, DriverContext, HardwareType, ManagementInterface, PowerInterface,
+  BootDevice, ConsoleCommand, ConsoleInterface, DriverContext, HardwareType, ManagementInterface, PowerInterface,
   PowerStateValue, PowerTarget,
 } from '../interfaces.js';
 
@@ -18,6 +19,7 @@ export const FAKE_PROPERTIES = {
   fake_fail: 'Make every BMC call fail: "transient" (retried) or "permanent". Optional.',
   fake_fail_attempts: 'Make the first N attempts of each request fail transiently (a flaky BMC). Optional.',
   fake_power_state: 'Initial power state of the fake BMC: "power on" or "power off". Optional.',
+  fake_console_interval_ms: 'Milliseconds between the lines the fake console prints; 0 prints none. Optional; default 1000.',
 };
 
 export const fakeHardware: HardwareType = {
@@ -134,7 +136,37 @@ export class FakeManagement implements ManagementInterface {
   }
 }
 
-/** Consoles for no-console and (until the console issue) fake: nothing to validate. */
+/** no-console: a node without a serial console. */
 export class NoConsole implements ConsoleInterface {
   validate(): void {}
+
+  command(): null {
+    return null;
+  }
+}
+
+/** The fake console's child process script, next to this module (in dist/ once built). */
+const FAKE_CONSOLE_CHILD = fileURLToPath(new URL('./console-child.js', import.meta.url));
+
+/**
+ * fake: a small child process that prints a numbered line every `fake_console_interval_ms`
+ * (driver_info; default 1000, 0 for none) and echoes its input, for tests without a BMC.
+ */
+export class FakeConsole implements ConsoleInterface {
+  validate(info: Readonly<Record<string, unknown>>): void {
+    validateFakeInfo(info);
+    consoleInterval(info);
+  }
+
+  command(nodeUuid: string, info: Readonly<Record<string, unknown>>): ConsoleCommand {
+    return { command: process.execPath, args: [FAKE_CONSOLE_CHILD, nodeUuid, String(consoleInterval(info))], env: {} };
+  }
+}
+
+function consoleInterval(info: Readonly<Record<string, unknown>>): number {
+  const v = info.fake_console_interval_ms;
+  if (v === undefined || v === null) return 1000;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidDriverInfo(`fake_console_interval_ms must be a non-negative integer, got ${JSON.stringify(v)}`);
+  return n;
 }

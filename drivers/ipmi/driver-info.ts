@@ -112,3 +112,16 @@ export function parseIpmiDriverInfo(info: Readonly<Record<string, unknown>>): Ip
 export function bmcKey(info: Pick<IpmiDriverInfo, 'address' | 'port'>): string {
   return `${info.address.toLowerCase()}:${info.port}`;
 }
+
+/**
+ * ipmitool's session arguments for a BMC: interface, address, user, privilege, cipher suite.
+ * Callers add -E: the password comes from IPMI_PASSWORD in the child's environment, since
+ * argv is readable by any local user.
+ */
+export function sessionArgs(info: IpmiDriverInfo): string[] {
+  const args = ['-I', PROTOCOL_INTERFACES[info.protocolVersion], '-H', info.address, '-p', String(info.port)];
+  if (info.username !== null) args.push('-U', info.username);
+  args.push('-L', info.privLevel);
+  if (info.cipherSuite !== null) args.push('-C', String(info.cipherSuite));
+  return args;
+}

@@ -6,10 +6,10 @@ import { IpmitoolManagement } from './management.js';
 import { IpmitoolPower } from './power.js';
 import { IpmitoolRunner, type IpmitoolRunnerOptions } from './runner.js';
 
-/** Ironic's `ipmi` hardware type (the `ipmitool-sol` console comes later). */
+/** Ironic's `ipmi` hardware type; no-console first so that a console is asked for, as in Ironic. */
 export const ipmiHardware: HardwareType = {
   name: 'ipmi',
-  supported: { power: ['ipmitool'], management: ['ipmitool'], console: ['no-console'] },
+  supported: { power: ['ipmitool'], management: ['ipmitool'], console: ['no-console', 'ipmitool-sol'] },
   properties: IPMI_PROPERTIES,
 };
 

@@ -4,7 +4,7 @@ import {
   BmcAuthFailed, BmcBadResponse, BmcRejected, BmcTimeout, BmcUnreachable, DriverError, ServiceUnavailable,
 } from '../../common/errors.js';
 import type { DriverContext } from '../interfaces.js';
-import { bmcKey, PROTOCOL_INTERFACES, type IpmiDriverInfo } from './driver-info.js';
+import { bmcKey, sessionArgs, type IpmiDriverInfo } from './driver-info.js';
 import { newControl, requestAbort, type IpmitoolResult, type IpmitoolTask } from './protocol.js';
 import { CommandSpacing } from './spacing.js';
 
@@ -89,10 +89,7 @@ export class IpmitoolRunner {
    * child's environment), since any local user can read argv.
    */
   buildArgs(info: IpmiDriverInfo, command: readonly string[]): string[] {
-    const args = ['-I', PROTOCOL_INTERFACES[info.protocolVersion], '-H', info.address, '-p', String(info.port)];
-    if (info.username !== null) args.push('-U', info.username);
-    args.push('-L', info.privLevel);
-    if (info.cipherSuite !== null) args.push('-C', String(info.cipherSuite));
+    const args = sessionArgs(info);
     // -N is whole seconds per try; -R 1 makes ipmitool try once and leaves retries to us (Ironic's
     // default), else ipmitool retries for about command_retry_timeout.
     const perTry = Math.max(1, Math.ceil(this.opts.minCommandIntervalMs / 1000));

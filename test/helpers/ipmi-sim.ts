@@ -6,6 +6,7 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
+import net from 'node:net';
 import { accessSync, constants, readdirSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -69,6 +70,56 @@ export interface SimBmcOptions {
   password?: string;
   /** Initial power state. */
   power?: 0 | 1;
+  /** Give the BMC a serial port for Serial-over-LAN (a SerialHost in this process). */
+  sol?: boolean;
+}
+
+/**
+ * The host side of a BMC's serial port: ipmi_sim connects here (its `sol "tcp:…"` line).
+ * What a test writes goes out on the serial line (and so to a `sol activate` client); what
+ * the SOL client types arrives here.
+ */
+export class SerialHost {
+  private bmcSocket?: net.Socket;
+  private rx = '';
+  private constructor(private readonly server: net.Server, readonly port: number) {
+    server.on('connection', (sock) => {
+      this.bmcSocket?.destroy();
+      this.bmcSocket = sock;
+      sock.on('data', (d: Buffer) => { this.rx += d.toString('latin1'); });
+      sock.on('error', () => undefined);
+    });
+  }
+
+  static async start(): Promise<SerialHost> {
+    const server = net.createServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => resolve());
+    });
+    return new SerialHost(server, (server.address() as net.AddressInfo).port);
+  }
+
+  get connected(): boolean {
+    return this.bmcSocket !== undefined && !this.bmcSocket.destroyed;
+  }
+
+  /** Prints on the serial line (false when the BMC has not connected yet). */
+  write(text: string): boolean {
+    if (!this.connected) return false;
+    this.bmcSocket!.write(Buffer.from(text, 'latin1'));
+    return true;
+  }
+
+  /** Everything the SOL client typed so far. */
+  received(): string {
+    return this.rx;
+  }
+
+  async close(): Promise<void> {
+    this.bmcSocket?.destroy();
+    await new Promise((r) => this.server.close(r));
+  }
 }
 
 /** One running ipmi_sim. */
@@ -80,6 +131,8 @@ export class SimBmc {
     readonly password: string,
     readonly dir: string,
     private readonly proc: ChildProcess,
+    /** The serial port, when started with `sol: true`. */
+    readonly serial?: SerialHost,
   ) {}
 
   readonly host = '127.0.0.1';
@@ -99,14 +152,17 @@ export class SimBmc {
     for (let attempt = 0; attempt < 3; attempt++) {
       const port = await freeUdpPort();
       const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'galvanic-ipmi-sim-'));
+      // Listening before ipmi_sim starts: it connects at start and retries only every 10 s.
+      const serial = opts.sol ? await SerialHost.start() : undefined;
       try {
-        const proc = await launch(name, index, port, username, password, dir, opts.power ?? 0);
-        const bmc = new SimBmc(name, port, username, password, dir, proc);
+        const proc = await launch(name, index, port, username, password, dir, opts.power ?? 0, serial?.port);
+        const bmc = new SimBmc(name, port, username, password, dir, proc, serial);
         live.add(bmc);
         await bmc.waitReady();
         return bmc;
       } catch (err) {
         lastError = err;
+        await serial?.close();
         for (const b of live) if (b.dir === dir) await b.stop();
         await fs.rm(dir, { recursive: true, force: true });
       }
@@ -166,6 +222,7 @@ export class SimBmc {
       await exited;
       clearTimeout(timer);
     }
+    await this.serial?.close();
     await fs.rm(this.dir, { recursive: true, force: true });
   }
 
@@ -196,7 +253,7 @@ process.once('exit', () => {
   for (const b of live) b.killNow();
 });
 
-async function launch(name: string, index: number, port: number, username: string, password: string, dir: string, power: 0 | 1): Promise<ChildProcess> {
+async function launch(name: string, index: number, port: number, username: string, password: string, dir: string, power: 0 | 1, solPort?: number): Promise<ChildProcess> {
   const fill = (text: string, vars: Record<string, string>): string => text.replace(/@([A-Z_]+)@/g, (m, k: string) => vars[k] ?? m);
   const vars = {
     NAME: name,
@@ -207,6 +264,7 @@ async function launch(name: string, index: number, port: number, username: strin
     FIXTURES: IPMI_SIM_FIXTURES,
     DIR: dir,
     PRODUCT: `0x${(0x0f00 + (index % 256)).toString(16).padStart(4, '0')}`,
+    SOL: solPort === undefined ? '' : `sol "tcp:127.0.0.1:${solPort}" 115200 history=65536`,
   };
   await fs.mkdir(path.join(dir, 'sensors'));
   await fs.writeFile(path.join(dir, 'boot'), 'default\n');

@@ -1,0 +1,220 @@
+import { expect } from 'chai';
+import { readFileSync } from 'node:fs';
+import { hashToken } from '../../db/console.js';
+import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { startConductor, startGalvanic, type RunningConductor, type RunningGalvanic } from '../helpers/app.js';
+import { connectViewer, fakeConsoleProcesses, until } from '../helpers/console.js';
+
+const HEADERS = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON bodies of several shapes
+type Json = any;
+
+async function call(base: string, method: string, url: string, body?: unknown): Promise<{ status: number; body: Json }> {
+  const res = await fetch(`${base}${url}`, { method, headers: HEADERS, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+}
+
+async function createConsoleNodes(api: string, count: number, intervalMs: number, enable: boolean): Promise<string[]> {
+  const uuids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const r = await call(api, 'POST', '/v1/nodes', { driver: 'fake-hardware', console_interface: 'fake', driver_info: { fake_console_interval_ms: intervalMs } });
+    expect(r.status, JSON.stringify(r.body)).to.equal(201);
+    uuids.push(r.body.uuid);
+    if (enable) expect((await call(api, 'PUT', `/v1/nodes/${r.body.uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
+  }
+  return uuids;
+}
+
+/** A process's group id, from /proc. */
+function pgrpOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+}
+
+describe('serial console races across processes (fake console)', function () {
+  this.timeout(300_000);
+  let tdb: TestDatabase;
+  let apis: RunningGalvanic[] = [];
+  let conductor: RunningConductor | undefined;
+  const consoleEnv = {
+    GALVANIC_CONSOLE__RESTART_INITIAL_DELAY: '0.1',
+    GALVANIC_CONSOLE__WATCHDOG_INTERVAL: '2',
+    GALVANIC_CONDUCTOR__HEARTBEAT_INTERVAL: '1',
+    GALVANIC_CONDUCTOR__HEARTBEAT_TIMEOUT: '4',
+  };
+
+  beforeEach(async () => {
+    tdb = await freshDatabase();
+    conductor = await startConductor({ databaseUrl: tdb.url, host: 'console-c1', env: consoleEnv });
+    apis = await Promise.all([0, 1].map(() => startGalvanic({ databaseUrl: tdb.url, command: 'api' })));
+  });
+  afterEach(async () => {
+    await Promise.all(apis.map((a) => a.stop()));
+    await conductor?.stop();
+    await tdb.drop();
+  });
+
+  it('500 interleavings of {issue token, connect} with {change owner} on two API servers: no stale session survives, no stale token is accepted', async () => {
+    const NODES = 10;
+    const ROUNDS = 50;
+    const nodes = await createConsoleNodes(apis[0].url, NODES, 30, true);
+    const pick = () => apis[Math.floor(Math.random() * 2)].url;
+    const tally = { fresh: 0, staleClosed: 0, staleRefused: 0, issueAfterChange: 0 };
+    const problems: string[] = [];
+
+    const epochOf = async (uuid: string) => Number((await tdb.knex('nodes').where('uuid', uuid).first('access_epoch')).access_epoch);
+
+    const interleave = async (uuid: string, i: number) => {
+      const viewerSide = (async () => {
+        await sleep(Math.random() * 20);
+        const r = await call(pick(), 'GET', `/v1/nodes/${uuid}/states/console`);
+        if (r.status !== 200) throw new Error(`token request failed: ${r.status} ${JSON.stringify(r.body)}`);
+        const url: string = r.body.console_info.url;
+        const token = url.slice(url.lastIndexOf('/') + 1);
+        await sleep(Math.random() * 20);
+        // Connect through either API server, whichever issued the token.
+        const viaUrl = `${pick().replace(/^http/, 'ws')}/v1/console/${token}`;
+        const connectAt = Date.now();
+        return { token, viewer: connectViewer(viaUrl), connectAt };
+      })();
+      const ownerSide = (async () => {
+        await sleep(Math.random() * 40);
+        const r = await call(pick(), 'PATCH', `/v1/nodes/${uuid}`, [{ op: 'replace', path: '/owner', value: `project-${i}` }]);
+        if (r.status !== 200) throw new Error(`owner change failed: ${r.status}`);
+        return Date.now();
+      })();
+      const [{ token, viewer, connectAt }, patchedAt] = await Promise.all([viewerSide, ownerSide]);
+      const epochAfter = await epochOf(uuid);
+      const tokenEpoch = Number((await tdb.knex('console_tokens').where('token_hash', hashToken(token)).first('access_epoch')).access_epoch);
+      const opened = await viewer.opened;
+      if (tokenEpoch === epochAfter) {
+        // Issued after the change: a valid session, which must work.
+        tally.fresh++;
+        await viewer.waitFor('Fake serial console', 10_000).catch((err: Error) => problems.push(`#${i} fresh token: ${err.message}`));
+        viewer.close();
+        await viewer.closed;
+        return;
+      }
+      if (tokenEpoch !== epochAfter - 1) problems.push(`#${i}: token epoch ${tokenEpoch}, node epoch ${epochAfter}`);
+      const closed = await Promise.race([viewer.closed, sleep(3000).then(() => null)]);
+      if (!closed) {
+        problems.push(`#${i}: a session with a stale token (epoch ${tokenEpoch} < ${epochAfter}) was still open 3 s after the owner change`);
+        viewer.ws.terminate();
+        return;
+      }
+      if (opened) {
+        tally.staleClosed++;
+        if (![4001, 4003].includes(closed.code)) problems.push(`#${i}: stale session closed with ${closed.code} ${closed.reason}`);
+        if (closed.at - patchedAt > 1000) problems.push(`#${i}: stale session closed ${closed.at - patchedAt} ms after the owner change`);
+      } else {
+        tally.staleRefused++;
+      }
+      const late = viewer.chunks.filter((c) => c.at > patchedAt + 1000);
+      if (late.length) problems.push(`#${i}: ${late.length} chunks received more than 1 s after the owner change`);
+      if (connectAt > patchedAt && viewer.chunks.length) problems.push(`#${i}: a stale token connected after the owner change received console output`);
+      if (connectAt > patchedAt) tally.issueAfterChange++;
+    };
+
+    for (let round = 0; round < ROUNDS; round++) {
+      await Promise.all(nodes.map((uuid, n) => interleave(uuid, round * NODES + n)));
+    }
+    console.log(`      outcomes: ${JSON.stringify(tally)}`);
+    expect(problems).to.deep.equal([]);
+    expect(tally.fresh + tally.staleClosed + tally.staleRefused).to.equal(NODES * ROUNDS);
+    // The interleavings must really interleave: some of each outcome.
+    expect(tally.fresh).to.be.above(0);
+    expect(tally.staleClosed).to.be.above(0);
+    expect(tally.staleRefused).to.be.above(0);
+  });
+
+  it('200 enable/connect/disconnect/disable cycles, then SIGKILL and restart of the conductor: one console process per enabled node, none for others (from /proc)', async () => {
+    const api = apis[0].url;
+    const NODES = 5;
+    const CYCLES = 40;
+    const nodes = await createConsoleNodes(api, NODES, 200, false);
+    const cycle = async (uuid: string) => {
+      expect((await call(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
+      const r = await call(apis[1].url, 'GET', `/v1/nodes/${uuid}/states/console`);
+      expect(r.body.console_enabled).to.equal(true);
+      const v = connectViewer(r.body.console_info.url);
+      await v.waitFor(`Fake serial console of node ${uuid}`);
+      v.close();
+      await v.closed;
+      expect((await call(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: false })).status).to.equal(202);
+    };
+    await Promise.all(nodes.map(async (uuid) => {
+      for (let c = 0; c < CYCLES; c++) await cycle(uuid);
+    }));
+    await until(() => [...fakeConsoleProcesses().keys()].every((u) => !nodes.includes(u)), 10_000, 'no console process after the cycles');
+
+    // Leave the first three enabled, with viewers attached, and kill the conductor outright.
+    const enabled = nodes.slice(0, 3);
+    for (const uuid of enabled) expect((await call(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
+    await until(() => enabled.every((u) => fakeConsoleProcesses().get(u)?.length === 1), 10_000, 'consoles of the enabled nodes');
+    const viewers = await Promise.all(enabled.map(async (uuid) => {
+      const v = connectViewer((await call(api, 'GET', `/v1/nodes/${uuid}/states/console`)).body.console_info.url);
+      await v.waitFor('Fake serial console');
+      return v;
+    }));
+    const before = fakeConsoleProcesses();
+    for (const uuid of enabled) {
+      const [pid] = before.get(uuid)!;
+      expect(pgrpOf(pid), 'a console process leads its own process group').to.equal(pid);
+    }
+    await conductor!.kill();
+    for (const v of viewers) expect((await v.closed).code).to.not.equal(1000);
+
+    conductor = await startConductor({ databaseUrl: tdb.url, host: 'console-c1', env: consoleEnv });
+    await until(() => enabled.every((u) => (fakeConsoleProcesses().get(u) ?? []).every((p) => !before.get(u)!.includes(p)) && fakeConsoleProcesses().get(u)?.length === 1), 15_000, 'fresh consoles after the restart');
+    // Settle, then count again: nothing extra appeared, the old ones are gone.
+    await sleep(1500);
+    const after = fakeConsoleProcesses();
+    for (const uuid of nodes) {
+      expect(after.get(uuid)?.length ?? 0, `console processes of ${uuid}`).to.equal(enabled.includes(uuid) ? 1 : 0);
+    }
+    for (const uuid of enabled) for (const old of before.get(uuid)!) expect(after.get(uuid)).to.not.include(old);
+    // The new consoles work.
+    const v = connectViewer((await call(apis[1].url, 'GET', `/v1/nodes/${enabled[0]}/states/console`)).body.console_info.url);
+    await v.waitFor('Fake serial console');
+    v.close();
+  });
+
+  it('a second conductor takes over part of the consoles, and gives them back when it dies: always one process per node', async () => {
+    const api = apis[0].url;
+    const nodes = await createConsoleNodes(api, 8, 200, true);
+    const holders = async () => new Map((await tdb.knex('console_processes as p').join('nodes as n', 'n.id', 'p.node_id').select('n.uuid', 'p.conductor'))
+      .map((r: { uuid: string; conductor: string }) => [r.uuid, r.conductor]));
+    const onePerNode = () => nodes.every((u) => fakeConsoleProcesses().get(u)?.length === 1);
+    await until(onePerNode, 10_000, 'consoles on the first conductor');
+    const viewers = new Map(await Promise.all(nodes.map(async (u) => {
+      const v = connectViewer((await call(api, 'GET', `/v1/nodes/${u}/states/console`)).body.console_info.url);
+      await v.waitFor('Fake serial console');
+      return [u, v] as const;
+    })));
+
+    const second = await startConductor({ databaseUrl: tdb.url, host: 'console-c2', env: consoleEnv });
+    try {
+      await until(async () => [...(await holders()).values()].includes('console-c2') && (await holders()).size === nodes.length && onePerNode(), 20_000, 'some consoles moving to the second conductor');
+      const moved = [...(await holders())].filter(([, c]) => c === 'console-c2').map(([u]) => u);
+      expect(moved.length).to.be.within(1, nodes.length - 1);
+      // Viewers of moved consoles were told; the others kept theirs.
+      for (const u of moved) expect((await viewers.get(u)!.closed).code).to.equal(4002);
+      for (const u of nodes.filter((x) => !moved.includes(x))) expect(viewers.get(u)!.ws.readyState).to.equal(viewers.get(u)!.ws.OPEN);
+      // A moved console is reachable through the other API server.
+      const v = connectViewer((await call(apis[1].url, 'GET', `/v1/nodes/${moved[0]}/states/console`)).body.console_info.url);
+      await v.waitFor(`Fake serial console of node ${moved[0]}`);
+      v.close();
+
+      await second.kill();
+      await until(async () => [...(await holders()).values()].every((c) => c === 'console-c1') && (await holders()).size === nodes.length && onePerNode(), 30_000, 'the first conductor taking the consoles back');
+    } finally {
+      await second.stop();
+      for (const v of viewers.values()) v.ws.terminate();
+    }
+    for (const u of nodes) expect(fakeConsoleProcesses().get(u)).to.have.length(1);
+  });
+});
+
