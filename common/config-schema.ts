@@ -216,6 +216,12 @@ export const SCHEMA = {
       min: 0,
       help: 'Longest wait between two retries of an intent, in seconds.',
     },
+    orphaned_intent_timeout: {
+      type: 'float',
+      default: 60,
+      min: 1,
+      help: 'An intent recorded as running on this conductor that the conductor is not running (its claim or outcome could not be completed, e.g. the database was away) is recovered after this many seconds, as a dead conductor\'s would be.',
+    },
     poll_interval: {
       type: 'float',
       default: 5,

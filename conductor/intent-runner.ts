@@ -7,9 +7,9 @@ import type { PgNotifyBatcher } from '../db/notify.js';
 import { recordHistory } from '../db/node-history.js';
 import { updateNode, type NodeChanges, type UpdateOptions } from '../db/nodes.js';
 import type { DriverRegistry } from '../drivers/registry.js';
-import type { Action, ActionContext } from './actions/types.js';
+import type { Action, ActionContext, ActionResult } from './actions/types.js';
 import { nodePayload } from './node-payload.js';
-import type { Task, TaskManager } from './task-manager.js';
+import { LockLost, type Task, type TaskManager } from './task-manager.js';
 
 export interface RunnerOptions {
   hostname: string;
@@ -32,6 +32,25 @@ function isTransient(err: unknown): boolean {
   return err instanceof DriverError && err.transient;
 }
 
+/** Delays between attempts to record an outcome when the database fails. */
+const COMMIT_RETRY_DELAYS_MS = [200, 1000, 3000];
+
+/**
+ * Runs an outcome's transaction, again after a database error (a transaction either commits
+ * whole or not at all, so running it again is safe). LockLost is final: the node is not ours.
+ */
+async function withCommitRetries<T>(log: Logger, commit: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await commit();
+    } catch (err) {
+      if (err instanceof LockLost || attempt >= COMMIT_RETRY_DELAYS_MS.length) throw err;
+      log.warn({ err: (err as Error).message, attempt: attempt + 1 }, 'recording an intent outcome failed; trying again');
+      await new Promise((r) => setTimeout(r, COMMIT_RETRY_DELAYS_MS[attempt]));
+    }
+  }
+}
+
 class UnknownIntentKind extends GalvanicError {
   readonly code = 'UNKNOWN_INTENT_KIND';
 }
@@ -43,6 +62,8 @@ class UnknownIntentKind extends GalvanicError {
  */
 export class IntentRunner {
   private inflight = 0;
+  /** Intents this runner is executing: a `running` intent of this host not in here is orphaned. */
+  private readonly active = new Set<number>();
   private pumping = false;
   private again = false;
   private stopped = false;
@@ -102,7 +123,9 @@ export class IntentRunner {
       }
       for (const { intent, task } of claimed) {
         this.inflight++;
+        this.active.add(intent.id);
         void this.execute(intent, task).finally(() => {
+          this.active.delete(intent.id);
           this.inflight--;
           if (this.inflight === 0) for (const resolve of [...this.idle]) resolve();
           this.pump();
@@ -110,6 +133,11 @@ export class IntentRunner {
       }
       if (claimed.length < want) return;
     }
+  }
+
+  /** Whether this runner is executing the intent right now. */
+  isRunning(intentId: number): boolean {
+    return this.active.has(intentId);
   }
 
   /** Stops claiming and waits (bounded) for running intents to end. */
@@ -142,21 +170,33 @@ export class IntentRunner {
     const note = action?.notification;
     try {
       if (note) this.notifier.emit(`${note.prefix}.start`, 'info', note.payloadName, nodePayload(node, note.extra(ctx)));
+      let res: ActionResult | undefined;
+      let failure: unknown;
       try {
         if (!action) throw new UnknownIntentKind(`Unknown intent kind ${intent.kind}`);
-        const res = await action.run(ctx);
-        const updated = await task.commit(res.changes ?? {}, async (trx) => {
-          await finishIntent(trx, intent.id, { state: 'succeeded', result: res.result });
-          if (res.history) await recordHistory(trx, { nodeId: node.id, conductor: host, user: intent.requester, operation: intent.operation, ...res.history });
-        }, this.opts.update);
+        res = await action.run(ctx);
+      } catch (err) {
+        failure = err;
+      }
+      // The BMC work is done: its outcome is recorded as such. A database error while recording
+      // is retried, never mistaken for a failure of the action.
+      if (res !== undefined) {
+        const done = res;
+        const updated = await withCommitRetries(log, () => task.commit(done.changes ?? {}, async (trx) => {
+          await finishIntent(trx, intent.id, { state: 'succeeded', result: done.result });
+          if (done.history) await recordHistory(trx, { nodeId: node.id, conductor: host, user: intent.requester, operation: intent.operation, ...done.history });
+        }, this.opts.update));
         this.wake.notify(INTENT_DONE_CHANNEL, intent.uuid);
         if (note) this.notifier.emit(`${note.prefix}.end`, 'info', note.payloadName, nodePayload(updated, note.extra(ctx)));
-      } catch (err) {
+      } else {
+        const err = failure;
         const error = err as Error;
-        let retry = isTransient(err) && intent.attempts < intent.maxAttempts;
+        const retryable = isTransient(err) && intent.attempts < intent.maxAttempts;
+        let retry = retryable;
         let retryDelay = 0;
         const changes: NodeChanges = action?.onFailure?.(ctx, error, !retry) ?? {};
-        const updated = await task.commit(retry ? changes : { lastError: error.message, ...changes }, async (trx, after) => {
+        const updated = await withCommitRetries(log, () => task.commit(retry ? changes : { lastError: error.message, ...changes }, async (trx, after) => {
+          retry = retryable;
           // An intent of a group operation retries on the operation's policy, unless it was stopped.
           const policy = retry && intent.operation ? await retryPolicyOf(trx, intent.operation) : undefined;
           if (policy?.stopped) {
@@ -182,7 +222,7 @@ export class IntentRunner {
               ? `Attempt ${intent.attempts} of ${intent.maxAttempts} of ${intent.kind} failed, will retry: ${error.message}`
               : `${intent.kind} failed after ${intent.attempts} attempt(s): ${error.message}`,
           });
-        });
+        }));
         if (!retry) this.wake.notify(INTENT_DONE_CHANNEL, intent.uuid);
         // Look again when the retry falls due rather than at the next poll.
         else setTimeout(() => this.pump(), retryDelay + 5).unref();
@@ -190,10 +230,15 @@ export class IntentRunner {
         log.warn({ err: error.message, retry }, 'intent failed');
       }
     } catch (err) {
-      // Recording the outcome failed (database away?). The intent stays `running` under this
-      // conductor; recovery at restart, or by the survivors if this conductor dies, settles it.
-      log.error({ err }, 'recording an intent outcome failed');
-      await task.release().catch(() => undefined);
+      if (err instanceof LockLost) {
+        log.warn({ err: err.message }, 'intent outcome dropped: the node is no longer this task\'s');
+        return;
+      }
+      // Recording the outcome failed for good (database away?). The intent stays `running`
+      // under this conductor and its node stays reserved, so nothing else acts on a node whose
+      // state is unknown; the orphan sweep (or recovery at restart, or the survivors if this
+      // conductor dies) settles it.
+      log.error({ err }, 'recording an intent outcome failed; the intent is left to recovery');
     }
   }
 }

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../common/config.js';
 import type { Notifier } from '../common/notifier.js';
 import { findDeadConductors, heartbeat, liveConductorsOfGroup, markOffline, registerConductor } from '../db/conductors.js';
-import { INTENT_CHANNEL, hasOpenPowerIntent, recoverConductorLeftovers, type ClaimScope, type Intent } from '../db/intents.js';
+import { INTENT_CHANNEL, hasOpenPowerIntent, longRunningIntentIds, recoverConductorLeftovers, type ClaimScope, type Intent } from '../db/intents.js';
 import { recordHistory } from '../db/node-history.js';
 import { getNodeById, updateNode, type NodeChanges } from '../db/nodes.js';
 import { assertSchemaCurrent } from '../db/migrate.js';
@@ -72,6 +72,11 @@ export class ConductorService {
       spacingSeconds: Math.max(1, Math.min(c.heartbeat_interval, c.heartbeat_timeout / 2)),
       runAtStart: true,
       run: () => this.recoverDead(),
+    });
+    this.periodic.register({
+      name: 'recover_orphaned_intents',
+      spacingSeconds: Math.max(0.5, c.orphaned_intent_timeout / 2),
+      run: () => this.recoverOrphans(),
     });
     this.consoles = new ConsoleManager({
       config: deps.config, db: deps.db, connectionString: deps.connectionString, registry: deps.registry, log: this.log,
@@ -174,6 +179,23 @@ export class ConductorService {
       nodeId: node.id, severity: 'ERROR', eventType: intent.kind, conductor: this.hostname,
       user: intent.requester, operation: intent.operation, event: `${intent.kind} failed: ${error.message}`,
     });
+  }
+
+  /**
+   * Intents recorded as running here that this conductor is not running: their claim or their
+   * outcome could not be completed (the database failed at that moment). Without this they
+   * would block their nodes' queues until a restart.
+   */
+  private async recoverOrphans(): Promise<{ nodes: number }> {
+    const timeout = this.deps.config.conductor.orphaned_intent_timeout;
+    const ids = (await longRunningIntentIds(this.deps.db, this.hostname, timeout)).filter((id) => !this.runner.isRunning(id));
+    if (ids.length === 0) return { nodes: 0 };
+    const { requeued, failed } = await recoverConductorLeftovers(
+      this.deps.db, this.hostname, IDEMPOTENT_KINDS, (trx, intent) => this.settleFailed(trx, intent), ids,
+    );
+    this.log.warn({ requeued: requeued.length, failed: failed.length }, 'recovered intents this conductor had lost track of');
+    this.runner.pump();
+    return { nodes: ids.length };
   }
 
   private async recoverDead(): Promise<{ nodes: number }> {

@@ -207,6 +207,15 @@ export async function releaseReservation(trx: Knex, nodeId: number, conductor: s
   await trx('nodes').where({ id: nodeId, reservation: conductor }).update({ reservation: null });
 }
 
+/** Intents running under `conductor` for longer than `olderThanSeconds`. */
+export async function longRunningIntentIds(db: Knex, conductor: string, olderThanSeconds: number): Promise<number[]> {
+  const rows: Array<{ id: number }> = await db('intents')
+    .select('id')
+    .where({ conductor, state: 'running' })
+    .whereRaw('started_at < now() - make_interval(secs => ?)', [olderThanSeconds]);
+  return rows.map((r) => Number(r.id));
+}
+
 /** The channel API servers LISTEN on for finished intents; the payload is the intent UUID. */
 export const INTENT_DONE_CHANNEL = 'galvanic_intent_done';
 
@@ -226,17 +235,22 @@ export async function recoverConductorLeftovers(
   idempotentKinds: readonly string[],
   /** Puts the node of a failed intent right (rolls back a transition), in the same transaction. */
   settleFailed?: (trx: Knex.Transaction, failed: Intent) => Promise<void>,
+  /** Only these intents (and their nodes' reservations): the conductor is alive and runs others. */
+  onlyIds?: readonly number[],
 ): Promise<{ requeued: Intent[]; failed: Intent[] }> {
+  const mine = (q: Knex.QueryBuilder) => {
+    q.where({ conductor, state: 'running' });
+    if (onlyIds) q.whereIn('id', onlyIds as number[]);
+    return q;
+  };
   return db.transaction(async (trx) => {
-    const requeued = await trx('intents')
-      .where({ conductor, state: 'running' })
+    const requeued = await mine(trx('intents'))
       .whereIn('kind', idempotentKinds as string[])
       // A reboot half done and done again reboots the machine twice.
       .whereRaw("NOT (kind = 'power' AND args->>'target' IN ('rebooting', 'soft rebooting'))")
       .update({ state: 'queued', error: `Conductor ${conductor} stopped while running this intent; retried.` })
       .returning('*');
-    const failed = await trx('intents')
-      .where({ conductor, state: 'running' })
+    const failed = await mine(trx('intents'))
       .update({ state: 'failed', finished_at: trx.fn.now(), error: `Conductor ${conductor} stopped while running this intent, which is not safe to repeat; check the node and ask again.` })
       .returning('*');
     for (const f of failed) {
@@ -244,7 +258,9 @@ export async function recoverConductorLeftovers(
       if (settleFailed) await settleFailed(trx, mapper.fromRow(f));
       await notifyIntentDone(trx, f.uuid);
     }
-    await trx('nodes').where('reservation', conductor).update({ reservation: null });
+    const nodes = trx('nodes').where('reservation', conductor);
+    if (onlyIds) nodes.whereIn('id', [...requeued, ...failed].map((r: { node_id: number }) => r.node_id));
+    await nodes.update({ reservation: null });
     const map = (r: Record<string, unknown>) => mapper.fromRow(r);
     return { requeued: requeued.map(map), failed: failed.map(map) };
   });

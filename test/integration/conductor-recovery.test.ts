@@ -3,12 +3,13 @@
  * back to the queue, the others fail, and their nodes are put right as a failure would.
  */
 import { expect } from 'chai';
+import { randomUUID } from 'node:crypto';
 import { pino } from 'pino';
 import { createNotifier } from '../../common/notifier.js';
 import { ConductorService } from '../../conductor/service.js';
 import { buildRegistry } from '../../drivers/build-registry.js';
 import { registerConductor } from '../../db/conductors.js';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { buildTestApp, testConfig, type TestApp } from '../helpers/app.js';
 
 describe('conductor recovery of intents left running', function () {
   this.timeout(60_000);
@@ -70,6 +71,55 @@ describe('conductor recovery of intents left running', function () {
       expect(history.some((h) => h.severity === 'ERROR' && String(h.event).includes('stopped while running'))).to.equal(true);
       // The node is usable again: manage can be asked anew.
       await api('PUT', `/v1/nodes/${manageNode}/states/provision`, { target: 'manage' });
+    } finally {
+      await conductor.stop();
+      await notifier.close();
+      await registry.close();
+    }
+  });
+
+  it('settles intents a live conductor recorded as running but lost track of (claim or outcome not completed)', async () => {
+    const config = testConfig({ GALVANIC_DEFAULT__HOST: 'forgetful-host', GALVANIC_CONDUCTOR__ORPHANED_INTENT_TIMEOUT: '1', GALVANIC_CONDUCTOR__POLL_INTERVAL: '0.5' });
+    const log = pino({ level: 'silent' });
+    const registry = buildRegistry(config);
+    const notifier = createNotifier({ driver: 'noop', logFile: '', host: 'forgetful-host', service: 'galvanic-conductor', log });
+    const db = t.tdb.knex;
+    const conductor = new ConductorService({ config, db, connectionString: t.tdb.url, registry, notifier, log });
+    await conductor.start();
+    try {
+      const powerNode = (await api('POST', '/v1/nodes', { driver: 'fake-hardware', name: 'orphan-power' })).uuid as string;
+      const manageNode = (await api('POST', '/v1/nodes', { driver: 'fake-hardware', name: 'orphan-manage' })).uuid as string;
+      // A busy node: its intent is really running on the conductor and must be left alone.
+      const busyNode = (await api('POST', '/v1/nodes', { driver: 'fake-hardware', name: 'orphan-busy', driver_info: { fake_delay_ms: 4000 } })).uuid as string;
+      await api('PUT', `/v1/nodes/${busyNode}/states/power`, { target: 'power on' });
+      // As if this live conductor had claimed these two and then failed to read or record them.
+      for (const uuid of [powerNode, manageNode]) {
+        const node = await db('nodes').where({ uuid }).first('id');
+        await db('nodes').where({ id: node.id }).update({ reservation: 'forgetful-host' });
+        await db('intents').insert({
+          uuid: randomUUID(), node_id: node.id, seq: 1, kind: uuid === powerNode ? 'power' : 'provision',
+          args: JSON.stringify(uuid === powerNode ? { target: 'power on' } : { verb: 'manage', target: 'manageable', onFail: 'enroll' }),
+          state: 'running', conductor: 'forgetful-host', attempts: 1, max_attempts: 3, started_at: db.raw("now() - interval '10 seconds'"),
+        });
+        if (uuid === manageNode) await db('nodes').where({ id: node.id }).update({ provision_state: 'verifying', target_provision_state: 'manageable' });
+      }
+      const deadline = Date.now() + 20_000;
+      let power: Record<string, unknown> = {};
+      let manage: Record<string, unknown> = {};
+      while (Date.now() < deadline) {
+        power = await api('GET', `/v1/nodes/${powerNode}`);
+        manage = await api('GET', `/v1/nodes/${manageNode}`);
+        if (power.power_state === 'power on' && manage.provision_state === 'enroll') break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      // The repeatable one ran again; the other failed and its node went back to enroll.
+      expect(power).to.include({ power_state: 'power on', reservation: null });
+      expect(manage).to.include({ provision_state: 'enroll', target_provision_state: null, reservation: null });
+      const [intent] = (await api('GET', `/v1/nodes/${powerNode}/intents`)).intents as Array<Record<string, unknown>>;
+      expect([intent.state, intent.attempts]).to.deep.equal(['succeeded', 2]);
+      // The long-running intent the conductor does run was not touched by the sweep.
+      const [busy] = (await api('GET', `/v1/nodes/${busyNode}/intents`)).intents as Array<Record<string, unknown>>;
+      expect([busy.state, busy.attempts]).to.deep.equal(['running', 1]);
     } finally {
       await conductor.stop();
       await notifier.close();
