@@ -14,6 +14,7 @@ import { IntentRunner } from './intent-runner.js';
 import { PeriodicRunner } from './periodic.js';
 import { TaskManager } from './task-manager.js';
 import { powerSyncTask } from './tasks/power-sync.js';
+import { sensorDataTask, type SensorStats } from './sensors/task.js';
 
 export type ServiceState = 'starting' | 'running' | 'draining' | 'stopped';
 
@@ -44,6 +45,8 @@ export class ConductorService {
   private timers: NodeJS.Timeout[] = [];
   private ring?: HashRing;
   private readonly drivers: string[];
+  /** The sensor task's totals; null when [sensor_data] send_sensor_data is off. */
+  readonly sensorStats: SensorStats | null = null;
 
   constructor(private readonly deps: ConductorDeps) {
     const c = deps.config.conductor;
@@ -70,6 +73,14 @@ export class ConductorService {
         db: deps.db, tasks: this.tasks, registry: deps.registry, notifier: deps.notifier, log: this.log,
         hostname: this.hostname, config: deps.config, owns: (uuid) => this.owns(uuid),
       }));
+    }
+    if (deps.config.sensor_data.send_sensor_data) {
+      const sensors = sensorDataTask({
+        db: deps.db, registry: deps.registry, notifier: deps.notifier, log: this.log,
+        hostname: this.hostname, config: deps.config, owns: (uuid) => this.owns(uuid),
+      });
+      this.sensorStats = sensors.stats;
+      this.periodic.register(sensors);
     }
   }
 
