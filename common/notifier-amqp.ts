@@ -219,7 +219,9 @@ export class AmqpNotifier extends EnvelopeNotifier {
           persistent: true, contentType: 'application/json', contentEncoding: 'utf-8',
         }, (err) => this.#settled(item, err));
       } catch (err) {
-        // The channel closed under us: keep the message for the next connection.
+        // The channel closed under us: keep the message for the next connection, and stop
+        // using this channel (its close event brings the reconnect).
+        if (this.#channel === ch) this.#channel = null;
         this.#settled(item, err as Error);
         return;
       }
@@ -232,11 +234,13 @@ export class AmqpNotifier extends EnvelopeNotifier {
     this.#unconfirmed--;
     if (err) {
       // Nacked or cut off: send it again, ahead of newer ones, unless the buffer is full.
+      // Not at once: a closing channel settles all its messages in one go.
       if (this.#buffer.length < this.opts.bufferSize) this.#buffer.unshift(item);
       else this.#stats.dropped++;
-    } else {
-      this.#stats.confirmed++;
+      setImmediate(() => this.#pump());
+      return;
     }
+    this.#stats.confirmed++;
     this.#pump();
   }
 }

@@ -100,10 +100,10 @@ export function sensorDataTask(deps: SensorTaskDeps): PeriodicTask & { stats: Se
   }
 
   /** Reads one node and sends its notification; never throws. */
-  async function readOne(node: SensorNode, read: (ctx: DriverContext) => Promise<SensorData>, it: SensorIteration, shutdown: AbortSignal): Promise<void> {
+  async function readOne(node: SensorNode, read: (ctx: DriverContext) => Promise<SensorData>, it: SensorIteration, inFlight: Set<AbortController>, shutdown: AbortSignal): Promise<void> {
+    if (shutdown.aborted) return;
     const controller = new AbortController();
-    const onShutdown = () => controller.abort(shutdown.reason);
-    shutdown.addEventListener('abort', onShutdown, { once: true });
+    inFlight.add(controller);
     let timer: NodeJS.Timeout | undefined;
     // Rejects at the deadline even if the driver ignored the signal, so the slot is freed.
     const deadline = new Promise<never>((_, reject) => {
@@ -130,7 +130,7 @@ export function sensorDataTask(deps: SensorTaskDeps): PeriodicTask & { stats: Se
       ctx.log.debug({ kind, err: (err as Error).message }, 'sensor read failed');
     } finally {
       clearTimeout(timer);
-      shutdown.removeEventListener('abort', onShutdown);
+      inFlight.delete(controller);
     }
   }
 
@@ -172,10 +172,16 @@ export function sensorDataTask(deps: SensorTaskDeps): PeriodicTask & { stats: Se
     it.async = asyncJobs.length;
     it.sync = syncJobs.length;
     const keyOf = (j: (typeof asyncJobs)[number]) => bmcAddressOf(j.node);
+    // One shutdown listener for the iteration, rather than one per node in flight.
+    const inFlight = new Set<AbortController>();
+    const onShutdown = () => {
+      for (const c of inFlight) c.abort(signal.reason);
+    };
+    signal.addEventListener('abort', onShutdown, { once: true });
     await Promise.all([
-      runKeyedBounded(asyncJobs, { limit: s.max_concurrency, perKey: s.per_bmc_concurrency, keyOf, signal }, (j) => readOne(j.node, j.read, it, signal)),
-      runKeyedBounded(syncJobs, { limit: s.workers, perKey: s.per_bmc_concurrency, keyOf, signal }, (j) => readOne(j.node, j.read, it, signal)),
-    ]);
+      runKeyedBounded(asyncJobs, { limit: s.max_concurrency, perKey: s.per_bmc_concurrency, keyOf, signal }, (j) => readOne(j.node, j.read, it, inFlight, signal)),
+      runKeyedBounded(syncJobs, { limit: s.workers, perKey: s.per_bmc_concurrency, keyOf, signal }, (j) => readOne(j.node, j.read, it, inFlight, signal)),
+    ]).finally(() => signal.removeEventListener('abort', onShutdown));
     it.durationMs = Date.now() - started;
     stats.iterations++;
     stats.ok += it.ok;
