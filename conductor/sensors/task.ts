@@ -198,5 +198,6 @@ export function sensorDataTask(deps: SensorTaskDeps): PeriodicTask & { stats: Se
     return { nodes: it.nodes, errors: it.failed };
   }
 
-  return { name: 'send_sensor_data', spacingSeconds: s.interval, stats, run };
+  // At start too: a conductor that just took over nodes should not leave them unmonitored for an interval.
+  return { name: 'send_sensor_data', spacingSeconds: s.interval, runAtStart: true, stats, run };
 }
