@@ -240,6 +240,18 @@ export const SCHEMA = {
       min: 1,
       help: 'Attempts the power state sync makes at a node that fails it (power state unreadable, or not restored when force_power_state_during_sync is set) before putting the node in maintenance.',
     },
+    metrics_port: {
+      type: 'int',
+      default: 0,
+      min: 0,
+      max: 65535,
+      help: 'Port of the conductor\'s Prometheus /metrics (periodic tasks, sensor failures by kind, notification buffer, intent queue depth, event-loop lag). 0 disables it.',
+    },
+    metrics_host: {
+      type: 'string',
+      default: '127.0.0.1',
+      help: 'Address the conductor\'s /metrics listens on.',
+    },
     force_power_state_during_sync: {
       type: 'bool',
       default: false,

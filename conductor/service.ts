@@ -15,6 +15,10 @@ import { PeriodicRunner } from './periodic.js';
 import { TaskManager } from './task-manager.js';
 import { powerSyncTask } from './tasks/power-sync.js';
 import { sensorDataTask, type SensorStats } from './sensors/task.js';
+import { buildConductorMetrics } from './metrics.js';
+import { AmqpNotifier } from '../common/notifier-amqp.js';
+import { serveMetrics, type MetricsServer } from '../common/metrics-server.js';
+import type { Registry } from 'prom-client';
 
 export type ServiceState = 'starting' | 'running' | 'draining' | 'stopped';
 
@@ -47,6 +51,9 @@ export class ConductorService {
   private readonly drivers: string[];
   /** The sensor task's totals; null when [sensor_data] send_sensor_data is off. */
   readonly sensorStats: SensorStats | null = null;
+  /** This conductor's metrics; served on [conductor] metrics_port when that is set. */
+  readonly metrics: Registry;
+  private metricsServer?: MetricsServer;
 
   constructor(private readonly deps: ConductorDeps) {
     const c = deps.config.conductor;
@@ -82,6 +89,11 @@ export class ConductorService {
       this.sensorStats = sensors.stats;
       this.periodic.register(sensors);
     }
+    const notifier = deps.notifier;
+    this.metrics = buildConductorMetrics({
+      hostname: this.hostname, periodic: this.periodic, sensors: this.sensorStats, db: deps.db,
+      bus: notifier instanceof AmqpNotifier ? () => notifier.stats : null,
+    });
   }
 
   /** This conductor's share of its group's nodes; undefined until the ring is known. */
@@ -123,6 +135,10 @@ export class ConductorService {
     }, c.heartbeat_interval * 1000));
     // The safety net for a lost NOTIFY and for retries whose not_before has passed.
     this.timers.push(setInterval(() => this.runner.pump(), c.poll_interval * 1000));
+    if (c.metrics_port > 0) {
+      this.metricsServer = await serveMetrics(this.metrics, c.metrics_host, c.metrics_port, this.log);
+      this.log.info({ url: `${this.metricsServer.url}/metrics` }, 'conductor metrics listening');
+    }
     this.state = 'running';
     this.periodic.start();
     this.runner.pump();
@@ -169,6 +185,7 @@ export class ConductorService {
     this.timers = [];
     const timeoutMs = this.deps.config.conductor.graceful_shutdown_timeout * 1000;
     await this.periodic.stop(timeoutMs);
+    await this.metricsServer?.close();
     await this.listener?.end().catch(() => undefined);
     const drained = await this.runner.drain(timeoutMs);
     if (!drained) this.log.warn({ running: this.runner.running }, 'shutdown timeout: intents still running are handed back');

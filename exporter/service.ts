@@ -4,12 +4,11 @@
  * GET /metrics with ironic-prometheus-exporter's names, plus its own health: messages
  * consumed, parse errors, lag behind the producers, nodes exported, broker connection.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import amqp, { type Channel, type ChannelModel, type ConsumeMessage } from 'amqplib';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { Config } from '../common/config.js';
+import { serveMetrics, type MetricsServer } from '../common/metrics-server.js';
 import { NodeSeries } from './node-series.js';
 import { samplesOf, type SensorNotification } from './sensor-metrics.js';
 
@@ -60,7 +59,7 @@ export class Exporter {
   private readonly lag = new Gauge({ name: 'galvanic_exporter_lag_seconds', help: 'Age of the last consumed notification when it arrived.', registers: [this.registry] });
   private readonly connected = new Gauge({ name: 'galvanic_exporter_bus_connected', help: '1 while the exporter is connected to the bus.', registers: [this.registry] });
   private readonly nodes: Gauge;
-  private server: http.Server | null = null;
+  private server: MetricsServer | null = null;
   private conn: ChannelModel | null = null;
   private channel: Channel | null = null;
   private stopping = false;
@@ -82,11 +81,7 @@ export class Exporter {
 
   /** Serves /metrics and starts consuming; resolves with the bound address once listening. */
   async start(): Promise<{ url: string }> {
-    this.server = http.createServer((req, res) => void this.handle(req, res));
-    await new Promise<void>((resolve, reject) => {
-      this.server!.once('error', reject);
-      this.server!.listen(this.opts.port, this.opts.host, () => resolve());
-    });
+    this.server = await serveMetrics(this.registry, this.opts.host, this.opts.port, this.log);
     const sweepMs = Math.max(250, Math.min(5000, this.opts.staleAfterMs / 4));
     const sweep = setInterval(() => {
       const gone = this.series.sweep();
@@ -94,8 +89,7 @@ export class Exporter {
     }, sweepMs);
     this.timers.add(sweep);
     void this.connect();
-    const addr = this.server.address() as AddressInfo;
-    return { url: `http://${this.opts.host}:${addr.port}` };
+    return { url: this.server.url };
   }
 
   async stop(): Promise<void> {
@@ -104,22 +98,8 @@ export class Exporter {
     this.timers.clear();
     await this.conn?.close().catch(() => undefined);
     this.conn = null;
-    if (this.server) await new Promise<void>((resolve) => this.server!.close(() => resolve()));
+    await this.server?.close();
     this.server = null;
-  }
-
-  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
-      return;
-    }
-    try {
-      const body = await this.registry.metrics();
-      res.writeHead(200, { 'content-type': this.registry.contentType }).end(body);
-    } catch (err) {
-      this.log.error({ err }, 'rendering /metrics failed');
-      res.writeHead(500, { 'content-type': 'text/plain' }).end('error\n');
-    }
   }
 
   /** Handles one delivery; exported for tests of the parsing without a broker. */

@@ -35,7 +35,7 @@ export interface Received {
   contentEncoding: string | undefined;
   deliveryMode: number | undefined;
   wrapper: Record<string, unknown>;
-  envelope: Record<string, unknown> & { payload: Record<string, unknown> };
+  envelope: Record<string, unknown> & { event_type: string; payload: Record<string, unknown> };
 }
 
 export interface Recorder {

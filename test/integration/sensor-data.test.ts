@@ -5,10 +5,15 @@
  * mixed fleet with ipmi_sim BMCs on the synchronous path.
  */
 import { expect } from 'chai';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../api/app.js';
 import { pino } from 'pino';
 import type { Config } from '../../common/config.js';
 import { AmqpNotifier } from '../../common/notifier-amqp.js';
 import { notifierFromConfig, type Notifier } from '../../common/notifier.js';
+import { buildConductorMetrics } from '../../conductor/metrics.js';
+import { PeriodicRunner } from '../../conductor/periodic.js';
+import { ConductorService } from '../../conductor/service.js';
 import { NODE_TIMEOUT, sensorDataTask, type SensorIteration } from '../../conductor/sensors/task.js';
 import { listHistory } from '../../db/node-history.js';
 import { createNode, deleteNode, type Node } from '../../db/nodes.js';
@@ -17,7 +22,7 @@ import type { DriverRegistry } from '../../drivers/registry.js';
 import { Exporter, exporterOptions } from '../../exporter/service.js';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { testConfig } from '../helpers/app.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { freePort, freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { requireIpmiSim, startSimBmcs, stopSimBmcs, type SimBmc } from '../helpers/ipmi-sim.js';
 import {
   brokerAddress, deleteBusObjects, recordQueue, requireRabbitMq, RABBITMQ_URL, TcpProxy, uniqueBusNames, urlThrough, type Recorder,
@@ -255,6 +260,16 @@ describe('sensor data on the bus: 1,000 Redfish nodes', function () {
       }
       expect((await listHistory(db.knex, failing[0].id, 100)).filter((e) => e.eventType === 'sensor')).to.have.length(0);
       expect(faultTask.stats.timedOut).to.equal(100);
+
+      // The conductor's /metrics shows them by kind.
+      const metrics = await buildConductorMetrics({
+        hostname: 'test-host', periodic: new PeriodicRunner(log), sensors: faultTask.stats, bus: () => notifier.stats, db: db.knex,
+      }).metrics();
+      expect(metrics).to.match(/^galvanic_sensor_failures\{kind="NODE_TIMEOUT",conductor="test-host"\} 100$/m);
+      expect(metrics).to.match(/^galvanic_sensor_failures\{kind="BMC_REJECTED",conductor="test-host"\} 100$/m);
+      expect(metrics).to.match(/^galvanic_sensor_failures\{kind="BMC_BAD_RESPONSE",conductor="test-host"\} 20$/m);
+      expect(metrics).to.match(/^galvanic_notifications\{state="dropped",conductor="test-host"\} 0$/m);
+      expect(metrics).to.match(/^nodejs_eventloop_lag_seconds\{conductor="test-host"\} /m);
     } finally {
       await Promise.all([...hung, ...failing, ...garbage].map((n) => setFaults(sim.bmcs[index(n)].url, { timeoutRate: 0, failRate: 0, garbageRate: 0 })));
     }
@@ -376,5 +391,70 @@ describe('sensor data of a mixed fleet: redfish on the asynchronous loop, ipmi o
       expect(sensor['Sensor Reading']).to.be.a('string');
       expect(sensor['Sensor Type (Threshold)'] ?? sensor['Sensor Type (Analog)']).to.match(/^Temperature/);
     }
+  });
+});
+
+describe('sensor data in a running conductor, and node-state notifications on the same bus', function () {
+  this.timeout(60_000);
+  const bus = uniqueBusNames();
+  let sim: RedfishSim;
+  let db: TestDatabase;
+  let registry: DriverRegistry;
+  let notifier: Notifier;
+  let conductor: ConductorService | undefined;
+  let app: FastifyInstance | undefined;
+  let recorder: Recorder;
+
+  before(async function () {
+    await requireRabbitMq(this);
+    sim = await startRedfishSim({ count: 5 });
+    db = await freshDatabase();
+    recorder = await recordQueue(bus.exchange, `${bus.topic}.#`);
+  });
+
+  after(async () => {
+    await conductor?.stop();
+    await app?.close();
+    await notifier?.close();
+    await registry?.close();
+    await recorder?.close();
+    await sim?.stop();
+    await db?.drop();
+    await deleteBusObjects({ exchange: bus.exchange }).catch(() => undefined);
+  });
+
+  it('collects at start, serves its /metrics, and sends power notifications over amqp too', async () => {
+    const nodes = await enrollRedfish(db, sim, 5);
+    const metricsPort = await freePort();
+    const config = sensorConfig(bus, { GALVANIC_SENSOR_DATA__INTERVAL: '3600', GALVANIC_CONDUCTOR__METRICS_PORT: String(metricsPort) });
+    registry = buildRegistry(config, log);
+    notifier = notifierFromConfig(config, 'galvanic-conductor', log);
+    conductor = new ConductorService({ config, db: db.knex, connectionString: db.url, registry, notifier, log });
+    await conductor.start();
+    await recorder.waitFor(5, 20_000);
+    expect(new Set(recorder.messages.map((m) => m.envelope.payload.node_uuid))).to.deep.equal(new Set(nodes.map((n) => n.uuid)));
+    expect(recorder.messages.every((m) => m.envelope.event_type === 'hardware.redfish.metrics')).to.equal(true);
+
+    const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    expect(metrics).to.match(/^galvanic_sensor_nodes_ok\{conductor="test-host"\} 5$/m);
+    expect(metrics).to.match(/^galvanic_periodic_task_runs\{task="send_sensor_data",conductor="test-host"\} 1$/m);
+    expect(metrics).to.match(/^galvanic_intents_open\{state="queued",conductor="test-host"\} 0$/m);
+
+    app = buildApp({ config, db: db.knex, connectionString: db.url, registry, log });
+    const res = await app.inject({
+      method: 'PUT', url: `/v1/nodes/${nodes[0].uuid}/states/power`, headers: { 'x-openstack-ironic-api-version': 'latest' },
+      payload: { target: 'power off' },
+    });
+    expect(res.statusCode, res.body).to.equal(202);
+    const deadline = Date.now() + 10_000;
+    const powerEvents = () => recorder.messages.filter((m) => m.envelope.event_type.startsWith('baremetal.node.power_set.'));
+    while (!powerEvents().some((m) => m.envelope.event_type === 'baremetal.node.power_set.end')) {
+      if (Date.now() > deadline) throw new Error(`no power_set.end on the bus: ${JSON.stringify(powerEvents().map((m) => m.envelope.event_type))}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const end = powerEvents().find((m) => m.envelope.event_type === 'baremetal.node.power_set.end')!;
+    expect(end.routingKey).to.equal(`${bus.topic}.info`);
+    expect(end.envelope.payload['ironic_object.name']).to.equal('NodeSetPowerStatePayload');
+    expect((end.envelope.payload['ironic_object.data'] as Record<string, unknown>).uuid).to.equal(nodes[0].uuid);
   });
 });
