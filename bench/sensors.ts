@@ -5,7 +5,7 @@
  *
  *   node dist/bench/sensors.js [--nodes 10000] [--latency 1000-2000] [--slow-fraction 0.01]
  *     [--slow 20000] [--interval 60] [--iterations 2] [--sync-seconds 60] [--per-bmc-requests 1]
- *     [--base-port 20000]   (BMC i listens on base-port + i)
+ *     [--base-port 10000]   (BMC i listens on base-port + i; below the ephemeral range, clear of 25672)
  *
  * Phase 1 (asynchronous collection, the default): `--iterations` iterations, each reported
  * from the conductor's own "sensor data iteration" log line: wall time, nodes ok / failed /
@@ -71,7 +71,7 @@ function parseOptions(argv: string[]): Options {
     iterations: positiveInt('iterations', values.iterations, 2),
     syncSeconds: positiveInt('sync-seconds', values['sync-seconds'], 60, true),
     perBmcRequests: positiveInt('per-bmc-requests', values['per-bmc-requests'], 1),
-    basePort: positiveInt('base-port', values['base-port'], 20_000),
+    basePort: positiveInt('base-port', values['base-port'], 10_000),
   };
 }
 
