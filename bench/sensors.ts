@@ -5,7 +5,7 @@
  *
  *   node dist/bench/sensors.js [--nodes 10000] [--latency 1000-2000] [--slow-fraction 0.01]
  *     [--slow 20000] [--interval 60] [--iterations 2] [--sync-seconds 60] [--per-bmc-requests 1]
- *     [--base-port 10000]   (BMC i listens on base-port + i; below the ephemeral range, clear of 25672)
+ *     [--max-concurrency N] [--conductor-node-options '--max-old-space-size=384'] [--base-port 10000]   (BMC i listens on base-port + i; below the ephemeral range, clear of 25672)
  *
  * Phase 1 (asynchronous collection, the default): `--iterations` iterations, each reported
  * from the conductor's own "sensor data iteration" log line: wall time, nodes ok / failed /
@@ -31,7 +31,7 @@ import { nodeMapper } from '../db/nodes.js';
 import { onCleanup, runBenchmark } from './lib/cleanup.js';
 import { createBenchDatabase, PG_FAST_FLAGS, startDatabaseServer } from './lib/database.js';
 import { spawnGalvanic, watchCpu, type GalvanicProcess } from './lib/proc.js';
-import { benchLog, fmt, gitState, loadAvg, machineInfo, positiveInt, ROOT, round2, sleep, table, writeResults } from './lib/util.js';
+import { benchLog, fmt, freePort, gitState, loadAvg, machineInfo, positiveInt, ROOT, round2, sleep, table, writeResults } from './lib/util.js';
 
 const RABBITMQ_URL = process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672/';
 const BMCS_PER_SIM = 4000;
@@ -49,6 +49,10 @@ interface Options {
   syncSeconds: number;
   perBmcRequests: number;
   basePort: number;
+  /** NODE_OPTIONS of the conductors, e.g. --max-old-space-size=384. */
+  conductorNodeOptions: string;
+  /** [sensor_data] max_concurrency; default: the node count (all in flight). */
+  maxConcurrency: number;
 }
 
 function parseOptions(argv: string[]): Options {
@@ -58,6 +62,8 @@ function parseOptions(argv: string[]): Options {
       nodes: { type: 'string' }, latency: { type: 'string' }, 'slow-fraction': { type: 'string' }, slow: { type: 'string' },
       interval: { type: 'string' }, iterations: { type: 'string' }, 'sync-seconds': { type: 'string' }, 'per-bmc-requests': { type: 'string' },
       'base-port': { type: 'string' },
+      'conductor-node-options': { type: 'string' },
+      'max-concurrency': { type: 'string' },
     },
   });
   const slowFraction = Number(values['slow-fraction'] ?? 0.01);
@@ -72,6 +78,8 @@ function parseOptions(argv: string[]): Options {
     syncSeconds: positiveInt('sync-seconds', values['sync-seconds'], 60, true),
     perBmcRequests: positiveInt('per-bmc-requests', values['per-bmc-requests'], 1),
     basePort: positiveInt('base-port', values['base-port'], 10_000),
+    conductorNodeOptions: values['conductor-node-options'] ?? '',
+    maxConcurrency: positiveInt('max-concurrency', values['max-concurrency'], 0, true),
   };
 }
 
@@ -184,8 +192,12 @@ interface IterationLine {
 }
 
 /** Starts a conductor and collects its "sensor data iteration" lines as they come. */
-async function startConductor(label: string, dbUrl: string, env: Record<string, string>): Promise<{ proc: GalvanicProcess; iterations: IterationLine[] }> {
-  const proc = await spawnGalvanic({ label, command: 'conductor', env: { GALVANIC_DATABASE__CONNECTION: dbUrl, GALVANIC_DEFAULT__HOST: label, ...env } });
+async function startConductor(label: string, dbUrl: string, env: Record<string, string>): Promise<{ proc: GalvanicProcess; iterations: IterationLine[]; heap(): Promise<Heap> }> {
+  const metricsPort = await freePort();
+  const proc = await spawnGalvanic({
+    label, command: 'conductor',
+    env: { GALVANIC_DATABASE__CONNECTION: dbUrl, GALVANIC_DEFAULT__HOST: label, GALVANIC_CONDUCTOR__METRICS_PORT: String(metricsPort), ...env },
+  });
   const iterations: IterationLine[] = [];
   let buf = '';
   proc.proc.stdout!.on('data', (d: Buffer) => {
@@ -202,7 +214,24 @@ async function startConductor(label: string, dbUrl: string, env: Record<string, 
       }
     }
   });
-  return { proc, iterations };
+  return { proc, iterations, heap: () => heapOf(metricsPort) };
+}
+
+interface Heap {
+  heapUsedMiB: number;
+  heapTotalMiB: number;
+  externalMiB: number;
+}
+
+/** The conductor's V8 heap as its /metrics reports it: what is live, beside what RSS holds. */
+async function heapOf(port: number): Promise<Heap> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const value = (name: string) => Number(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) / 2 ** 20;
+  return {
+    heapUsedMiB: round2(value('nodejs_heap_size_used_bytes')),
+    heapTotalMiB: round2(value('nodejs_heap_size_total_bytes')),
+    externalMiB: round2(value('nodejs_external_memory_bytes')),
+  };
 }
 
 async function main(): Promise<number> {
@@ -238,12 +267,13 @@ async function main(): Promise<number> {
     GALVANIC_NOTIFICATIONS__EXCHANGE: exchange, GALVANIC_NOTIFICATIONS__TOPIC: topic, GALVANIC_NOTIFICATIONS__DECLARE_QUEUE: 'false',
     GALVANIC_NOTIFICATIONS__BUFFER_SIZE: String(opts.nodes * 2),
     GALVANIC_SENSOR_DATA__SEND_SENSOR_DATA: 'true', GALVANIC_SENSOR_DATA__INTERVAL: String(opts.interval),
-    GALVANIC_SENSOR_DATA__NODE_TIMEOUT: String(opts.interval), GALVANIC_SENSOR_DATA__MAX_CONCURRENCY: String(opts.nodes),
+    GALVANIC_SENSOR_DATA__NODE_TIMEOUT: String(opts.interval), GALVANIC_SENSOR_DATA__MAX_CONCURRENCY: String(opts.maxConcurrency || opts.nodes),
     GALVANIC_REDFISH__CONNECTION_CACHE_SIZE: String(opts.nodes + 100),
     GALVANIC_REDFISH__MAX_CONCURRENT_REQUESTS_PER_BMC: String(opts.perBmcRequests),
     GALVANIC_REDFISH__REQUEST_TIMEOUT: String(opts.interval),
     GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
     GALVANIC_DATABASE__MAX_POOL_SIZE: '10',
+    ...(opts.conductorNodeOptions ? { NODE_OPTIONS: opts.conductorNodeOptions } : {}),
   };
 
   // Phase 1: asynchronous collection.
@@ -255,12 +285,14 @@ async function main(): Promise<number> {
   const t0 = Date.now();
   const deadline = t0 + (opts.iterations + 1) * opts.interval * 1000 + 120_000;
   while (asyncRun.iterations.length < opts.iterations) {
-    if (asyncRun.proc.proc.exitCode !== null) throw new Error(`conductor exited:\n${asyncRun.proc.output()}`);
+    const p = asyncRun.proc.proc;
+    if (p.exitCode !== null || p.signalCode !== null) throw new Error(`conductor exited (${p.exitCode ?? p.signalCode}):\n${asyncRun.proc.output()}`);
     if (Date.now() > deadline) throw new Error(`${opts.iterations} iterations did not finish in time:\n${asyncRun.proc.output()}`);
     await sleep(250);
   }
   const wallS = (Date.now() - t0) / 1000;
   const usage = watch.stop();
+  const heapAfter = await asyncRun.heap();
   const after = await simTotals(sims);
   await sleep(2000);
   const received = counter.count();
@@ -309,6 +341,7 @@ async function main(): Promise<number> {
       simulatorRequestsPerS: round2(simRequests / wallS),
       conductorCpuS: usage.processes.conductor.cpuS,
       conductorPeakRssMiB: usage.processes.conductor.maxRssMiB,
+      conductorHeapAtEnd: heapAfter,
       postgresCpuS: usage.postgresCpuS,
       machineBusyCpuS: usage.machineBusyCpuS,
       maxConcurrentRequestsAtOneBmc: after.maxConcurrent,
@@ -328,7 +361,7 @@ async function main(): Promise<number> {
     ['iteration', 'nodes', 'ok', 'failed', 'timed out', 'wall s', 'nodes/s'],
     ...iterations.map((r) => [String(r.iteration), String(r.nodes), String(r.ok), String(r.failed), String(r.timedOut), fmt(r.wallS), fmt(r.nodesPerS)]),
   ])}\n`);
-  process.stdout.write(`conductor: ${fmt(usage.processes.conductor.cpuS)} CPU s over ${fmt(wallS)} s, peak RSS ${fmt(usage.processes.conductor.maxRssMiB)} MiB; ` +
+  process.stdout.write(`conductor: ${fmt(usage.processes.conductor.cpuS)} CPU s over ${fmt(wallS)} s, peak RSS ${fmt(usage.processes.conductor.maxRssMiB)} MiB (V8 heap at the end: ${fmt(heapAfter.heapUsedMiB)} MiB used of ${fmt(heapAfter.heapTotalMiB)}); ` +
     `simulators: ${simRequests} requests (${fmt(simRequests / wallS)}/s), max ${after.maxConcurrent} concurrent at one BMC, ${after.sessionsCreated - before.sessionsCreated} sessions for ${after.bmcs} BMCs; ` +
     `notifications received ${received}\n`);
   if (sync) process.stdout.write(`synchronous, 4 workers: ${sync.nodesNotified as number} nodes in ${opts.syncSeconds} s = ${fmt(sync.nodesPerS as number, 2)} nodes/s; ratio ${fmt(result.ratio?.coldVsSync ?? NaN)}x (cold) / ${fmt(result.ratio?.steadyVsSync ?? NaN)}x (steady)\n`);

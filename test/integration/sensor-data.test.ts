@@ -371,9 +371,12 @@ describe('sensor data of a mixed fleet: redfish on the asynchronous loop, ipmi o
     registry = buildRegistry(config, log);
     notifier = notifierFromConfig(config, 'galvanic-conductor', log) as AmqpNotifier;
     recorder = await recordQueue(bus.exchange, `${bus.topic}.info`);
+    // One node of each kind is held by an exclusive task (of another conductor): read anyway, never waited for.
+    await db.knex('nodes').whereIn('id', [redfish[0].id, ipmi[0].id]).update({ reservation: 'another-conductor' });
     const task = taskFor(db, config, registry, notifier);
     await task.run(new AbortController().signal);
     expect(task.stats.lastIteration).to.include({ nodes: 22, async: 20, sync: 2, ok: 22, failed: 0 });
+    expect((await db.knex('nodes').where('id', redfish[0].id).first()).reservation).to.equal('another-conductor');
     expect(await notifier.flush(20_000)).to.equal(true);
     await recorder.waitFor(22, 20_000);
     const byNode = new Map(recorder.messages.map((m) => [m.envelope.payload.node_uuid as string, m.envelope]));
