@@ -429,7 +429,10 @@ describe('sensor data in a running conductor, and node-state notifications on th
   it('collects at start, serves its /metrics, and sends power notifications over amqp too', async () => {
     const nodes = await enrollRedfish(db, sim, 5);
     const metricsPort = await freePort();
-    const config = sensorConfig(bus, { GALVANIC_SENSOR_DATA__INTERVAL: '3600', GALVANIC_CONDUCTOR__METRICS_PORT: String(metricsPort) });
+    // One connection per BMC: the driver's single-connection client rather than a pool.
+    const config = sensorConfig(bus, {
+      GALVANIC_SENSOR_DATA__INTERVAL: '3600', GALVANIC_CONDUCTOR__METRICS_PORT: String(metricsPort), GALVANIC_REDFISH__MAX_CONCURRENT_REQUESTS_PER_BMC: '1',
+    });
     registry = buildRegistry(config, log);
     notifier = notifierFromConfig(config, 'galvanic-conductor', log);
     conductor = new ConductorService({ config, db: db.knex, connectionString: db.url, registry, notifier, log });
