@@ -297,7 +297,8 @@ async function main(): Promise<number> {
   await sleep(2000);
   const received = counter.count();
   await asyncRun.proc.stop();
-  const iterations = asyncRun.iterations.map((it, i) => ({
+  // Only the iterations waited for: one cut short by the conductor's stop would follow.
+  const iterations = asyncRun.iterations.slice(0, opts.iterations).map((it, i) => ({
     iteration: i + 1, nodes: it.nodes, ok: it.ok, failed: it.failed, timedOut: it.timedOut, failures: it.failures,
     wallS: round2(it.durationMs / 1000), nodesPerS: round2(it.ok / (it.durationMs / 1000)),
   }));

@@ -189,7 +189,9 @@ export function sensorDataTask(deps: SensorTaskDeps): PeriodicTask & { stats: Se
     for (const [k, v] of Object.entries(it.failures)) stats.failures[k] = (stats.failures[k] ?? 0) + v;
     stats.lastIteration = it;
     for (const [uuid, at] of historyAt) if (started - at >= HISTORY_SPACING_MS) historyAt.delete(uuid);
-    if (it.durationMs > s.interval * 1000) {
+    if (signal.aborted) {
+      log.info(it, 'sensor data collection cut short by shutdown');
+    } else if (it.durationMs > s.interval * 1000) {
       stats.overruns++;
       log.warn({ ...it, intervalMs: s.interval * 1000, overruns: stats.overruns }, 'sensor data iteration overran its interval; the next one starts late');
     } else {
