@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig, describeConfigForLog, renderSample, type Config } from '../common/config.js';
 import { ConfigError, GalvanicError } from '../common/errors.js';
 import { createLogger } from '../common/logger.js';
-import { createNotifier } from '../common/notifier.js';
+import { notifierFromConfig } from '../common/notifier.js';
 import { buildApp } from '../api/app.js';
 import { ConductorService } from '../conductor/service.js';
 import { assertSchemaCurrent, migrateLatest } from '../db/migrate.js';
@@ -16,6 +16,7 @@ Commands:
   all-in-one      API and conductor in one process (embedded Postgres when [database] connection is empty)
   api             the REST API only
   conductor       a conductor only
+  exporter        Prometheus exporter of the sensor notifications on the bus ([exporter])
   db upgrade      apply pending database migrations
   config sample   print the sample configuration file
   sim redfish     simulated Redfish BMCs for tests and benchmarks (--help for options)
@@ -44,7 +45,7 @@ async function run(argv: string[]): Promise<number> {
     process.stdout.write(renderSample());
     return 0;
   }
-  const known = ['all-in-one', 'api', 'conductor', 'db upgrade'];
+  const known = ['all-in-one', 'api', 'conductor', 'db upgrade', 'exporter'];
   if (!known.includes(command)) {
     process.stderr.write(`galvanic: unknown command "${command}"\n${USAGE}\n`);
     return 2;
@@ -63,6 +64,15 @@ async function run(argv: string[]): Promise<number> {
       const applied = await migrateLatest(db);
       log.info({ applied }, applied.length ? 'migrations applied' : 'schema already current');
       return await shutdown(0);
+    }
+    if (command === 'exporter') {
+      // The exporter needs only the bus: no database, no drivers.
+      const { Exporter, exporterOptions } = await import('../exporter/service.js');
+      const exporter = new Exporter(exporterOptions(config), log);
+      const { url } = await exporter.start();
+      releasers.add('exporter', () => exporter.stop());
+      log.info({ url: `${url}/metrics` }, 'exporter listening');
+      return await waitForSignal(log, releasers);
     }
     await serve(command, config, log, releasers);
     return await waitForSignal(log, releasers);
@@ -83,9 +93,7 @@ async function serve(command: string, config: Readonly<Config>, log: ReturnType<
   else await assertSchemaCurrent(db);
 
   if (command === 'all-in-one' || command === 'conductor') {
-    const notifier = createNotifier({
-      driver: config.notifications.driver, logFile: config.notifications.log_file, host: config.DEFAULT.host, service: 'galvanic-conductor', log,
-    });
+    const notifier = notifierFromConfig(config, 'galvanic-conductor', log);
     releasers.add('notifier', () => notifier.close());
     const conductor = new ConductorService({ config, db, connectionString, registry, notifier, log });
     await conductor.start();

@@ -252,6 +252,18 @@ export const SCHEMA = {
       min: 1,
       help: 'Attempts the power state sync makes at a node that fails it (power state unreadable, or not restored when force_power_state_during_sync is set) before putting the node in maintenance.',
     },
+    metrics_port: {
+      type: 'int',
+      default: 0,
+      min: 0,
+      max: 65535,
+      help: 'Port of the conductor\'s Prometheus /metrics (periodic tasks, sensor failures by kind, notification buffer, intent queue depth, event-loop lag). 0 disables it.',
+    },
+    metrics_host: {
+      type: 'string',
+      default: '127.0.0.1',
+      help: 'Address the conductor\'s /metrics listens on.',
+    },
     force_power_state_during_sync: {
       type: 'bool',
       default: false,
@@ -262,9 +274,9 @@ export const SCHEMA = {
   notifications: {
     driver: {
       type: 'enum',
-      choices: ['noop', 'log'],
+      choices: ['noop', 'log', 'amqp'],
       default: 'noop',
-      help: 'Where notifications go: noop drops them, log writes one JSON line per notification.',
+      help: 'Where notifications go: noop drops them, log writes one JSON line per notification, amqp publishes them to RabbitMQ (transport_url) as oslo.messaging does for Ironic.',
     },
     log_file: {
       type: 'string',
@@ -276,6 +288,113 @@ export const SCHEMA = {
       default: 'amqp://guest:guest@127.0.0.1:5672/',
       secret: true,
       help: 'Message bus URL used by bus drivers.',
+    },
+    exchange: {
+      type: 'string',
+      default: 'ironic',
+      help: "amqp driver: the topic exchange notifications are published to; Ironic's control_exchange.",
+    },
+    topic: {
+      type: 'string',
+      default: 'notifications',
+      help: 'amqp driver: the notification topic; a notification of priority info goes out with routing key <topic>.info, as oslo.messaging sends it.',
+    },
+    declare_queue: {
+      type: 'bool',
+      default: true,
+      help: 'amqp driver: declare the queue <topic>.<priority> bound to the exchange, as oslo.messaging does, so notifications wait for a consumer that is not running yet. Disable when every consumer declares its own queue.',
+    },
+    buffer_size: {
+      type: 'int',
+      default: 20000,
+      min: 1,
+      help: 'amqp driver: notifications kept in memory while the broker is unreachable or slow; when full, the oldest is dropped and counted. Publishing never blocks the work that emits.',
+    },
+  },
+
+  sensor_data: {
+    send_sensor_data: {
+      type: 'bool',
+      default: false,
+      help: 'Collect sensor data from the BMCs of this conductor\'s nodes and send it as hardware.<driver>.metrics notifications.',
+    },
+    interval: {
+      type: 'int',
+      default: 600,
+      min: 1,
+      help: 'Seconds between two sensor data collections. An iteration that runs longer delays the next one (never overlaps it) and is logged.',
+    },
+    enable_async_collection: {
+      type: 'bool',
+      default: true,
+      help: 'Read nodes whose management interface supports it (redfish) all at once on the event loop, bounded by max_concurrency and per_bmc_concurrency. When false every node takes the synchronous path of `workers` lanes, as Ironic does.',
+    },
+    workers: {
+      type: 'int',
+      default: 4,
+      min: 1,
+      max: 1024,
+      help: 'Lanes of the synchronous path: nodes without asynchronous collection (ipmi, whose ipmitool runs in the IPMI worker pool) are read this many at a time, one after the other in each lane.',
+    },
+    max_concurrency: {
+      type: 'int',
+      default: 10000,
+      min: 1,
+      help: 'Nodes of the asynchronous path being read at once.',
+    },
+    per_bmc_concurrency: {
+      type: 'int',
+      default: 1,
+      min: 1,
+      max: 64,
+      help: 'Nodes behind one BMC address read at once (a chassis manager may serve several nodes); each read is further bounded by the driver\'s per-BMC request limit.',
+    },
+    node_timeout: {
+      type: 'float',
+      default: 60,
+      min: 0.1,
+      help: 'Seconds one node\'s sensor read may take; it is then cancelled (its connections closed), counted, and recorded in the node\'s history at most once an hour.',
+    },
+    enable_for_undeployed_nodes: {
+      type: 'bool',
+      default: false,
+      help: 'Also collect from nodes that are not in provision state active.',
+    },
+    enable_for_nodes_in_maintenance: {
+      type: 'bool',
+      default: false,
+      help: 'Also collect from nodes in maintenance.',
+    },
+    data_types: {
+      type: 'list',
+      default: ['ALL'],
+      help: 'Sensor types to send (e.g. Temperature,Fan,Power,Drive for redfish; Temperature,Fan,Voltage,… for ipmi). ALL sends every type.',
+    },
+  },
+
+  exporter: {
+    host_ip: {
+      type: 'string',
+      default: '127.0.0.1',
+      help: 'Address `galvanic exporter` serves /metrics on.',
+    },
+    port: {
+      type: 'int',
+      default: 9608,
+      min: 0,
+      max: 65535,
+      help: 'Port of the exporter\'s /metrics (0: any free port).',
+    },
+    queue: {
+      type: 'string',
+      default: 'galvanic-exporter',
+      help: 'The exporter\'s durable queue, bound to [notifications] exchange with routing key <topic>.info.',
+    },
+    stale_after: {
+      type: 'int',
+      default: 3,
+      min: 1,
+      help: 'A node not heard from for this many [sensor_data] intervals (deleted, moved, or its BMC gone) loses its series.',
     },
   },
 

@@ -1,63 +1,29 @@
-import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import type { Logger } from 'pino';
+import type { Config } from './config.js';
+import { AmqpNotifier, type AmqpNotifierOptions } from './notifier-amqp.js';
+import { EnvelopeNotifier, type Notification, type Notifier } from './notification.js';
 
-export type Priority = 'info' | 'error' | 'warn';
-
-/** Ironic's versioned notification envelope. */
-export interface Notification {
-  message_id: string;
-  publisher_id: string;
-  event_type: string;
-  /** Upper case on the wire, as oslo.messaging's Notifier.info/warn/error send it. */
-  priority: Uppercase<Priority>;
-  timestamp: string;
-  payload: {
-    'ironic_object.namespace': 'ironic';
-    'ironic_object.name': string;
-    'ironic_object.version': string;
-    'ironic_object.data': Record<string, unknown>;
-  };
-}
-
-/** Publishes notifications. Emitting never throws and never blocks the caller's work. */
-export interface Notifier {
-  emit(eventType: string, priority: Priority, payloadName: string, data: Record<string, unknown>): void;
-  close(): Promise<void>;
-}
-
-/** Python's str(datetime.utcnow()) shape, which Ironic's consumers parse. */
-export function ironicTimestamp(d = new Date()): string {
-  return d.toISOString().replace('T', ' ').replace('Z', '000');
-}
-
-function envelope(publisherId: string, eventType: string, priority: Priority, name: string, data: Record<string, unknown>): Notification {
-  return {
-    message_id: randomUUID(),
-    publisher_id: publisherId,
-    event_type: eventType,
-    priority: priority.toUpperCase() as Uppercase<Priority>,
-    timestamp: ironicTimestamp(),
-    payload: { 'ironic_object.namespace': 'ironic', 'ironic_object.name': name, 'ironic_object.version': '1.0', 'ironic_object.data': data },
-  };
-}
+export * from './notification.js';
 
 class NoopNotifier implements Notifier {
   emit(): void {}
+  send(): void {}
   async close(): Promise<void> {}
 }
 
 /** JSON lines to a file (appended) or to stdout. */
-class LogNotifier implements Notifier {
+class LogNotifier extends EnvelopeNotifier {
   private readonly stream: NodeJS.WritableStream;
 
-  constructor(private readonly publisherId: string, file: string, private readonly log: Logger) {
+  constructor(publisherId: string, file: string, private readonly log: Logger) {
+    super(publisherId);
     this.stream = file ? fs.createWriteStream(file, { flags: 'a' }) : process.stdout;
     this.stream.on('error', (err) => this.log.error({ err }, 'notification log failed'));
   }
 
-  emit(eventType: string, priority: Priority, name: string, data: Record<string, unknown>): void {
-    this.stream.write(`${JSON.stringify(envelope(this.publisherId, eventType, priority, name, data))}\n`);
+  protected publish(n: Notification<unknown>): void {
+    this.stream.write(`${JSON.stringify(n)}\n`);
   }
 
   async close(): Promise<void> {
@@ -66,12 +32,34 @@ class LogNotifier implements Notifier {
   }
 }
 
-export function createNotifier(opts: { driver: string; logFile: string; host: string; service: string; log: Logger }): Notifier {
+export interface NotifierOptions {
+  driver: string;
+  logFile: string;
+  host: string;
+  service: string;
+  log: Logger;
+  /** The amqp driver's settings; required when driver is amqp. */
+  amqp?: AmqpNotifierOptions;
+}
+
+export function createNotifier(opts: NotifierOptions): Notifier {
   const publisherId = `${opts.service}.${opts.host}`;
   switch (opts.driver) {
     case 'log':
       return new LogNotifier(publisherId, opts.logFile, opts.log);
+    case 'amqp':
+      if (!opts.amqp) throw new Error('the amqp notification driver needs its options');
+      return new AmqpNotifier(publisherId, opts.amqp, opts.log);
     default:
       return new NoopNotifier();
   }
+}
+
+/** The notifier of a service as `[notifications]` configures it. */
+export function notifierFromConfig(config: Readonly<Config>, service: string, log: Logger): Notifier {
+  const n = config.notifications;
+  return createNotifier({
+    driver: n.driver, logFile: n.log_file, host: config.DEFAULT.host, service, log,
+    amqp: { url: n.transport_url, exchange: n.exchange, topic: n.topic, declareQueue: n.declare_queue, bufferSize: n.buffer_size },
+  });
 }

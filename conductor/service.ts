@@ -18,6 +18,11 @@ import { OperationAdvancer } from './operations.js';
 import { PeriodicRunner } from './periodic.js';
 import { TaskManager } from './task-manager.js';
 import { powerSyncTask } from './tasks/power-sync.js';
+import { sensorDataTask, type SensorStats } from './sensors/task.js';
+import { buildConductorMetrics } from './metrics.js';
+import { AmqpNotifier } from '../common/notifier-amqp.js';
+import { serveMetrics, type MetricsServer } from '../common/metrics-server.js';
+import type { Registry } from 'prom-client';
 
 export type ServiceState = 'starting' | 'running' | 'draining' | 'stopped';
 
@@ -49,6 +54,11 @@ export class ConductorService {
   private timers: NodeJS.Timeout[] = [];
   private ring?: HashRing;
   private readonly drivers: string[];
+  /** The sensor task's totals; null when [sensor_data] send_sensor_data is off. */
+  readonly sensorStats: SensorStats | null = null;
+  /** This conductor's metrics; served on [conductor] metrics_port when that is set. */
+  readonly metrics: Registry;
+  private metricsServer?: MetricsServer;
 
   constructor(private readonly deps: ConductorDeps) {
     const c = deps.config.conductor;
@@ -93,6 +103,19 @@ export class ConductorService {
         hostname: this.hostname, config: deps.config, owns: (uuid) => this.owns(uuid),
       }));
     }
+    if (deps.config.sensor_data.send_sensor_data) {
+      const sensors = sensorDataTask({
+        db: deps.db, registry: deps.registry, notifier: deps.notifier, log: this.log,
+        hostname: this.hostname, config: deps.config, owns: (uuid) => this.owns(uuid),
+      });
+      this.sensorStats = sensors.stats;
+      this.periodic.register(sensors);
+    }
+    const notifier = deps.notifier;
+    this.metrics = buildConductorMetrics({
+      hostname: this.hostname, periodic: this.periodic, sensors: this.sensorStats, db: deps.db,
+      bus: notifier instanceof AmqpNotifier ? () => notifier.stats : null,
+    });
   }
 
   /** This conductor's share of its group's nodes; undefined until the ring is known. */
@@ -134,6 +157,10 @@ export class ConductorService {
     }, c.heartbeat_interval * 1000));
     // The safety net for a lost NOTIFY and for retries whose not_before has passed.
     this.timers.push(setInterval(() => this.runner.pump(), c.poll_interval * 1000));
+    if (c.metrics_port > 0) {
+      this.metricsServer = await serveMetrics(this.metrics, c.metrics_host, c.metrics_port, this.log);
+      this.log.info({ url: `${this.metricsServer.url}/metrics` }, 'conductor metrics listening');
+    }
     this.state = 'running';
     // After the ring is known: it decides which consoles are this conductor's.
     await this.consoles.start();
@@ -220,6 +247,7 @@ export class ConductorService {
     const timeoutMs = this.deps.config.conductor.graceful_shutdown_timeout * 1000;
     await this.periodic.stop(timeoutMs);
     await this.consoles.stop();
+    await this.metricsServer?.close();
     await this.listener?.end().catch(() => undefined);
     const drained = await this.runner.drain(timeoutMs);
     if (!drained) this.log.warn({ running: this.runner.running }, 'shutdown timeout: intents still running are handed back');

@@ -265,3 +265,11 @@ export async function recoverConductorLeftovers(
     return { requeued: requeued.map(map), failed: failed.map(map) };
   });
 }
+
+/** Intents waiting or running, over all nodes (the queue depth of /metrics). */
+export async function countOpenIntents(db: Knex): Promise<{ queued: number; running: number }> {
+  const rows = await db('intents').select('state').count<Array<{ state: string; count: string }>>('* as count').whereIn('state', ['queued', 'running']).groupBy('state');
+  const out = { queued: 0, running: 0 };
+  for (const r of rows) out[r.state as 'queued' | 'running'] = Number(r.count);
+  return out;
+}

@@ -317,3 +317,37 @@ export async function nodesForPowerSync(db: Knex, conductorGroup: string): Promi
     .whereNotExists(db('intents').select(db.raw('1')).whereRaw("intents.node_id = nodes.id AND intents.state IN ('queued', 'running')"))
     .orderBy('id');
 }
+
+/** What the sensor task needs of a node: read in one query, reserving nothing (a shared read). */
+export interface SensorNode {
+  id: number;
+  uuid: string;
+  name: string | null;
+  driver: string;
+  managementInterface: string | null;
+  driverInfo: Record<string, unknown>;
+  instanceUuid: string | null;
+}
+
+/**
+ * Nodes of a group whose sensors may be read: active ones (all with `undeployed`), not in
+ * maintenance (unless `maintenance`). A node reserved by an exclusive task is read anyway.
+ */
+export async function nodesForSensorData(db: Knex, conductorGroup: string, opts: { undeployed: boolean; maintenance: boolean }): Promise<SensorNode[]> {
+  const q = db('nodes')
+    .select('id', 'uuid', 'name', 'driver', 'management_interface', 'driver_info', 'instance_uuid')
+    .where('conductor_group', conductorGroup)
+    .orderBy('id');
+  if (!opts.undeployed) q.where('provision_state', 'active');
+  if (!opts.maintenance) q.where('maintenance', false);
+  const rows = await q;
+  return rows.map((r: Record<string, unknown>) => ({
+    id: r.id as number,
+    uuid: r.uuid as string,
+    name: r.name as string | null,
+    driver: r.driver as string,
+    managementInterface: r.management_interface as string | null,
+    driverInfo: (r.driver_info ?? {}) as Record<string, unknown>,
+    instanceUuid: r.instance_uuid as string | null,
+  }));
+}

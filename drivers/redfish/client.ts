@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
-import { Pool } from 'undici';
+import { Client, Pool } from 'undici';
 import { BmcAuthFailed, BmcBadResponse, BmcRejected, BmcTimeout, BmcUnreachable, InvalidDriverInfo } from '../../common/errors.js';
 import type { DriverContext } from '../interfaces.js';
 import { parseRedfishInfo, type RedfishAuthType, type RedfishInfo } from './driver-info.js';
@@ -70,7 +70,7 @@ export class Endpoint {
 
   constructor(
     readonly origin: string,
-    readonly pool: Pool,
+    readonly pool: Pool | Client,
     readonly sem: Semaphore,
     /** TLS and connect options, for a temporary connection once the pool is closed. */
     readonly connect: Pool.Options['connect'],
@@ -347,7 +347,11 @@ export class RedfishClient {
     }
     const limit = this.options.maxConcurrentPerBmc;
     const connect = { rejectUnauthorized: info.verifyCa !== false, ca, timeout: Math.min(10_000, info.timeoutMs) };
-    const pool = new Pool(info.origin, { connections: limit, pipelining: 1, keepAliveTimeout: 30_000, connect });
+    // A single connection needs no Pool: each Pool keeps a 2,048-slot request queue (16 KiB),
+    // which is most of what a BMC costs a conductor reading 10,000 of them.
+    const pool = limit === 1
+      ? new Client(info.origin, { pipelining: 1, keepAliveTimeout: 30_000, connect })
+      : new Pool(info.origin, { connections: limit, pipelining: 1, keepAliveTimeout: 30_000, connect });
     ep = new Endpoint(info.origin, pool, new Semaphore(limit), connect);
     this.endpoints.set(key, ep);
     return ep;

@@ -3,7 +3,7 @@
  * the per-BMC concurrency limit, with undici's failures translated into our errors. Retries,
  * authentication and status handling are the client's (client.ts).
  */
-import type { Pool } from 'undici';
+import type { Client, Pool } from 'undici';
 import { BmcBadResponse, BmcTimeout, GalvanicError } from '../../common/errors.js';
 import type { Semaphore } from './semaphore.js';
 
@@ -59,7 +59,7 @@ async function readText(body: AsyncIterable<Buffer> & { text(): Promise<string> 
  * @throws BmcTimeout when the deadline passes or the caller aborts; ConnectionFailure otherwise
  */
 export async function exchange(
-  pool: Pool,
+  pool: Pool | Client,
   sem: Semaphore,
   scope: CallScope,
   req: { method: 'GET' | 'POST' | 'PATCH' | 'DELETE'; path: string; headers: Record<string, string>; body?: string },

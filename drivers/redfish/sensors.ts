@@ -4,6 +4,7 @@
  * the per-BMC limit. Steady state: 2 GETs plus one per storage controller, in one round trip;
  * Ironic 21.4 makes 6 strictly sequential GETs.
  */
+import { BmcBadResponse } from '../../common/errors.js';
 import type { SensorData } from '../interfaces.js';
 import { statusError, type RedfishCall } from './client.js';
 import { isObject, linkPaths, prop, type Json } from './odata.js';
@@ -13,12 +14,16 @@ import { forgetSystem, isMissing, sensorTopology, type ChassisInfo } from './sys
 /** Asks for the members inline; DMTF's README: avoids 41-120 round trips where supported. */
 const EXPAND = '?$expand=.($levels=1)';
 
-/** GETs a resource that may have gone: null (and a rediscovery next time) instead of an error. */
+/**
+ * GETs a resource that may have gone: null (and a rediscovery next time) instead of an error.
+ * A garbled answer is not a missing resource: it fails the read, so that a BMC sending
+ * garbage is counted as such instead of reporting no sensors.
+ */
 async function optionalGet(call: RedfishCall, path: string): Promise<Json | null> {
   try {
     return (await call.get(path)).body;
   } catch (err) {
-    if (!isMissing(err)) throw err;
+    if (!isMissing(err) || err instanceof BmcBadResponse) throw err;
     call.log.debug({ bmc: call.info.origin, path, err: (err as Error).message }, 'Redfish sensor resource skipped');
     forgetSystem(call);
     return null;

@@ -11,7 +11,7 @@ import { buildApp } from '../../api/app.js';
 import { loadConfig, type Config } from '../../common/config.js';
 import { buildRegistry } from '../../drivers/build-registry.js';
 import { ConductorService } from '../../conductor/service.js';
-import { createNotifier, type Notifier } from '../../common/notifier.js';
+import { notifierFromConfig, type Notifier } from '../../common/notifier.js';
 import { freshDatabase, freePort, type TestDatabase } from './database.js';
 
 /** The package root, from dist/test/helpers/. */
@@ -44,9 +44,7 @@ export async function buildTestApp(env: Record<string, string> = {}, opts: { con
   let notifier: Notifier | undefined;
   if (opts.conductor !== false) {
     // The configured driver (noop unless a test sets GALVANIC_NOTIFICATIONS__*), as the CLI does.
-    notifier = createNotifier({
-      driver: config.notifications.driver, logFile: config.notifications.log_file, host: config.DEFAULT.host, service: 'galvanic-conductor', log,
-    });
+    notifier = notifierFromConfig(config, 'galvanic-conductor', log);
     conductor = new ConductorService({ config, db: tdb.knex, connectionString: tdb.url, registry, notifier, log });
     await conductor.start();
   }

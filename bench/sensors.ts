@@ -1,0 +1,374 @@
+/**
+ * Sensor collection benchmark (not a test): one `galvanic conductor` reading N simulated
+ * Redfish BMCs (`galvanic sim redfish` in child processes) every interval, publishing to the
+ * real RabbitMQ; a consumer here counts what arrives.
+ *
+ *   node dist/bench/sensors.js [--nodes 10000] [--latency 1000-2000] [--slow-fraction 0.01]
+ *     [--slow 20000] [--interval 60] [--iterations 2] [--sync-seconds 60] [--per-bmc-requests 1]
+ *     [--max-concurrency N] [--conductor-node-options '--max-old-space-size=384'] [--base-port 10000]   (BMC i listens on base-port + i; below the ephemeral range, clear of 25672)
+ *
+ * Phase 1 (asynchronous collection, the default): `--iterations` iterations, each reported
+ * from the conductor's own "sensor data iteration" log line: wall time, nodes ok / failed /
+ * timed out; plus requests/s at the simulators, notifications received, and the conductor's
+ * CPU seconds and peak RSS. The first iteration also logs in to every BMC and discovers its
+ * resources; later ones are the steady state.
+ * Phase 2 (Ironic's behaviour): the same fleet with enable_async_collection = false and
+ * workers = 4, for `--sync-seconds`; its throughput (notifications/s) against phase 1's gives
+ * the ratio. Collecting the whole fleet that way would take about an hour, hence the window.
+ *
+ * File descriptors: each BMC costs the simulator a listener and a connection, and the conductor
+ * a connection, so the simulators are split into processes of at most 4,000 BMCs, and the
+ * benchmark re-executes itself under the hard limit (`ulimit -n`) when the soft one is lower.
+ * Results: a table on stdout, bench/results/sensors-<timestamp>.json and sensors-latest.json.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import amqp from 'amqplib';
+import { createKnex } from '../db/connection.js';
+import { nodeMapper } from '../db/nodes.js';
+import { onCleanup, runBenchmark } from './lib/cleanup.js';
+import { createBenchDatabase, PG_FAST_FLAGS, startDatabaseServer } from './lib/database.js';
+import { spawnGalvanic, watchCpu, type GalvanicProcess } from './lib/proc.js';
+import { benchLog, fmt, freePort, gitState, loadAvg, machineInfo, positiveInt, ROOT, round2, sleep, table, writeResults } from './lib/util.js';
+
+const RABBITMQ_URL = process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672/';
+const BMCS_PER_SIM = 4000;
+const REEXEC_MARK = 'GALVANIC_BENCH_FD_RAISED';
+/** What Ironic's asynchronous prototype needed (the specification): 3,500 fake nodes. */
+const IRONIC_PROTOTYPE = { nodes: 3500, cpu: 'a whole core', rssGiB: '2-3' };
+
+interface Options {
+  nodes: number;
+  latency: string;
+  slowFraction: number;
+  slowMs: number;
+  interval: number;
+  iterations: number;
+  syncSeconds: number;
+  perBmcRequests: number;
+  basePort: number;
+  /** NODE_OPTIONS of the conductors, e.g. --max-old-space-size=384. */
+  conductorNodeOptions: string;
+  /** [sensor_data] max_concurrency; default: the node count (all in flight). */
+  maxConcurrency: number;
+}
+
+function parseOptions(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      nodes: { type: 'string' }, latency: { type: 'string' }, 'slow-fraction': { type: 'string' }, slow: { type: 'string' },
+      interval: { type: 'string' }, iterations: { type: 'string' }, 'sync-seconds': { type: 'string' }, 'per-bmc-requests': { type: 'string' },
+      'base-port': { type: 'string' },
+      'conductor-node-options': { type: 'string' },
+      'max-concurrency': { type: 'string' },
+    },
+  });
+  const slowFraction = Number(values['slow-fraction'] ?? 0.01);
+  if (!(slowFraction >= 0 && slowFraction <= 1)) throw new Error('--slow-fraction must be between 0 and 1');
+  return {
+    nodes: positiveInt('nodes', values.nodes, 10_000),
+    latency: values.latency ?? '1000-2000',
+    slowFraction,
+    slowMs: positiveInt('slow', values.slow, 20_000, true),
+    interval: positiveInt('interval', values.interval, 60),
+    iterations: positiveInt('iterations', values.iterations, 2),
+    syncSeconds: positiveInt('sync-seconds', values['sync-seconds'], 60, true),
+    perBmcRequests: positiveInt('per-bmc-requests', values['per-bmc-requests'], 1),
+    basePort: positiveInt('base-port', values['base-port'], 10_000),
+    conductorNodeOptions: values['conductor-node-options'] ?? '',
+    maxConcurrency: positiveInt('max-concurrency', values['max-concurrency'], 0, true),
+  };
+}
+
+/** Soft and hard `ulimit -n` of this process (as a shell started from it sees them). */
+function fdLimits(): { soft: number; hard: number } {
+  const out = execFileSync('sh', ['-c', 'ulimit -Sn; ulimit -Hn']).toString().trim().split('\n');
+  const n = (s: string) => (s === 'unlimited' ? Number.MAX_SAFE_INTEGER : Number(s));
+  return { soft: n(out[0]), hard: n(out[1]) };
+}
+
+interface Sim {
+  proc: ChildProcess;
+  firstPort: number;
+  count: number;
+}
+
+async function startSims(opts: Options, log: (m: string) => void): Promise<Sim[]> {
+  const sims: Sim[] = [];
+  for (let first = 0; first < opts.nodes; first += BMCS_PER_SIM) {
+    const count = Math.min(BMCS_PER_SIM, opts.nodes - first);
+    // Fixed ports (below the usual ephemeral range): nodes are enrolled by port number.
+    const basePort = opts.basePort + first;
+    const args = [path.join(ROOT, 'dist/cli/main.js'), 'sim', 'redfish', '--count', String(count), '--base-port', String(basePort),
+      '--latency', opts.latency, '--slow-fraction', String(opts.slowFraction), '--slow', String(opts.slowMs), '--session-limit', '4'];
+    const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    proc.stderr!.on('data', (d: Buffer) => { err += d.toString(); });
+    onCleanup(`simulator ${first}`, async () => {
+      if (proc.exitCode !== null) return;
+      proc.kill('SIGTERM');
+      await new Promise((r) => proc.once('exit', r));
+    });
+    const line = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      proc.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (out.includes('\n')) resolve(out.split('\n')[0]);
+      });
+      proc.once('exit', (code) => reject(new Error(`simulator exited (${code}): ${err}`)));
+    });
+    const ready = JSON.parse(line) as { firstPort: number; listening: number };
+    log(`simulator ${sims.length + 1}: ${ready.listening} BMCs from port ${ready.firstPort}`);
+    sims.push({ proc, firstPort: ready.firstPort, count });
+  }
+  return sims;
+}
+
+interface Totals {
+  requests: number;
+  maxConcurrent: number;
+  sessionsCreated: number;
+  sessionsOpen: number;
+  logins: number;
+  bmcs: number;
+}
+
+async function simTotals(sims: Sim[]): Promise<Totals> {
+  const t: Totals = { requests: 0, maxConcurrent: 0, sessionsCreated: 0, sessionsOpen: 0, logins: 0, bmcs: 0 };
+  for (const s of sims) {
+    const x = (await (await fetch(`http://127.0.0.1:${s.firstPort}/_sim/totals`)).json()) as Totals;
+    t.requests += x.requests;
+    t.maxConcurrent = Math.max(t.maxConcurrent, x.maxConcurrent);
+    t.sessionsCreated += x.sessionsCreated;
+    t.sessionsOpen += x.sessionsOpen;
+    t.logins += x.logins;
+    t.bmcs += x.bmcs;
+  }
+  return t;
+}
+
+async function enroll(dbUrl: string, sims: Sim[]): Promise<void> {
+  const knex = createKnex(dbUrl, { poolMax: 2, applicationName: 'galvanic-bench-enroll' });
+  try {
+    const rows = sims.flatMap((s) => Array.from({ length: s.count }, (_, i) => nodeMapper.toRow({
+      uuid: randomUUID(), name: `bench-${s.firstPort + i}`, driver: 'redfish', powerInterface: 'redfish', managementInterface: 'redfish',
+      provisionState: 'active', powerState: 'power on',
+      driverInfo: { redfish_address: `http://127.0.0.1:${s.firstPort + i}`, redfish_username: 'admin', redfish_password: 'password' },
+    })));
+    for (let i = 0; i < rows.length; i += 1000) await knex('nodes').insert(rows.slice(i, i + 1000));
+  } finally {
+    await knex.destroy();
+  }
+}
+
+/** Counts notifications arriving on a queue of our own, bound before the conductor starts. */
+async function countNotifications(exchange: string, topic: string): Promise<{ count(): number; close(): Promise<void> }> {
+  const conn = await amqp.connect(RABBITMQ_URL);
+  const ch = await conn.createChannel();
+  await ch.assertExchange(exchange, 'topic', { durable: false });
+  const { queue } = await ch.assertQueue('', { exclusive: true, autoDelete: true });
+  await ch.bindQueue(queue, exchange, `${topic}.info`);
+  let n = 0;
+  await ch.consume(queue, () => { n++; }, { noAck: true });
+  return {
+    count: () => n,
+    close: async () => {
+      await ch.deleteExchange(exchange).catch(() => undefined);
+      await conn.close().catch(() => undefined);
+    },
+  };
+}
+
+interface IterationLine {
+  nodes: number;
+  ok: number;
+  failed: number;
+  timedOut: number;
+  durationMs: number;
+  failures: Record<string, number>;
+}
+
+/** Starts a conductor and collects its "sensor data iteration" lines as they come. */
+async function startConductor(label: string, dbUrl: string, env: Record<string, string>): Promise<{ proc: GalvanicProcess; iterations: IterationLine[]; heap(): Promise<Heap> }> {
+  const metricsPort = await freePort();
+  const proc = await spawnGalvanic({
+    label, command: 'conductor',
+    env: { GALVANIC_DATABASE__CONNECTION: dbUrl, GALVANIC_DEFAULT__HOST: label, GALVANIC_CONDUCTOR__METRICS_PORT: String(metricsPort), ...env },
+  });
+  const iterations: IterationLine[] = [];
+  let buf = '';
+  proc.proc.stdout!.on('data', (d: Buffer) => {
+    buf += d.toString();
+    let i: number;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      if (!line.includes('sensor data iteration')) continue;
+      try {
+        iterations.push(JSON.parse(line) as IterationLine);
+      } catch {
+        // not JSON: ignore
+      }
+    }
+  });
+  return { proc, iterations, heap: () => heapOf(metricsPort) };
+}
+
+interface Heap {
+  heapUsedMiB: number;
+  heapTotalMiB: number;
+  externalMiB: number;
+}
+
+/** The conductor's V8 heap as its /metrics reports it: what is live, beside what RSS holds. */
+async function heapOf(port: number): Promise<Heap> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const value = (name: string) => Number(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) / 2 ** 20;
+  return {
+    heapUsedMiB: round2(value('nodejs_heap_size_used_bytes')),
+    heapTotalMiB: round2(value('nodejs_heap_size_total_bytes')),
+    externalMiB: round2(value('nodejs_external_memory_bytes')),
+  };
+}
+
+async function main(): Promise<number> {
+  const opts = parseOptions(process.argv.slice(2));
+  const log = benchLog();
+  const needFds = Math.min(BMCS_PER_SIM, opts.nodes) * 2 + opts.nodes + 2000;
+  const { soft, hard } = fdLimits();
+  if (soft < needFds) {
+    if (hard >= needFds && !process.env[REEXEC_MARK]) {
+      log(`raising the file-descriptor limit from ${soft} to ${hard} (need about ${needFds}) and starting again`);
+      const child = spawn('sh', ['-c', `ulimit -n ${hard} && exec "$0" "$@"`, process.execPath, ...process.execArgv, process.argv[1], ...process.argv.slice(2)], {
+        stdio: 'inherit', env: { ...process.env, [REEXEC_MARK]: '1' },
+      });
+      return new Promise((resolve) => child.once('exit', (code) => resolve(code ?? 1)));
+    }
+    throw new Error(`the conductor needs about ${needFds} file descriptors for ${opts.nodes} BMCs but ulimit -n allows ${soft} (hard ${hard}); raise it (e.g. ulimit -n ${needFds}) or use fewer --nodes`);
+  }
+  const startedAt = new Date();
+  const load0 = loadAvg();
+  log(`options ${JSON.stringify(opts)}; load average ${load0.join(' ')}`);
+
+  const server = await startDatabaseServer({ log, extraFlags: PG_FAST_FLAGS, tempPrefix: 'galvanic-bench-sensors-' });
+  const sims = await startSims(opts, log);
+  const db = await createBenchDatabase(server, 'sensors', log);
+  await enroll(db.url, sims);
+  log(`${opts.nodes} nodes enrolled`);
+
+  const id = `${process.pid}-${Date.now()}`;
+  const exchange = `galvanic-bench-${id}`;
+  const topic = `notifications-${id}`;
+  const common: Record<string, string> = {
+    GALVANIC_NOTIFICATIONS__DRIVER: 'amqp', GALVANIC_NOTIFICATIONS__TRANSPORT_URL: RABBITMQ_URL,
+    GALVANIC_NOTIFICATIONS__EXCHANGE: exchange, GALVANIC_NOTIFICATIONS__TOPIC: topic, GALVANIC_NOTIFICATIONS__DECLARE_QUEUE: 'false',
+    GALVANIC_NOTIFICATIONS__BUFFER_SIZE: String(opts.nodes * 2),
+    GALVANIC_SENSOR_DATA__SEND_SENSOR_DATA: 'true', GALVANIC_SENSOR_DATA__INTERVAL: String(opts.interval),
+    GALVANIC_SENSOR_DATA__NODE_TIMEOUT: String(opts.interval), GALVANIC_SENSOR_DATA__MAX_CONCURRENCY: String(opts.maxConcurrency || opts.nodes),
+    GALVANIC_REDFISH__CONNECTION_CACHE_SIZE: String(opts.nodes + 100),
+    GALVANIC_REDFISH__MAX_CONCURRENT_REQUESTS_PER_BMC: String(opts.perBmcRequests),
+    GALVANIC_REDFISH__REQUEST_TIMEOUT: String(opts.interval),
+    GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
+    GALVANIC_DATABASE__MAX_POOL_SIZE: '10',
+    ...(opts.conductorNodeOptions ? { NODE_OPTIONS: opts.conductorNodeOptions } : {}),
+  };
+
+  // Phase 1: asynchronous collection.
+  const counter = await countNotifications(exchange, topic);
+  onCleanup('notification counter', () => counter.close());
+  const before = await simTotals(sims);
+  const asyncRun = await startConductor('sensors-async', db.url, { ...common, GALVANIC_SENSOR_DATA__ENABLE_ASYNC_COLLECTION: 'true' });
+  const watch = watchCpu({ conductor: asyncRun.proc.pid }, server.postmasterPid);
+  const t0 = Date.now();
+  const deadline = t0 + (opts.iterations + 1) * opts.interval * 1000 + 120_000;
+  while (asyncRun.iterations.length < opts.iterations) {
+    const p = asyncRun.proc.proc;
+    if (p.exitCode !== null || p.signalCode !== null) throw new Error(`conductor exited (${p.exitCode ?? p.signalCode}):\n${asyncRun.proc.output()}`);
+    if (Date.now() > deadline) throw new Error(`${opts.iterations} iterations did not finish in time:\n${asyncRun.proc.output()}`);
+    await sleep(250);
+  }
+  const wallS = (Date.now() - t0) / 1000;
+  const usage = watch.stop();
+  const heapAfter = await asyncRun.heap();
+  const after = await simTotals(sims);
+  await sleep(2000);
+  const received = counter.count();
+  await asyncRun.proc.stop();
+  // Only the iterations waited for: one cut short by the conductor's stop would follow.
+  const iterations = asyncRun.iterations.slice(0, opts.iterations).map((it, i) => ({
+    iteration: i + 1, nodes: it.nodes, ok: it.ok, failed: it.failed, timedOut: it.timedOut, failures: it.failures,
+    wallS: round2(it.durationMs / 1000), nodesPerS: round2(it.ok / (it.durationMs / 1000)),
+  }));
+  const simRequests = after.requests - before.requests;
+
+  // Phase 2: Ironic's behaviour, four at a time, for a fixed window.
+  let sync: Record<string, unknown> | null = null;
+  if (opts.syncSeconds > 0) {
+    const receivedBefore = counter.count();
+    const syncRun = await startConductor('sensors-sync', db.url, {
+      ...common, GALVANIC_SENSOR_DATA__ENABLE_ASYNC_COLLECTION: 'false', GALVANIC_SENSOR_DATA__WORKERS: '4',
+    });
+    const syncWatch = watchCpu({ conductor: syncRun.proc.pid }, server.postmasterPid);
+    await sleep(opts.syncSeconds * 1000);
+    const syncUsage = syncWatch.stop();
+    const done = counter.count() - receivedBefore;
+    await syncRun.proc.stop();
+    const perS = done / opts.syncSeconds;
+    sync = {
+      workers: 4, windowS: opts.syncSeconds, nodesNotified: done, nodesPerS: round2(perS),
+      extrapolatedIterationS: perS > 0 ? Math.round(opts.nodes / perS) : null,
+      conductorCpuS: syncUsage.processes.conductor.cpuS, conductorPeakRssMiB: syncUsage.processes.conductor.maxRssMiB,
+    };
+  }
+
+  const steady = iterations[iterations.length - 1];
+  const result = {
+    benchmark: 'sensors',
+    startedAt: startedAt.toISOString(),
+    options: opts,
+    machine: machineInfo(),
+    loadAverage: { start: load0, end: loadAvg() },
+    git: gitState(),
+    database: { kind: server.kind, info: server.info },
+    fleet: { nodes: opts.nodes, simulatorProcesses: sims.length, bmcs: after.bmcs },
+    async: {
+      iterations,
+      wallS: round2(wallS),
+      notificationsReceived: received,
+      simulatorRequests: simRequests,
+      simulatorRequestsPerS: round2(simRequests / wallS),
+      conductorCpuS: usage.processes.conductor.cpuS,
+      conductorPeakRssMiB: usage.processes.conductor.maxRssMiB,
+      conductorHeapAtEnd: heapAfter,
+      postgresCpuS: usage.postgresCpuS,
+      machineBusyCpuS: usage.machineBusyCpuS,
+      maxConcurrentRequestsAtOneBmc: after.maxConcurrent,
+      sessionsCreated: after.sessionsCreated - before.sessionsCreated,
+      logins: after.logins - before.logins,
+    },
+    sync,
+    // The synchronous window starts cold (new process: logins, discovery), like iteration 1.
+    ratio: sync && steady ? {
+      coldVsSync: round2(iterations[0].nodesPerS / (sync.nodesPerS as number)),
+      steadyVsSync: round2(steady.nodesPerS / (sync.nodesPerS as number)),
+    } : null,
+    ironicPrototype: IRONIC_PROTOTYPE,
+  };
+  const file = await writeResults('sensors', startedAt, result);
+  process.stdout.write(`\n${table([
+    ['iteration', 'nodes', 'ok', 'failed', 'timed out', 'wall s', 'nodes/s'],
+    ...iterations.map((r) => [String(r.iteration), String(r.nodes), String(r.ok), String(r.failed), String(r.timedOut), fmt(r.wallS), fmt(r.nodesPerS)]),
+  ])}\n`);
+  process.stdout.write(`conductor: ${fmt(usage.processes.conductor.cpuS)} CPU s over ${fmt(wallS)} s, peak RSS ${fmt(usage.processes.conductor.maxRssMiB)} MiB (V8 heap at the end: ${fmt(heapAfter.heapUsedMiB)} MiB used of ${fmt(heapAfter.heapTotalMiB)}); ` +
+    `simulators: ${simRequests} requests (${fmt(simRequests / wallS)}/s), max ${after.maxConcurrent} concurrent at one BMC, ${after.sessionsCreated - before.sessionsCreated} sessions for ${after.bmcs} BMCs; ` +
+    `notifications received ${received}\n`);
+  if (sync) process.stdout.write(`synchronous, 4 workers: ${sync.nodesNotified as number} nodes in ${opts.syncSeconds} s = ${fmt(sync.nodesPerS as number, 2)} nodes/s; ratio ${fmt(result.ratio?.coldVsSync ?? NaN)}x (cold) / ${fmt(result.ratio?.steadyVsSync ?? NaN)}x (steady)\n`);
+  process.stdout.write(`load average ${result.loadAverage.start.join(' ')} → ${result.loadAverage.end.join(' ')}; results in ${path.relative(ROOT, file)}\n`);
+  await db.drop();
+  return 0;
+}
+
+runBenchmark(main);

@@ -1,0 +1,80 @@
+/**
+ * The conductor's own /metrics: periodic task runs, durations and overruns; the sensor task's
+ * nodes and failures by kind; the bus driver's buffer; the intent queue depth; and Node's
+ * default process metrics (event-loop lag, memory, CPU). Every value is read from the live
+ * counters at scrape time, so nothing here is updated on the hot paths.
+ */
+import type { Knex } from 'knex';
+import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+import type { BusStats } from '../common/notifier-amqp.js';
+import { countOpenIntents } from '../db/intents.js';
+import type { PeriodicRunner } from './periodic.js';
+import type { SensorStats } from './sensors/task.js';
+
+export interface ConductorMetricsSources {
+  hostname: string;
+  periodic: PeriodicRunner;
+  sensors: SensorStats | null;
+  /** The amqp driver's counters, when that is the driver. */
+  bus: (() => BusStats) | null;
+  db: Knex;
+}
+
+/** A gauge whose values come from `read` at each scrape. */
+function gaugeOf(registry: Registry, name: string, help: string, labelNames: string[], read: (g: Gauge) => void | Promise<void>): void {
+  new Gauge({
+    name, help, labelNames, registers: [registry],
+    async collect() {
+      this.reset();
+      await read(this);
+    },
+  });
+}
+
+export function buildConductorMetrics(src: ConductorMetricsSources): Registry {
+  const registry = new Registry();
+  registry.setDefaultLabels({ conductor: src.hostname });
+  collectDefaultMetrics({ register: registry });
+  const tasks = () => [...src.periodic.stats.entries()];
+  // Gauges, not counters, for totals kept elsewhere (as ironic-prometheus-exporter does).
+  gaugeOf(registry, 'galvanic_periodic_task_runs', 'Iterations of a periodic task since start.', ['task'], (g) => {
+    for (const [task, s] of tasks()) g.set({ task }, s.runs);
+  });
+  gaugeOf(registry, 'galvanic_periodic_task_overruns', 'Ticks of a periodic task skipped because its previous iteration was still running.', ['task'], (g) => {
+    for (const [task, s] of tasks()) g.set({ task }, s.overruns);
+  });
+  gaugeOf(registry, 'galvanic_periodic_task_failures', 'Iterations of a periodic task that failed as a whole.', ['task'], (g) => {
+    for (const [task, s] of tasks()) g.set({ task }, s.failures);
+  });
+  gaugeOf(registry, 'galvanic_periodic_task_last_duration_seconds', 'Duration of the last iteration of a periodic task.', ['task'], (g) => {
+    for (const [task, s] of tasks()) g.set({ task }, s.lastDurationMs / 1000);
+  });
+  gaugeOf(registry, 'galvanic_periodic_task_last_nodes', 'Nodes the last iteration of a periodic task handled.', ['task'], (g) => {
+    for (const [task, s] of tasks()) g.set({ task }, s.lastNodes);
+  });
+  const sensors = src.sensors;
+  if (sensors) {
+    gaugeOf(registry, 'galvanic_sensor_nodes_ok', 'Sensor reads sent since start.', [], (g) => g.set(sensors.ok));
+    gaugeOf(registry, 'galvanic_sensor_failures', 'Failed sensor reads since start, by kind (the error code, or NODE_TIMEOUT).', ['kind'], (g) => {
+      for (const [kind, n] of Object.entries(sensors.failures)) g.set({ kind }, n);
+    });
+    gaugeOf(registry, 'galvanic_sensor_iteration_overruns', 'Sensor iterations that ran longer than the interval.', [], (g) => g.set(sensors.overruns));
+  }
+  const bus = src.bus;
+  if (bus) {
+    gaugeOf(registry, 'galvanic_notifications', 'Notifications of the amqp driver since start: accepted, confirmed by the broker, dropped (buffer full).', ['state'], (g) => {
+      const s = bus();
+      g.set({ state: 'accepted' }, s.accepted);
+      g.set({ state: 'confirmed' }, s.confirmed);
+      g.set({ state: 'dropped' }, s.dropped);
+    });
+    gaugeOf(registry, 'galvanic_notifications_buffered', 'Notifications waiting for the broker.', [], (g) => g.set(bus().buffered));
+    gaugeOf(registry, 'galvanic_bus_connected', '1 while connected to the bus.', [], (g) => g.set(bus().connected ? 1 : 0));
+  }
+  gaugeOf(registry, 'galvanic_intents_open', 'Intents of all nodes queued or running (the whole database, not only this conductor).', ['state'], async (g) => {
+    const n = await countOpenIntents(src.db);
+    g.set({ state: 'queued' }, n.queued);
+    g.set({ state: 'running' }, n.running);
+  });
+  return registry;
+}

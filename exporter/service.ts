@@ -1,0 +1,181 @@
+/**
+ * `galvanic exporter`: consumes sensor notifications from RabbitMQ (its own durable queue,
+ * bound to the notification exchange with routing key `<topic>.info`) and serves them at
+ * GET /metrics with ironic-prometheus-exporter's names, plus its own health: messages
+ * consumed, parse errors, lag behind the producers, nodes exported, broker connection.
+ */
+import amqp, { type Channel, type ChannelModel, type ConsumeMessage } from 'amqplib';
+import type { Logger } from 'pino';
+import { Counter, Gauge, Registry } from 'prom-client';
+import type { Config } from '../common/config.js';
+import { serveMetrics, type MetricsServer } from '../common/metrics-server.js';
+import { NodeSeries } from './node-series.js';
+import { samplesOf, type SensorNotification } from './sensor-metrics.js';
+
+export interface ExporterOptions {
+  url: string;
+  exchange: string;
+  topic: string;
+  queue: string;
+  host: string;
+  port: number;
+  /** A node's series go after this long without a notification. */
+  staleAfterMs: number;
+}
+
+export function exporterOptions(config: Readonly<Config>): ExporterOptions {
+  const n = config.notifications;
+  const e = config.exporter;
+  return {
+    url: n.transport_url, exchange: n.exchange, topic: n.topic, queue: e.queue, host: e.host_ip, port: e.port,
+    staleAfterMs: e.stale_after * config.sensor_data.interval * 1000,
+  };
+}
+
+const RECONNECT_INITIAL_MS = 200;
+const RECONNECT_MAX_MS = 10_000;
+/** Unacknowledged deliveries at once: a burst of a whole fleet's iteration streams in. */
+const PREFETCH = 1000;
+
+/** The envelope inside a message: oslo.messaging v2 wraps it as a JSON string, v1 sends it bare. */
+export function unwrapOslo(body: Buffer): Record<string, unknown> {
+  const outer = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
+  if (typeof outer['oslo.message'] === 'string') return JSON.parse(outer['oslo.message']) as Record<string, unknown>;
+  return outer;
+}
+
+/** Seconds since the epoch of oslo's `YYYY-MM-DD HH:MM:SS.ffffff` (UTC), or null. */
+function envelopeSeconds(ts: unknown): number | null {
+  if (typeof ts !== 'string') return null;
+  const ms = Date.parse(`${ts.replace(' ', 'T').slice(0, 23)}Z`);
+  return Number.isNaN(ms) ? null : ms / 1000;
+}
+
+export class Exporter {
+  readonly registry = new Registry();
+  readonly series: NodeSeries;
+  private readonly consumed = new Counter({ name: 'galvanic_exporter_messages_consumed_total', help: 'Notifications consumed from the bus.', labelNames: ['event_type'], registers: [this.registry] });
+  private readonly parseErrors = new Counter({ name: 'galvanic_exporter_parse_errors_total', help: 'Messages that were not a notification the exporter could read.', registers: [this.registry] });
+  private readonly lag = new Gauge({ name: 'galvanic_exporter_lag_seconds', help: 'Age of the last consumed notification when it arrived.', registers: [this.registry] });
+  private readonly connected = new Gauge({ name: 'galvanic_exporter_bus_connected', help: '1 while the exporter is connected to the bus.', registers: [this.registry] });
+  private readonly nodes: Gauge;
+  private server: MetricsServer | null = null;
+  private conn: ChannelModel | null = null;
+  private channel: Channel | null = null;
+  private stopping = false;
+  private attempt = 0;
+  private timers = new Set<NodeJS.Timeout>();
+  private readonly log: Logger;
+
+  constructor(private readonly opts: ExporterOptions, log: Logger) {
+    this.log = log.child({ component: 'exporter' });
+    this.series = new NodeSeries(this.registry, opts.staleAfterMs);
+    const series = this.series;
+    this.nodes = new Gauge({
+      name: 'galvanic_exporter_nodes', help: 'Nodes whose series are exported.', registers: [this.registry],
+      collect() {
+        this.set(series.nodeCount);
+      },
+    });
+  }
+
+  /** Serves /metrics and starts consuming; resolves with the bound address once listening. */
+  async start(): Promise<{ url: string }> {
+    this.server = await serveMetrics(this.registry, this.opts.host, this.opts.port, this.log);
+    const sweepMs = Math.max(250, Math.min(5000, this.opts.staleAfterMs / 4));
+    const sweep = setInterval(() => {
+      const gone = this.series.sweep();
+      if (gone) this.log.info({ gone }, 'series of silent nodes dropped');
+    }, sweepMs);
+    this.timers.add(sweep);
+    void this.connect();
+    return { url: this.server.url };
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    await this.conn?.close().catch(() => undefined);
+    this.conn = null;
+    await this.server?.close();
+    this.server = null;
+  }
+
+  /** Handles one delivery; exported for tests of the parsing without a broker. */
+  ingest(body: Buffer): void {
+    let n: Record<string, unknown>;
+    try {
+      n = unwrapOslo(body);
+    } catch {
+      this.parseErrors.inc();
+      return;
+    }
+    const eventType = typeof n.event_type === 'string' ? n.event_type : 'unknown';
+    this.consumed.inc({ event_type: eventType });
+    const sent = envelopeSeconds(n.timestamp);
+    if (sent !== null) this.lag.set(Math.max(0, Date.now() / 1000 - sent));
+    if (!/^hardware\.[^.]+\.metrics$/.test(eventType)) return;
+    const payload = n.payload as SensorNotification['payload'] | undefined;
+    if (!payload || typeof payload.node_uuid !== 'string') {
+      this.parseErrors.inc();
+      return;
+    }
+    this.series.update(payload.node_uuid, samplesOf({ event_type: eventType, payload }));
+  }
+
+  private async connect(): Promise<void> {
+    if (this.stopping) return;
+    let conn: ChannelModel | null = null;
+    try {
+      conn = await amqp.connect(this.opts.url, { clientProperties: { connection_name: 'galvanic-exporter' } });
+      const ch = await conn.createChannel();
+      await ch.assertExchange(this.opts.exchange, 'topic', { durable: false });
+      await ch.assertQueue(this.opts.queue, { durable: true });
+      await ch.bindQueue(this.opts.queue, this.opts.exchange, `${this.opts.topic}.info`);
+      await ch.prefetch(PREFETCH);
+      const lost = (): void => this.lost(conn!);
+      conn.on('error', (err: Error) => this.log.warn({ err: err.message }, 'AMQP connection error'));
+      conn.on('close', lost);
+      ch.on('close', lost);
+      await ch.consume(this.opts.queue, (msg: ConsumeMessage | null) => {
+        if (!msg) return;
+        this.ingest(msg.content);
+        ch.ack(msg);
+      });
+      if (this.stopping) {
+        await conn.close().catch(() => undefined);
+        return;
+      }
+      this.conn = conn;
+      this.channel = ch;
+      this.attempt = 0;
+      this.connected.set(1);
+      this.log.info({ queue: this.opts.queue }, 'exporter consuming');
+    } catch (err) {
+      await conn?.close().catch(() => undefined);
+      this.retry(err as Error);
+    }
+  }
+
+  private lost(conn: ChannelModel): void {
+    if (this.conn !== conn) return;
+    this.conn = null;
+    this.channel = null;
+    this.connected.set(0);
+    void conn.close().catch(() => undefined);
+    this.retry(new Error('connection closed'));
+  }
+
+  private retry(err: Error): void {
+    if (this.stopping) return;
+    const base = Math.min(RECONNECT_MAX_MS, RECONNECT_INITIAL_MS * 2 ** this.attempt++);
+    const delay = base / 2 + Math.random() * (base / 2);
+    this.log.warn({ err: err.message, retryInMs: Math.round(delay) }, 'bus unavailable; reconnecting');
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      void this.connect();
+    }, delay);
+    this.timers.add(t);
+  }
+}
