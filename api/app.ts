@@ -5,6 +5,7 @@ import { installErrorHandler } from './error-handler.js';
 import { ApiVersion, MAX_HEADER, MAX_VERSION_STRING, MIN_HEADER, MIN_VERSION_STRING, negotiateVersion } from './versioning.js';
 import { BasicAuth } from './auth.js';
 import { InvalidParameterValue } from '../common/errors.js';
+import { buildApiMetrics } from './metrics.js';
 import { registerRootRoutes } from './root.js';
 import { registerNodeRoutes } from './nodes.js';
 import { registerPortRoutes } from './ports.js';
@@ -48,6 +49,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     logController: new LogController({ disableRequestLogging: true }),
     routerOptions: { ignoreTrailingSlash: true },
   });
+  const metrics = buildApiMetrics(deps.db);
   const auth = config.api.auth_strategy === 'http_basic' ? new BasicAuth(config.api.http_basic_auth_user_file) : undefined;
 
   app.decorateRequest('apiVersion', null as unknown as ApiVersion);
@@ -75,6 +77,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     // A console URL holds its token, a credential: never logged.
     const url = req.url.replace(CONSOLE_TOKEN_IN_URL, '$1***');
     req.log.info({ method: req.method, url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+    metrics.observe(req, reply);
   });
 
   // An empty body on PUT/DELETE (maintenance) is fine; JSON is the only other media type.
@@ -100,6 +103,11 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
 
   installErrorHandler(app);
   registerRootRoutes(app, deps);
+  // Prometheus scrapes this with the same credentials as any client under http_basic.
+  app.get('/metrics', async (_req, reply) => {
+    reply.type(metrics.registry.contentType);
+    return metrics.registry.metrics();
+  });
   registerNodeRoutes(app, deps);
   registerPortRoutes(app, deps);
   registerDriverRoutes(app, deps);

@@ -87,6 +87,12 @@ export function sensorDataTask(deps: SensorTaskDeps): PeriodicTask & { stats: Se
   const stats: SensorStats = { iterations: 0, overruns: 0, ok: 0, timedOut: 0, failures: {}, lastIteration: null };
   /** When each node's last timeout went into its history. */
   const historyAt = new Map<string, number>();
+  /**
+   * How long each node's read took last time. The slowest start first: an iteration can end
+   * no sooner than its slowest node's own request chain, so that chain should not also wait
+   * for a slot behind thousands of fast nodes.
+   */
+  const lastReadMs = new Map<string, number>();
 
   async function recordTimeout(node: SensorNode): Promise<void> {
     const now = Date.now();
@@ -114,6 +120,7 @@ export function sensorDataTask(deps: SensorTaskDeps): PeriodicTask & { stats: Se
       }, timeoutMs);
     });
     const ctx: DriverContext = { nodeUuid: node.uuid, driverInfo: node.driverInfo, log: log.child({ node: node.uuid }), signal: controller.signal, trace: 'sensor data' };
+    const readStarted = Date.now();
     try {
       const data = await Promise.race([read(ctx), deadline]);
       deps.notifier.send(sensorEventType(node.driver), 'info', sensorMessage(node, filterDataTypes(data, s.data_types)));
@@ -131,6 +138,7 @@ export function sensorDataTask(deps: SensorTaskDeps): PeriodicTask & { stats: Se
     } finally {
       clearTimeout(timer);
       inFlight.delete(controller);
+      lastReadMs.set(node.uuid, Date.now() - readStarted);
     }
   }
 
@@ -169,6 +177,10 @@ export function sensorDataTask(deps: SensorTaskDeps): PeriodicTask & { stats: Se
       }
       (isAsync ? asyncJobs : syncJobs).push({ node, read });
     }
+    // Slowest last time first; nodes never read yet (unknown) before the known fast ones.
+    const expected = (j: (typeof asyncJobs)[number]) => lastReadMs.get(j.node.uuid) ?? Number.MAX_SAFE_INTEGER;
+    asyncJobs.sort((a, b) => expected(b) - expected(a));
+    syncJobs.sort((a, b) => expected(b) - expected(a));
     it.async = asyncJobs.length;
     it.sync = syncJobs.length;
     const keyOf = (j: (typeof asyncJobs)[number]) => bmcAddressOf(j.node);
@@ -189,6 +201,11 @@ export function sensorDataTask(deps: SensorTaskDeps): PeriodicTask & { stats: Se
     for (const [k, v] of Object.entries(it.failures)) stats.failures[k] = (stats.failures[k] ?? 0) + v;
     stats.lastIteration = it;
     for (const [uuid, at] of historyAt) if (started - at >= HISTORY_SPACING_MS) historyAt.delete(uuid);
+    // Forget nodes that are no longer this conductor's (deleted, or moved on the ring).
+    if (lastReadMs.size > all.length) {
+      const current = new Set(all.map((n) => n.uuid));
+      for (const uuid of lastReadMs.keys()) if (!current.has(uuid)) lastReadMs.delete(uuid);
+    }
     if (signal.aborted) {
       log.info(it, 'sensor data collection cut short by shutdown');
     } else if (it.durationMs > s.interval * 1000) {

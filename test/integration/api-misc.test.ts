@@ -146,6 +146,38 @@ describe('API discovery, drivers, conductors and history', function () {
     });
   });
 
+  describe('/metrics', () => {
+    it('counts requests by route template (not URL), method and status, and shows the intent queue', async () => {
+      const scrape = async () => {
+        const res = await call(t, 'GET', '/metrics');
+        expect(res.statusCode).to.equal(200);
+        expect(res.headers['content-type']).to.match(/^text\/plain/);
+        return res.body;
+      };
+      // The app is shared with the other tests of this file: compare counts before and after.
+      const value = (body: string, series: string) => {
+        const line = body.split('\n').find((l) => l.startsWith(`${series} `));
+        return line === undefined ? 0 : Number(line.slice(series.length + 1));
+      };
+      const get200 = 'galvanic_api_requests_total{route="/v1/nodes/:node",method="GET",status="200"}';
+      const get404 = 'galvanic_api_requests_total{route="/v1/nodes/:node",method="GET",status="404"}';
+      const post201 = 'galvanic_api_requests_total{route="/v1/nodes",method="POST",status="201"}';
+      const timed = 'galvanic_api_request_duration_seconds_count{route="/v1/nodes/:node",method="GET"}';
+      const before = await scrape();
+      const node = (await call(t, 'POST', '/v1/nodes', { body: { driver: 'fake-hardware' }, headers: at('latest') })).json<{ uuid: string }>();
+      await call(t, 'GET', `/v1/nodes/${node.uuid}`, { headers: at('latest') });
+      await call(t, 'GET', '/v1/nodes/00000000-0000-4000-8000-000000000000', { headers: at('latest') });
+      const after = await scrape();
+      expect(value(after, get200) - value(before, get200)).to.equal(1);
+      expect(value(after, get404) - value(before, get404)).to.equal(1);
+      expect(value(after, post201) - value(before, post201)).to.equal(1);
+      expect(value(after, timed) - value(before, timed)).to.equal(2);
+      expect(after).to.not.include(node.uuid);
+      expect(after).to.match(/galvanic_intents_open\{state="queued"\} \d+/);
+      expect(after).to.include('nodejs_eventloop_lag_seconds');
+    });
+  });
+
   describe('drivers', () => {
     before(async () => {
       const knex = t.tdb.knex;
