@@ -5,7 +5,7 @@
  *
  *   node dist/bench/sensors.js [--nodes 10000] [--latency 1000-2000] [--slow-fraction 0.01]
  *     [--slow 20000] [--interval 60] [--iterations 2] [--sync-seconds 60] [--per-bmc-requests 1]
- *     [--max-concurrency N] [--conductor-node-options '--max-old-space-size=384'] [--base-port 10000]   (BMC i listens on base-port + i; below the ephemeral range, clear of 25672)
+ *     [--max-concurrency N] [--conductor-node-options=--max-old-space-size=384] [--base-port 10000]   (BMC i listens on base-port + i; below the ephemeral range, clear of 25672)
  *
  * Phase 1 (asynchronous collection, the default): `--iterations` iterations, each reported
  * from the conductor's own "sensor data iteration" log line: wall time, nodes ok / failed /
