@@ -373,6 +373,12 @@ export const SCHEMA = {
   },
 
   exporter: {
+    source: {
+      type: 'enum',
+      choices: ['amqp', 'log'],
+      default: 'amqp',
+      help: "Where the exporter reads notifications: amqp consumes its own queue on the bus ([notifications] transport_url, exchange, topic); log follows the log driver's file ([notifications] log_file), for single-host setups without a broker.",
+    },
     host_ip: {
       type: 'string',
       default: '127.0.0.1',

@@ -9,10 +9,15 @@ import type { Logger } from 'pino';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { Config } from '../common/config.js';
 import { serveMetrics, type MetricsServer } from '../common/metrics-server.js';
+import { ConfigError } from '../common/errors.js';
+import { LogFollower } from './log-follower.js';
 import { NodeSeries } from './node-series.js';
 import { samplesOf, type SensorNotification } from './sensor-metrics.js';
 
 export interface ExporterOptions {
+  /** `amqp`: consume from the bus; `log`: follow `logFile`, the log driver's file. */
+  source: 'amqp' | 'log';
+  logFile: string;
   url: string;
   exchange: string;
   topic: string;
@@ -26,7 +31,11 @@ export interface ExporterOptions {
 export function exporterOptions(config: Readonly<Config>): ExporterOptions {
   const n = config.notifications;
   const e = config.exporter;
+  if (e.source === 'log' && n.log_file === '') {
+    throw new ConfigError(['[exporter] source: log follows [notifications] log_file, which is empty.']);
+  }
   return {
+    source: e.source as 'amqp' | 'log', logFile: n.log_file,
     url: n.transport_url, exchange: n.exchange, topic: n.topic, queue: e.queue, host: e.host_ip, port: e.port,
     staleAfterMs: e.stale_after * config.sensor_data.interval * 1000,
   };
@@ -60,6 +69,7 @@ export class Exporter {
   private readonly connected = new Gauge({ name: 'galvanic_exporter_bus_connected', help: '1 while the exporter is connected to the bus.', registers: [this.registry] });
   private readonly nodes: Gauge;
   private server: MetricsServer | null = null;
+  private follower: LogFollower | undefined;
   private conn: ChannelModel | null = null;
   private channel: Channel | null = null;
   private stopping = false;
@@ -88,7 +98,13 @@ export class Exporter {
       if (gone) this.log.info({ gone }, 'series of silent nodes dropped');
     }, sweepMs);
     this.timers.add(sweep);
-    void this.connect();
+    if (this.opts.source === 'log') {
+      this.follower = new LogFollower(this.opts.logFile, (line) => this.ingest(Buffer.from(line)));
+      await this.follower.start();
+      this.log.info({ file: this.opts.logFile }, 'exporter following the notification log');
+    } else {
+      void this.connect();
+    }
     return { url: this.server.url };
   }
 
@@ -96,6 +112,7 @@ export class Exporter {
     this.stopping = true;
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
+    await this.follower?.stop();
     await this.conn?.close().catch(() => undefined);
     this.conn = null;
     await this.server?.close();
