@@ -33,6 +33,11 @@ function sendableCode(code: number): boolean {
  * console token opens on any API server (relayed to the conductor holding the console), and
  * a browser terminal for it.
  */
+/** Relays of one viewer to a console restarted under it, and the pause before each. */
+const MAX_RELAY_RECONNECTS = 5;
+const RELAY_RECONNECT_DELAY_MS = 250;
+const ENDPOINT_POLLS_PER_RECONNECT = 8;
+
 export function registerConsoleRoutes(app: FastifyInstance, deps: ApiDeps, acceptor: IntentAcceptor): void {
   const { db, config } = deps;
   const base = (req: FastifyRequest) => baseUrl(req, config.api.public_endpoint);
@@ -145,30 +150,68 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ApiDeps, accep
       const close = (code: number, reason: string) => {
         if (socket.readyState === WebSocket.OPEN || socket.readyState === WebSocket.CONNECTING) socket.close(sendableCode(code) ? code : 1011, reason);
       };
-      void (async () => {
+      // A console stopped and started again on its conductor (a disable and an enable in quick
+      // succession, or new settings) closes the sessions of the old process; a viewer whose
+      // node's console is still enabled is relayed to the new one instead of being dropped.
+      // Its token is checked again there: one issued before a disable no longer works.
+      let reconnects = 0;
+      let firstClose: { code: number; reason: string } | undefined;
+      const relay = async (endpointHint: string | undefined): Promise<void> => {
         secret ??= consoleSecret(db);
         const auth = relayAuth(await secret, token);
-        const endpoint = grant.endpoint ?? await waitForEndpoint(grant.nodeId, () => closed);
+        const endpoint = endpointHint ?? await waitForEndpoint(grant.nodeId, () => closed);
         if (closed) return;
         if (!endpoint) return close(CloseCode.CONSOLE_NOT_HERE, 'the console is not running yet; try again shortly');
-        upstream = new WebSocket(`ws://${endpoint}/console/${grant.nodeId}`, { headers: { [TOKEN_HEADER]: token, [AUTH_HEADER]: auth } });
-        upstream.on('open', () => {
-          for (const p of pending.splice(0)) upstream!.send(p.data, { binary: p.binary });
+        const up = new WebSocket(`ws://${endpoint}/console/${grant.nodeId}`, { headers: { [TOKEN_HEADER]: token, [AUTH_HEADER]: auth } });
+        upstream = up;
+        up.on('open', () => {
+          for (const p of pending.splice(0)) up.send(p.data, { binary: p.binary });
           pendingBytes = 0;
         });
-        upstream.on('message', (data: Buffer, binary: boolean) => {
+        up.on('message', (data: Buffer, binary: boolean) => {
+          // Output means the session is attached: a later close has a reason of its own.
+          firstClose = undefined;
           if (socket.readyState === WebSocket.OPEN) socket.send(data, { binary });
         });
-        upstream.on('close', (code: number, reason: Buffer) => close(code, reason.toString() || 'the console endpoint closed the session'));
-        upstream.on('unexpected-response', (_r, res) => {
+        up.on('close', (code: number, reason: Buffer) => {
+          if (closed) return;
+          const restarted = code === CloseCode.CONSOLE_DISABLED || code === CloseCode.CONSOLE_NOT_HERE;
+          // What the viewer is told if it is not relayed again: the first reason, not a later one.
+          firstClose ??= { code, reason: reason.toString() || 'the console endpoint closed the session' };
+          if (restarted && reconnects < MAX_RELAY_RECONNECTS) {
+            reconnects++;
+            void (async () => {
+              // The conductor records the restarted console a moment after it stopped the old one.
+              let next: string | undefined;
+              for (let i = 0; i < ENDPOINT_POLLS_PER_RECONNECT && !closed && next === undefined; i++) {
+                await new Promise((r) => setTimeout(r, RELAY_RECONNECT_DELAY_MS));
+                const node = await db('nodes').where({ id: grant.nodeId }).first('console_enabled');
+                if (!node?.console_enabled) break;
+                next = await consoleEndpoint(db, grant.nodeId);
+              }
+              if (closed) return;
+              // Only a console started again on the same conductor is followed; one that moved to
+              // another conductor (or was disabled) ends the session, and the viewer reconnects.
+              if (!next || next !== endpoint) return close(firstClose!.code, firstClose!.reason);
+              await relay(next);
+            })().catch((err) => {
+              log.error({ err }, 'console relay failed');
+              close(1011, 'console relay failed');
+            });
+            return;
+          }
+          close(firstClose.code, firstClose.reason);
+        });
+        up.on('unexpected-response', (_r, res) => {
           log.warn({ status: res.statusCode, endpoint }, 'console endpoint refused the relay');
           close(1011, 'the console endpoint refused the relay');
         });
-        upstream.on('error', (err) => {
+        up.on('error', (err) => {
           log.warn({ err: err.message, endpoint }, 'console relay failed');
           close(1011, 'the console endpoint is unreachable');
         });
-      })().catch((err) => {
+      };
+      relay(grant.endpoint ?? undefined).catch((err) => {
         log.error({ err }, 'console relay failed');
         close(1011, 'console relay failed');
       });
