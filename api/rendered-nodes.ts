@@ -32,8 +32,4 @@ export class RenderedNodes {
     this.cache?.set(RenderedNodes.key(node, view), out);
     return out;
   }
-
-  get size(): number {
-    return this.cache?.calculatedSize ?? 0;
-  }
 }

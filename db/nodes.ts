@@ -175,11 +175,6 @@ function nodePage(db: Knex, filters: NodeFilters, page: Page): Knex.QueryBuilder
   return q;
 }
 
-export async function listNodes(db: Knex, filters: NodeFilters, page: Page): Promise<Node[]> {
-  const rows = await nodePage(db, filters, page).select('*');
-  return rows.map((r: Record<string, unknown>) => nodeMapper.fromRow(r));
-}
-
 /**
  * What tells whether a copy of a node made earlier is still current: every change of a node
  * goes through updateNode and bumps `version`, except the reservation, which locks set and
