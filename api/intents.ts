@@ -5,7 +5,7 @@ import {
   Conflict, InvalidParameterValue, NotAcceptable,
 } from '../common/errors.js';
 import {
-  INTENT_CHANNEL, cancelIntent, enqueueIntents, findIntentByKey, getIntent, hasOpenPowerIntent, listNodeIntents, skipRestOfBatch, type Intent, type NewIntent,
+  INTENT_CHANNEL, cancelIntent, clearSettledPowerTarget, enqueueIntents, findIntentByKey, getIntent, listNodeIntents, skipRestOfBatch, type Intent, type NewIntent,
 } from '../db/intents.js';
 import { getNode, getNodeById, updateNode, type Node, type NodeChanges } from '../db/nodes.js';
 import { withTransaction, isUniqueViolation } from '../db/transaction.js';
@@ -324,9 +324,7 @@ export function registerIntentRoutes(app: FastifyInstance, deps: ApiDeps, accept
       const ok = await cancelIntent(trx, intent.id);
       if (ok && intent.batch !== null && intent.stepIndex !== null) await skipRestOfBatch(trx, intent.batch, intent.stepIndex);
       // No power intent left to reach target_power_state: nothing is pending any more.
-      if (ok && locked.targetPowerState !== null && !(await hasOpenPowerIntent(trx, node.id))) {
-        await updateNode(trx, node.id, { targetPowerState: null });
-      }
+      if (ok) await clearSettledPowerTarget(trx, locked);
       return ok;
     });
     if (!cancelled) throw new Conflict(`Intent ${intent.uuid} is ${(await getIntent(db, intent.uuid)).state} and can no longer be cancelled.`);

@@ -2,10 +2,10 @@ import type { Logger } from 'pino';
 import { DriverError, GalvanicError } from '../common/errors.js';
 import type { Notifier } from '../common/notifier.js';
 import { retryPolicyOf } from '../db/operations.js';
-import { INTENT_DONE_CHANNEL, finishIntent, hasOpenPowerIntent, skipRestOfBatch, type ClaimScope, type Intent } from '../db/intents.js';
+import { INTENT_DONE_CHANNEL, clearSettledPowerTarget, finishIntent, skipRestOfBatch, type ClaimScope, type Intent } from '../db/intents.js';
 import type { PgNotifyBatcher } from '../db/notify.js';
 import { recordHistory } from '../db/node-history.js';
-import { updateNode, type NodeChanges, type UpdateOptions } from '../db/nodes.js';
+import type { NodeChanges, UpdateOptions } from '../db/nodes.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import type { Action, ActionContext, ActionResult } from './actions/types.js';
 import { nodePayload } from './node-payload.js';
@@ -211,9 +211,7 @@ export class IntentRunner {
             if (intent.batch !== null && intent.stepIndex !== null) {
               await skipRestOfBatch(trx, intent.batch, intent.stepIndex);
               // A skipped power step will never reach the target the API announced for it.
-              if (after.targetPowerState !== null && !(await hasOpenPowerIntent(trx, node.id))) {
-                await updateNode(trx, node.id, { targetPowerState: null });
-              }
+              await clearSettledPowerTarget(trx, after);
             }
           }
           await recordHistory(trx, {

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../common/config.js';
 import type { Notifier } from '../common/notifier.js';
 import { findDeadConductors, heartbeat, liveConductorsOfGroup, markOffline, registerConductor } from '../db/conductors.js';
-import { INTENT_CHANNEL, hasOpenPowerIntent, longRunningIntentIds, recoverConductorLeftovers, type ClaimScope, type Intent } from '../db/intents.js';
+import { INTENT_CHANNEL, clearSettledPowerTarget, longRunningIntentIds, recoverConductorLeftovers, type ClaimScope, type Intent } from '../db/intents.js';
 import { recordHistory } from '../db/node-history.js';
 import { getNodeById, updateNode, type NodeChanges } from '../db/nodes.js';
 import { assertSchemaCurrent } from '../db/migrate.js';
@@ -199,9 +199,7 @@ export class ConductorService {
     const error = new Error(intent.error ?? 'The conductor stopped while running this intent.');
     const changes: NodeChanges = { lastError: error.message, ...ACTIONS[intent.kind]?.onFailure?.({ node, intent }, error, true) };
     const after = await updateNode(trx, node.id, changes);
-    if (after.targetPowerState !== null && !(await hasOpenPowerIntent(trx, node.id))) {
-      await updateNode(trx, node.id, { targetPowerState: null });
-    }
+    await clearSettledPowerTarget(trx, after);
     await recordHistory(trx, {
       nodeId: node.id, severity: 'ERROR', eventType: intent.kind, conductor: this.hostname,
       user: intent.requester, operation: intent.operation, event: `${intent.kind} failed: ${error.message}`,

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { IntentNotFound } from '../common/errors.js';
+import { updateNode } from './nodes.js';
 import { RowMapper } from './rows.js';
 
 export type IntentState = 'queued' | 'running' | 'succeeded' | 'failed' | 'skipped' | 'cancelled';
@@ -194,6 +195,16 @@ export async function skipRestOfBatch(trx: Knex, batch: string, afterStep: numbe
 export async function hasOpenPowerIntent(db: Knex, nodeId: number): Promise<boolean> {
   const row = await db('intents').where({ node_id: nodeId, kind: 'power' }).whereIn('state', ['queued', 'running']).first('id');
   return row !== undefined;
+}
+
+/**
+ * Clears the node's `target_power_state` once no power intent is left to reach it (one was
+ * cancelled, skipped or failed). Call it inside the transaction that holds the node's row lock.
+ */
+export async function clearSettledPowerTarget(trx: Knex, node: { id: number; targetPowerState: string | null }): Promise<void> {
+  if (node.targetPowerState !== null && !(await hasOpenPowerIntent(trx, node.id))) {
+    await updateNode(trx, node.id, { targetPowerState: null });
+  }
 }
 
 /** Cancels a queued intent; returns false when it was no longer queued. */
