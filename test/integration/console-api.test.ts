@@ -203,10 +203,11 @@ describe('serial console (fake console, one all-in-one process)', function () {
   it('restarts a console process that died, keeping one process', async () => {
     const { node, v } = await enabledWithViewer();
     const [pid] = fakeConsoleProcesses().get(node.uuid)!;
+    // Counted before the kill: the new process may print its banner before it is seen in /proc.
+    const count = (v.text().match(/Fake serial console/g) ?? []).length;
     process.kill(pid, 'SIGKILL');
     await until(() => (fakeConsoleProcesses().get(node.uuid) ?? []).some((p) => p !== pid), 10_000, 'a new console process');
     expect(fakeConsoleProcesses().get(node.uuid)).to.have.length(1);
-    const count = (v.text().match(/Fake serial console/g) ?? []).length;
     await v.waitFor(new RegExp(`(Fake serial console[^]*){${count + 1}}`));
   });
 
