@@ -10,6 +10,7 @@ import type { DriverRegistry } from '../drivers/registry.js';
 import type { Action, ActionContext, ActionResult } from './actions/types.js';
 import { nodePayload } from './node-payload.js';
 import { LockLost, type Task, type TaskManager } from './task-manager.js';
+import { SuccessRecorder } from './success-recorder.js';
 
 export interface RunnerOptions {
   hostname: string;
@@ -68,6 +69,7 @@ export class IntentRunner {
   private again = false;
   private stopped = false;
   private readonly idle = new Set<() => void>();
+  private readonly successes: SuccessRecorder;
 
   constructor(
     private readonly tasks: TaskManager,
@@ -79,7 +81,9 @@ export class IntentRunner {
     private readonly scope: () => ClaimScope | undefined,
     private readonly log: Logger,
     private readonly opts: RunnerOptions,
-  ) {}
+  ) {
+    this.successes = new SuccessRecorder(tasks, opts.update ?? {});
+  }
 
   get running(): number {
     return this.inflight;
@@ -182,10 +186,8 @@ export class IntentRunner {
       // is retried, never mistaken for a failure of the action.
       if (res !== undefined) {
         const done = res;
-        const updated = await withCommitRetries(log, () => task.commit(done.changes ?? {}, async (trx) => {
-          await finishIntent(trx, intent.id, { state: 'succeeded', result: done.result });
-          if (done.history) await recordHistory(trx, { nodeId: node.id, conductor: host, user: intent.requester, operation: intent.operation, ...done.history });
-        }, this.opts.update));
+        const history = done.history && { nodeId: node.id, conductor: host, user: intent.requester, operation: intent.operation, ...done.history };
+        const updated = await withCommitRetries(log, () => this.successes.record({ task, intent, changes: done.changes ?? {}, result: done.result, history }));
         this.wake.notify(INTENT_DONE_CHANNEL, intent.uuid);
         if (note) this.notifier.emit(`${note.prefix}.end`, 'info', note.payloadName, nodePayload(updated, note.extra(ctx)));
       } else {

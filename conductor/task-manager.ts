@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
 import { claimIntents, type ClaimScope, type Intent } from '../db/intents.js';
-import { getNodeById, getNodesByIds, updateNode, type Node, type NodeChanges, type UpdateOptions } from '../db/nodes.js';
+import { getNodeById, getNodesByIds, nodeMapper, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type UpdateOptions } from '../db/nodes.js';
 import { clearStaleReservation } from '../db/conductors.js';
 
 export type LockMode = 'exclusive' | 'shared';
@@ -53,58 +53,107 @@ export class Task {
   /**
    * Writes `changes` (and whatever `more` writes) and releases the reservation, in one
    * transaction: an outcome and the release can never be seen apart. Throws LockLost, writing
-   * nothing, when the node is no longer this task's (see `stillHeld`).
+   * nothing, when the node is no longer this task's (see HELD_SQL).
    */
   async commit(changes: NodeChanges, more?: (trx: Knex.Transaction, node: Node) => Promise<void>, update: UpdateOptions = {}): Promise<Node> {
-    this.requireExclusive();
-    const node = await this.db.transaction(async (trx) => {
-      const updated = await updateNode(trx, this.node.id, { ...changes, reservation: null }, {
-        ...update,
-        guard: {
-          sql: this.stillHeld(),
-          bindings: this.stillHeldBindings(),
-          error: () => new LockLost(`Task "${this.purpose}" on node ${this.node.uuid} lost its lock (conductor ${this.hostname} was taken for dead); its outcome is dropped.`),
-        },
-      });
-      if (more) await more(trx, updated);
-      return updated;
-    });
-    this.markReleased();
-    return node;
+    const [outcome] = await commitTasks(this.db, this.hostname, [{ task: this, changes }], async (trx, held) => {
+      if (more && held.length) await more(trx, held[0].node);
+    }, update);
+    if (outcome instanceof LockLost) throw outcome;
+    return outcome;
   }
 
   /** Releases without changes; safe to call twice (use it in `finally`). */
   async release(): Promise<void> {
     if (this.released) return;
     if (this.exclusive) {
-      await this.db('nodes').where('id', this.node.id).whereRaw(this.stillHeld(), this.stillHeldBindings()).update({ reservation: null });
+      await this.db.raw(
+        `UPDATE nodes SET reservation = NULL FROM (SELECT ?::bigint AS intent_id, ?::int AS attempts) AS v
+          WHERE nodes.id = ? AND ${HELD_SQL}`,
+        [this.fence?.intentId ?? null, this.fence?.attempts ?? null, this.node.id, this.hostname, this.hostname],
+      );
     }
     this.markReleased();
   }
 
-  /**
-   * SQL (on `nodes`): the node is still this task's. The reservation names this host, and for
-   * an intent, that intent is still running this very attempt on this host. Both can change
-   * behind a live task whose conductor was taken for dead: the survivors clear its
-   * reservations and requeue its intents, and the node may be reserved again, even by this
-   * same host for a retry of the same intent. Without the check, the late outcome would settle
-   * the retry and free the node while the retry runs.
-   */
-  private stillHeld(): string {
-    return this.fence
-      ? `(nodes.reservation = ? AND EXISTS (SELECT 1 FROM intents WHERE intents.id = ?
-          AND intents.state = 'running' AND intents.conductor = ? AND intents.attempts = ?))`
-      : '(nodes.reservation = ?)';
+  /** The intent attempt this task was claimed for, if any. */
+  get fenceOf(): IntentFence | undefined {
+    return this.fence;
   }
 
-  private stillHeldBindings(): Knex.RawBinding[] {
-    return this.fence ? [this.hostname, this.fence.intentId, this.hostname, this.fence.attempts] : [this.hostname];
+  lockLost(): LockLost {
+    return new LockLost(`Task "${this.purpose}" on node ${this.node.uuid} lost its lock (conductor ${this.hostname} was taken for dead); its outcome is dropped.`);
+  }
+
+  /** For commitTasks: the task's reservation is gone with its committed outcome. */
+  markCommitted(): void {
+    this.requireExclusive();
+    this.markReleased();
   }
 
   private markReleased(): void {
     this.released = true;
     this.log.debug({ node: this.node.uuid, purpose: this.purpose, heldMs: Date.now() - this.acquiredAt }, 'task released');
   }
+}
+
+/**
+ * SQL (on `nodes`, beside a row `v(intent_id, attempts)`): the node is still the task's. The
+ * reservation names this host (first binding), and for an intent (v.intent_id not null), that
+ * intent is still running this very attempt on this host (second binding). Both can change
+ * behind a live task whose conductor was taken for dead: the survivors clear its reservations
+ * and requeue its intents, and the node may be reserved again, even by this same host for a
+ * retry of the same intent. Without the check, the late outcome would settle the retry and free
+ * the node while the retry runs.
+ */
+const HELD_SQL = `(nodes.reservation = ? AND (v.intent_id IS NULL OR EXISTS (SELECT 1 FROM intents
+  WHERE intents.id = v.intent_id AND intents.state = 'running' AND intents.conductor = ? AND intents.attempts = v.attempts)))`;
+
+/** An exclusive task's outcome: its node's changes, written with the release. */
+export interface TaskOutcome {
+  task: Task;
+  changes: NodeChanges;
+}
+
+/**
+ * Commits the outcomes of many exclusive tasks in one transaction: locks their nodes (in id
+ * order), writes the changes of those still held (updateLockedNodes: one statement per set of
+ * changed columns) with their reservations cleared, then `more` for those. A task no longer
+ * held gets LockLost in its place and nothing of it is written. All or nothing otherwise: a
+ * database error rolls back every outcome of the call.
+ */
+export async function commitTasks(
+  db: Knex,
+  hostname: string,
+  outcomes: readonly TaskOutcome[],
+  more: (trx: Knex.Transaction, held: Array<{ index: number; node: Node }>) => Promise<void>,
+  update: UpdateOptions = {},
+): Promise<Array<Node | LockLost>> {
+  for (const o of outcomes) o.task.requireExclusive();
+  const result = await db.transaction(async (trx) => {
+    const { rows } = await trx.raw(
+      `SELECT nodes.*, ${HELD_SQL} AS held_by_task
+         FROM nodes JOIN unnest(?::int[], ?::bigint[], ?::int[]) AS v(node_id, intent_id, attempts) ON nodes.id = v.node_id
+        ORDER BY nodes.id
+          FOR UPDATE OF nodes`,
+      [hostname, hostname, outcomes.map((o) => o.task.node.id), outcomes.map((o) => o.task.fenceOf?.intentId ?? null),
+        outcomes.map((o) => o.task.fenceOf?.attempts ?? null)] as Knex.RawBinding[],
+    );
+    const locked = new Map<number, Record<string, unknown>>((rows as Array<Record<string, unknown>>).map((r) => [r.id as number, r]));
+    const held: Array<{ index: number; change: LockedNodeChange }> = [];
+    const out = new Array<Node | LockLost>(outcomes.length);
+    outcomes.forEach((o, index) => {
+      const row = locked.get(o.task.node.id);
+      if (row?.held_by_task === true) held.push({ index, change: { before: nodeMapper.fromRow(row), changes: { ...o.changes, reservation: null } } });
+      else out[index] = o.task.lockLost();
+    });
+    const nodes = await updateLockedNodes(trx, held.map((h) => h.change), update);
+    held.forEach((h, k) => { out[h.index] = nodes[k]; });
+    await more(trx, held.map((h, k) => ({ index: h.index, node: nodes[k] })));
+    return out;
+  });
+  result.forEach((r, i) => { if (!(r instanceof LockLost)) outcomes[i].task.markCommitted(); });
+  return result;
 }
 
 /**
@@ -141,6 +190,15 @@ export class TaskManager {
     }
     const node = await getNodeById(this.db, nodeId);
     throw new NodeLocked(node.uuid, node.reservation ?? 'unknown');
+  }
+
+  /** Commits many exclusive tasks' outcomes in one transaction (see commitTasks). */
+  commitAll(
+    outcomes: readonly TaskOutcome[],
+    more: (trx: Knex.Transaction, held: Array<{ index: number; node: Node }>) => Promise<void>,
+    update?: UpdateOptions,
+  ): Promise<Array<Node | LockLost>> {
+    return commitTasks(this.db, this.hostname, outcomes, more, update);
   }
 
   /** Claims runnable intents with their nodes reserved: one exclusive task per intent. */

@@ -180,6 +180,17 @@ export async function finishIntent(trx: Knex, id: number, outcome: IntentOutcome
   await trx('intents').where('id', id).update(row);
 }
 
+/** Records many intents as succeeded with their results, in one statement. */
+export async function finishSucceededIntents(trx: Knex, items: ReadonlyArray<{ id: number; result: unknown }>): Promise<void> {
+  if (items.length === 0) return;
+  await trx.raw(
+    `UPDATE intents SET state = 'succeeded', error = NULL, result = v.result, finished_at = now()
+       FROM jsonb_to_recordset(?::jsonb) AS v(id bigint, result jsonb)
+      WHERE intents.id = v.id`,
+    [JSON.stringify(items.map((i) => ({ id: i.id, result: i.result ?? null })))],
+  );
+}
+
 /** Marks the later steps of a failed batch `skipped`. */
 export async function skipRestOfBatch(trx: Knex, batch: string, afterStep: number): Promise<void> {
   await trx('intents')

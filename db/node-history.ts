@@ -36,6 +36,17 @@ export async function recordHistory(db: Knex, e: NewHistoryEvent): Promise<void>
   await db('node_history').insert(mapper.toRow({ ...e, uuid: randomUUID() }));
 }
 
+/** Records many events in one statement. */
+export async function recordHistories(db: Knex, events: readonly NewHistoryEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  await db.raw(
+    `INSERT INTO node_history (uuid, node_id, severity, event_type, event, conductor, "user", operation)
+     SELECT uuid, node_id, severity, event_type, event, conductor, "user", operation
+       FROM jsonb_populate_recordset(NULL::node_history, ?::jsonb)`,
+    [JSON.stringify(events.map((e) => ({ ...mapper.toRow(e), uuid: randomUUID() })))],
+  );
+}
+
 export async function listHistory(db: Knex, nodeId: number, limit: number, marker?: NodeHistoryEvent): Promise<NodeHistoryEvent[]> {
   const q = db('node_history').where('node_id', nodeId).orderBy('id', 'asc').limit(limit);
   if (marker) q.where('id', '>', marker.id);

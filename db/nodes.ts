@@ -262,10 +262,21 @@ export interface UpdateOptions {
 }
 
 /**
- * The one place that changes a node row: bumps `version` always, and `access_epoch` (which
- * console tokens bind to) when owner or lessee change, the console is disabled, or the node
- * enters maintenance (unless the caller's config says otherwise). Power and provision
- * changes never bump it. Takes the row lock for the read-compare-write.
+ * What a change of a node locked as `before` writes: the changed columns, and whether it
+ * bumps `access_epoch` (which console tokens bind to): when owner or lessee change, the
+ * console is disabled, or the node enters maintenance (unless the caller's config says
+ * otherwise). Power and provision changes never bump it.
+ */
+function changeOf(before: Node, changes: NodeChanges, opts: UpdateOptions): { row: Record<string, unknown>; accessChanged: boolean } {
+  const accessChanged = ACCESS_FIELDS.some((f) => f in changes && changes[f] !== before[f])
+    || (changes.consoleEnabled === false && before.consoleEnabled)
+    || (opts.maintenanceBumpsAccess !== false && changes.maintenance === true && !before.maintenance);
+  return { row: nodeMapper.toRow(changes), accessChanged };
+}
+
+/**
+ * The one place that changes a node row: bumps `version` always, and `access_epoch` as
+ * `changeOf` says. Takes the row lock for the read-compare-write.
  */
 export async function updateNode(db: Knex, id: number, changes: NodeChanges, opts: UpdateOptions = {}): Promise<Node> {
   const run = async (trx: Knex.Transaction): Promise<Node> => {
@@ -281,11 +292,7 @@ export async function updateNode(db: Knex, id: number, changes: NodeChanges, opt
     if (opts.expectedVersion !== undefined && current.version !== opts.expectedVersion) {
       throw new PreconditionFailed(`Node ${current.uuid} has changed since version ${opts.expectedVersion}; it is now at version ${current.version}.`);
     }
-    const before = current;
-    const accessChanged = ACCESS_FIELDS.some((f) => f in changes && changes[f] !== before[f])
-      || (changes.consoleEnabled === false && before.consoleEnabled)
-      || (opts.maintenanceBumpsAccess !== false && changes.maintenance === true && !before.maintenance);
-    const row = nodeMapper.toRow(changes);
+    const { row, accessChanged } = changeOf(current, changes, opts);
     row.version = trx.raw('version + 1');
     row.updated_at = trx.fn.now();
     if (accessChanged) row.access_epoch = trx.raw('access_epoch + 1');
@@ -297,6 +304,52 @@ export async function updateNode(db: Knex, id: number, changes: NodeChanges, opt
     }
   };
   return db.isTransaction ? run(db as Knex.Transaction) : db.transaction(run);
+}
+
+/** A change of a node whose row the transaction already holds locked, read as `before`. */
+export interface LockedNodeChange {
+  before: Node;
+  changes: NodeChanges;
+}
+
+/**
+ * Changes many nodes whose rows the transaction already holds locked, by updateNode's rules,
+ * in one statement per set of changed columns (the conductor records a batch of intent
+ * outcomes this way). Returns the updated nodes in the order given.
+ */
+export async function updateLockedNodes(trx: Knex.Transaction, updates: readonly LockedNodeChange[], opts: UpdateOptions = {}): Promise<Node[]> {
+  const groups = new Map<string, Array<{ index: number; values: Record<string, unknown> }>>();
+  updates.forEach(({ before, changes }, index) => {
+    const { row, accessChanged } = changeOf(before, changes, opts);
+    // The rows are locked: the new version and epoch are known exactly. JSON columns go in
+    // as JSON values (the document below is itself JSON), not as the strings toRow made.
+    const values: Record<string, unknown> = { id: before.id };
+    for (const column of Object.keys(row)) values[column] = (changes as Record<string, unknown>)[nodeMapper.fieldOf(column)];
+    values.version = before.version + 1;
+    if (accessChanged) values.access_epoch = before.accessEpoch + 1;
+    const key = Object.keys(values).sort().join(',');
+    let group = groups.get(key);
+    if (!group) groups.set(key, (group = []));
+    group.push({ index, values });
+  });
+  const out: Node[] = new Array(updates.length);
+  for (const [key, group] of groups) {
+    const set = key.split(',').filter((c) => c !== 'id').map((c) => `"${c}" = v."${c}"`);
+    const { rows } = await trx.raw(
+      `UPDATE nodes AS n SET ${[...set, 'updated_at = now()'].join(', ')}
+         FROM jsonb_populate_recordset(NULL::nodes, ?::jsonb) AS v
+        WHERE n.id = v.id
+       RETURNING n.*`,
+      [JSON.stringify(group.map((g) => g.values))],
+    );
+    const byId = new Map((rows as Array<Record<string, unknown>>).map((r) => [r.id as number, nodeMapper.fromRow(r)]));
+    for (const g of group) {
+      const node = byId.get(g.values.id as number);
+      if (!node) throw new NodeNotFound(String(g.values.id));
+      out[g.index] = node;
+    }
+  }
+  return out;
 }
 
 export async function deleteNode(db: Knex, id: number): Promise<void> {
