@@ -2,12 +2,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import {
-  Conflict, InvalidParameterValue, NotAcceptable,
+  Conflict, InvalidParameterValue, NodeNotFound, NotAcceptable,
 } from '../common/errors.js';
 import {
-  INTENT_CHANNEL, cancelIntent, clearSettledPowerTarget, enqueueIntents, findIntentByKey, getIntent, listNodeIntents, skipRestOfBatch, type Intent, type NewIntent,
+  INTENT_CHANNEL, cancelIntent, clearSettledPowerTarget, enqueueIntentsOfNodes, findIntentByKey, getIntent, listNodeIntents, skipRestOfBatch, type Intent, type NewIntent,
 } from '../db/intents.js';
-import { getNode, getNodeById, updateNode, type Node, type NodeChanges } from '../db/nodes.js';
+import { getNode, getNodeById, isUuid, lockNodesByIdent, updateLockedNodes, type Node, type NodeChanges } from '../db/nodes.js';
+import { Batcher, type BatchOutcome } from '../common/batcher.js';
 import { withTransaction, isUniqueViolation } from '../db/transaction.js';
 import type { ApiDeps } from './deps.js';
 import { IntentWaiter } from './intent-waiter.js';
@@ -126,15 +127,107 @@ export interface AcceptOptions {
   prepare?(node: Node): NodeChanges | undefined;
 }
 
-/** Accepts intents for a node: one transaction for validation, node changes and the queue. */
+/** One request's acceptance, as the batch sees it. */
+interface AcceptJob {
+  nodeIdent: string;
+  opts: AcceptOptions;
+  idempotencyKey?: string;
+  requester: string | null;
+  requestId: string;
+}
+
+type Accepted = { node: Node; intents: Intent[] };
+
+/**
+ * Accepts the jobs in one transaction, each as if alone in its own, in order: a job that
+ * fails (unknown node, refused by `prepare`) writes nothing and leaves the others alone; a
+ * later job for the same node sees the earlier ones' changes and queues behind their intents.
+ * Statements: the nodes' row locks, the repeats' lookup (when keys are given), the node
+ * changes, the intents: set-based, whatever the number of jobs.
+ */
+async function acceptJobs(trx: Knex.Transaction, jobs: readonly AcceptJob[], maxAttempts: number): Promise<Array<BatchOutcome<Accepted>>> {
+  const locked = await lockNodesByIdent(trx, jobs.map((j) => j.nodeIdent));
+  const byIdent = new Map<string, Node>();
+  for (const n of locked) {
+    byIdent.set(n.uuid, n);
+    if (n.name !== null) byIdent.set(n.name, n);
+  }
+  const nodeOf = (j: AcceptJob) => byIdent.get(isUuid(j.nodeIdent) ? j.nodeIdent.toLowerCase() : j.nodeIdent);
+  const state = new Map<number, { before: Node; current: Node; changes: NodeChanges }>();
+  const outcomes: Array<BatchOutcome<Accepted> | { nodeId: number; from: number; count: number } | { sameAs: number }> = [];
+  const queued: Array<{ nodeId: number; intent: NewIntent }> = [];
+  const firstWithKey = new Map<string, number>();
+  for (const [index, job] of jobs.entries()) {
+    const node = nodeOf(job);
+    if (!node) {
+      outcomes.push({ error: new NodeNotFound(job.nodeIdent) });
+      continue;
+    }
+    if (job.idempotencyKey) {
+      const first = await findIntentByKey(trx, node.id, job.idempotencyKey);
+      if (first) {
+        const batch = first.batch ? (await listNodeIntents(trx, node.id, 1000, first.seq - 1)).filter((i) => i.batch === first.batch) : [first];
+        outcomes.push({ value: { node: state.get(node.id)?.current ?? node, intents: batch } });
+        continue;
+      }
+      const same = firstWithKey.get(`${node.id}/${job.idempotencyKey}`);
+      if (same !== undefined) {
+        outcomes.push({ sameAs: same });
+        continue;
+      }
+      firstWithKey.set(`${node.id}/${job.idempotencyKey}`, index);
+    }
+    let s = state.get(node.id);
+    if (!s) state.set(node.id, (s = { before: node, current: node, changes: {} }));
+    let changes: NodeChanges | undefined;
+    try {
+      changes = job.opts.prepare?.(s.current);
+    } catch (error) {
+      outcomes.push({ error });
+      continue;
+    }
+    if (changes) {
+      s.current = { ...s.current, ...changes };
+      Object.assign(s.changes, changes);
+    }
+    const batch = job.opts.steps.length > 1 ? randomUUID() : undefined;
+    outcomes.push({ nodeId: node.id, from: queued.length, count: job.opts.steps.length });
+    job.opts.steps.forEach((step, i) => queued.push({
+      nodeId: node.id,
+      intent: {
+        kind: step.kind, args: step.args, maxAttempts, batch, stepIndex: batch ? i : undefined,
+        requester: job.requester, requestId: job.requestId,
+        // The key marks the first intent of the request; a repeat finds it there.
+        idempotencyKey: i === 0 ? job.idempotencyKey : undefined,
+      },
+    }));
+  }
+  const changed = [...state.values()].filter((s) => Object.keys(s.changes).length > 0);
+  const updated = new Map((await updateLockedNodes(trx, changed.map((s) => ({ before: s.before, changes: s.changes })))).map((n) => [n.id, n]));
+  const intents = await enqueueIntentsOfNodes(trx, queued);
+  const resolved: Array<BatchOutcome<Accepted>> = [];
+  for (const o of outcomes) {
+    if ('sameAs' in o) resolved.push(resolved[o.sameAs]);
+    else if ('nodeId' in o) {
+      const node = updated.get(o.nodeId) ?? (state.get(o.nodeId) as { before: Node }).before;
+      resolved.push({ value: { node, intents: intents.slice(o.from, o.from + o.count) } });
+    } else resolved.push(o);
+  }
+  return resolved;
+}
+
+/** Accepts intents for nodes: validation, node changes and the queue in one transaction. */
 export class IntentAcceptor {
   readonly waiter: IntentWaiter;
   /** Wakes the conductors once a request's intents are committed. */
   readonly wake: PgNotifyBatcher;
+  /** Concurrent requests share a transaction (group commit); see acceptJobs. */
+  private readonly batcher: Batcher<AcceptJob, Accepted>;
 
   constructor(private readonly deps: ApiDeps) {
     this.waiter = new IntentWaiter(deps.db, deps.connectionString, deps.log);
     this.wake = new PgNotifyBatcher(deps.db, deps.log);
+    this.batcher = new Batcher((jobs) => this.acceptBatch(jobs), 200);
   }
 
   async close(): Promise<void> {
@@ -142,41 +235,43 @@ export class IntentAcceptor {
     await this.waiter.close();
   }
 
-  async accept(req: FastifyRequest, nodeIdent: string, opts: AcceptOptions): Promise<{ node: Node; intents: Intent[] }> {
+  async accept(req: FastifyRequest, nodeIdent: string, opts: AcceptOptions): Promise<Accepted> {
     const key = req.headers['idempotency-key'];
-    const idempotencyKey = typeof key === 'string' && key ? key.slice(0, 255) : undefined;
-    const { db, config } = this.deps;
-    const run = () => withTransaction(db, async (trx: Knex.Transaction) => {
-      const node = await getNode(trx, nodeIdent, { forUpdate: true });
-      if (idempotencyKey) {
-        const first = await findIntentByKey(trx, node.id, idempotencyKey);
-        if (first) {
-          const batch = first.batch ? (await listNodeIntents(trx, node.id, 1000, first.seq - 1)).filter((i) => i.batch === first.batch) : [first];
-          return { node, intents: batch };
-        }
-      }
-      const changes = opts.prepare?.(node);
-      const updated = changes && Object.keys(changes).length ? await updateNode(trx, node.id, changes, { locked: node }) : node;
-      const batch = opts.steps.length > 1 ? randomUUID() : undefined;
-      const intents = await enqueueIntents(trx, node.id, opts.steps.map((s, i): NewIntent => ({
-        kind: s.kind, args: s.args, maxAttempts: config.conductor.intent_max_attempts,
-        batch, stepIndex: batch ? i : undefined,
-        requester: req.user, requestId: req.id,
-        // The key marks the first intent of the request; a repeat finds it there.
-        idempotencyKey: i === 0 ? idempotencyKey : undefined,
-      })));
-      return { node: updated, intents };
+    const accepted = await this.batcher.submit({
+      nodeIdent, opts, requester: req.user ?? null, requestId: String(req.id),
+      idempotencyKey: typeof key === 'string' && key ? key.slice(0, 255) : undefined,
     });
-    let accepted: { node: Node; intents: Intent[] };
-    try {
-      accepted = await run();
-    } catch (err) {
-      // Two requests with one key raced: the loser returns the winner's intents.
-      if (!(idempotencyKey && isUniqueViolation(err))) throw err;
-      accepted = await run();
-    }
     this.wake.notify(INTENT_CHANNEL, String(accepted.node.id));
     return accepted;
+  }
+
+  /**
+   * A batch in one transaction; when that transaction fails as a whole (a database error, or
+   * a repeat racing its first request on another server), each job runs again on its own, so
+   * one job's trouble is never another's.
+   */
+  private async acceptBatch(jobs: AcceptJob[]): Promise<Array<BatchOutcome<Accepted>>> {
+    const { db, config } = this.deps;
+    const max = config.conductor.intent_max_attempts;
+    const once = (batch: AcceptJob[]) => withTransaction(db, (trx: Knex.Transaction) => acceptJobs(trx, batch, max));
+    try {
+      return await once(jobs);
+    } catch (err) {
+      if (jobs.length === 1 && !(jobs[0].idempotencyKey && isUniqueViolation(err))) throw err;
+    }
+    return Promise.all(jobs.map(async (job): Promise<BatchOutcome<Accepted>> => {
+      try {
+        return (await once([job]))[0];
+      } catch (err) {
+        // Two requests with one key raced: the loser's second run finds the winner's intents.
+        if (!(job.idempotencyKey && isUniqueViolation(err))) return { error: err };
+        try {
+          return (await once([job]))[0];
+        } catch (again) {
+          return { error: again };
+        }
+      }
+    }));
   }
 
   /** The last intent of a request once all have ended (or the wait expired). */

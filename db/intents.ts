@@ -61,14 +61,38 @@ export interface NewIntent {
  * wakes the conductors after commit (PgNotifyBatcher on INTENT_CHANNEL).
  */
 export async function enqueueIntents(trx: Knex.Transaction, nodeId: number, intents: NewIntent[]): Promise<Intent[]> {
-  // Every row's subquery sees the queue as it was before this statement: row k gets max + k.
-  const inserted = await trx('intents')
-    .insert(intents.map((i, k) => ({
-      ...mapper.toRow({ ...i, uuid: randomUUID(), nodeId, state: 'queued' }),
-      seq: trx.raw('(SELECT coalesce(max(seq), 0) + ? FROM intents WHERE node_id = ?)', [k + 1, nodeId]),
-    })))
-    .returning('*');
-  return inserted.map((r: Record<string, unknown>) => mapper.fromRow(r)).sort((a: Intent, b: Intent) => a.seq - b.seq);
+  return enqueueIntentsOfNodes(trx, intents.map((intent) => ({ nodeId, intent })));
+}
+
+/**
+ * Appends intents to the queues of several nodes in one statement, each node's in the order
+ * given. The transaction must hold every one of those nodes' row locks (see enqueueIntents).
+ * Returns the intents in the order given.
+ */
+export async function enqueueIntentsOfNodes(trx: Knex.Transaction, items: ReadonlyArray<{ nodeId: number; intent: NewIntent }>): Promise<Intent[]> {
+  if (items.length === 0) return [];
+  const k = new Map<number, number>();
+  const rows = items.map(({ nodeId, intent: i }) => {
+    const nth = (k.get(nodeId) ?? 0) + 1;
+    k.set(nodeId, nth);
+    return {
+      uuid: randomUUID(), node_id: nodeId, nth, kind: i.kind, args: i.args, batch: i.batch ?? null, step_index: i.stepIndex ?? null,
+      operation: i.operation ?? null, max_attempts: i.maxAttempts, requester: i.requester ?? null, request_id: i.requestId ?? null,
+      idempotency_key: i.idempotencyKey ?? null,
+    };
+  });
+  // Every row's subquery sees the queue as it was before this statement: a node's n-th new intent gets max + n.
+  const { rows: inserted } = await trx.raw(
+    `INSERT INTO intents (uuid, node_id, seq, kind, args, batch, step_index, operation, state, max_attempts, requester, request_id, idempotency_key)
+     SELECT v.uuid, v.node_id, coalesce((SELECT max(i.seq) FROM intents i WHERE i.node_id = v.node_id), 0) + v.nth, v.kind, v.args,
+            v.batch, v.step_index, v.operation, 'queued', v.max_attempts, v.requester, v.request_id, v.idempotency_key
+       FROM jsonb_to_recordset(?::jsonb) AS v(uuid uuid, node_id int, nth int, kind text, args jsonb, batch uuid, step_index int,
+            operation uuid, max_attempts int, requester text, request_id text, idempotency_key text)
+     RETURNING *`,
+    [JSON.stringify(rows)],
+  );
+  const byUuid = new Map((inserted as Array<Record<string, unknown>>).map((r) => [r.uuid as string, mapper.fromRow(r)]));
+  return rows.map((r) => byUuid.get(r.uuid) as Intent);
 }
 
 export async function findIntentByKey(db: Knex, nodeId: number, key: string): Promise<Intent | undefined> {

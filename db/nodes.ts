@@ -110,6 +110,20 @@ export async function findNode(db: Knex, ident: string, opts: { forUpdate?: bool
   return row ? nodeMapper.fromRow(row) : undefined;
 }
 
+/**
+ * Locks (FOR UPDATE, in id order) the nodes named by UUID or name among `idents` and returns
+ * them; idents that name no node are left out.
+ */
+export async function lockNodesByIdent(trx: Knex.Transaction, idents: readonly string[]): Promise<Node[]> {
+  const uuids = [...new Set(idents.filter(isUuid).map((u) => u.toLowerCase()))];
+  const names = [...new Set(idents.filter((i) => !isUuid(i)))];
+  const { rows } = await trx.raw(
+    'SELECT * FROM nodes WHERE uuid = ANY(?::uuid[]) OR name = ANY(?::text[]) ORDER BY id FOR UPDATE',
+    [uuids, names],
+  );
+  return (rows as Array<Record<string, unknown>>).map((r) => nodeMapper.fromRow(r));
+}
+
 export async function getNodeById(db: Knex, id: number): Promise<Node> {
   const row = await db('nodes').where('id', id).first();
   if (!row) throw new NodeNotFound(String(id));

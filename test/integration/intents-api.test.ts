@@ -312,6 +312,48 @@ describe('intents API (with a conductor)', function () {
     }
   });
 
+  describe('concurrent acceptance', () => {
+    it('accepts concurrent requests for several nodes each as if alone: refused ones write nothing, accepted ones queue in order', async () => {
+      // Slow enough that a's first intent is still running at the end of the test.
+      const a = await createNode({ fake_delay_ms: 3000 });
+      const b = await createNode({ fake_delay_ms: 50 });
+      const bName = (await getNode(b) as Obj).name as string;
+      const c = await createNode();
+      await t.tdb.knex('nodes').where('uuid', c).update({ provision_state: 'cleaning' });
+      const targets = ['power on', 'power off'];
+      const requests: Array<Promise<[string, string, LightMyRequestResponse]>> = [];
+      for (let i = 0; i < 12; i++) {
+        for (const ident of [a, bName, c, 'no-such-node']) {
+          const target = targets[(i + ident.length) % 2];
+          requests.push(call(t, 'PUT', `/v1/nodes/${ident}/states/power`, { body: { target } }).then((r) => [ident, target, r]));
+        }
+      }
+      const results = await Promise.all(requests);
+      for (const [ident, , res] of results) {
+        if (ident === c) expectStatus(res, 400);
+        else if (ident === 'no-such-node') expectStatus(res, 404);
+        else expectStatus(res, 202);
+      }
+      expect(await nodeIntents(c)).to.have.length(0);
+      expect((await getNode(c)).target_power_state).to.equal(null);
+      for (const [uuid, ident] of [[a, a], [b, bName]]) {
+        const accepted = results.filter(([i]) => i === ident);
+        const rows = await t.tdb.knex('intents').join('nodes', 'nodes.id', 'intents.node_id').where('nodes.uuid', uuid)
+          .orderBy('seq').select('intents.uuid', 'intents.seq', 'intents.args', 'intents.created_at');
+        // One intent per accepted request, each where its Location says, numbered without gaps.
+        expect(rows.map((r) => Number(r.seq))).to.deep.equal(accepted.map((_, k) => k + 1));
+        expect(new Set(accepted.map(([, , r]) => pathOf(r.headers.location)))).to.deep.equal(new Set(rows.map((r) => `/v1/intents/${r.uuid}`)));
+        const byUuid = new Map(rows.map((r) => [r.uuid as string, (r.args as { target: string }).target]));
+        for (const [, target, r] of accepted) expect(byUuid.get(pathOf(r.headers.location).split('/').pop()!)).to.equal(target);
+        // Requests that shared a transaction share its start time: the requests were accepted together.
+        expect(new Set(rows.map((r) => (r.created_at as Date).getTime())).size).to.be.below(rows.length);
+      }
+      // While a's first intent runs, its target is that of its last queued intent.
+      const lastOfA = (await nodeIntents(a)).at(-1)!;
+      expect((await getNode(a)).target_power_state).to.equal((lastOfA.args as { target: string }).target);
+    });
+  });
+
   describe('idempotency keys', () => {
     it('turns a repeated request with one key into one intent with one Location', async () => {
       const uuid = await createNode({ fake_delay_ms: 200 });

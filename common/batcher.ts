@@ -1,0 +1,51 @@
+/** What a batch run says of one item: its value, or the error that item alone failed with. */
+export type BatchOutcome<T> = { value: T } | { error: unknown };
+
+interface Pending<I, O> {
+  item: I;
+  resolve: (value: O) => void;
+  reject: (err: unknown) => void;
+}
+
+/**
+ * Group commit: items submitted while a batch runs form the next batch. Nothing waits for a
+ * batch to fill, so a lone item runs at once and batches grow only under load. One batch runs
+ * at a time; `run` answers for each item of the batch, in order, or throws to fail them all.
+ */
+export class Batcher<I, O> {
+  private queue: Array<Pending<I, O>> = [];
+  private running = false;
+
+  constructor(
+    private readonly run: (items: I[]) => Promise<Array<BatchOutcome<O>>>,
+    private readonly maxBatch: number,
+  ) {}
+
+  submit(item: I): Promise<O> {
+    return new Promise<O>((resolve, reject) => {
+      this.queue.push({ item, resolve, reject });
+      if (!this.running) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.running = true;
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue.splice(0, this.maxBatch);
+        try {
+          const outcomes = await this.run(batch.map((p) => p.item));
+          batch.forEach((p, i) => {
+            const o = outcomes[i];
+            if ('value' in o) p.resolve(o.value);
+            else p.reject(o.error);
+          });
+        } catch (err) {
+          for (const p of batch) p.reject(err);
+        }
+      }
+    } finally {
+      this.running = false;
+    }
+  }
+}
