@@ -263,6 +263,8 @@ interface StatementStat {
   totalMs: number;
   meanMs: number;
   maxMs: number;
+  /** Planning time of all calls (a prepared statement plans once, or rarely). */
+  planMs: number;
   rows: number;
 }
 
@@ -274,18 +276,19 @@ async function resetStatements(knex: Knex, enabled: boolean): Promise<void> {
 async function topStatements(knex: Knex, enabled: boolean, limit = 15): Promise<StatementStat[] | undefined> {
   if (!enabled) return undefined;
   const { rows } = (await knex.raw(
-    `SELECT query, calls, total_exec_time AS total, mean_exec_time AS mean, max_exec_time AS max, rows
+    `SELECT query, calls, total_exec_time AS total, mean_exec_time AS mean, max_exec_time AS max, total_plan_time AS plan, rows
        FROM pg_stat_statements
       WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-      ORDER BY total_exec_time DESC LIMIT ?`,
+      ORDER BY total_exec_time + total_plan_time DESC LIMIT ?`,
     [limit],
-  )) as { rows: Array<{ query: string; calls: number; total: number; mean: number; max: number; rows: number }> };
+  )) as { rows: Array<{ query: string; calls: number; total: number; mean: number; max: number; plan: number; rows: number }> };
   return rows.map((r) => ({
     query: r.query.replace(/\s+/g, ' ').slice(0, 240),
     calls: Number(r.calls),
     totalMs: round2(r.total),
     meanMs: round2(r.mean),
     maxMs: round2(r.max),
+    planMs: round2(r.plan),
     rows: Number(r.rows),
   }));
 }
@@ -735,18 +738,23 @@ async function runWithConductors(opts: Options, server: DatabaseServer, k: numbe
 // ---------------------------------------------------------------------------------------------
 // --explain-claim: the claim statement with a full queue
 
-/** The claim statement and bindings exactly as db/intents.ts builds them. */
-async function captureClaimSql(conductor: string, limit: number, scope: ClaimScope): Promise<{ sql: string; bindings: unknown[] }> {
-  let captured: { sql: string; bindings: unknown[] } | undefined;
+/**
+ * The claim statement and bindings exactly as db/intents.ts builds them (the last statement
+ * it issues), and the settings it issues before it in the same transaction.
+ */
+async function captureClaimSql(conductor: string, limit: number, scope: ClaimScope): Promise<{ sql: string; bindings: unknown[]; settings: string[] }> {
+  const captured: Array<{ sql: string; bindings: unknown[] }> = [];
   const fake = {
-    raw: async (sql: string, bindings: unknown[]) => {
-      captured = { sql, bindings };
+    raw: async (sql: string, bindings: unknown[] = []) => {
+      captured.push({ sql, bindings });
       return { rows: [] };
     },
+    transaction: async (work: (trx: unknown) => Promise<unknown>) => work(fake),
   } as unknown as Knex;
   await claimIntents(fake, conductor, limit, scope);
-  if (!captured) throw new Error('claimIntents issued no statement');
-  return captured;
+  const last = captured.pop();
+  if (!last) throw new Error('claimIntents issued no statement');
+  return { ...last, settings: captured.map((c) => c.sql) };
 }
 
 /** Runs `work` in a transaction that is always rolled back. */
@@ -790,10 +798,11 @@ async function explainClaim(opts: Options, server: DatabaseServer, log: (m: stri
     ];
     const out: Record<string, unknown> = { queuedIntents: opts.intents, nodes: nodes.length, limit, scopes: [] as unknown[] };
     for (const { label, scope } of scopes) {
-      const { sql, bindings } = await captureClaimSql('bench-explain', limit, scope);
+      const { sql, bindings, settings } = await captureClaimSql('bench-explain', limit, scope);
       let plan = '';
       const timings: number[] = [];
       await inRolledBackTransaction(knex, async (trx) => {
+        for (const setting of settings) await trx.raw(setting);
         const { rows } = (await trx.raw(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, bindings as Knex.RawBinding[])) as { rows: Array<{ 'QUERY PLAN': string }> };
         plan = rows.map((r) => r['QUERY PLAN']).join('\n');
       });
@@ -837,7 +846,7 @@ async function main(): Promise<number> {
   if (opts.cpuProf) log(`CPU profiles of api and conductors go to ${opts.cpuProf}`);
 
   const extraFlags = [...(opts.pgFast ? PG_FAST_FLAGS : [])];
-  if (opts.pgStatStatements) extraFlags.push('-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.track=top');
+  if (opts.pgStatStatements) extraFlags.push('-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.track=top', '-c', 'pg_stat_statements.track_planning=on');
   const server = await startDatabaseServer({ extraFlags, log, tempPrefix: 'galvanic-bench-intents-' });
   log(`Postgres: ${server.kind}, ${server.info.version.split(' on ')[0]}, fsync=${server.info.fsync}, synchronous_commit=${server.info.synchronous_commit}`);
   const calibration = await calibrate(() => server.admin.raw('SELECT 1'), server.tempDir);
@@ -999,9 +1008,9 @@ async function main(): Promise<number> {
         + `${fmt(w.updates / tp.intents, 2)} upd (${fmt(w.hotUpdates / tp.intents, 2)} HOT; ${w.indexes} indexes)`).join(', ')}`);
     }
     if (opts.pgStatStatements && tp?.topStatements) {
-      out.push('', `K=${r.conductors} throughput phase, top statements by total time (pg_stat_statements):`);
-      out.push(table([['query', 'total ms', 'calls', 'mean ms'],
-        ...tp.topStatements.slice(0, 10).map((s) => [s.query.slice(0, 110), fmt(s.totalMs, 0), String(s.calls), fmt(s.meanMs, 3)])]));
+      out.push('', `K=${r.conductors} throughput phase, top statements by execution + planning time (pg_stat_statements):`);
+      out.push(table([['query', 'exec ms', 'plan ms', 'calls', 'mean exec ms'],
+        ...tp.topStatements.slice(0, 12).map((s) => [s.query.slice(0, 100), fmt(s.totalMs, 0), fmt(s.planMs, 0), String(s.calls), fmt(s.meanMs, 3)])]));
     }
   }
   out.push('');

@@ -89,7 +89,11 @@ export class IntentRunner {
     return this.inflight;
   }
 
-  /** Looks for work now; calls made while a claim is under way coalesce into one more pass. */
+  /**
+   * Looks for work at the end of this turn of the event loop: the calls of one turn (a batch
+   * of outcomes committed together, a burst of notifications) make one claim, and calls made
+   * while a claim is under way coalesce into one more pass.
+   */
   pump(): void {
     if (this.stopped) return;
     if (this.pumping) {
@@ -97,7 +101,7 @@ export class IntentRunner {
       return;
     }
     this.pumping = true;
-    void this.claimLoop().finally(() => {
+    void new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.claimLoop()).finally(() => {
       this.pumping = false;
       if (this.again) {
         this.again = false;

@@ -154,8 +154,14 @@ export async function claimIntents(db: Knex, conductor: string, limit: number, s
     bindings.push(ranges.map((r) => r.hi), ranges.map((r) => r.lo));
   }
   bindings.push(limit, conductor, conductor);
-  const { rows } = await db.raw(
-    `WITH cand AS (
+  // The queue is a hot, fast-changing table whose statistics are always behind: estimating a
+  // handful of queued rows, the planner fetches every queued intent and sorts them, a cost
+  // that grows with the backlog (13 ms at 2,300 queued). Walking intents_queued_idx in id
+  // order stops at the LIMIT; these two settings (for this statement's transaction only)
+  // leave the planner that plan alone.
+  const { rows } = await db.transaction(async (trx): Promise<{ rows: Array<Record<string, unknown>> }> => {
+    await trx.raw('SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off');
+    return trx.raw(`WITH cand AS (
        SELECT i.id, n.id AS node_id
          FROM intents i JOIN nodes n ON n.id = i.node_id
         WHERE i.state = 'queued' AND NOT i.held AND (i.not_before IS NULL OR i.not_before <= now())
@@ -175,9 +181,8 @@ export async function claimIntents(db: Knex, conductor: string, limit: number, s
        RETURNING intents.*
      )
      UPDATE nodes SET reservation = ? FROM started WHERE nodes.id = started.node_id
-     RETURNING started.*`,
-    bindings as Knex.RawBinding[],
-  );
+     RETURNING started.*`, bindings as Knex.RawBinding[]);
+  });
   return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
 }
 
