@@ -569,6 +569,35 @@ describe('conductor races (real processes, real Postgres)', function () {
       expect(next.intent.seq).to.equal(2);
       await late(next.task, next.intent.id);
     });
+
+    it('commits a batch of outcomes whole, except a task whose lock was lost: that one is dropped and the others land', async () => {
+      const ids = [await newNode(), await newNode(), await newNode()];
+      for (const id of ids) {
+        await tdb.knex.transaction((trx) => enqueueIntents(trx, id, [{ kind: 'power', args: { target: 'power on' }, maxAttempts: 5 }]));
+      }
+      const scope: ClaimScope = { conductorGroup: '', drivers: ['fake-hardware'], hashSql: ringHashSql('n.uuid') };
+      const claimed = (await a.claimIntents(10, scope)).filter((c) => ids.includes(c.task.node.id));
+      expect(claimed).to.have.length(3);
+      // The middle one is taken for dead and recovered (requeued) while tm-a still works.
+      const lost = claimed[1];
+      await recoverConductorLeftovers(tdb.knex, 'tm-a', IDEMPOTENT_KINDS, undefined, [lost.intent.id]);
+      const versions = new Map(claimed.map((c) => [c.task.node.id, c.task.node.version]));
+
+      const out = await a.commitAll(claimed.map((c) => ({ task: c.task, changes: { powerState: 'power on' } })), async (trx, held) => {
+        for (const h of held) await finishIntent(trx, claimed[h.index].intent.id, { state: 'succeeded' });
+      });
+      expect(out[1]).to.be.instanceOf(LockLost);
+      for (const k of [0, 2]) {
+        const node = out[k] as Exclude<(typeof out)[number], LockLost>;
+        expect([node.id, node.powerState, node.reservation, node.version]).to.deep.equal([claimed[k].task.node.id, 'power on', null, versions.get(node.id)! + 1]);
+        expect((await getIntentById(tdb.knex, claimed[k].intent.id)).state).to.equal('succeeded');
+      }
+      // Nothing of the lost one was written: still queued for its retry, node unchanged and free.
+      expect((await getIntentById(tdb.knex, lost.intent.id)).state).to.equal('queued');
+      const [lostNode] = await tdb.knex('nodes').where('id', lost.task.node.id).select('power_state', 'reservation', 'version');
+      expect([lostNode.power_state, lostNode.reservation, Number(lostNode.version)]).to.deep.equal([lost.task.node.powerState, null, lost.task.node.version]);
+      await lost.task.release();
+    });
   });
 
   describe('claimIntents with the hash ring', () => {
