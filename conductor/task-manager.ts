@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
 import { claimIntents, type ClaimScope, type Intent } from '../db/intents.js';
-import { getNodeById, getNodesByIds, nodeMapper, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type UpdateOptions } from '../db/nodes.js';
+import { getNodeById, getNodesByIds, LOCKED_STATE_COLUMNS, nodeMapper, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type UpdateOptions } from '../db/nodes.js';
 import { clearStaleReservation } from '../db/conductors.js';
 
 export type LockMode = 'exclusive' | 'shared';
@@ -132,7 +132,8 @@ export async function commitTasks(
   for (const o of outcomes) o.task.requireExclusive();
   const result = await db.transaction(async (trx) => {
     const { rows } = await trx.raw(
-      `SELECT nodes.*, ${HELD_SQL} AS held_by_task
+      // Only what the change depends on: these rows are read per outcome, on the hot path.
+      `SELECT ${LOCKED_STATE_COLUMNS.map((c) => `nodes.${c}`).join(', ')}, ${HELD_SQL} AS held_by_task
          FROM nodes JOIN unnest(?::int[], ?::bigint[], ?::int[]) AS v(node_id, intent_id, attempts) ON nodes.id = v.node_id
         ORDER BY nodes.id
           FOR UPDATE OF nodes`,

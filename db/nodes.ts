@@ -281,7 +281,7 @@ export interface UpdateOptions {
  * console is disabled, or the node enters maintenance (unless the caller's config says
  * otherwise). Power and provision changes never bump it.
  */
-function changeOf(before: Node, changes: NodeChanges, opts: UpdateOptions): { row: Record<string, unknown>; accessChanged: boolean } {
+function changeOf(before: LockedNodeState, changes: NodeChanges, opts: UpdateOptions): { row: Record<string, unknown>; accessChanged: boolean } {
   const accessChanged = ACCESS_FIELDS.some((f) => f in changes && changes[f] !== before[f])
     || (changes.consoleEnabled === false && before.consoleEnabled)
     || (opts.maintenanceBumpsAccess !== false && changes.maintenance === true && !before.maintenance);
@@ -320,9 +320,13 @@ export async function updateNode(db: Knex, id: number, changes: NodeChanges, opt
   return db.isTransaction ? run(db as Knex.Transaction) : db.transaction(run);
 }
 
+/** What a change of a locked node depends on (see changeOf): a caller may read just these. */
+export type LockedNodeState = Pick<Node, 'id' | 'version' | 'accessEpoch' | 'owner' | 'lessee' | 'consoleEnabled' | 'maintenance'>;
+export const LOCKED_STATE_COLUMNS = ['id', 'version', 'access_epoch', 'owner', 'lessee', 'console_enabled', 'maintenance'] as const;
+
 /** A change of a node whose row the transaction already holds locked, read as `before`. */
 export interface LockedNodeChange {
-  before: Node;
+  before: LockedNodeState;
   changes: NodeChanges;
 }
 
