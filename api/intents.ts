@@ -241,7 +241,7 @@ export class IntentAcceptor {
       nodeIdent, opts, requester: req.user ?? null, requestId: String(req.id),
       idempotencyKey: typeof key === 'string' && key ? key.slice(0, 255) : undefined,
     });
-    this.wake.notify(INTENT_CHANNEL, String(accepted.node.id));
+    this.wake.notify(INTENT_CHANNEL, accepted.node.uuid);
     return accepted;
   }
 

@@ -48,7 +48,7 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
       }]);
       return updated;
     });
-    acceptor.wake.notify(INTENT_CHANNEL, String(node.id));
+    acceptor.wake.notify(INTENT_CHANNEL, node.uuid);
     reply.code(202).header('Location', `${baseUrl(req, config.api.public_endpoint)}/v1/nodes/${node.uuid}/states`).send();
   });
 }

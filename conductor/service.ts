@@ -6,7 +6,7 @@ import type { Notifier } from '../common/notifier.js';
 import { findDeadConductors, heartbeat, liveConductorsOfGroup, markOffline, registerConductor } from '../db/conductors.js';
 import { INTENT_CHANNEL, clearSettledPowerTarget, longRunningIntentIds, recoverConductorLeftovers, type ClaimScope, type Intent } from '../db/intents.js';
 import { recordHistory } from '../db/node-history.js';
-import { getNodeById, updateNode, type NodeChanges } from '../db/nodes.js';
+import { getNodeById, isUuid, updateNode, type NodeChanges } from '../db/nodes.js';
 import { assertSchemaCurrent } from '../db/migrate.js';
 import { PgNotifyBatcher } from '../db/notify.js';
 import type { DriverRegistry } from '../drivers/registry.js';
@@ -119,6 +119,17 @@ export class ConductorService {
   }
 
   /** This conductor's share of its group's nodes; undefined until the ring is known. */
+  /**
+   * Whether a wake-up for `payload` (a node UUID, or anything else) may concern this conductor.
+   * With three conductors each would otherwise run a claim for every accepted request, two of
+   * three finding nothing. A ring that is changing may say no to the new owner: the poll
+   * (poll_interval) still finds the work.
+   */
+  private mayOwn(payload: string | undefined): boolean {
+    if (!this.ring || this.ring.hosts.length <= 1 || !payload || !isUuid(payload)) return true;
+    return this.ring.owner(payload) === this.hostname;
+  }
+
   claimScope(): ClaimScope | undefined {
     if (!this.ring || this.state !== 'running') return undefined;
     const alone = this.ring.hosts.length === 1 && this.ring.hosts[0] === this.hostname;
@@ -147,7 +158,9 @@ export class ConductorService {
     this.listener = new pg.Client({ connectionString: this.deps.connectionString, application_name: 'galvanic-conductor-listen' });
     this.listener.on('error', (err) => this.log.error({ err }, 'LISTEN connection failed; relying on polling'));
     await this.listener.connect();
-    this.listener.on('notification', () => this.runner.pump());
+    this.listener.on('notification', (msg) => {
+      if (this.mayOwn(msg.payload)) this.runner.pump();
+    });
     await this.listener.query(`LISTEN ${INTENT_CHANNEL}`);
 
     this.timers.push(setInterval(() => {

@@ -40,7 +40,10 @@ const mapper = new RowMapper<Intent>([
   'started_at', 'finished_at',
 ], JSON_COLUMNS);
 
-/** The channel conductors LISTEN on; the payload is the node id. */
+/**
+ * The channel conductors LISTEN on. The payload is the UUID of the node with new work: only
+ * the conductor owning it on the hash ring looks; any other payload wakes every conductor.
+ */
 export const INTENT_CHANNEL = 'galvanic_intents';
 
 export interface NewIntent {
