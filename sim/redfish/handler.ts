@@ -103,6 +103,7 @@ export class RedfishHandler {
     const f = bmc.faults;
     let delay = f.latencyMs[0] + Math.random() * Math.max(0, f.latencyMs[1] - f.latencyMs[0]);
     if (f.slowFraction > 0 && Math.random() < f.slowFraction) delay = f.slowMs;
+    bmc.delayed(delay);
     if (delay > 0) await sleep(delay);
     if (res.destroyed) return;
     // A hung BMC: the request stays open until the client gives up.

@@ -153,6 +153,22 @@ describe('Redfish simulator', function () {
     expect((await get(`${url}/redfish/v1/Nope`)).status).to.equal(404);
   });
 
+  it('counts the latency it imposes on each BMC as its request chain, until the next mark', async () => {
+    await simControl(url, 'reset');
+    await fetch(`${url}/_sim/chains`, { method: 'POST' });
+    await setFaults(url, { latencyMs: [100, 100] });
+    for (let i = 0; i < 3; i++) await get(`${url}${SYSTEM}`);
+    await setFaults(url, { latencyMs: [0, 0] });
+    const chains = (await (await fetch(`${url}/_sim/chains`)).json()) as { bmcs: number; active: number; longest: Array<[number, number, number]> };
+    expect(chains.bmcs).to.equal(3);
+    expect(chains.longest[0]).to.deep.equal([0, 300, 3]);
+    expect(chains.active).to.equal(1);
+    const marked = (await (await fetch(`${url}/_sim/chains`, { method: 'POST' })).json()) as typeof chains;
+    expect(marked.longest[0]).to.deep.equal([0, 300, 3]);
+    const after = (await (await fetch(`${url}/_sim/chains`)).json()) as typeof chains;
+    expect(after).to.include({ active: 0 });
+  });
+
   it('keeps an ordered request log and concurrency counters', async () => {
     await setFaults(url, { latencyMs: [150, 150] });
     await Promise.all(Array.from({ length: 5 }, () => get(`${url}${SYSTEM}`)));
