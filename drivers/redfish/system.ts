@@ -24,6 +24,11 @@ export interface SensorTopology {
   systemId: string;
   chassis: ChassisInfo[];
   storage: string[];
+  /**
+   * The query that expands a resource's own subordinate resources (not its Links) one level
+   * deep, when the service root advertises it in ProtocolFeaturesSupported.ExpandQuery; else null.
+   */
+  expand: string | null;
 }
 
 function memoKey(call: RedfishCall, what: string): string {
@@ -137,6 +142,21 @@ async function discoverStorage(call: RedfishCall, body: Json): Promise<string[]>
   }
 }
 
+/** `$expand=.` (with `$levels=1` when levels are supported) if the service root advertises it. */
+async function discoverExpand(call: RedfishCall): Promise<string | null> {
+  let root: Json;
+  try {
+    root = (await call.get('/redfish/v1')).body;
+  } catch (err) {
+    if (isMissing(err)) return null;
+    throw err;
+  }
+  const features = prop(root, 'ProtocolFeaturesSupported');
+  const q = isObject(features) ? prop(features, 'ExpandQuery') : undefined;
+  if (!isObject(q) || prop(q, 'NoLinks') !== true) return null;
+  return prop(q, 'Levels') === true ? '$expand=.($levels=1)' : '$expand=.';
+}
+
 /** Where this node's sensors are; looked up on the first read, then remembered. */
 export function sensorTopology(call: RedfishCall): Promise<SensorTopology> {
   return call.endpoint.memo(
@@ -144,8 +164,8 @@ export function sensorTopology(call: RedfishCall): Promise<SensorTopology> {
     TOPOLOGY_TTL_MS,
     async (c) => {
       const system = await getSystem(c);
-      const [chassis, storage] = await Promise.all([discoverChassis(c, system), discoverStorage(c, system.body)]);
-      return { systemId: str(system.body.Id) ?? lastSegment(system.path), chassis, storage };
+      const [chassis, storage, expand] = await Promise.all([discoverChassis(c, system), discoverStorage(c, system.body), discoverExpand(c)]);
+      return { systemId: str(system.body.Id) ?? lastSegment(system.path), chassis, storage, expand };
     },
     call,
   );
