@@ -102,8 +102,8 @@ export class SimBmc {
   logins = 0;
   unauthorized = 0;
   /**
-   * Simulated latency (ms) imposed on this BMC's requests since the last `markChain()`: with
-   * one request at a time, the shortest time in which a client can have finished them.
+   * Simulated latency (ms) of this BMC's requests answered since the last mark: with one
+   * request at a time, the shortest time in which a client can have had those answers.
    */
   chainMs = 0;
   chainRequests = 0;
