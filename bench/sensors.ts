@@ -7,6 +7,7 @@
  *     [--slow 20000] [--interval 60] [--iterations 2] [--sync-seconds 60] [--per-bmc-requests 1]
  *     [--max-concurrency N] [--conductor-node-options=--max-old-space-size=384] [--base-port 10000]   (BMC i listens on base-port + i; below the ephemeral range, clear of 25672)
  *     [--name sensors]   (results: bench/results/<name>-latest.json)
+ *     [--trace-gc]   (the conductor runs with node --trace-gc: the heap left live after each mark-compact is reported)
  *   The like-for-like comparison on Ironic's fleet size:
  *     node dist/bench/sensors.js --nodes 3500 --iterations 2 --sync-seconds 120 --name sensors-3500
  *
@@ -43,7 +44,7 @@ import { createKnex } from '../db/connection.js';
 import { nodeMapper } from '../db/nodes.js';
 import { onCleanup, runBenchmark } from './lib/cleanup.js';
 import { createBenchDatabase, PG_FAST_FLAGS, startDatabaseServer } from './lib/database.js';
-import { spawnGalvanic, watchCpu, type GalvanicProcess } from './lib/proc.js';
+import { rssKiB, spawnGalvanic, watchCpu, type GalvanicProcess } from './lib/proc.js';
 import { benchLog, fmt, freePort, gitState, loadAvg, machineInfo, positiveInt, ROOT, round2, sleep, table, writeResults } from './lib/util.js';
 
 const RABBITMQ_URL = process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672/';
@@ -68,6 +69,7 @@ interface Options {
   maxConcurrency: number;
   /** Results go to bench/results/<name>-<time>.json and <name>-latest.json. */
   name: string;
+  traceGc: boolean;
 }
 
 function parseOptions(argv: string[]): Options {
@@ -80,6 +82,7 @@ function parseOptions(argv: string[]): Options {
       'conductor-node-options': { type: 'string' },
       'max-concurrency': { type: 'string' },
       name: { type: 'string' },
+      'trace-gc': { type: 'boolean' },
     },
   });
   const name = values.name ?? 'sensors';
@@ -99,6 +102,7 @@ function parseOptions(argv: string[]): Options {
     conductorNodeOptions: values['conductor-node-options'] ?? '',
     maxConcurrency: positiveInt('max-concurrency', values['max-concurrency'], 0, true),
     name,
+    traceGc: values['trace-gc'] === true,
   };
 }
 
@@ -241,6 +245,54 @@ interface Observed {
   at: number;
   /** What the simulators saw during the iteration, read as soon as the line came. */
   sim: Promise<{ chains: Chains; totals: Totals }>;
+  /** The conductor's memory between the previous line and this one. */
+  memory: IterationMemory;
+}
+
+interface IterationMemory {
+  /** Sampled every 250 ms from /proc. */
+  peakRssMiB: number;
+  /** Sampled every second from its /metrics. */
+  peakHeapUsedMiB: number;
+  peakHeapTotalMiB: number;
+  peakExternalMiB: number;
+  /** With --trace-gc: the largest heap left after a mark-compact (what was live), null without. */
+  maxAfterMarkCompactMiB: number | null;
+}
+
+/** Peaks of the conductor's memory, restarted at every iteration line. */
+function memoryWatch(pid: number, metricsPort: number): { take(): IterationMemory; gcLine(line: string): void; stop(): void } {
+  const fresh = (): IterationMemory => ({ peakRssMiB: 0, peakHeapUsedMiB: 0, peakHeapTotalMiB: 0, peakExternalMiB: 0, maxAfterMarkCompactMiB: null });
+  let m = fresh();
+  const rss = setInterval(() => {
+    m.peakRssMiB = Math.max(m.peakRssMiB, round2((rssKiB(pid) ?? 0) / 1024));
+  }, 250);
+  let busy = false;
+  const heap = setInterval(() => {
+    if (busy) return;
+    busy = true;
+    heapOf(metricsPort).then((h) => {
+      m.peakHeapUsedMiB = Math.max(m.peakHeapUsedMiB, h.heapUsedMiB);
+      m.peakHeapTotalMiB = Math.max(m.peakHeapTotalMiB, h.heapTotalMiB);
+      m.peakExternalMiB = Math.max(m.peakExternalMiB, h.externalMiB);
+    }, () => undefined).finally(() => { busy = false; });
+  }, 1000);
+  return {
+    take() {
+      const out = m;
+      m = fresh();
+      return out;
+    },
+    // e.g. "[123:0x...]   45000 ms: Mark-Compact 812.3 (850.1) -> 301.2 (840.7) MB, ..."
+    gcLine(line) {
+      const g = /Mark-Compact[^>]*-> ([\d.]+) \(/.exec(line);
+      if (g) m.maxAfterMarkCompactMiB = Math.max(m.maxAfterMarkCompactMiB ?? 0, Number(g[1]));
+    },
+    stop() {
+      clearInterval(rss);
+      clearInterval(heap);
+    },
+  };
 }
 
 /**
@@ -248,13 +300,16 @@ interface Observed {
  * the simulators' chains are read and marked (an iteration shorter than the interval leaves
  * a quiet gap before the next tick, so nothing of the next one is counted).
  */
-async function startConductor(label: string, dbUrl: string, env: Record<string, string>, sims: Sim[], config: string): Promise<{ proc: GalvanicProcess; iterations: Observed[]; heap(): Promise<Heap> }> {
+async function startConductor(label: string, dbUrl: string, env: Record<string, string>, sims: Sim[], config: string, nodeArgs: string[]): Promise<{ proc: GalvanicProcess; iterations: Observed[]; heap(): Promise<Heap> }> {
   const metricsPort = await freePort();
   const proc = await spawnGalvanic({
-    label, command: 'conductor', config,
+    label, command: 'conductor', config, nodeArgs,
     env: { GALVANIC_DATABASE__CONNECTION: dbUrl, GALVANIC_DEFAULT__HOST: label, GALVANIC_CONDUCTOR__METRICS_PORT: String(metricsPort), ...env },
   });
   const iterations: Observed[] = [];
+  const memory = memoryWatch(proc.pid, metricsPort);
+  onCleanup('conductor memory watch', async () => memory.stop());
+  void proc.exited.then(() => memory.stop());
   let buf = '';
   proc.proc.stdout!.on('data', (d: Buffer) => {
     buf += d.toString();
@@ -262,6 +317,7 @@ async function startConductor(label: string, dbUrl: string, env: Record<string, 
     while ((i = buf.indexOf('\n')) >= 0) {
       const line = buf.slice(0, i);
       buf = buf.slice(i + 1);
+      memory.gcLine(line);
       if (!line.includes('sensor data iteration')) continue;
       let parsed: IterationLine;
       try {
@@ -274,7 +330,7 @@ async function startConductor(label: string, dbUrl: string, env: Record<string, 
         return { chains, totals: await simTotals(sims) };
       })();
       sim.catch(() => undefined);
-      iterations.push({ line: parsed, at: Date.now(), sim });
+      iterations.push({ line: parsed, at: Date.now(), sim, memory: memory.take() });
     }
   });
   return { proc, iterations, heap: () => heapOf(metricsPort) };
@@ -352,7 +408,7 @@ async function main(): Promise<number> {
   onCleanup('notification counter', () => counter.close());
   await markChains(sims);
   const before = await simTotals(sims);
-  const run = await startConductor('sensors', db.url, common, sims, confFile);
+  const run = await startConductor('sensors', db.url, common, sims, confFile, opts.traceGc ? ['--trace-gc'] : []);
   const simPids = Object.fromEntries(sims.map((x, i) => [`simulator${i + 1}`, x.proc.pid!]));
   const watch = watchCpu({ conductor: run.proc.pid, ...simPids }, server.postmasterPid);
   const t0 = Date.now();
@@ -388,6 +444,7 @@ async function main(): Promise<number> {
       slowestChainS: round2(chains.longest[1] / 1000), slowestChainRequests: chains.longest[2], slowestChainBmcPort: chains.longest[0],
       chainP50S: round2(chains.p50Ms / 1000), chainP99S: round2(chains.p99Ms / 1000),
       wallOverSlowestChain: chains.longest[1] > 0 ? round2(wall / (chains.longest[1] / 1000)) : null,
+      conductorMemory: o.memory,
     });
   }
   const lastIteration = run.iterations[opts.iterations - 1];
@@ -460,9 +517,10 @@ async function main(): Promise<number> {
   };
   const file = await writeResults(opts.name, startedAt, result);
   process.stdout.write(`\n${table([
-    ['iteration', 'nodes', 'ok', 'failed', 'timed out', 'wall s', 'nodes/s', 'requests', 'req/node', 'slowest chain s', 'wall/chain'],
+    ['iteration', 'nodes', 'ok', 'failed', 'timed out', 'wall s', 'nodes/s', 'requests', 'req/node', 'slowest chain s', 'wall/chain', 'peak RSS MiB', 'peak heap MiB'],
     ...iterations.map((r) => [String(r.iteration), String(r.nodes), String(r.ok), String(r.failed), String(r.timedOut), fmt(r.wallS), fmt(r.nodesPerS),
-      String(r.simulatorRequests), fmt(r.requestsPerNode), fmt(r.slowestChainS), fmt(r.wallOverSlowestChain ?? NaN)]),
+      String(r.simulatorRequests), fmt(r.requestsPerNode), fmt(r.slowestChainS), fmt(r.wallOverSlowestChain ?? NaN),
+      fmt(r.conductorMemory.peakRssMiB), `${fmt(r.conductorMemory.peakHeapUsedMiB)} / ${fmt(r.conductorMemory.peakHeapTotalMiB)}`]),
   ])}\n`);
   process.stdout.write(`conductor: ${fmt(cpuOf('conductor').cpuS)} CPU s over ${fmt(wallS)} s, peak RSS ${fmt(cpuOf('conductor').maxRssMiB)} MiB (V8 heap at the end: ${fmt(heapAfter.heapUsedMiB)} MiB used of ${fmt(heapAfter.heapTotalMiB)}); ` +
     `simulators: ${fmt(simCpuS)} CPU s for ${simRequests} requests (${fmt(simRequests / wallS)}/s, ${fmt(result.async.simulatorCpuMsPerRequest)} ms CPU each), max ${after.maxConcurrent} concurrent at one BMC, ` +
