@@ -108,16 +108,20 @@ async function readChassis(call: RedfishCall, c: ChassisInfo, expand: string | n
 export async function readSensors(call: RedfishCall): Promise<SensorData> {
   const topo = await sensorTopology(call);
   const out = emptySensorData();
-  const jobs: Array<Promise<void>> = topo.chassis.map((c) => readChassis(call, c, topo.expand, out));
+  const jobs: Array<() => Promise<void>> = topo.chassis.map((c) => () => readChassis(call, c, topo.expand, out));
   for (const s of topo.storage) {
-    jobs.push(
-      optionalGet(call, s).then((body) => {
-        if (body) parseSimpleStorage(body, topo.systemId, out);
-      }),
-    );
+    jobs.push(async () => {
+      const body = await optionalGet(call, s);
+      if (body) parseSimpleStorage(body, topo.systemId, out);
+    });
+  }
+  if (call.endpoint.sem.limit === 1) {
+    // One request at a time anyway: issued one after the other, the others hold no state while they wait.
+    for (const job of jobs) await job();
+    return out;
   }
   // Wait for every request before failing, so none outlives the call.
-  const results = await Promise.allSettled(jobs);
+  const results = await Promise.allSettled(jobs.map((job) => job()));
   const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) throw failed.reason;
   return out;
