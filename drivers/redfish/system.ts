@@ -31,6 +31,17 @@ export interface SensorTopology {
   expand: string | null;
 }
 
+/**
+ * Runs `jobs` at once, or one after the other when the BMC takes one request at a time anyway
+ * (requests queued at its semaphore would only hold their state while they wait).
+ */
+export async function inTurn<T>(call: RedfishCall, jobs: Array<() => Promise<T>>): Promise<T[]> {
+  if (call.endpoint.sem.limit > 1) return Promise.all(jobs.map((job) => job()));
+  const out: T[] = [];
+  for (const job of jobs) out.push(await job());
+  return out;
+}
+
 function memoKey(call: RedfishCall, what: string): string {
   return `sys:${call.info.systemId ?? ''}:${what}`;
 }
@@ -113,7 +124,7 @@ const hasSensors = (c: ChassisRead | null): c is ChassisRead => c !== null && (c
 async function discoverChassis(call: RedfishCall, system: Resource): Promise<ChassisInfo[]> {
   const links = prop(system.body, 'Links');
   const linked = isObject(links) ? linkPaths(prop(links, 'Chassis')) : [];
-  const direct = (await Promise.all(linked.map((p) => readChassis(call, p)))).filter(hasSensors);
+  const direct = (await inTurn(call, linked.map((p) => () => readChassis(call, p)))).filter(hasSensors);
   if (direct.length) return direct.map(strip);
   let members: string[] = [];
   try {
@@ -121,7 +132,7 @@ async function discoverChassis(call: RedfishCall, system: Resource): Promise<Cha
   } catch (err) {
     if (!isMissing(err)) throw err;
   }
-  const all = (await Promise.all(members.map((p) => readChassis(call, p)))).filter(hasSensors);
+  const all = (await inTurn(call, members.map((p) => () => readChassis(call, p)))).filter(hasSensors);
   const mine = all.filter((c) => c.systems.some((s) => samePath(s, system.path)));
   if (mine.length) return mine.map(strip);
   return all.every((c) => c.systems.length === 0) ? all.map(strip) : [];
@@ -164,7 +175,10 @@ export function sensorTopology(call: RedfishCall): Promise<SensorTopology> {
     TOPOLOGY_TTL_MS,
     async (c) => {
       const system = await getSystem(c);
-      const [chassis, storage, expand] = await Promise.all([discoverChassis(c, system), discoverStorage(c, system.body), discoverExpand(c)]);
+      // In turn when the BMC takes one request at a time, as inTurn does.
+      const [chassis, storage, expand] = c.endpoint.sem.limit > 1
+        ? await Promise.all([discoverChassis(c, system), discoverStorage(c, system.body), discoverExpand(c)])
+        : [await discoverChassis(c, system), await discoverStorage(c, system.body), await discoverExpand(c)];
       return { systemId: str(system.body.Id) ?? lastSegment(system.path), chassis, storage, expand };
     },
     call,
