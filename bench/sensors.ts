@@ -6,15 +6,27 @@
  *   node dist/bench/sensors.js [--nodes 10000] [--latency 1000-2000] [--slow-fraction 0.01]
  *     [--slow 20000] [--interval 60] [--iterations 2] [--sync-seconds 60] [--per-bmc-requests 1]
  *     [--max-concurrency N] [--conductor-node-options=--max-old-space-size=384] [--base-port 10000]   (BMC i listens on base-port + i; below the ephemeral range, clear of 25672)
+ *     [--name sensors]   (results: bench/results/<name>-latest.json)
+ *     [--trace-gc]   (the conductor runs with node --trace-gc: the heap left live after each mark-compact is reported)
+ *   The like-for-like comparison on Ironic's fleet size:
+ *     node dist/bench/sensors.js --nodes 3500 --iterations 2 --sync-seconds 120 --name sensors-3500
  *
  * Phase 1 (asynchronous collection, the default): `--iterations` iterations, each reported
  * from the conductor's own "sensor data iteration" log line: wall time, nodes ok / failed /
- * timed out; plus requests/s at the simulators, notifications received, and the conductor's
- * CPU seconds and peak RSS. The first iteration also logs in to every BMC and discovers its
- * resources; later ones are the steady state.
- * Phase 2 (Ironic's behaviour): the same fleet with enable_async_collection = false and
- * workers = 4, for `--sync-seconds`; its throughput (notifications/s) against phase 1's gives
- * the ratio. Collecting the whole fleet that way would take about an hour, hence the window.
+ * timed out; the slowest node's own request chain (see below) and the ratio of the wall time
+ * to it; requests and requests/s at the simulators; plus notifications received, the
+ * conductor's and the simulators' CPU seconds and peak RSS. The first iteration also logs in
+ * to every BMC and discovers its resources; later ones are the steady state.
+ * The request chain of a node is computed at the simulator, not seen by the client: the sum
+ * of the latencies the simulator imposed on that BMC's requests during the iteration. With
+ * one request at a time per BMC (--per-bmc-requests 1, the default, checked at the
+ * simulator), no client can read that node faster: it is the floor of the iteration.
+ * Phase 2 (Ironic's behaviour, steady): the same conductor, once phase 1 is over, is switched
+ * by SIGHUP (its [sensor_data] options are mutable) to enable_async_collection = false and
+ * workers = 4, keeping its sessions and what it learnt of every BMC; notifications are counted
+ * over `--sync-seconds` from the tick at which that synchronous iteration starts. Its
+ * throughput against phase 1's steady iteration (nodes / wall time) gives the ratio.
+ * Collecting the whole fleet that way would take most of an hour, hence the window.
  *
  * File descriptors: each BMC costs the simulator a listener and a connection, and the conductor
  * a connection, so the simulators are split into processes of at most 4,000 BMCs, and the
@@ -23,6 +35,8 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import amqp from 'amqplib';
@@ -30,7 +44,7 @@ import { createKnex } from '../db/connection.js';
 import { nodeMapper } from '../db/nodes.js';
 import { onCleanup, runBenchmark } from './lib/cleanup.js';
 import { createBenchDatabase, PG_FAST_FLAGS, startDatabaseServer } from './lib/database.js';
-import { spawnGalvanic, watchCpu, type GalvanicProcess } from './lib/proc.js';
+import { rssKiB, spawnGalvanic, watchCpu, type GalvanicProcess } from './lib/proc.js';
 import { benchLog, fmt, freePort, gitState, loadAvg, machineInfo, positiveInt, ROOT, round2, sleep, table, writeResults } from './lib/util.js';
 
 const RABBITMQ_URL = process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672/';
@@ -53,6 +67,9 @@ interface Options {
   conductorNodeOptions: string;
   /** [sensor_data] max_concurrency; default: the node count (all in flight). */
   maxConcurrency: number;
+  /** Results go to bench/results/<name>-<time>.json and <name>-latest.json. */
+  name: string;
+  traceGc: boolean;
 }
 
 function parseOptions(argv: string[]): Options {
@@ -64,8 +81,12 @@ function parseOptions(argv: string[]): Options {
       'base-port': { type: 'string' },
       'conductor-node-options': { type: 'string' },
       'max-concurrency': { type: 'string' },
+      name: { type: 'string' },
+      'trace-gc': { type: 'boolean' },
     },
   });
+  const name = values.name ?? 'sensors';
+  if (!/^[a-z0-9-]+$/.test(name)) throw new Error('--name: lower-case letters, digits and dashes only');
   const slowFraction = Number(values['slow-fraction'] ?? 0.01);
   if (!(slowFraction >= 0 && slowFraction <= 1)) throw new Error('--slow-fraction must be between 0 and 1');
   return {
@@ -80,6 +101,8 @@ function parseOptions(argv: string[]): Options {
     basePort: positiveInt('base-port', values['base-port'], 10_000),
     conductorNodeOptions: values['conductor-node-options'] ?? '',
     maxConcurrency: positiveInt('max-concurrency', values['max-concurrency'], 0, true),
+    name,
+    traceGc: values['trace-gc'] === true,
   };
 }
 
@@ -150,6 +173,31 @@ async function simTotals(sims: Sim[]): Promise<Totals> {
   return t;
 }
 
+interface Chains {
+  active: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** The longest: [BMC port, ms, requests]. */
+  longest: [number, number, number];
+}
+
+/** The longest request chain over every simulator since the last mark, and a new mark. */
+async function markChains(sims: Sim[]): Promise<Chains> {
+  const out: Chains = { active: 0, p50Ms: 0, p99Ms: 0, longest: [0, 0, 0] };
+  for (const s of sims) {
+    const x = (await (await fetch(`http://127.0.0.1:${s.firstPort}/_sim/chains`, { method: 'POST' })).json()) as {
+      active: number; p50Ms: number; p99Ms: number; longest: Array<[number, number, number]>;
+    };
+    out.active += x.active;
+    // Quantiles across processes: the largest of theirs (processes hold similar BMCs).
+    out.p50Ms = Math.max(out.p50Ms, x.p50Ms);
+    out.p99Ms = Math.max(out.p99Ms, x.p99Ms);
+    const top = x.longest[0];
+    if (top && top[1] > out.longest[1]) out.longest = [s.firstPort + top[0], top[1], top[2]];
+  }
+  return out;
+}
+
 async function enroll(dbUrl: string, sims: Sim[]): Promise<void> {
   const knex = createKnex(dbUrl, { poolMax: 2, applicationName: 'galvanic-bench-enroll' });
   try {
@@ -191,14 +239,77 @@ interface IterationLine {
   failures: Record<string, number>;
 }
 
-/** Starts a conductor and collects its "sensor data iteration" lines as they come. */
-async function startConductor(label: string, dbUrl: string, env: Record<string, string>): Promise<{ proc: GalvanicProcess; iterations: IterationLine[]; heap(): Promise<Heap> }> {
+interface Observed {
+  line: IterationLine;
+  /** When the bench read the line (ms since the epoch). */
+  at: number;
+  /** What the simulators saw during the iteration, read as soon as the line came. */
+  sim: Promise<{ chains: Chains; totals: Totals }>;
+  /** The conductor's memory between the previous line and this one. */
+  memory: IterationMemory;
+}
+
+interface IterationMemory {
+  /** Sampled every 250 ms from /proc. */
+  peakRssMiB: number;
+  /** Sampled every second from its /metrics. */
+  peakHeapUsedMiB: number;
+  peakHeapTotalMiB: number;
+  peakExternalMiB: number;
+  /** With --trace-gc: the largest heap left after a mark-compact (what was live), null without. */
+  maxAfterMarkCompactMiB: number | null;
+}
+
+/** Peaks of the conductor's memory, restarted at every iteration line. */
+function memoryWatch(pid: number, metricsPort: number): { take(): IterationMemory; gcLine(line: string): void; stop(): void } {
+  const fresh = (): IterationMemory => ({ peakRssMiB: 0, peakHeapUsedMiB: 0, peakHeapTotalMiB: 0, peakExternalMiB: 0, maxAfterMarkCompactMiB: null });
+  let m = fresh();
+  const rss = setInterval(() => {
+    m.peakRssMiB = Math.max(m.peakRssMiB, round2((rssKiB(pid) ?? 0) / 1024));
+  }, 250);
+  let busy = false;
+  const heap = setInterval(() => {
+    if (busy) return;
+    busy = true;
+    heapOf(metricsPort).then((h) => {
+      m.peakHeapUsedMiB = Math.max(m.peakHeapUsedMiB, h.heapUsedMiB);
+      m.peakHeapTotalMiB = Math.max(m.peakHeapTotalMiB, h.heapTotalMiB);
+      m.peakExternalMiB = Math.max(m.peakExternalMiB, h.externalMiB);
+    }, () => undefined).finally(() => { busy = false; });
+  }, 1000);
+  return {
+    take() {
+      const out = m;
+      m = fresh();
+      return out;
+    },
+    // e.g. "[123:0x...]   45000 ms: Mark-Compact 812.3 (850.1) -> 301.2 (840.7) MB, ..."
+    gcLine(line) {
+      const g = /Mark-Compact[^>]*-> ([\d.]+) \(/.exec(line);
+      if (g) m.maxAfterMarkCompactMiB = Math.max(m.maxAfterMarkCompactMiB ?? 0, Number(g[1]));
+    },
+    stop() {
+      clearInterval(rss);
+      clearInterval(heap);
+    },
+  };
+}
+
+/**
+ * Starts a conductor and collects its "sensor data iteration" lines as they come; at each,
+ * the simulators' chains are read and marked (an iteration shorter than the interval leaves
+ * a quiet gap before the next tick, so nothing of the next one is counted).
+ */
+async function startConductor(label: string, dbUrl: string, env: Record<string, string>, sims: Sim[], config: string, nodeArgs: string[]): Promise<{ proc: GalvanicProcess; iterations: Observed[]; heap(): Promise<Heap> }> {
   const metricsPort = await freePort();
   const proc = await spawnGalvanic({
-    label, command: 'conductor',
+    label, command: 'conductor', config, nodeArgs,
     env: { GALVANIC_DATABASE__CONNECTION: dbUrl, GALVANIC_DEFAULT__HOST: label, GALVANIC_CONDUCTOR__METRICS_PORT: String(metricsPort), ...env },
   });
-  const iterations: IterationLine[] = [];
+  const iterations: Observed[] = [];
+  const memory = memoryWatch(proc.pid, metricsPort);
+  onCleanup('conductor memory watch', async () => memory.stop());
+  void proc.exited.then(() => memory.stop());
   let buf = '';
   proc.proc.stdout!.on('data', (d: Buffer) => {
     buf += d.toString();
@@ -206,12 +317,20 @@ async function startConductor(label: string, dbUrl: string, env: Record<string, 
     while ((i = buf.indexOf('\n')) >= 0) {
       const line = buf.slice(0, i);
       buf = buf.slice(i + 1);
+      memory.gcLine(line);
       if (!line.includes('sensor data iteration')) continue;
+      let parsed: IterationLine;
       try {
-        iterations.push(JSON.parse(line) as IterationLine);
+        parsed = JSON.parse(line) as IterationLine;
       } catch {
-        // not JSON: ignore
+        continue;
       }
+      const sim = (async () => {
+        const chains = await markChains(sims);
+        return { chains, totals: await simTotals(sims) };
+      })();
+      sim.catch(() => undefined);
+      iterations.push({ line: parsed, at: Date.now(), sim, memory: memory.take() });
     }
   });
   return { proc, iterations, heap: () => heapOf(metricsPort) };
@@ -276,53 +395,91 @@ async function main(): Promise<number> {
     ...(opts.conductorNodeOptions ? { NODE_OPTIONS: opts.conductorNodeOptions } : {}),
   };
 
+  // The conductor's [sensor_data] mode lives in a file of its own, so that SIGHUP can change it.
+  const confDir = await fs.mkdtemp(path.join(os.tmpdir(), 'galvanic-bench-sensors-'));
+  onCleanup('conductor configuration', () => fs.rm(confDir, { recursive: true, force: true }));
+  const confFile = path.join(confDir, 'galvanic.conf');
+  const writeMode = (asyncCollection: boolean, workers: number) =>
+    fs.writeFile(confFile, `[sensor_data]\nenable_async_collection = ${String(asyncCollection)}\nworkers = ${workers}\n`);
+  await writeMode(true, 4);
+
   // Phase 1: asynchronous collection.
   const counter = await countNotifications(exchange, topic);
   onCleanup('notification counter', () => counter.close());
+  await markChains(sims);
   const before = await simTotals(sims);
-  const asyncRun = await startConductor('sensors-async', db.url, { ...common, GALVANIC_SENSOR_DATA__ENABLE_ASYNC_COLLECTION: 'true' });
-  const watch = watchCpu({ conductor: asyncRun.proc.pid }, server.postmasterPid);
+  const run = await startConductor('sensors', db.url, common, sims, confFile, opts.traceGc ? ['--trace-gc'] : []);
+  const simPids = Object.fromEntries(sims.map((x, i) => [`simulator${i + 1}`, x.proc.pid!]));
+  const watch = watchCpu({ conductor: run.proc.pid, ...simPids }, server.postmasterPid);
   const t0 = Date.now();
   const deadline = t0 + (opts.iterations + 1) * opts.interval * 1000 + 120_000;
-  while (asyncRun.iterations.length < opts.iterations) {
-    const p = asyncRun.proc.proc;
-    if (p.exitCode !== null || p.signalCode !== null) throw new Error(`conductor exited (${p.exitCode ?? p.signalCode}):\n${asyncRun.proc.output()}`);
-    if (Date.now() > deadline) throw new Error(`${opts.iterations} iterations did not finish in time:\n${asyncRun.proc.output()}`);
+  const alive = () => {
+    const p = run.proc.proc;
+    if (p.exitCode !== null || p.signalCode !== null) throw new Error(`conductor exited (${p.exitCode ?? p.signalCode}):\n${run.proc.output()}`);
+  };
+  while (run.iterations.length < opts.iterations) {
+    alive();
+    if (Date.now() > deadline) throw new Error(`${opts.iterations} iterations did not finish in time:\n${run.proc.output()}`);
     await sleep(250);
   }
   const wallS = (Date.now() - t0) / 1000;
   const usage = watch.stop();
-  const heapAfter = await asyncRun.heap();
+  const heapAfter = await run.heap();
   const after = await simTotals(sims);
-  await sleep(2000);
-  const received = counter.count();
-  await asyncRun.proc.stop();
-  // Only the iterations waited for: one cut short by the conductor's stop would follow.
-  const iterations = asyncRun.iterations.slice(0, opts.iterations).map((it, i) => ({
-    iteration: i + 1, nodes: it.nodes, ok: it.ok, failed: it.failed, timedOut: it.timedOut, failures: it.failures,
-    wallS: round2(it.durationMs / 1000), nodesPerS: round2(it.ok / (it.durationMs / 1000)),
-  }));
+  const cpuOf = (label: string) => usage.processes[label];
+  const simCpuS = round2(Object.keys(simPids).reduce((t, k) => t + cpuOf(k).cpuS, 0));
   const simRequests = after.requests - before.requests;
+  let prevRequests = before.requests;
+  const iterations = [];
+  for (const [i, o] of run.iterations.slice(0, opts.iterations).entries()) {
+    const it = o.line;
+    const { chains, totals } = await o.sim;
+    const requests = totals.requests - prevRequests;
+    prevRequests = totals.requests;
+    const wall = it.durationMs / 1000;
+    iterations.push({
+      iteration: i + 1, nodes: it.nodes, ok: it.ok, failed: it.failed, timedOut: it.timedOut, failures: it.failures,
+      wallS: round2(wall), nodesPerS: round2(it.ok / wall),
+      simulatorRequests: requests, requestsPerNode: round2(requests / Math.max(1, it.nodes)), simulatorRequestsPerS: round2(requests / wall),
+      slowestChainS: round2(chains.longest[1] / 1000), slowestChainRequests: chains.longest[2], slowestChainBmcPort: chains.longest[0],
+      chainP50S: round2(chains.p50Ms / 1000), chainP99S: round2(chains.p99Ms / 1000),
+      wallOverSlowestChain: chains.longest[1] > 0 ? round2(wall / (chains.longest[1] / 1000)) : null,
+      conductorMemory: o.memory,
+    });
+  }
+  const lastIteration = run.iterations[opts.iterations - 1];
 
-  // Phase 2: Ironic's behaviour, four at a time, for a fixed window.
+  // Phase 2: Ironic's behaviour, four at a time, in the same (warm) conductor, over a window.
   let sync: Record<string, unknown> | null = null;
   if (opts.syncSeconds > 0) {
-    const receivedBefore = counter.count();
-    const syncRun = await startConductor('sensors-sync', db.url, {
-      ...common, GALVANIC_SENSOR_DATA__ENABLE_ASYNC_COLLECTION: 'false', GALVANIC_SENSOR_DATA__WORKERS: '4',
-    });
-    const syncWatch = watchCpu({ conductor: syncRun.proc.pid }, server.postmasterPid);
+    await writeMode(false, 4);
+    run.proc.proc.kill('SIGHUP');
+    // Ticks are `interval` apart; the synchronous iteration starts at the one after the last async iteration.
+    const lastStart = lastIteration.at - lastIteration.line.durationMs;
+    const periods = Math.max(1, Math.ceil((Date.now() - lastStart) / (opts.interval * 1000)));
+    const syncStart = lastStart + periods * opts.interval * 1000;
+    while (Date.now() < syncStart) await sleep(100);
+    const n0 = counter.count();
+    const syncWatch = watchCpu({ conductor: run.proc.pid, ...simPids }, server.postmasterPid);
+    const s0 = await simTotals(sims);
     await sleep(opts.syncSeconds * 1000);
+    alive();
+    const done = counter.count() - n0;
+    const s1 = await simTotals(sims);
     const syncUsage = syncWatch.stop();
-    const done = counter.count() - receivedBefore;
-    await syncRun.proc.stop();
+    if (run.iterations.length > opts.iterations) throw new Error('the synchronous iteration ended within its window: use a shorter --sync-seconds');
     const perS = done / opts.syncSeconds;
     sync = {
-      workers: 4, windowS: opts.syncSeconds, nodesNotified: done, nodesPerS: round2(perS),
+      workers: 4, windowS: opts.syncSeconds, steady: true, nodesNotified: done, nodesPerS: round2(perS),
+      simulatorRequests: s1.requests - s0.requests, requestsPerNode: done > 0 ? round2((s1.requests - s0.requests) / done) : null,
+      sessionsCreated: s1.sessionsCreated - s0.sessionsCreated,
       extrapolatedIterationS: perS > 0 ? Math.round(opts.nodes / perS) : null,
-      conductorCpuS: syncUsage.processes.conductor.cpuS, conductorPeakRssMiB: syncUsage.processes.conductor.maxRssMiB,
+      conductorCpuS: syncUsage.processes.conductor.cpuS,
     };
   }
+  await sleep(2000);
+  const received = counter.count();
+  await run.proc.stop();
 
   const steady = iterations[iterations.length - 1];
   const result = {
@@ -334,38 +491,41 @@ async function main(): Promise<number> {
     git: gitState(),
     database: { kind: server.kind, info: server.info },
     fleet: { nodes: opts.nodes, simulatorProcesses: sims.length, bmcs: after.bmcs },
+    chainDefinition: 'per BMC and iteration, the sum of the latencies the simulator imposed on its requests (computed at the simulator, one request at a time per BMC)',
     async: {
       iterations,
       wallS: round2(wallS),
-      notificationsReceived: received,
       simulatorRequests: simRequests,
       simulatorRequestsPerS: round2(simRequests / wallS),
-      conductorCpuS: usage.processes.conductor.cpuS,
-      conductorPeakRssMiB: usage.processes.conductor.maxRssMiB,
+      conductorCpuS: cpuOf('conductor').cpuS,
+      conductorPeakRssMiB: cpuOf('conductor').maxRssMiB,
       conductorHeapAtEnd: heapAfter,
+      simulatorCpuS: simCpuS,
+      simulatorCpuMsPerRequest: round2((simCpuS * 1000) / Math.max(1, simRequests)),
+      simulatorPeakRssMiB: Object.fromEntries(Object.keys(simPids).map((k) => [k, cpuOf(k).maxRssMiB])),
       postgresCpuS: usage.postgresCpuS,
+      benchClientCpuS: usage.benchClientCpuS,
       machineBusyCpuS: usage.machineBusyCpuS,
       maxConcurrentRequestsAtOneBmc: after.maxConcurrent,
       sessionsCreated: after.sessionsCreated - before.sessionsCreated,
       logins: after.logins - before.logins,
     },
+    notificationsReceived: received,
     sync,
-    // The synchronous window starts cold (new process: logins, discovery), like iteration 1.
-    ratio: sync && steady ? {
-      coldVsSync: round2(iterations[0].nodesPerS / (sync.nodesPerS as number)),
-      steadyVsSync: round2(steady.nodesPerS / (sync.nodesPerS as number)),
-    } : null,
+    ratio: sync && steady ? { steadyAsyncVsSteadySync: round2(steady.nodesPerS / (sync.nodesPerS as number)) } : null,
     ironicPrototype: IRONIC_PROTOTYPE,
   };
-  const file = await writeResults('sensors', startedAt, result);
+  const file = await writeResults(opts.name, startedAt, result);
   process.stdout.write(`\n${table([
-    ['iteration', 'nodes', 'ok', 'failed', 'timed out', 'wall s', 'nodes/s'],
-    ...iterations.map((r) => [String(r.iteration), String(r.nodes), String(r.ok), String(r.failed), String(r.timedOut), fmt(r.wallS), fmt(r.nodesPerS)]),
+    ['iteration', 'nodes', 'ok', 'failed', 'timed out', 'wall s', 'nodes/s', 'requests', 'req/node', 'slowest chain s', 'wall/chain', 'peak RSS MiB', 'peak heap MiB'],
+    ...iterations.map((r) => [String(r.iteration), String(r.nodes), String(r.ok), String(r.failed), String(r.timedOut), fmt(r.wallS), fmt(r.nodesPerS),
+      String(r.simulatorRequests), fmt(r.requestsPerNode), fmt(r.slowestChainS), fmt(r.wallOverSlowestChain ?? NaN),
+      fmt(r.conductorMemory.peakRssMiB), `${fmt(r.conductorMemory.peakHeapUsedMiB)} / ${fmt(r.conductorMemory.peakHeapTotalMiB)}`]),
   ])}\n`);
-  process.stdout.write(`conductor: ${fmt(usage.processes.conductor.cpuS)} CPU s over ${fmt(wallS)} s, peak RSS ${fmt(usage.processes.conductor.maxRssMiB)} MiB (V8 heap at the end: ${fmt(heapAfter.heapUsedMiB)} MiB used of ${fmt(heapAfter.heapTotalMiB)}); ` +
-    `simulators: ${simRequests} requests (${fmt(simRequests / wallS)}/s), max ${after.maxConcurrent} concurrent at one BMC, ${after.sessionsCreated - before.sessionsCreated} sessions for ${after.bmcs} BMCs; ` +
-    `notifications received ${received}\n`);
-  if (sync) process.stdout.write(`synchronous, 4 workers: ${sync.nodesNotified as number} nodes in ${opts.syncSeconds} s = ${fmt(sync.nodesPerS as number, 2)} nodes/s; ratio ${fmt(result.ratio?.coldVsSync ?? NaN)}x (cold) / ${fmt(result.ratio?.steadyVsSync ?? NaN)}x (steady)\n`);
+  process.stdout.write(`conductor: ${fmt(cpuOf('conductor').cpuS)} CPU s over ${fmt(wallS)} s, peak RSS ${fmt(cpuOf('conductor').maxRssMiB)} MiB (V8 heap at the end: ${fmt(heapAfter.heapUsedMiB)} MiB used of ${fmt(heapAfter.heapTotalMiB)}); ` +
+    `simulators: ${fmt(simCpuS)} CPU s for ${simRequests} requests (${fmt(simRequests / wallS)}/s, ${fmt(result.async.simulatorCpuMsPerRequest)} ms CPU each), max ${after.maxConcurrent} concurrent at one BMC, ` +
+    `${after.sessionsCreated - before.sessionsCreated} sessions for ${after.bmcs} BMCs; machine busy ${fmt(usage.machineBusyCpuS)} CPU s; notifications received ${received}\n`);
+  if (sync) process.stdout.write(`synchronous, 4 workers, steady: ${sync.nodesNotified as number} nodes in ${opts.syncSeconds} s = ${fmt(sync.nodesPerS as number, 2)} nodes/s; steady asynchronous / steady synchronous = ${fmt(result.ratio?.steadyAsyncVsSteadySync ?? NaN)}x\n`);
   process.stdout.write(`load average ${result.loadAverage.start.join(' ')} → ${result.loadAverage.end.join(' ')}; results in ${path.relative(ROOT, file)}\n`);
   await db.drop();
   return 0;

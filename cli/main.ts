@@ -74,7 +74,21 @@ async function run(argv: string[]): Promise<number> {
       log.info({ url: `${url}/metrics` }, 'exporter listening');
       return await waitForSignal(log, releasers);
     }
-    await serve(command, config, log, releasers);
+    const conductor = await serve(command, config, log, releasers);
+    if (conductor) {
+      // As Ironic's mutable options: SIGHUP reads the configuration again.
+      const onHup = () => {
+        try {
+          conductor.reloadConfig(loadConfig({ path: values.config }));
+        } catch (err) {
+          log.error({ err: err instanceof ConfigError ? err.problems : err }, 'configuration reload failed; the running configuration is kept');
+        }
+      };
+      process.on('SIGHUP', onHup);
+      releasers.add('reload', async () => {
+        process.off('SIGHUP', onHup);
+      });
+    }
     return await waitForSignal(log, releasers);
   } catch (err) {
     await shutdown(1);
@@ -82,7 +96,8 @@ async function run(argv: string[]): Promise<number> {
   }
 }
 
-async function serve(command: string, config: Readonly<Config>, log: ReturnType<typeof createLogger>, releasers: Releasers): Promise<void> {
+/** Starts the processes of `command`; returns the conductor when there is one. */
+async function serve(command: string, config: Readonly<Config>, log: ReturnType<typeof createLogger>, releasers: Releasers): Promise<ConductorService | null> {
   if (command !== 'all-in-one' && !config.database.connection) {
     throw new ConfigError([`[database] connection: "galvanic ${command}" needs a shared database; the embedded one is for all-in-one only`]);
   }
@@ -92,12 +107,13 @@ async function serve(command: string, config: Readonly<Config>, log: ReturnType<
   if (command === 'all-in-one') await migrateLatest(db);
   else await assertSchemaCurrent(db);
 
+  let conductor: ConductorService | null = null;
   if (command === 'all-in-one' || command === 'conductor') {
     const notifier = notifierFromConfig(config, 'galvanic-conductor', log);
     releasers.add('notifier', () => notifier.close());
-    const conductor = new ConductorService({ config, db, connectionString, registry, notifier, log });
+    conductor = new ConductorService({ config, db, connectionString, registry, notifier, log });
     await conductor.start();
-    releasers.add('conductor', () => conductor.stop());
+    releasers.add('conductor', () => conductor!.stop());
   }
   if (command === 'all-in-one' || command === 'api') {
     const app = buildApp({ config, db, connectionString, registry, log });
@@ -105,6 +121,7 @@ async function serve(command: string, config: Readonly<Config>, log: ReturnType<
     log.info({ url: `http://${config.api.host_ip}:${config.api.port}/` }, 'API listening');
     releasers.add('api', () => app.close());
   }
+  return conductor;
 }
 
 function waitForSignal(log: ReturnType<typeof createLogger>, releasers: Releasers): Promise<number> {

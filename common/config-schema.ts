@@ -316,7 +316,7 @@ export const SCHEMA = {
     send_sensor_data: {
       type: 'bool',
       default: false,
-      help: 'Collect sensor data from the BMCs of this conductor\'s nodes and send it as hardware.<driver>.metrics notifications.',
+      help: 'Collect sensor data from the BMCs of this conductor\'s nodes and send it as hardware.<driver>.metrics notifications. This option and `interval` take a restart; the other [sensor_data] options are read again on SIGHUP and apply from the next iteration.',
     },
     interval: {
       type: 'int',

@@ -18,7 +18,7 @@ import { OperationAdvancer } from './operations.js';
 import { PeriodicRunner } from './periodic.js';
 import { TaskManager } from './task-manager.js';
 import { powerSyncTask } from './tasks/power-sync.js';
-import { sensorDataTask, type SensorStats } from './sensors/task.js';
+import { sensorDataTask, type SensorDataTask, type SensorStats } from './sensors/task.js';
 import { buildConductorMetrics } from './metrics.js';
 import { AmqpNotifier } from '../common/notifier-amqp.js';
 import { serveMetrics, type MetricsServer } from '../common/metrics-server.js';
@@ -59,6 +59,7 @@ export class ConductorService {
   /** This conductor's metrics; served on [conductor] metrics_port when that is set. */
   readonly metrics: Registry;
   private metricsServer?: MetricsServer;
+  private sensorTask?: SensorDataTask;
 
   constructor(private readonly deps: ConductorDeps) {
     const c = deps.config.conductor;
@@ -109,6 +110,7 @@ export class ConductorService {
         hostname: this.hostname, config: deps.config, owns: (uuid) => this.owns(uuid),
       });
       this.sensorStats = sensors.stats;
+      this.sensorTask = sensors;
       this.periodic.register(sensors);
     }
     const notifier = deps.notifier;
@@ -116,6 +118,15 @@ export class ConductorService {
       hostname: this.hostname, periodic: this.periodic, sensors: this.sensorStats, db: deps.db,
       bus: notifier instanceof AmqpNotifier ? () => notifier.stats : null,
     });
+  }
+
+  /**
+   * Takes on the options of a reloaded configuration that can change while running (the
+   * mutable [sensor_data] options, from the next iteration on); the others need a restart.
+   */
+  reloadConfig(next: Readonly<Config>): void {
+    const changed = this.sensorTask?.reconfigure(next.sensor_data) ?? [];
+    this.log.info({ sensor_data: Object.fromEntries(changed.map((k) => [k, next.sensor_data[k]])) }, changed.length ? 'configuration reloaded' : 'configuration reloaded: nothing that can change while running changed');
   }
 
   /** This conductor's share of its group's nodes; undefined until the ring is known. */

@@ -146,6 +146,8 @@ export interface StartOptions {
   env: Record<string, string>;
   /** When set, the process runs with --cpu-prof and writes its profile into this directory. */
   cpuProfDir?: string;
+  /** Further options of node itself (e.g. --trace-gc, which NODE_OPTIONS does not take). */
+  nodeArgs?: string[];
   /** Config file; default etc/galvanic.conf.sample. */
   config?: string;
   /** How long stop() waits after SIGTERM before SIGKILL; default 30 s. */
@@ -157,7 +159,7 @@ export interface StartOptions {
  * step. Readiness is the caller's business (an API answers HTTP, a conductor registers).
  */
 export async function spawnGalvanic(opts: StartOptions): Promise<GalvanicProcess> {
-  const nodeArgs: string[] = [];
+  const nodeArgs: string[] = [...(opts.nodeArgs ?? [])];
   if (opts.cpuProfDir) {
     await fs.mkdir(opts.cpuProfDir, { recursive: true });
     nodeArgs.push('--cpu-prof', '--cpu-prof-dir', opts.cpuProfDir, '--cpu-prof-name', `${opts.label}-${Date.now()}.cpuprofile`);

@@ -80,10 +80,28 @@ export function bmcAddressOf(node: { uuid: string; driverInfo: Readonly<Record<s
 
 class ReadTimedOut extends Error {}
 
-export function sensorDataTask(deps: SensorTaskDeps): PeriodicTask & { stats: SensorStats } {
-  const s = deps.config.sensor_data;
+/** The [sensor_data] options a running conductor takes on when its configuration is reloaded (SIGHUP). */
+export const MUTABLE_SENSOR_OPTIONS = [
+  'enable_async_collection', 'workers', 'max_concurrency', 'per_bmc_concurrency', 'node_timeout',
+  'enable_for_undeployed_nodes', 'enable_for_nodes_in_maintenance', 'data_types',
+] as const;
+
+type SensorOptions = Config['sensor_data'];
+
+export interface SensorDataTask extends PeriodicTask {
+  stats: SensorStats;
+  /**
+   * Takes on the mutable options of `next` from the next iteration on (one in progress keeps
+   * its options); returns the names of those that changed.
+   */
+  reconfigure(next: Readonly<SensorOptions>): Array<(typeof MUTABLE_SENSOR_OPTIONS)[number]>;
+}
+
+export function sensorDataTask(deps: SensorTaskDeps): SensorDataTask {
+  let s: Readonly<SensorOptions> = deps.config.sensor_data;
+  let pending: Readonly<SensorOptions> | null = null;
   const log = deps.log.child({ task: 'send_sensor_data' });
-  const timeoutMs = s.node_timeout * 1000;
+  let timeoutMs = s.node_timeout * 1000;
   const stats: SensorStats = { iterations: 0, overruns: 0, ok: 0, timedOut: 0, failures: {}, lastIteration: null };
   /** When each node's last timeout went into its history. */
   const historyAt = new Map<string, number>();
@@ -153,6 +171,11 @@ export function sensorDataTask(deps: SensorTaskDeps): PeriodicTask & { stats: Se
 
   async function run(signal: AbortSignal): Promise<{ nodes: number; errors: number }> {
     const started = Date.now();
+    if (pending) {
+      s = pending;
+      pending = null;
+      timeoutMs = s.node_timeout * 1000;
+    }
     const all = (await nodesForSensorData(deps.db, deps.config.conductor.conductor_group, {
       undeployed: s.enable_for_undeployed_nodes, maintenance: s.enable_for_nodes_in_maintenance,
     })).filter((n) => deps.owns(n.uuid));
@@ -218,5 +241,12 @@ export function sensorDataTask(deps: SensorTaskDeps): PeriodicTask & { stats: Se
   }
 
   // At start too: a conductor that just took over nodes should not leave them unmonitored for an interval.
-  return { name: 'send_sensor_data', spacingSeconds: s.interval, runAtStart: true, stats, run };
+  function reconfigure(next: Readonly<SensorOptions>): Array<(typeof MUTABLE_SENSOR_OPTIONS)[number]> {
+    const current = pending ?? s;
+    const changed = MUTABLE_SENSOR_OPTIONS.filter((k) => JSON.stringify(current[k]) !== JSON.stringify(next[k]));
+    if (changed.length) pending = { ...current, ...Object.fromEntries(changed.map((k) => [k, next[k]])) };
+    return changed;
+  }
+
+  return { name: 'send_sensor_data', spacingSeconds: s.interval, runAtStart: true, stats, run, reconfigure };
 }

@@ -66,6 +66,8 @@ export class Endpoint {
   basicOnly = false;
   /** Learnt on the first Sensors read: the BMC does not expand collections. */
   noExpand = false;
+  /** Learnt on the first chassis read: the BMC advertises $expand but does not expand a chassis' Thermal and Power. */
+  noChassisExpand = false;
   private readonly memos = new Map<string, Memo>();
 
   constructor(

@@ -102,7 +102,7 @@ export class RedfishManagement implements ManagementInterface {
   }
 
   /** @throws BmcTimeout | BmcUnreachable | BmcAuthFailed | BmcRejected | BmcBadResponse */
-  async getSensorDataAsync(ctx: DriverContext): Promise<SensorData> {
+  getSensorDataAsync(ctx: DriverContext): Promise<SensorData> {
     return this.client.run(ctx, readSensors);
   }
 }

@@ -3,7 +3,7 @@ export class Semaphore {
   private active = 0;
   private readonly waiters: Array<() => void> = [];
 
-  constructor(private readonly limit: number) {}
+  constructor(readonly limit: number) {}
 
   /** Requests in flight; for logs and tests. */
   get inUse(): number {

@@ -24,6 +24,22 @@ export interface SensorTopology {
   systemId: string;
   chassis: ChassisInfo[];
   storage: string[];
+  /**
+   * The query that expands a resource's own subordinate resources (not its Links) one level
+   * deep, when the service root advertises it in ProtocolFeaturesSupported.ExpandQuery; else null.
+   */
+  expand: string | null;
+}
+
+/**
+ * Runs `jobs` at once, or one after the other when the BMC takes one request at a time anyway
+ * (requests queued at its semaphore would only hold their state while they wait).
+ */
+export async function inTurn<T>(call: RedfishCall, jobs: Array<() => Promise<T>>): Promise<T[]> {
+  if (call.endpoint.sem.limit > 1) return Promise.all(jobs.map((job) => job()));
+  const out: T[] = [];
+  for (const job of jobs) out.push(await job());
+  return out;
 }
 
 function memoKey(call: RedfishCall, what: string): string {
@@ -108,7 +124,7 @@ const hasSensors = (c: ChassisRead | null): c is ChassisRead => c !== null && (c
 async function discoverChassis(call: RedfishCall, system: Resource): Promise<ChassisInfo[]> {
   const links = prop(system.body, 'Links');
   const linked = isObject(links) ? linkPaths(prop(links, 'Chassis')) : [];
-  const direct = (await Promise.all(linked.map((p) => readChassis(call, p)))).filter(hasSensors);
+  const direct = (await inTurn(call, linked.map((p) => () => readChassis(call, p)))).filter(hasSensors);
   if (direct.length) return direct.map(strip);
   let members: string[] = [];
   try {
@@ -116,7 +132,7 @@ async function discoverChassis(call: RedfishCall, system: Resource): Promise<Cha
   } catch (err) {
     if (!isMissing(err)) throw err;
   }
-  const all = (await Promise.all(members.map((p) => readChassis(call, p)))).filter(hasSensors);
+  const all = (await inTurn(call, members.map((p) => () => readChassis(call, p)))).filter(hasSensors);
   const mine = all.filter((c) => c.systems.some((s) => samePath(s, system.path)));
   if (mine.length) return mine.map(strip);
   return all.every((c) => c.systems.length === 0) ? all.map(strip) : [];
@@ -137,6 +153,21 @@ async function discoverStorage(call: RedfishCall, body: Json): Promise<string[]>
   }
 }
 
+/** `$expand=.` (with `$levels=1` when levels are supported) if the service root advertises it. */
+async function discoverExpand(call: RedfishCall): Promise<string | null> {
+  let root: Json;
+  try {
+    root = (await call.get('/redfish/v1')).body;
+  } catch (err) {
+    if (isMissing(err)) return null;
+    throw err;
+  }
+  const features = prop(root, 'ProtocolFeaturesSupported');
+  const q = isObject(features) ? prop(features, 'ExpandQuery') : undefined;
+  if (!isObject(q) || prop(q, 'NoLinks') !== true) return null;
+  return prop(q, 'Levels') === true ? '$expand=.($levels=1)' : '$expand=.';
+}
+
 /** Where this node's sensors are; looked up on the first read, then remembered. */
 export function sensorTopology(call: RedfishCall): Promise<SensorTopology> {
   return call.endpoint.memo(
@@ -144,8 +175,11 @@ export function sensorTopology(call: RedfishCall): Promise<SensorTopology> {
     TOPOLOGY_TTL_MS,
     async (c) => {
       const system = await getSystem(c);
-      const [chassis, storage] = await Promise.all([discoverChassis(c, system), discoverStorage(c, system.body)]);
-      return { systemId: str(system.body.Id) ?? lastSegment(system.path), chassis, storage };
+      // In turn when the BMC takes one request at a time, as inTurn does.
+      const [chassis, storage, expand] = c.endpoint.sem.limit > 1
+        ? await Promise.all([discoverChassis(c, system), discoverStorage(c, system.body), discoverExpand(c)])
+        : [await discoverChassis(c, system), await discoverStorage(c, system.body), await discoverExpand(c)];
+      return { systemId: str(system.body.Id) ?? lastSegment(system.path), chassis, storage, expand };
     },
     call,
   );

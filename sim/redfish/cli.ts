@@ -21,7 +21,7 @@ export const SIM_REDFISH_USAGE = `Usage: galvanic sim redfish --count N --base-p
   --mockup DIR            serve a recorded mockup tree instead of the synthetic BMC
   --username U --password P   credentials (default admin / password)
 
-Control API per BMC: /_sim/stats, /_sim/reset, /_sim/expire-sessions, /_sim/faults, /_sim/state, /_sim/totals.`;
+Control API per BMC: /_sim/stats, /_sim/reset, /_sim/expire-sessions, /_sim/faults, /_sim/state, /_sim/totals, /_sim/chains.`;
 
 function fraction(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;

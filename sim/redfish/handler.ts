@@ -105,6 +105,8 @@ export class RedfishHandler {
     if (f.slowFraction > 0 && Math.random() < f.slowFraction) delay = f.slowMs;
     if (delay > 0) await sleep(delay);
     if (res.destroyed) return;
+    // Only what the client waited for: a request it gave up on is not part of its chain.
+    bmc.delayed(delay);
     // A hung BMC: the request stays open until the client gives up.
     if (f.hang || (f.timeoutRate > 0 && Math.random() < f.timeoutRate)) return;
     if (f.resetRate > 0 && Math.random() < f.resetRate) {

@@ -5,7 +5,8 @@
  * HPE puts in its bodies resolve. Files are read on first use and shared by every BMC of the
  * process; the systems' power and boot state live per BMC on top of the recorded body.
  * Everything else is served as recorded, error objects with status 200 included, which is what
- * a static mockup server does.
+ * a static mockup server does; `$expand=.` is honoured one level deep when the recorded
+ * service root advertises it.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -20,6 +21,14 @@ function isObject(v: unknown): v is Json {
 
 function odataId(v: unknown): string | null {
   return isObject(v) && typeof v['@odata.id'] === 'string' ? v['@odata.id'] : null;
+}
+
+function decodeQuery(q: string): string {
+  try {
+    return decodeURIComponent(q);
+  } catch {
+    return q;
+  }
 }
 
 /** Maps every normalised URL path of the tree to its index.json. */
@@ -42,6 +51,9 @@ export class MockupModel implements SimModel {
   private readonly files: Map<string, string>;
   private readonly text = new Map<string, string>();
   private readonly parsed = new Map<string, Json>();
+  private readonly expandedText = new Map<string, string>();
+  /** The root advertises `$expand=.` (ProtocolFeaturesSupported.ExpandQuery.NoLinks). */
+  private readonly expands: boolean;
 
   constructor(readonly dir: string) {
     this.files = indexTree(dir);
@@ -53,6 +65,8 @@ export class MockupModel implements SimModel {
     this.systemPaths = systems;
     const links = isObject(root.Links) ? root.Links : {};
     this.sessionsPath = normalisePath(odataId(links.Sessions) ?? '/redfish/v1/SessionService/Sessions');
+    const features = isObject(root.ProtocolFeaturesSupported) ? root.ProtocolFeaturesSupported : {};
+    this.expands = isObject(features.ExpandQuery) && features.ExpandQuery.NoLinks === true;
   }
 
   private raw(p: string): string | null {
@@ -140,8 +154,32 @@ export class MockupModel implements SimModel {
     return Array.isArray(allowed) ? allowed.filter((v): v is string => typeof v === 'string') : STANDARD_BOOT_TARGETS;
   }
 
-  get(p: string): string | null {
+  get(p: string, query: string): string | null {
+    if (this.expands && /(^|&)\$expand=\.(\(|&|$)/.test(decodeQuery(query))) return this.expanded(p);
     return this.raw(p);
+  }
+
+  /**
+   * `$expand=.` one level deep, as the root advertises it: a collection's Members, or a
+   * resource's own subordinate links (not those under Links), replaced by their bodies.
+   */
+  private expanded(p: string): string | null {
+    let t = this.expandedText.get(p);
+    if (t !== undefined) return t;
+    const body = this.json(p);
+    if (body === null) return null;
+    const inline = (v: unknown): unknown => {
+      const id = Object.keys(isObject(v) ? v : {}).length === 1 ? odataId(v) : null;
+      return (id && this.json(normalisePath(id))) ?? v;
+    };
+    const out: Json = {};
+    for (const [k, v] of Object.entries(body)) {
+      if (k === 'Members' && Array.isArray(v)) out[k] = v.map(inline);
+      else out[k] = k === 'Links' || k === 'Actions' ? v : inline(v);
+    }
+    t = JSON.stringify(out);
+    this.expandedText.set(p, t);
+    return t;
   }
 
   isPublic(p: string): boolean {

@@ -130,7 +130,11 @@ function sensors(): Array<{ id: string; body: object }> {
   return out;
 }
 
-function buildStatic(model: ChassisModel): Map<string, string> {
+/**
+ * Static bodies by normalised path; an expanded variant (`$expand=.($levels=1)`: a resource's
+ * own subordinate resources inline, not its Links) under `<path>?expand` when `expand` is on.
+ */
+function buildStatic(model: ChassisModel, expand: boolean): Map<string, string> {
   const m = new Map<string, string>();
   const put = (path: string, body: object) => m.set(path.toLowerCase(), JSON.stringify(body));
   put('/redfish', { v1: `${V1}/` });
@@ -141,7 +145,11 @@ function buildStatic(model: ChassisModel): Map<string, string> {
     Name: 'Galvanic simulated BMC',
     RedfishVersion: '1.15.0',
     UUID: '00000000-0000-4000-8000-000000000000',
-    ProtocolFeaturesSupported: { ExpandQuery: { ExpandAll: true, Levels: true, MaxLevels: 1, Links: true, NoLinks: true }, SelectQuery: false, FilterQuery: false },
+    ProtocolFeaturesSupported: {
+      ExpandQuery: expand ? { ExpandAll: true, Levels: true, MaxLevels: 1, Links: true, NoLinks: true } : { ExpandAll: false, Levels: false, Links: false, NoLinks: false },
+      SelectQuery: false,
+      FilterQuery: false,
+    },
     Systems: ref(`${V1}/Systems`),
     Chassis: ref(`${V1}/Chassis`),
     Managers: ref(`${V1}/Managers`),
@@ -180,27 +188,34 @@ function buildStatic(model: ChassisModel): Map<string, string> {
     Status: status(),
     Links: { ContainedBy: ref(ENCLOSURE), ComputerSystems: [ref(SYSTEM)], ManagedBy: [ref(MANAGER)] },
   };
+  const boardExpanded: Record<string, unknown> = { ...board };
   if (model !== 'sensors') {
     board.Thermal = ref(`${BOARD}/Thermal`);
     board.Power = ref(`${BOARD}/Power`);
+    boardExpanded.Thermal = thermal();
+    boardExpanded.Power = power();
     put(`${BOARD}/Thermal`, thermal());
     put(`${BOARD}/Power`, power());
   }
   if (model !== 'legacy') {
     board.Sensors = ref(`${BOARD}/Sensors`);
     const list = sensors();
-    put(`${BOARD}/Sensors`, collection('Sensor', `${BOARD}/Sensors`, 'Sensors', list.map((s) => `${BOARD}/Sensors/${s.id}`)));
-    // The expanded collection ($expand=.($levels=1)) is served from its own key.
-    put(`${BOARD}/Sensors?expand`, {
-      '@odata.type': '#SensorCollection.SensorCollection',
-      '@odata.id': `${BOARD}/Sensors`,
-      Name: 'Sensors',
-      'Members@odata.count': list.length,
-      Members: list.map((s) => s.body),
-    });
+    const coll = collection('Sensor', `${BOARD}/Sensors`, 'Sensors', list.map((s) => `${BOARD}/Sensors/${s.id}`));
+    boardExpanded.Sensors = coll;
+    put(`${BOARD}/Sensors`, coll);
+    if (expand) {
+      put(`${BOARD}/Sensors?expand`, {
+        '@odata.type': '#SensorCollection.SensorCollection',
+        '@odata.id': `${BOARD}/Sensors`,
+        Name: 'Sensors',
+        'Members@odata.count': list.length,
+        Members: list.map((s) => s.body),
+      });
+    }
     for (const s of list) put(`${BOARD}/Sensors/${s.id}`, s.body);
   }
   put(BOARD, board);
+  if (expand) put(`${BOARD}?expand`, boardExpanded);
   put(`${V1}/Managers`, collection('Manager', `${V1}/Managers`, 'Manager Collection', [MANAGER]));
   put(MANAGER, {
     '@odata.type': '#Manager.v1_10_0.Manager',
@@ -224,18 +239,20 @@ function buildStatic(model: ChassisModel): Map<string, string> {
   return m;
 }
 
-const STATIC_CACHE = new Map<ChassisModel, Map<string, string>>();
+const STATIC_CACHE = new Map<string, Map<string, string>>();
 
 export class SyntheticModel implements SimModel {
   readonly systemPaths: ReadonlySet<string> = new Set([SYSTEM.toLowerCase()]);
   readonly sessionsPath = SESSIONS.toLowerCase();
   private readonly bodies: Map<string, string>;
 
-  constructor(model: ChassisModel = 'both') {
-    let bodies = STATIC_CACHE.get(model);
+  /** `expand`: the service root advertises `$expand=.` and chassis and collections honour it. */
+  constructor(model: ChassisModel = 'both', expand = true) {
+    const key = `${model}:${String(expand)}`;
+    let bodies = STATIC_CACHE.get(key);
     if (!bodies) {
-      bodies = buildStatic(model);
-      STATIC_CACHE.set(model, bodies);
+      bodies = buildStatic(model, expand);
+      STATIC_CACHE.set(key, bodies);
     }
     this.bodies = bodies;
   }
@@ -280,7 +297,7 @@ export class SyntheticModel implements SimModel {
   }
 
   get(path: string, query: string): string | null {
-    if (query.includes('$expand') && path.endsWith('/sensors')) {
+    if (query.includes('$expand')) {
       const expanded = this.bodies.get(`${path}?expand`);
       if (expanded) return expanded;
     }

@@ -9,6 +9,9 @@
  *   GET|POST /_sim/faults      read or change this BMC's fault knobs (JSON, merged)
  *   GET|POST /_sim/state       read or set power ("On"/"Off") and boot override of its systems
  *   GET  /_sim/totals          counters summed over every BMC of the process
+ *   GET|POST /_sim/chains      over every BMC of the process: the longest request chain (the
+ *                              sum of the latencies imposed on one BMC's requests) since the
+ *                              last POST, which starts a new count
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -31,6 +34,8 @@ export interface RedfishSimOptions extends Partial<Omit<SimFaults, 'unavailable'
   mockup?: string;
   /** Synthetic BMC only: Thermal/Power, Sensors, or both (default). */
   chassis?: ChassisModel;
+  /** Synthetic BMC only: advertise and honour `$expand=.` (default true). */
+  expand?: boolean;
   /** Entries kept in each BMC's request log (default 10,000; 0 keeps none). */
   logLimit?: number;
 }
@@ -64,6 +69,32 @@ function sumCounters(bmcs: SimBmc[]): BmcCounters & { bmcs: number } {
   return t;
 }
 
+/** The BMCs with the longest request chains since the last mark (POST /_sim/chains restarts the count). */
+export interface ChainSummary {
+  bmcs: number;
+  /** BMCs that served at least one request since the mark. */
+  active: number;
+  /** Chain of every active BMC, as quantiles (ms). */
+  p50Ms: number;
+  p99Ms: number;
+  /** The longest chains: [BMC index, ms of imposed latency, requests]. */
+  longest: Array<[number, number, number]>;
+}
+
+function chainSummary(bmcs: SimBmc[], mark: boolean): ChainSummary {
+  const chains: Array<[number, number, number]> = [];
+  for (const b of bmcs) {
+    if (b.chainRequests > 0) chains.push([b.index, Math.round(b.chainMs), b.chainRequests]);
+    if (mark) {
+      b.chainMs = 0;
+      b.chainRequests = 0;
+    }
+  }
+  chains.sort((a, b) => b[1] - a[1]);
+  const q = (f: number) => (chains.length ? chains[Math.min(chains.length - 1, Math.floor((1 - f) * chains.length))][1] : 0);
+  return { bmcs: bmcs.length, active: chains.length, p50Ms: q(0.5), p99Ms: q(0.99), longest: chains.slice(0, 5) };
+}
+
 const FAULT_KEYS = new Set<string>(Object.keys(DEFAULT_FAULTS));
 const LISTEN_BATCH = 256;
 
@@ -86,6 +117,8 @@ async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, req: Incomin
     }
     case '/_sim/totals':
       return send(res, 200, JSON.stringify(sumCounters(all)));
+    case '/_sim/chains':
+      return send(res, 200, JSON.stringify(chainSummary(all, write)));
     case '/_sim/reset':
       bmc.resetCounters();
       return send(res, 200, JSON.stringify(bmc.counters()));
@@ -146,7 +179,7 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
   const host = opts.host ?? '127.0.0.1';
   const base = opts.basePort ?? 0;
   const creds: Credentials = { username: opts.username ?? 'admin', password: opts.password ?? 'password' };
-  const model: SimModel = opts.mockup ? new MockupModel(path.resolve(opts.mockup)) : new SyntheticModel(opts.chassis ?? 'both');
+  const model: SimModel = opts.mockup ? new MockupModel(path.resolve(opts.mockup)) : new SyntheticModel(opts.chassis ?? 'both', opts.expand ?? true);
   const handler = new RedfishHandler(model, creds);
   const faults: SimFaults = { ...DEFAULT_FAULTS };
   for (const key of Object.keys(DEFAULT_FAULTS) as Array<keyof SimFaults>) {

@@ -101,6 +101,12 @@ export class SimBmc {
   sessionsCreated = 0;
   logins = 0;
   unauthorized = 0;
+  /**
+   * Simulated latency (ms) of this BMC's requests answered since the last mark: with one
+   * request at a time, the shortest time in which a client can have had those answers.
+   */
+  chainMs = 0;
+  chainRequests = 0;
   log: LogEntry[] = [];
 
   constructor(
@@ -133,6 +139,12 @@ export class SimBmc {
     };
   }
 
+  /** Records the delay a request of this BMC is about to wait. */
+  delayed(ms: number): void {
+    this.chainMs += ms;
+    this.chainRequests++;
+  }
+
   setFaults(patch: Partial<SimFaults>): void {
     this.faults = { ...this.faults, ...patch, unavailable: { ...this.faults.unavailable, ...(patch.unavailable ?? {}) } };
   }
@@ -155,6 +167,8 @@ export class SimBmc {
     this.sessionsCreated = 0;
     this.logins = 0;
     this.unauthorized = 0;
+    this.chainMs = 0;
+    this.chainRequests = 0;
     this.log = [];
   }
 

@@ -27,6 +27,7 @@ describe('redfish driver', function () {
   this.timeout(60_000);
   let sim: RedfishSim;
   let sensorsOnly: RedfishSim;
+  let noExpand: RedfishSim;
   let driver: RedfishDriver;
   let url: string;
   let other: string;
@@ -34,15 +35,17 @@ describe('redfish driver', function () {
   before(async () => {
     sim = await startRedfishSim({ count: 4 });
     sensorsOnly = await startRedfishSim({ count: 1, chassis: 'sensors' });
+    noExpand = await startRedfishSim({ count: 1, expand: false });
     url = sim.bmcs[0].url;
     other = sim.bmcs[1].url;
   });
   after(async () => {
     await sim.stop();
     await sensorsOnly.stop();
+    await noExpand.stop();
   });
   beforeEach(async () => {
-    for (const b of [...sim.bmcs, ...sensorsOnly.bmcs]) await resetBmc(b.url);
+    for (const b of [...sim.bmcs, ...sensorsOnly.bmcs, ...noExpand.bmcs]) await resetBmc(b.url);
     driver = makeDriver();
   });
   afterEach(async () => {
@@ -185,23 +188,38 @@ describe('redfish driver', function () {
       expect(data?.Drive['SATA Bay 2:1@System.Embedded.1']).to.deep.equal({ name: 'SATA Bay 2', model: 'SIM-SSD-960', capacity_bytes: 960197124096, state: 'enabled', health: 'Warning' });
     });
 
-    it('reads Thermal, Power and storage at once, and only them, once the topology is known', async () => {
+    it('reads the chassis with Thermal and Power expanded, and storage, at once and only them, once the topology is known', async () => {
       const ctx = ctxFor(url);
-      await driver.management.getSensorDataAsync?.(ctx);
+      const first = await driver.management.getSensorDataAsync?.(ctx);
       await simControl(url, 'reset');
       await setFaults(url, { latencyMs: [300, 300] });
       const started = Date.now();
-      await driver.management.getSensorDataAsync?.(ctx);
+      const again = await driver.management.getSensorDataAsync?.(ctx);
       const elapsed = Date.now() - started;
       const stats = await simStats(url);
       expect(resourceRequests(stats)).to.have.members([
+        'GET /redfish/v1/Chassis/Baseboard?$expand=.($levels=1)',
+        `GET ${SYSTEM}/SimpleStorage/1`,
+      ]);
+      expect(stats.maxConcurrent).to.equal(2);
+      // Two sequential requests would take 600 ms.
+      expect(elapsed).to.be.below(550);
+      expect(again).to.deep.equal(first);
+    });
+
+    it('reads Thermal and Power one by one from a BMC that does not advertise $expand, with the same result', async () => {
+      const plain = noExpand.bmcs[0].url;
+      const expanded = await driver.management.getSensorDataAsync?.(ctxFor(url));
+      const ctx = ctxFor(plain);
+      const first = await driver.management.getSensorDataAsync?.(ctx);
+      expect(first).to.deep.equal(expanded);
+      await simControl(plain, 'reset');
+      expect(await driver.management.getSensorDataAsync?.(ctx)).to.deep.equal(expanded);
+      expect(resourceRequests(await simStats(plain))).to.have.members([
         'GET /redfish/v1/Chassis/Baseboard/Thermal',
         'GET /redfish/v1/Chassis/Baseboard/Power',
         `GET ${SYSTEM}/SimpleStorage/1`,
       ]);
-      expect(stats.maxConcurrent).to.equal(3);
-      // Three sequential requests would take 900 ms.
-      expect(elapsed).to.be.below(850);
     });
 
     it('uses the Sensors collection, expanded in one request, when Thermal and Power are absent', async () => {
@@ -230,7 +248,7 @@ describe('redfish driver', function () {
       expect(stats.maxConcurrent).to.be.at.least(2);
       // Discovery happened once, not once per caller.
       expect(stats.log.filter((e) => e[1] === SYSTEM)).to.have.length(1);
-      expect(stats.log.filter((e) => e[1].endsWith('/Thermal'))).to.have.length(50);
+      expect(stats.log.filter((e) => e[1] === '/redfish/v1/Chassis/Baseboard?$expand=.($levels=1)')).to.have.length(50);
     });
   });
 

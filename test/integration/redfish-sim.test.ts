@@ -151,6 +151,28 @@ describe('Redfish simulator', function () {
     expect(expanded[0]).to.include({ ReadingType: 'Temperature', ReadingUnits: 'Cel' });
     expect((await get(`${url}/redfish/v1/Managers/BMC`)).body.ManagerType).to.equal('BMC');
     expect((await get(`${url}/redfish/v1/Nope`)).status).to.equal(404);
+    // $expand=. on the chassis: its own Thermal, Power and Sensors inline, its Links as links.
+    const wide = (await get(`${url}/redfish/v1/Chassis/Baseboard?$expand=.($levels=1)`)).body as Record<string, Record<string, unknown>>;
+    expect(wide.Thermal.Temperatures).to.deep.equal((await get(`${url}/redfish/v1/Chassis/Baseboard/Thermal`)).body.Temperatures);
+    expect(wide.Power.PowerSupplies).to.have.length(2);
+    expect(wide.Sensors.Members).to.deep.equal(plain);
+    expect(wide.Links).to.deep.equal(board.Links);
+  });
+
+  it('counts the latency it imposes on each BMC as its request chain, until the next mark', async () => {
+    await simControl(url, 'reset');
+    await fetch(`${url}/_sim/chains`, { method: 'POST' });
+    await setFaults(url, { latencyMs: [100, 100] });
+    for (let i = 0; i < 3; i++) await get(`${url}${SYSTEM}`);
+    await setFaults(url, { latencyMs: [0, 0] });
+    const chains = (await (await fetch(`${url}/_sim/chains`)).json()) as { bmcs: number; active: number; longest: Array<[number, number, number]> };
+    expect(chains.bmcs).to.equal(3);
+    expect(chains.longest[0]).to.deep.equal([0, 300, 3]);
+    expect(chains.active).to.equal(1);
+    const marked = (await (await fetch(`${url}/_sim/chains`, { method: 'POST' })).json()) as typeof chains;
+    expect(marked.longest[0]).to.deep.equal([0, 300, 3]);
+    const after = (await (await fetch(`${url}/_sim/chains`)).json()) as typeof chains;
+    expect(after).to.include({ active: 0 });
   });
 
   it('keeps an ordered request log and concurrency counters', async () => {
@@ -247,6 +269,17 @@ describe('Redfish simulator', function () {
       expect(sys).to.have.nested.property('Bios.@odata\\.id', '/redfish/v1/systems/1/bios');
       expect((await get(`${m}/redfish/v1/systems/1/bios/`)).status).to.equal(200);
       expect((await get(`${m}/redfish/v1/Systems/2`)).status).to.equal(404);
+    });
+
+    it('expands one level as its recorded service root advertises', async () => {
+      const m = (mock as RedfishSim).bmcs[0].url;
+      const root = (await get(`${m}/redfish/v1`)).body as { ProtocolFeaturesSupported: { ExpandQuery: { NoLinks: boolean } } };
+      expect(root.ProtocolFeaturesSupported.ExpandQuery.NoLinks).to.equal(true);
+      const chassis = (await get(`${m}/redfish/v1/Chassis/1`)).body as { Thermal: Record<string, unknown> };
+      expect(Object.keys(chassis.Thermal)).to.deep.equal(['@odata.id']);
+      const wide = (await get(`${m}/redfish/v1/Chassis/1?$expand=.($levels=1)`)).body as { Thermal: Record<string, unknown>; Links: unknown };
+      expect(wide.Thermal).to.deep.equal((await get(`${m}${chassis.Thermal['@odata.id'] as string}`)).body);
+      expect(wide.Links).to.deep.equal((chassis as { Links?: unknown }).Links);
     });
 
     it('keeps power and boot of the recorded system in memory', async () => {

@@ -395,6 +395,17 @@ describe('sensor data of a mixed fleet: redfish on the asynchronous loop, ipmi o
       expect(sensor['Sensor Type (Threshold)'] ?? sensor['Sensor Type (Analog)']).to.match(/^Temperature/);
     }
   });
+
+  it('takes on reloaded options from the next iteration: asynchronous collection switched off sends every node down the synchronous path', async () => {
+    const env = { GALVANIC_SENSOR_DATA__NODE_TIMEOUT: '30', GALVANIC_IPMI__MIN_COMMAND_INTERVAL: '0' };
+    const task = taskFor(db, sensorConfig(bus, env), registry, notifier);
+    const off = sensorConfig(bus, { ...env, GALVANIC_SENSOR_DATA__ENABLE_ASYNC_COLLECTION: 'false', GALVANIC_SENSOR_DATA__WORKERS: '3', GALVANIC_SENSOR_DATA__INTERVAL: '5' });
+    // interval is not among the options a running conductor changes.
+    expect(task.reconfigure(off.sensor_data)).to.deep.equal(['enable_async_collection', 'workers']);
+    expect(task.reconfigure(off.sensor_data)).to.deep.equal([]);
+    await task.run(new AbortController().signal);
+    expect(task.stats.lastIteration).to.include({ nodes: 22, async: 0, sync: 22, ok: 22, failed: 0 });
+  });
 });
 
 describe('sensor data in a running conductor, and node-state notifications on the same bus', function () {
