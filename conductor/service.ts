@@ -129,7 +129,6 @@ export class ConductorService {
     this.log.info({ sensor_data: Object.fromEntries(changed.map((k) => [k, next.sensor_data[k]])) }, changed.length ? 'configuration reloaded' : 'configuration reloaded: nothing that can change while running changed');
   }
 
-  /** This conductor's share of its group's nodes; undefined until the ring is known. */
   /**
    * Whether a wake-up for `payload` (a node UUID, or anything else) may concern this conductor.
    * With three conductors each would otherwise run a claim for every accepted request, two of
@@ -141,6 +140,7 @@ export class ConductorService {
     return this.ring.owner(payload) === this.hostname;
   }
 
+  /** This conductor's share of its group's nodes; undefined until the ring is known. */
   claimScope(): ClaimScope | undefined {
     if (!this.ring || this.state !== 'running') return undefined;
     const alone = this.ring.hosts.length === 1 && this.ring.hosts[0] === this.hostname;
