@@ -3,11 +3,13 @@
  * Redfish BMCs (`galvanic sim redfish` in child processes) every interval, publishing to the
  * real RabbitMQ; a consumer here counts what arrives.
  *
- *   node dist/bench/sensors.js [--nodes 10000] [--latency 1000-2000] [--slow-fraction 0.01]
- *     [--slow 20000] [--interval 60] [--iterations 2] [--sync-seconds 60] [--per-bmc-requests 1]
+ *   node dist/bench/sensors.js [--nodes 10000] [--latency 1000-2000] [--slow-bmc-fraction 0.01]
+ *     [--slow-fraction 0] [--slow 20000] [--interval 60] [--iterations 2] [--sync-seconds 60] [--per-bmc-requests 1]
  *     [--max-concurrency N] [--conductor-node-options=--max-old-space-size=384] [--base-port 10000]   (BMC i listens on base-port + i; below the ephemeral range, clear of 25672)
  *     [--name sensors]   (results: bench/results/<name>-latest.json)
  *     [--trace-gc]   (the conductor runs with node --trace-gc: the heap left live after each mark-compact is reported)
+ *   --slow-bmc-fraction: that fraction of the BMCs answers every request after --slow (1 % of
+ *   BMCs answering in 20 s, by default); --slow-fraction: that fraction of all requests, on any BMC.
  *   The like-for-like comparison on Ironic's fleet size:
  *     node dist/bench/sensors.js --nodes 3500 --iterations 2 --sync-seconds 120 --name sensors-3500
  *
@@ -57,6 +59,7 @@ interface Options {
   nodes: number;
   latency: string;
   slowFraction: number;
+  slowBmcFraction: number;
   slowMs: number;
   interval: number;
   iterations: number;
@@ -76,7 +79,7 @@ function parseOptions(argv: string[]): Options {
   const { values } = parseArgs({
     args: argv,
     options: {
-      nodes: { type: 'string' }, latency: { type: 'string' }, 'slow-fraction': { type: 'string' }, slow: { type: 'string' },
+      nodes: { type: 'string' }, latency: { type: 'string' }, 'slow-fraction': { type: 'string' }, 'slow-bmc-fraction': { type: 'string' }, slow: { type: 'string' },
       interval: { type: 'string' }, iterations: { type: 'string' }, 'sync-seconds': { type: 'string' }, 'per-bmc-requests': { type: 'string' },
       'base-port': { type: 'string' },
       'conductor-node-options': { type: 'string' },
@@ -87,12 +90,18 @@ function parseOptions(argv: string[]): Options {
   });
   const name = values.name ?? 'sensors';
   if (!/^[a-z0-9-]+$/.test(name)) throw new Error('--name: lower-case letters, digits and dashes only');
-  const slowFraction = Number(values['slow-fraction'] ?? 0.01);
-  if (!(slowFraction >= 0 && slowFraction <= 1)) throw new Error('--slow-fraction must be between 0 and 1');
+  const fraction = (flag: string, raw: string | undefined, fallback: number): number => {
+    const f = Number(raw ?? fallback);
+    if (!(f >= 0 && f <= 1)) throw new Error(`--${flag} must be between 0 and 1`);
+    return f;
+  };
+  const slowFraction = fraction('slow-fraction', values['slow-fraction'], 0);
+  const slowBmcFraction = fraction('slow-bmc-fraction', values['slow-bmc-fraction'], 0.01);
   return {
     nodes: positiveInt('nodes', values.nodes, 10_000),
     latency: values.latency ?? '1000-2000',
     slowFraction,
+    slowBmcFraction,
     slowMs: positiveInt('slow', values.slow, 20_000, true),
     interval: positiveInt('interval', values.interval, 60),
     iterations: positiveInt('iterations', values.iterations, 2),
@@ -126,7 +135,8 @@ async function startSims(opts: Options, log: (m: string) => void): Promise<Sim[]
     // Fixed ports (below the usual ephemeral range): nodes are enrolled by port number.
     const basePort = opts.basePort + first;
     const args = [path.join(ROOT, 'dist/cli/main.js'), 'sim', 'redfish', '--count', String(count), '--base-port', String(basePort),
-      '--latency', opts.latency, '--slow-fraction', String(opts.slowFraction), '--slow', String(opts.slowMs), '--session-limit', '4'];
+      '--latency', opts.latency, '--slow-fraction', String(opts.slowFraction),
+      '--slow-bmc-fraction', String(opts.slowBmcFraction), '--slow', String(opts.slowMs), '--session-limit', '4'];
     const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let err = '';
     proc.stderr!.on('data', (d: Buffer) => { err += d.toString(); });

@@ -11,6 +11,7 @@ export const SIM_REDFISH_USAGE = `Usage: galvanic sim redfish --count N --base-p
   --base-port P           BMC i listens on 127.0.0.1:P+i (0: free ports)
   --latency MIN-MAX       delay of every request in ms, e.g. 1000-2000 (default 0)
   --slow-fraction F       fraction of requests delayed by --slow instead (default 0)
+  --slow-bmc-fraction F   fraction of BMCs (spread evenly) whose every request takes --slow (default 0)
   --slow MS               delay of the slow requests in ms (default 20000)
   --fail-rate F           fraction answered 500 (default 0)
   --timeout-rate F        fraction never answered (default 0)
@@ -46,6 +47,7 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
       'base-port': { type: 'string' },
       latency: { type: 'string' },
       'slow-fraction': { type: 'string' },
+      'slow-bmc-fraction': { type: 'string' },
       slow: { type: 'string' },
       'fail-rate': { type: 'string' },
       'timeout-rate': { type: 'string' },
@@ -80,6 +82,7 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
     basePort,
     latencyMs,
     slowFraction: fraction('slow-fraction', values['slow-fraction']),
+    slowBmcFraction: fraction('slow-bmc-fraction', values['slow-bmc-fraction']),
     slowMs: count('slow', values.slow, 0) ?? 20_000,
     failRate: fraction('fail-rate', values['fail-rate']),
     timeoutRate: fraction('timeout-rate', values['timeout-rate']),

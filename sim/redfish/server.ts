@@ -38,6 +38,11 @@ export interface RedfishSimOptions extends Partial<Omit<SimFaults, 'unavailable'
   expand?: boolean;
   /** Entries kept in each BMC's request log (default 10,000; 0 keeps none). */
   logLimit?: number;
+  /**
+   * This fraction of the BMCs, spread evenly over the indexes, answers every request after
+   * `slowMs`: slow BMCs, where `slowFraction` makes slow requests on any BMC.
+   */
+  slowBmcFraction?: number;
 }
 
 export interface SimBmcHandle {
@@ -187,12 +192,15 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
     if (v !== undefined) (faults as unknown as Record<string, unknown>)[key] = v;
   }
   Object.freeze(faults);
+  const slowBmcs = opts.slowBmcFraction ?? 0;
+  const slowFaults: SimFaults = Object.freeze({ ...faults, latencyMs: [faults.slowMs, faults.slowMs] as [number, number], slowFraction: 0 });
+  const isSlow = (i: number) => slowBmcs > 0 && Math.floor((i + 1) * slowBmcs) > Math.floor(i * slowBmcs);
   const logLimit = opts.logLimit ?? 10_000;
   const bmcs: SimBmc[] = [];
   const servers: http.Server[] = [];
   const handles: SimBmcHandle[] = [];
   const startOne = async (i: number): Promise<void> => {
-    const bmc = new SimBmc(i, faults, logLimit);
+    const bmc = new SimBmc(i, isSlow(i) ? slowFaults : faults, logLimit);
     bmcs[i] = bmc;
     const server = http.createServer();
     servers[i] = server;

@@ -247,6 +247,22 @@ describe('Redfish simulator', function () {
     expect(Date.now() - started).to.be.below(20_000);
   });
 
+  it('makes a fraction of the BMCs slow, every request of theirs, spread over the indexes', async () => {
+    const slow = await startRedfishSim({ count: 4, slowBmcFraction: 0.5, slowMs: 400 });
+    try {
+      const took = await Promise.all(slow.bmcs.map(async (b) => {
+        const t0 = Date.now();
+        for (let i = 0; i < 2; i++) expect((await get(`${b.url}/redfish/v1`)).status).to.equal(200);
+        return Date.now() - t0;
+      }));
+      // BMCs 1 and 3 are the slow half: two requests of 400 ms each; the others answer at once.
+      expect(took.map((ms) => ms >= 800)).to.deep.equal([false, true, false, true]);
+      expect(took[0] + took[2]).to.be.below(400);
+    } finally {
+      await slow.stop();
+    }
+  });
+
   describe('with --mockup', () => {
     let mock: RedfishSim | undefined;
     before(async function () {
