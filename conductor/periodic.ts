@@ -13,6 +13,13 @@ export interface PeriodicTask {
   spacingSeconds?: number;
   cron?: string;
   runAtStart?: boolean;
+  /**
+   * A tick that finds the previous iteration still running is not lost but deferred: the
+   * iteration runs as soon as the previous one ends (once, however many ticks it missed).
+   * Without it such a tick is skipped, and an iteration that overruns its spacing by a little
+   * halves the task's rate.
+   */
+  catchUp?: boolean;
   run(signal: AbortSignal): Promise<IterationReport | void>;
 }
 
@@ -27,12 +34,15 @@ export interface TaskStats {
 
 /**
  * Runs declared periodic tasks. An iteration never overlaps the previous one of the same
- * task: a tick that finds it still running is skipped and counted as an overrun. Stop
+ * task: a tick that finds it still running is counted as an overrun and skipped (or, for a
+ * `catchUp` task, run right after the running one ends). Stop
  * cancels the schedules, aborts the signal and waits (bounded) for running iterations.
  */
 export class PeriodicRunner {
   private readonly tasks: PeriodicTask[] = [];
   private readonly running = new Map<string, Promise<void>>();
+  /** catchUp tasks with a tick that came while they ran. */
+  private readonly deferred = new Set<string>();
   readonly stats = new Map<string, TaskStats>();
   private readonly abort = new AbortController();
   private timers: Array<NodeJS.Timeout> = [];
@@ -73,7 +83,9 @@ export class PeriodicRunner {
     if (this.abort.signal.aborted) return undefined;
     if (this.running.has(task.name)) {
       stats.overruns++;
-      this.log.warn({ task: task.name, overruns: stats.overruns, lastDurationMs: stats.lastDurationMs }, 'periodic task still running: skipping this iteration');
+      if (task.catchUp) this.deferred.add(task.name);
+      this.log.warn({ task: task.name, overruns: stats.overruns, lastDurationMs: stats.lastDurationMs },
+        task.catchUp ? 'periodic task still running: the next iteration starts when it ends' : 'periodic task still running: skipping this iteration');
       return undefined;
     }
     const started = Date.now();
@@ -91,6 +103,7 @@ export class PeriodicRunner {
         this.running.delete(task.name);
         this.log.debug({ task: task.name, ...stats }, 'periodic task iteration');
       }
+      if (this.deferred.delete(task.name)) this.tick(task);
     })();
     this.running.set(task.name, p);
     return p;

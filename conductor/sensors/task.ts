@@ -248,5 +248,5 @@ export function sensorDataTask(deps: SensorTaskDeps): SensorDataTask {
     return changed;
   }
 
-  return { name: 'send_sensor_data', spacingSeconds: s.interval, runAtStart: true, stats, run, reconfigure };
+  return { name: 'send_sensor_data', spacingSeconds: s.interval, runAtStart: true, catchUp: true, stats, run, reconfigure };
 }

@@ -61,6 +61,37 @@ describe('PeriodicRunner', () => {
       expect(maxActive).to.equal(1);
     });
 
+    it('runs a catchUp task once more right after an overrun, never two at a time', async () => {
+      const r = runner();
+      const g = gate();
+      let active = 0;
+      let maxActive = 0;
+      let calls = 0;
+      const task: PeriodicTask = {
+        name: 'catching-up',
+        spacingSeconds: 60,
+        catchUp: true,
+        run: async () => {
+          calls++;
+          active++;
+          maxActive = Math.max(maxActive, active);
+          if (calls === 1) await g.promise;
+          active--;
+        },
+      };
+      r.register(task);
+      const first = r.tick(task);
+      for (let i = 0; i < 3; i++) expect(r.tick(task)).to.equal(undefined);
+      expect(calls).to.equal(1);
+      g.open();
+      await first;
+      await sleep(20);
+      // The three missed ticks make one iteration, started when the first one ended.
+      expect(calls).to.equal(2);
+      expect(r.stats.get('catching-up')).to.include({ overruns: 3, runs: 2 });
+      expect(maxActive).to.equal(1);
+    });
+
     it('keeps one iteration at a time when scheduled faster than the task runs', async () => {
       const r = runner();
       let active = 0;
