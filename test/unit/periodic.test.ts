@@ -16,6 +16,27 @@ function gate(): { promise: Promise<void>; open: () => void } {
   return { promise, open };
 }
 
+/** A task whose iterations wait for `open()`, counting calls and how many ran at once. */
+function gatedTask(name: string, extra: Partial<PeriodicTask> = {}): { task: PeriodicTask; open: () => void; calls: () => number; maxActive: () => number } {
+  const g = gate();
+  let active = 0;
+  let maxActive = 0;
+  let calls = 0;
+  const task: PeriodicTask = {
+    name,
+    spacingSeconds: 60,
+    ...extra,
+    run: async () => {
+      calls++;
+      active++;
+      maxActive = Math.max(maxActive, active);
+      await g.promise;
+      active--;
+    },
+  };
+  return { task, open: g.open, calls: () => calls, maxActive: () => maxActive };
+}
+
 describe('PeriodicRunner', () => {
   const runners: PeriodicRunner[] = [];
   function runner(): PeriodicRunner {
@@ -31,65 +52,36 @@ describe('PeriodicRunner', () => {
   describe('overlap', () => {
     it('never starts an iteration while the previous one runs, and counts the overruns', async () => {
       const r = runner();
-      const g = gate();
-      let active = 0;
-      let maxActive = 0;
-      let calls = 0;
-      const task: PeriodicTask = {
-        name: 'slow',
-        spacingSeconds: 60,
-        run: async () => {
-          calls++;
-          active++;
-          maxActive = Math.max(maxActive, active);
-          await g.promise;
-          active--;
-        },
-      };
+      const { task, open, calls, maxActive } = gatedTask('slow');
       r.register(task);
       const first = r.tick(task);
       expect(first).to.be.instanceOf(Promise);
       for (let i = 0; i < 4; i++) expect(r.tick(task)).to.equal(undefined);
-      expect(calls).to.equal(1);
+      expect(calls()).to.equal(1);
       expect(r.stats.get('slow')).to.include({ overruns: 4, runs: 0 });
-      g.open();
+      open();
       await first;
       expect(r.stats.get('slow')).to.include({ overruns: 4, runs: 1 });
       // Once it ended, the next tick runs again.
       await r.tick(task);
-      expect(calls).to.equal(2);
-      expect(maxActive).to.equal(1);
+      expect(calls()).to.equal(2);
+      expect(maxActive()).to.equal(1);
     });
 
     it('runs a catchUp task once more right after an overrun, never two at a time', async () => {
       const r = runner();
-      const g = gate();
-      let active = 0;
-      let maxActive = 0;
-      let calls = 0;
-      const task: PeriodicTask = {
-        name: 'catching-up',
-        spacingSeconds: 60,
-        catchUp: true,
-        run: async () => {
-          calls++;
-          active++;
-          maxActive = Math.max(maxActive, active);
-          if (calls === 1) await g.promise;
-          active--;
-        },
-      };
+      const { task, open, calls, maxActive } = gatedTask('catching-up', { catchUp: true });
       r.register(task);
       const first = r.tick(task);
       for (let i = 0; i < 3; i++) expect(r.tick(task)).to.equal(undefined);
-      expect(calls).to.equal(1);
-      g.open();
+      expect(calls()).to.equal(1);
+      open();
       await first;
       await sleep(20);
       // The three missed ticks make one iteration, started when the first one ended.
-      expect(calls).to.equal(2);
+      expect(calls()).to.equal(2);
       expect(r.stats.get('catching-up')).to.include({ overruns: 3, runs: 2 });
-      expect(maxActive).to.equal(1);
+      expect(maxActive()).to.equal(1);
     });
 
     it('keeps one iteration at a time when scheduled faster than the task runs', async () => {
