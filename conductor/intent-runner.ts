@@ -5,7 +5,7 @@ import { retryPolicyOf } from '../db/operations.js';
 import { INTENT_DONE_CHANNEL, clearSettledPowerTarget, finishIntent, skipRestOfBatch, type ClaimScope, type Intent } from '../db/intents.js';
 import type { PgNotifyBatcher } from '../db/notify.js';
 import { recordHistory } from '../db/node-history.js';
-import type { NodeChanges, UpdateOptions } from '../db/nodes.js';
+import type { NodeChanges, AccessOptions } from '../db/nodes.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import type { Action, ActionContext, ActionResult } from './actions/types.js';
 import { nodePayload } from './node-payload.js';
@@ -19,8 +19,8 @@ export interface RunnerOptions {
   retryMaxDelayMs: number;
   /** Runs before each claim pass (group operations admit their next nodes there). */
   beforeClaim?: () => Promise<void>;
-  /** How node updates treat access (see UpdateOptions.maintenanceBumpsAccess). */
-  update?: UpdateOptions;
+  /** How node updates treat access (see AccessOptions.maintenanceBumpsAccess). */
+  update?: AccessOptions;
 }
 
 /** Exponential backoff with jitter (half fixed, half random), capped. */

@@ -2,7 +2,7 @@ import { Batcher, type BatchOutcome } from '../common/batcher.js';
 import type { Intent } from '../db/intents.js';
 import { finishSucceededIntents } from '../db/intents.js';
 import { recordHistories, type NewHistoryEvent } from '../db/node-history.js';
-import type { Node, NodeChanges, UpdateOptions } from '../db/nodes.js';
+import type { Node, NodeChanges, AccessOptions } from '../db/nodes.js';
 import { LockLost, type Task, type TaskManager } from './task-manager.js';
 
 /** A succeeded intent's outcome, to be written with its node's changes and release. */
@@ -23,7 +23,7 @@ export interface Success {
 export class SuccessRecorder {
   private readonly batcher: Batcher<Success, Node>;
 
-  constructor(tasks: TaskManager, update: UpdateOptions, maxBatch = 500) {
+  constructor(tasks: TaskManager, update: AccessOptions, maxBatch = 500) {
     this.batcher = new Batcher(async (batch) => {
       const out = await tasks.commitAll(batch.map((s) => ({ task: s.task, changes: s.changes })), async (trx, held) => {
         const done = held.map((h) => batch[h.index]);

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
 import { claimIntents, type ClaimScope, type Intent } from '../db/intents.js';
-import { getNodeById, getNodesByIds, LOCKED_STATE_COLUMNS, nodeMapper, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type UpdateOptions } from '../db/nodes.js';
+import { getNodeById, getNodesByIds, LOCKED_STATE_COLUMNS, nodeMapper, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type AccessOptions } from '../db/nodes.js';
 import { clearStaleReservation } from '../db/conductors.js';
 
 export type LockMode = 'exclusive' | 'shared';
@@ -55,7 +55,7 @@ export class Task {
    * transaction: an outcome and the release can never be seen apart. Throws LockLost, writing
    * nothing, when the node is no longer this task's (see HELD_SQL).
    */
-  async commit(changes: NodeChanges, more?: (trx: Knex.Transaction, node: Node) => Promise<void>, update: UpdateOptions = {}): Promise<Node> {
+  async commit(changes: NodeChanges, more?: (trx: Knex.Transaction, node: Node) => Promise<void>, update: AccessOptions = {}): Promise<Node> {
     const [outcome] = await commitTasks(this.db, this.hostname, [{ task: this, changes }], async (trx, held) => {
       if (more && held.length) await more(trx, held[0].node);
     }, update);
@@ -127,7 +127,7 @@ export async function commitTasks(
   hostname: string,
   outcomes: readonly TaskOutcome[],
   more: (trx: Knex.Transaction, held: Array<{ index: number; node: Node }>) => Promise<void>,
-  update: UpdateOptions = {},
+  update: AccessOptions = {},
 ): Promise<Array<Node | LockLost>> {
   for (const o of outcomes) o.task.requireExclusive();
   const result = await db.transaction(async (trx) => {
@@ -197,7 +197,7 @@ export class TaskManager {
   commitAll(
     outcomes: readonly TaskOutcome[],
     more: (trx: Knex.Transaction, held: Array<{ index: number; node: Node }>) => Promise<void>,
-    update?: UpdateOptions,
+    update?: AccessOptions,
   ): Promise<Array<Node | LockLost>> {
     return commitTasks(this.db, this.hostname, outcomes, more, update);
   }

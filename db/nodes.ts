@@ -261,19 +261,12 @@ export function applyPage<T extends { id: number }>(
 export interface UpdateOptions {
   /** Optimistic concurrency: fail with 412 unless the node is still at this version. */
   expectedVersion?: number;
-  /**
-   * The caller already holds the row lock in this transaction and read the row as this:
-   * saves reading it again.
-   */
-  locked?: Node;
-  /**
-   * A condition (SQL on `nodes`) checked on the locked row before the change; when it does
-   * not hold, `error()` is thrown and nothing changes.
-   */
-  guard?: { sql: string; bindings: readonly Knex.RawBinding[]; error: () => Error };
   /** Whether putting the node in maintenance bumps `access_epoch` ([console] maintenance_closes_console); default yes. */
   maintenanceBumpsAccess?: boolean;
 }
+
+/** What every change of a node, one or many, is written by (see changeOf). */
+export type AccessOptions = Pick<UpdateOptions, 'maintenanceBumpsAccess'>;
 
 /**
  * What a change of a node locked as `before` writes: the changed columns, and whether it
@@ -281,7 +274,7 @@ export interface UpdateOptions {
  * console is disabled, or the node enters maintenance (unless the caller's config says
  * otherwise). Power and provision changes never bump it.
  */
-function changeOf(before: LockedNodeState, changes: NodeChanges, opts: UpdateOptions): { row: Record<string, unknown>; accessChanged: boolean } {
+function changeOf(before: LockedNodeState, changes: NodeChanges, opts: AccessOptions): { row: Record<string, unknown>; accessChanged: boolean } {
   const accessChanged = ACCESS_FIELDS.some((f) => f in changes && changes[f] !== before[f])
     || (changes.consoleEnabled === false && before.consoleEnabled)
     || (opts.maintenanceBumpsAccess !== false && changes.maintenance === true && !before.maintenance);
@@ -294,15 +287,9 @@ function changeOf(before: LockedNodeState, changes: NodeChanges, opts: UpdateOpt
  */
 export async function updateNode(db: Knex, id: number, changes: NodeChanges, opts: UpdateOptions = {}): Promise<Node> {
   const run = async (trx: Knex.Transaction): Promise<Node> => {
-    let current = opts.locked;
-    if (current === undefined || opts.guard) {
-      const q = trx('nodes').where('id', id).forUpdate().first('*');
-      if (opts.guard) q.select(trx.raw(`(${opts.guard.sql}) AS guard_holds`, opts.guard.bindings as Knex.RawBinding[]));
-      const currentRow = await q;
-      if (!currentRow) throw new NodeNotFound(String(id));
-      if (opts.guard && currentRow.guard_holds !== true) throw opts.guard.error();
-      current = nodeMapper.fromRow(currentRow);
-    }
+    const currentRow = await trx('nodes').where('id', id).forUpdate().first('*');
+    if (!currentRow) throw new NodeNotFound(String(id));
+    const current = nodeMapper.fromRow(currentRow);
     if (opts.expectedVersion !== undefined && current.version !== opts.expectedVersion) {
       throw new PreconditionFailed(`Node ${current.uuid} has changed since version ${opts.expectedVersion}; it is now at version ${current.version}.`);
     }
@@ -335,7 +322,7 @@ export interface LockedNodeChange {
  * in one statement per set of changed columns (the conductor records a batch of intent
  * outcomes this way). Returns the updated nodes in the order given.
  */
-export async function updateLockedNodes(trx: Knex.Transaction, updates: readonly LockedNodeChange[], opts: UpdateOptions = {}): Promise<Node[]> {
+export async function updateLockedNodes(trx: Knex.Transaction, updates: readonly LockedNodeChange[], opts: AccessOptions = {}): Promise<Node[]> {
   const groups = new Map<string, Array<{ index: number; values: Record<string, unknown> }>>();
   updates.forEach(({ before, changes }, index) => {
     const { row, accessChanged } = changeOf(before, changes, opts);
