@@ -80,8 +80,8 @@ export class Endpoint {
 
   /**
    * A value fetched once per BMC and kept for `ttlMs` (system and chassis paths, allowed
-   * values); concurrent callers share one fetch. The fetch runs detached from the caller's
-   * signal (not its deadline), so that one caller giving up does not fail the others.
+   * values); concurrent callers share one fetch. The fetch runs detached (`RedfishCall.detached`),
+   * so that one caller giving up neither fails the others nor loses what the fetch learns.
    */
   async memo<T>(key: string, ttlMs: number, fetch: (call: RedfishCall) => Promise<T>, call: RedfishCall): Promise<T> {
     const abortError = () => call.abortError(`Redfish discovery on ${this.origin}`);
@@ -195,9 +195,15 @@ export class RedfishCall implements CallScope {
     this.client.untrack(this);
   }
 
-  /** A scope with what is left of this call's budget, but not its caller's signal; dispose it too. */
+  /**
+   * A scope for work whose result outlives this call (a login, a discovery step): a budget of
+   * its own, as long as this call's whole budget, and not the caller's signal. A caller that
+   * gives up thus does not waste a request already sent: its answer is kept for the next call.
+   * On a BMC slower than a node's timeout allows, discovery then advances from one call to
+   * the next instead of starting over each time. Dispose it too.
+   */
   detached(): RedfishCall {
-    return new RedfishCall(this.client, this.info, this.endpoint, this.log, Math.max(1, this.deadline - Date.now()));
+    return new RedfishCall(this.client, this.info, this.endpoint, this.log, this.budgetMs);
   }
 
   abortError(what: string): Error {

@@ -121,9 +121,8 @@ const hasSensors = (c: ChassisRead | null): c is ChassisRead => c !== null && (c
  * Thermal, Power or Sensors; failing that, the chassis of the collection that have them and
  * name this system in `Links.ComputerSystems` (or all of them when none names any system).
  */
-async function discoverChassis(call: RedfishCall, system: Resource): Promise<ChassisInfo[]> {
-  const links = prop(system.body, 'Links');
-  const linked = isObject(links) ? linkPaths(prop(links, 'Chassis')) : [];
+async function discoverChassis(call: RedfishCall, system: SystemLinks): Promise<ChassisInfo[]> {
+  const linked = system.chassis;
   const direct = (await inTurn(call, linked.map((p) => () => readChassis(call, p)))).filter(hasSensors);
   if (direct.length) return direct.map(strip);
   let members: string[] = [];
@@ -142,8 +141,7 @@ function strip(c: ChassisRead): ChassisInfo {
   return { id: c.id, path: c.path, thermal: c.thermal, power: c.power, sensors: c.sensors };
 }
 
-async function discoverStorage(call: RedfishCall, body: Json): Promise<string[]> {
-  const path = linkPath(prop(body, 'SimpleStorage'));
+async function discoverStorage(call: RedfishCall, path: string | null): Promise<string[]> {
   if (!path) return [];
   try {
     return linkPaths(prop((await call.get(path)).body, 'Members'));
@@ -168,21 +166,41 @@ async function discoverExpand(call: RedfishCall): Promise<string | null> {
   return prop(q, 'Levels') === true ? '$expand=.($levels=1)' : '$expand=.';
 }
 
-/** Where this node's sensors are; looked up on the first read, then remembered. */
-export function sensorTopology(call: RedfishCall): Promise<SensorTopology> {
-  return call.endpoint.memo(
-    memoKey(call, 'sensors'),
-    TOPOLOGY_TTL_MS,
-    async (c) => {
-      const system = await getSystem(c);
-      // In turn when the BMC takes one request at a time, as inTurn does.
-      const [chassis, storage, expand] = c.endpoint.sem.limit > 1
-        ? await Promise.all([discoverChassis(c, system), discoverStorage(c, system.body), discoverExpand(c)])
-        : [await discoverChassis(c, system), await discoverStorage(c, system.body), await discoverExpand(c)];
-      return { systemId: str(system.body.Id) ?? lastSegment(system.path), chassis, storage, expand };
-    },
-    call,
-  );
+/** What discovery needs of the system resource. */
+interface SystemLinks {
+  id: string;
+  path: string;
+  chassis: string[];
+  storage: string | null;
+}
+
+/**
+ * Where this node's sensors are; looked up on the first read, then remembered. Each step (the
+ * system, its chassis, its storage, the service root's features) is remembered on its own, so
+ * that a BMC too slow to be discovered within one node_timeout is discovered over several
+ * reads rather than never: a read cut short keeps the steps it completed.
+ */
+export async function sensorTopology(call: RedfishCall): Promise<SensorTopology> {
+  const step = <T>(what: string, fetch: (c: RedfishCall) => Promise<T>): Promise<T> =>
+    call.endpoint.memo(memoKey(call, `sensors:${what}`), TOPOLOGY_TTL_MS, fetch, call);
+  const system = await step('system', async (c): Promise<SystemLinks> => {
+    const { path, body } = await getSystem(c);
+    const links = prop(body, 'Links');
+    return {
+      id: str(body.Id) ?? lastSegment(path),
+      path,
+      chassis: isObject(links) ? linkPaths(prop(links, 'Chassis')) : [],
+      storage: linkPath(prop(body, 'SimpleStorage')),
+    };
+  });
+  const chassis = () => step('chassis', (c) => discoverChassis(c, system));
+  const storage = () => step('storage', (c) => discoverStorage(c, system.storage));
+  const expand = () => step('expand', (c) => discoverExpand(c));
+  // In turn when the BMC takes one request at a time, as inTurn does.
+  const [ch, st, ex] = call.endpoint.sem.limit > 1
+    ? await Promise.all([chassis(), storage(), expand()])
+    : [await chassis(), await storage(), await expand()];
+  return { systemId: system.id, chassis: ch, storage: st, expand: ex };
 }
 
 /** The Reset action of a system: its target and the reset types the BMC advertises (null: not said). */

@@ -236,6 +236,41 @@ describe('redfish driver', function () {
       expect(resourceRequests(await simStats(s))).to.have.members(['GET /redfish/v1/Chassis/Baseboard/Sensors?$expand=.($levels=1)', `GET ${SYSTEM}/SimpleStorage/1`]);
     });
 
+    it('discovers a BMC too slow for one read over successive reads, keeping every step it completed', async () => {
+      // One request at a time, 300 ms each, 1 s per read: login and discovery (7 requests) plus
+      // the read (2) need 2.7 s. A step cut off by the read's deadline still finishes, is kept,
+      // and the next read goes on from there instead of starting discovery over.
+      const one = makeDriver({ maxConcurrentPerBmc: 1 });
+      try {
+        await setFaults(url, { latencyMs: [300, 300] });
+        const ctx = ctxFor(url, { redfish_timeout: 1 });
+        const outcomes: string[] = [];
+        let data: Awaited<ReturnType<NonNullable<typeof one.management.getSensorDataAsync>>> | undefined;
+        for (let i = 0; i < 6 && !data; i++) {
+          try {
+            data = await one.management.getSensorDataAsync!(ctx);
+            outcomes.push('ok');
+          } catch (err) {
+            expect(err).to.be.instanceOf(BmcTimeout);
+            outcomes.push('timeout');
+            // Lets the step in flight finish, as the next iteration would.
+            await new Promise((r) => setTimeout(r, 400));
+          }
+        }
+        expect(outcomes[0]).to.equal('timeout');
+        expect(outcomes.at(-1)).to.equal('ok');
+        expect(Object.keys(data?.Temperature ?? {})).to.have.length(4);
+        const log = (await simStats(url)).log.map((e) => `${e[0]} ${e[1]}`);
+        // Every discovery request was made once: none was lost with the read that sent it.
+        for (const path of ['/redfish/v1/Systems', SYSTEM, '/redfish/v1/Chassis/Enclosure', '/redfish/v1/Chassis/Baseboard', `${SYSTEM}/SimpleStorage`, '/redfish/v1']) {
+          expect(log.filter((l) => l === `GET ${path}`), path).to.have.length(1);
+        }
+        expect(log.filter((l) => l.startsWith('POST '))).to.have.length(1);
+      } finally {
+        await one.close();
+      }
+    });
+
     it('opens exactly one session for 50 concurrent reads of one BMC and never exceeds the per-BMC limit', async () => {
       await setFaults(url, { latencyMs: [20, 60] });
       const ctx = ctxFor(url);
