@@ -68,7 +68,7 @@ interface Options {
   basePort: number;
   /** NODE_OPTIONS of the conductors, e.g. --max-old-space-size=384. */
   conductorNodeOptions: string;
-  /** [sensor_data] max_concurrency; default: the node count (all in flight). */
+  /** [sensor_data] max_concurrency; 0: the conductor's default. */
   maxConcurrency: number;
   /** Results go to bench/results/<name>-<time>.json and <name>-latest.json. */
   name: string;
@@ -396,7 +396,8 @@ async function main(): Promise<number> {
     GALVANIC_NOTIFICATIONS__EXCHANGE: exchange, GALVANIC_NOTIFICATIONS__TOPIC: topic, GALVANIC_NOTIFICATIONS__DECLARE_QUEUE: 'false',
     GALVANIC_NOTIFICATIONS__BUFFER_SIZE: String(opts.nodes * 2),
     GALVANIC_SENSOR_DATA__SEND_SENSOR_DATA: 'true', GALVANIC_SENSOR_DATA__INTERVAL: String(opts.interval),
-    GALVANIC_SENSOR_DATA__NODE_TIMEOUT: String(opts.interval), GALVANIC_SENSOR_DATA__MAX_CONCURRENCY: String(opts.maxConcurrency || opts.nodes),
+    GALVANIC_SENSOR_DATA__NODE_TIMEOUT: String(opts.interval),
+    ...(opts.maxConcurrency ? { GALVANIC_SENSOR_DATA__MAX_CONCURRENCY: String(opts.maxConcurrency) } : {}),
     GALVANIC_REDFISH__CONNECTION_CACHE_SIZE: String(opts.nodes + 100),
     GALVANIC_REDFISH__MAX_CONCURRENT_REQUESTS_PER_BMC: String(opts.perBmcRequests),
     GALVANIC_REDFISH__REQUEST_TIMEOUT: String(opts.interval),

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
+import v8 from 'node:v8';
 import { loadConfig, describeConfigForLog, renderSample, type Config } from '../common/config.js';
 import { ConfigError, GalvanicError } from '../common/errors.js';
 import { createLogger } from '../common/logger.js';
@@ -51,6 +52,8 @@ async function run(argv: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig({ path: values.config });
+  // Read by V8 at every full collection, so setting it now, before the work starts, is enough.
+  if (config.DEFAULT.heap_growing_percent > 0) v8.setFlagsFromString(`--heap-growing-percent=${config.DEFAULT.heap_growing_percent}`);
   const log = createLogger({ debug: config.DEFAULT.debug });
   log.debug({ config: describeConfigForLog(config) }, 'configuration');
   const releasers = new Releasers();
