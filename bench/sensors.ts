@@ -458,18 +458,33 @@ async function main(): Promise<number> {
       conductorMemory: o.memory,
     });
   }
-  const lastIteration = run.iterations[opts.iterations - 1];
 
   // Phase 2: Ironic's behaviour, four at a time, in the same (warm) conductor, over a window.
   let sync: Record<string, unknown> | null = null;
   if (opts.syncSeconds > 0) {
     await writeMode(false, 4);
     run.proc.proc.kill('SIGHUP');
-    // Ticks are `interval` apart; the synchronous iteration starts at the one after the last async iteration.
-    const lastStart = lastIteration.at - lastIteration.line.durationMs;
-    const periods = Math.max(1, Math.ceil((Date.now() - lastStart) / (opts.interval * 1000)));
-    const syncStart = lastStart + periods * opts.interval * 1000;
+    const hupAt = Date.now();
+    // Ticks are `interval` apart from the first iteration's start. An iteration during which a
+    // tick came is followed at once by the next (the task catches up): one that started before
+    // the SIGHUP is still asynchronous, so wait for it. The synchronous one starts after it, or
+    // at the first tick after the last asynchronous one.
+    const intervalMs = opts.interval * 1000;
+    const grid0 = run.iterations[0].at - run.iterations[0].line.durationMs;
+    const tickIndex = (t: number) => Math.floor((t - grid0) / intervalMs);
+    const tickDuring = (o: Observed) => tickIndex(o.at) > tickIndex(o.at - o.line.durationMs);
+    let last = run.iterations[run.iterations.length - 1];
+    while (tickDuring(last) && last.at < hupAt) {
+      const seen = run.iterations.length;
+      while (run.iterations.length === seen) {
+        alive();
+        await sleep(250);
+      }
+      last = run.iterations[run.iterations.length - 1];
+    }
+    const syncStart = tickDuring(last) ? last.at : grid0 + (tickIndex(last.at) + 1) * intervalMs;
     while (Date.now() < syncStart) await sleep(100);
+    const linesAtSyncStart = run.iterations.length;
     const n0 = counter.count();
     const syncWatch = watchCpu({ conductor: run.proc.pid, ...simPids }, server.postmasterPid);
     const s0 = await simTotals(sims);
@@ -478,7 +493,7 @@ async function main(): Promise<number> {
     const done = counter.count() - n0;
     const s1 = await simTotals(sims);
     const syncUsage = syncWatch.stop();
-    if (run.iterations.length > opts.iterations) throw new Error('the synchronous iteration ended within its window: use a shorter --sync-seconds');
+    if (run.iterations.length > linesAtSyncStart) throw new Error('the synchronous iteration ended within its window: use a shorter --sync-seconds');
     const perS = done / opts.syncSeconds;
     sync = {
       workers: 4, windowS: opts.syncSeconds, steady: true, nodesNotified: done, nodesPerS: round2(perS),
