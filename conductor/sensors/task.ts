@@ -200,10 +200,11 @@ export function sensorDataTask(deps: SensorTaskDeps): SensorDataTask {
       }
       (isAsync ? asyncJobs : syncJobs).push({ node, read });
     }
-    // Slowest last time first; nodes never read yet (unknown) before the known fast ones.
+    // Slowest last time first; nodes never read yet (unknown) before the known fast ones. The
+    // synchronous lanes keep the nodes' order, as Ironic does: a lane reads one node after the
+    // other, so the order changes its iteration's length by one node's read at most.
     const expected = (j: (typeof asyncJobs)[number]) => lastReadMs.get(j.node.uuid) ?? Number.MAX_SAFE_INTEGER;
     asyncJobs.sort((a, b) => expected(b) - expected(a));
-    syncJobs.sort((a, b) => expected(b) - expected(a));
     it.async = asyncJobs.length;
     it.sync = syncJobs.length;
     const keyOf = (j: (typeof asyncJobs)[number]) => bmcAddressOf(j.node);
