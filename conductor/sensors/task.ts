@@ -3,7 +3,7 @@
  * conductor's share of the nodes in one query, reserving nothing (a shared read: a node held
  * by an exclusive task is read anyway), and splits them:
  *  - nodes whose management interface has getSensorDataAsync go to one asynchronous loop,
- *    all in flight at once up to `max_concurrency`, `per_bmc_concurrency` per BMC address;
+ *    up to `max_concurrency` in flight (the slowest of the last iteration first), `per_bmc_concurrency` per BMC address;
  *  - the rest take the synchronous path: `workers` at a time, as Ironic's worker threads
  *    (the IPMI driver runs its ipmitool processes in its piscina pool).
  * Every node has its own `node_timeout`: past it the read is aborted (the driver closes its

@@ -27,7 +27,7 @@ import { requireIpmiSim, startSimBmcs, stopSimBmcs, type SimBmc } from '../helpe
 import {
   brokerAddress, deleteBusObjects, recordQueue, requireRabbitMq, RABBITMQ_URL, TcpProxy, uniqueBusNames, urlThrough, type Recorder,
 } from '../helpers/rabbitmq.js';
-import { setFaults } from '../helpers/redfish.js';
+import { setFaults, simControl, simStats } from '../helpers/redfish.js';
 
 const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
 const FLEET = 1000;
@@ -405,6 +405,26 @@ describe('sensor data of a mixed fleet: redfish on the asynchronous loop, ipmi o
     expect(task.reconfigure(off.sensor_data)).to.deep.equal([]);
     await task.run(new AbortController().signal);
     expect(task.stats.lastIteration).to.include({ nodes: 22, async: 0, sync: 22, ok: 22, failed: 0 });
+  });
+
+  it('starts the nodes that were slowest last iteration first, when max_concurrency holds the rest back', async () => {
+    const slow = sim.bmcs[12].url;
+    await setFaults(slow, { latencyMs: [300, 300] });
+    try {
+      const task = taskFor(db, sensorConfig(bus, { GALVANIC_SENSOR_DATA__MAX_CONCURRENCY: '2', GALVANIC_SENSOR_DATA__NODE_TIMEOUT: '30', GALVANIC_IPMI__MIN_COMMAND_INTERVAL: '0' }), registry, notifier);
+      // The first iteration learns how long each node takes; nodes start in id order.
+      await task.run(new AbortController().signal);
+      for (const b of sim.bmcs) await simControl(b.url, 'reset');
+      await task.run(new AbortController().signal);
+      expect(task.stats.lastIteration).to.include({ async: 20, ok: 22, failed: 0 });
+      const firstRequestAt = async (url: string) => Math.min(...(await simStats(url)).log.map((e) => e[3]));
+      const starts = await Promise.all(sim.bmcs.map((b) => firstRequestAt(b.url)));
+      const order = starts.map((at, i) => ({ at, i })).sort((a, b) => a.at - b.at).map((x) => x.i);
+      // Two slots: the slow node takes one of them at once instead of waiting for twelve others.
+      expect(order.slice(0, 2)).to.include(12);
+    } finally {
+      await setFaults(slow, { latencyMs: [0, 50] });
+    }
   });
 });
 
