@@ -57,7 +57,8 @@ interface Session {
 interface Memo {
   value?: unknown;
   pending?: Promise<unknown>;
-  at: number;
+  /** When the value stops being trusted (ms since the epoch). */
+  expiresAt: number;
 }
 
 /** What the driver keeps per BMC: its pool, its concurrency limit, and what it learnt about it. */
@@ -79,22 +80,22 @@ export class Endpoint {
   ) {}
 
   /**
-   * A value fetched once per BMC and kept for `ttlMs` (system and chassis paths, allowed
-   * values); concurrent callers share one fetch. The fetch runs detached (`RedfishCall.detached`),
+   * A value fetched once per BMC and kept for `ttlMs` from when it was fetched (system and
+   * chassis paths, allowed values); concurrent callers share one fetch. The fetch runs detached (`RedfishCall.detached`),
    * so that one caller giving up neither fails the others nor loses what the fetch learns.
    */
   async memo<T>(key: string, ttlMs: number, fetch: (call: RedfishCall) => Promise<T>, call: RedfishCall): Promise<T> {
     const abortError = () => call.abortError(`Redfish discovery on ${this.origin}`);
     const m = this.memos.get(key);
     if (m?.pending) return raceSignal(m.pending as Promise<T>, call.signal, abortError);
-    if (m && 'value' in m && Date.now() - m.at < ttlMs) return m.value as T;
-    const entry: Memo = { at: Date.now() };
+    if (m && 'value' in m && Date.now() < m.expiresAt) return m.value as T;
+    const entry: Memo = { expiresAt: 0 };
     const detached = call.detached();
     entry.pending = fetch(detached).finally(() => detached.dispose()).then(
       (v) => {
         entry.pending = undefined;
         entry.value = v;
-        entry.at = Date.now();
+        entry.expiresAt = Date.now() + ttlMs;
         return v;
       },
       (err: unknown) => {
