@@ -2,8 +2,9 @@
  * The sensor data periodic task (DESIGN.md "Sensor data"). Each iteration reads this
  * conductor's share of the nodes in one query, reserving nothing (a shared read: a node held
  * by an exclusive task is read anyway), and splits them:
- *  - nodes whose management interface has getSensorDataAsync go to one asynchronous loop,
- *    up to `max_concurrency` in flight (the slowest of the last iteration first), `per_bmc_concurrency` per BMC address;
+ *  - nodes whose management interface has getSensorDataAsync go to one asynchronous loop, up
+ *    to `max_concurrency` in flight (the slowest of the last iteration first) and
+ *    `per_bmc_concurrency` per BMC address;
  *  - the rest take the synchronous path: `workers` at a time, as Ironic's worker threads
  *    (the IPMI driver runs its ipmitool processes in its piscina pool).
  * Every node has its own `node_timeout`: past it the read is aborted (the driver closes its

@@ -81,8 +81,9 @@ export class Endpoint {
 
   /**
    * A value fetched once per BMC and kept for `ttlMs` from when it was fetched (system and
-   * chassis paths, allowed values); concurrent callers share one fetch. The fetch runs detached (`RedfishCall.detached`),
-   * so that one caller giving up neither fails the others nor loses what the fetch learns.
+   * chassis paths, allowed values); concurrent callers share one fetch. The fetch runs
+   * detached (`RedfishCall.detached`), so that one caller giving up neither fails the others
+   * nor loses what the fetch learns.
    */
   async memo<T>(key: string, ttlMs: number, fetch: (call: RedfishCall) => Promise<T>, call: RedfishCall): Promise<T> {
     const abortError = () => call.abortError(`Redfish discovery on ${this.origin}`);
