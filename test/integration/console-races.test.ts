@@ -1,5 +1,7 @@
 import { expect } from 'chai';
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { HashRing } from '../../common/hash-ring.js';
 import { hashToken } from '../../db/console.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { startConductor, startGalvanic, type RunningConductor, type RunningGalvanic } from '../helpers/app.js';
@@ -17,10 +19,12 @@ async function call(base: string, method: string, url: string, body?: unknown): 
   return { status: res.status, body: text ? JSON.parse(text) : undefined };
 }
 
-async function createConsoleNodes(api: string, count: number, intervalMs: number, enable: boolean): Promise<string[]> {
+async function createConsoleNodes(api: string, count: number, intervalMs: number, enable: boolean, chosen: string[] = []): Promise<string[]> {
   const uuids: string[] = [];
   for (let i = 0; i < count; i++) {
-    const r = await call(api, 'POST', '/v1/nodes', { driver: 'fake-hardware', console_interface: 'fake', driver_info: { fake_console_interval_ms: intervalMs } });
+    const r = await call(api, 'POST', '/v1/nodes', {
+      driver: 'fake-hardware', console_interface: 'fake', driver_info: { fake_console_interval_ms: intervalMs }, ...(chosen[i] ? { uuid: chosen[i] } : {}),
+    });
     expect(r.status, JSON.stringify(r.body)).to.equal(201);
     uuids.push(r.body.uuid);
     if (enable) expect((await call(api, 'PUT', `/v1/nodes/${r.body.uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
@@ -184,7 +188,16 @@ describe('serial console races across processes (fake console)', function () {
 
   it('a second conductor takes over part of the consoles, and gives them back when it dies: always one process per node', async () => {
     const api = apis[0].url;
-    const nodes = await createConsoleNodes(api, 8, 200, true);
+    // UUIDs chosen so that each conductor owns half of the nodes on a ring of the two: with
+    // random ones, all eight land on the first one time in 256 and nothing could move.
+    const ring = new HashRing(['console-c1', 'console-c2']);
+    const chosen: Record<string, string[]> = { 'console-c1': [], 'console-c2': [] };
+    while (chosen['console-c1'].length < 4 || chosen['console-c2'].length < 4) {
+      const uuid = randomUUID();
+      const side = chosen[ring.owner(uuid)!];
+      if (side.length < 4) side.push(uuid);
+    }
+    const nodes = await createConsoleNodes(api, 8, 200, true, [...chosen['console-c1'], ...chosen['console-c2']]);
     const holders = async () => new Map((await tdb.knex('console_processes as p').join('nodes as n', 'n.id', 'p.node_id').select('n.uuid', 'p.conductor'))
       .map((r: { uuid: string; conductor: string }) => [r.uuid, r.conductor]));
     const onePerNode = () => nodes.every((u) => fakeConsoleProcesses().get(u)?.length === 1);
@@ -198,8 +211,9 @@ describe('serial console races across processes (fake console)', function () {
     const second = await startConductor({ databaseUrl: tdb.url, host: 'console-c2', env: consoleEnv });
     try {
       await until(async () => [...(await holders()).values()].includes('console-c2') && (await holders()).size === nodes.length && onePerNode(), 20_000, 'some consoles moving to the second conductor');
+      await until(async () => [...(await holders()).values()].filter((c) => c === 'console-c2').length === 4 && onePerNode(), 20_000, 'the second conductor holding its four');
       const moved = [...(await holders())].filter(([, c]) => c === 'console-c2').map(([u]) => u);
-      expect(moved.length).to.be.within(1, nodes.length - 1);
+      expect(moved).to.have.members(chosen['console-c2']);
       // Viewers of moved consoles were told; the others kept theirs.
       for (const u of moved) expect((await viewers.get(u)!.closed).code).to.equal(4002);
       for (const u of nodes.filter((x) => !moved.includes(x))) expect(viewers.get(u)!.ws.readyState).to.equal(viewers.get(u)!.ws.OPEN);
