@@ -21,3 +21,25 @@ export function createLogger(opts: { debug: boolean; name?: string; destination?
     opts.destination,
   );
 }
+
+const LEVELS = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal']);
+
+/**
+ * `parent.child(bindings)`, made on first use. pino serialises and redacts a child's bindings
+ * when the child is created, which for a logger per intent or per node read costs more than
+ * the few lines such work usually writes (none when it goes well). A call at a level that is
+ * off never makes the child.
+ */
+export function lazyChild(parent: Logger, bindings: Record<string, unknown>): Logger {
+  let child: Logger | undefined;
+  const noop = () => undefined;
+  return new Proxy({} as Logger, {
+    get(_target, prop) {
+      if (typeof prop === 'string' && LEVELS.has(prop) && !parent.isLevelEnabled(prop)) return noop;
+      if (prop === 'level') return parent.level;
+      child ??= parent.child(bindings);
+      const value: unknown = Reflect.get(child, prop, child);
+      return typeof value === 'function' ? value.bind(child) : value;
+    },
+  });
+}

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { lazyChild } from '../common/logger.js';
 import { DriverError, GalvanicError } from '../common/errors.js';
 import type { Notifier } from '../common/notifier.js';
 import { retryPolicyOf } from '../db/operations.js';
@@ -167,7 +168,7 @@ export class IntentRunner {
   }
 
   private async execute(intent: Intent, task: Task): Promise<void> {
-    const log = this.log.child({ intent: intent.uuid, node: task.node.uuid, kind: intent.kind, attempt: intent.attempts });
+    const log = lazyChild(this.log, { intent: intent.uuid, node: task.node.uuid, kind: intent.kind, attempt: intent.attempts });
     const host = this.opts.hostname;
     const node = task.node;
     const action = this.actions[intent.kind];

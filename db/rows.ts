@@ -19,19 +19,24 @@ export class RowMapper<T extends object> {
 
   private readonly json: Set<string>;
 
+  /**
+   * A row's domain object: the fields of the columns the row has. Generated once per table
+   * from the (fixed, code-defined) column list, so every object of a table gets its fields in
+   * one order and V8 one shape; a loop over a Map cost the intent path a few % of its CPU.
+   */
+  readonly fromRow: (row: Record<string, unknown>) => T;
+
   /** `jsonColumns` are stringified on write: pg would turn a JS array into a Postgres array. */
   constructor(columns: readonly string[], jsonColumns: readonly string[] = []) {
     this.json = new Set(jsonColumns);
     this.toField = new Map(columns.map((c) => [c, toCamel(c)]));
     this.toColumn = new Map(columns.map((c) => [toCamel(c), c]));
-  }
-
-  fromRow(row: Record<string, unknown>): T {
-    const out: Record<string, unknown> = {};
-    for (const [column, field] of this.toField) {
-      if (column in row) out[field] = row[column];
-    }
-    return out as T;
+    const body = [...this.toField].map(([column, field]) => {
+      const c = JSON.stringify(column);
+      return `if (${c} in row) out[${JSON.stringify(field)}] = row[${c}];`;
+    });
+    // Built from the column list above, never from input.
+    this.fromRow = new Function('row', `const out = {};\n${body.join('\n')}\nreturn out;`) as (row: Record<string, unknown>) => T;
   }
 
   /** Columns for a partial domain object; unknown fields are a programming error. */

@@ -14,6 +14,7 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import { lazyChild } from '../../common/logger.js';
 import type { Config } from '../../common/config.js';
 import { GalvanicError } from '../../common/errors.js';
 import type { Notifier } from '../../common/notifier.js';
@@ -138,7 +139,7 @@ export function sensorDataTask(deps: SensorTaskDeps): SensorDataTask {
         reject(err);
       }, timeoutMs);
     });
-    const ctx: DriverContext = { nodeUuid: node.uuid, driverInfo: node.driverInfo, log: log.child({ node: node.uuid }), signal: controller.signal, trace: 'sensor data' };
+    const ctx: DriverContext = { nodeUuid: node.uuid, driverInfo: node.driverInfo, log: lazyChild(log, { node: node.uuid }), signal: controller.signal, trace: 'sensor data' };
     const readStarted = Date.now();
     try {
       const data = await Promise.race([read(ctx), deadline]);

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import { lazyChild } from '../../common/logger.js';
 import type { Config } from '../../common/config.js';
 import { NodeLocked } from '../../common/errors.js';
 import type { Notifier } from '../../common/notifier.js';
@@ -51,7 +52,7 @@ export function powerSyncTask(deps: PowerSyncDeps): PeriodicTask {
     const node = shared.node;
     const power = deps.registry.power(node.powerInterface ?? '');
     if (!power) return true;
-    const log = deps.log.child({ node: node.uuid, purpose: 'power state sync' });
+    const log = lazyChild(deps.log, { node: node.uuid, purpose: 'power state sync' });
     let actual: string;
     try {
       power.validate(node.driverInfo);
