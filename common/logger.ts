@@ -25,21 +25,25 @@ export function createLogger(opts: { debug: boolean; name?: string; destination?
 const LEVELS = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal']);
 
 /**
- * `parent.child(bindings)`, made on first use. pino serialises and redacts a child's bindings
- * when the child is created, which for a logger per intent or per node read costs more than
- * the few lines such work usually writes (none when it goes well). A call at a level that is
- * off never makes the child.
+ * `parent.child(bindings)`, made when first written to. pino serialises and redacts a child's
+ * bindings when the child is created, which for a logger per intent or per node read costs
+ * more than the few lines such work usually writes (none when it goes well).
+ * A call at a level that is off never makes the child; nor does looking a level method up.
  */
 export function lazyChild(parent: Logger, bindings: Record<string, unknown>): Logger {
   let child: Logger | undefined;
+  const real = () => (child ??= parent.child(bindings));
   const noop = () => undefined;
   return new Proxy({} as Logger, {
     get(_target, prop) {
-      if (typeof prop === 'string' && LEVELS.has(prop) && !parent.isLevelEnabled(prop)) return noop;
+      if (typeof prop === 'string' && LEVELS.has(prop)) {
+        if (!parent.isLevelEnabled(prop)) return noop;
+        return (...args: unknown[]) => (real()[prop as 'info'] as (...a: unknown[]) => void)(...args);
+      }
       if (prop === 'level') return parent.level;
-      child ??= parent.child(bindings);
-      const value: unknown = Reflect.get(child, prop, child);
-      return typeof value === 'function' ? value.bind(child) : value;
+      const c = real();
+      const value: unknown = Reflect.get(c, prop, c);
+      return typeof value === 'function' ? value.bind(c) : value;
     },
   });
 }

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { buildApp } from '../../api/app.js';
 import { loadConfig, type Config } from '../../common/config.js';
 import { buildRegistry } from '../../drivers/build-registry.js';
@@ -33,10 +33,10 @@ export interface TestApp {
  * An API on a fresh database, with an in-process conductor (fake-hardware) unless
  * `conductor: false`: actions such as maintenance and boot device wait for it.
  */
-export async function buildTestApp(env: Record<string, string> = {}, opts: { conductor?: boolean } = {}): Promise<TestApp> {
+export async function buildTestApp(env: Record<string, string> = {}, opts: { conductor?: boolean; log?: Logger } = {}): Promise<TestApp> {
   const tdb = await freshDatabase();
   const config = testConfig({ GALVANIC_CONDUCTOR__POLL_INTERVAL: '0.5', ...env });
-  const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+  const log = opts.log ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
   const registry = buildRegistry(config);
   const app = buildApp({ config, db: tdb.knex, connectionString: tdb.url, registry, log });
   await app.ready();

@@ -8,6 +8,8 @@ import type { LightMyRequestResponse } from 'fastify';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { Writable } from 'node:stream';
+import { createLogger } from '../../common/logger.js';
 import { recordHistory } from '../../db/node-history.js';
 import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
 
@@ -380,5 +382,40 @@ describe('HTTP basic authentication', function () {
     expect(Number((await t.tdb.knex('nodes').count({ n: '*' }).first())?.n)).to.equal(0);
     const ok = await call(t, 'POST', '/v1/nodes', { body: { driver: 'fake-hardware' }, headers: basic('admin', 's3cret') });
     expect(ok.statusCode, ok.body).to.equal(201);
+  });
+});
+
+describe('API request log', () => {
+  it('writes one line per request with its request id, and never a BMC password', async () => {
+    const lines: Obj[] = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        for (const line of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(line) as Obj);
+        done();
+      },
+    });
+    const t = await buildTestApp({}, { conductor: false, log: createLogger({ debug: false, destination }) });
+    try {
+      const created = await call(t, 'POST', '/v1/nodes', { body: { driver: 'fake-hardware', driver_info: { redfish_password: 'pa55-in-body' } }, headers: at('latest') });
+      expect(created.statusCode, created.body).to.equal(201);
+      const uuid = created.json<{ uuid: string }>().uuid;
+      const missing = await call(t, 'GET', '/v1/nodes/no-such-node', { headers: at('latest') });
+      expect(missing.statusCode).to.equal(404);
+      const patched = await call(t, 'PATCH', `/v1/nodes/${uuid}`, {
+        body: [{ op: 'add', path: '/driver_info/ipmi_password', value: 'pa55-in-patch' }], headers: at('latest'),
+      });
+      expect(patched.statusCode, patched.body).to.equal(200);
+      await new Promise((r) => setImmediate(r));
+
+      const requests = lines.filter((l) => l.msg === 'request');
+      expect(requests.map((l) => [l.method, l.status, l.reqId])).to.deep.equal([
+        ['POST', 201, created.headers['x-openstack-request-id']],
+        ['GET', 404, missing.headers['x-openstack-request-id']],
+        ['PATCH', 200, patched.headers['x-openstack-request-id']],
+      ]);
+      expect(JSON.stringify(lines)).to.not.include('pa55');
+    } finally {
+      await t.close();
+    }
   });
 });

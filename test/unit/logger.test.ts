@@ -43,6 +43,8 @@ describe('lazyChild', () => {
     log.debug('not written');
     log.trace({ x: 1 }, 'nor this');
     expect(log.level).to.equal('info');
+    // Looking the methods up, as code that checks it was handed a logger does.
+    for (const m of ['info', 'error', 'debug', 'fatal', 'warn', 'trace'] as const) expect(log[m]).to.be.a('function');
     await flush();
     expect(c.children()).to.equal(0);
     expect(c.lines).to.have.length(0);
