@@ -271,6 +271,24 @@ describe('redfish driver', function () {
       }
     });
 
+    it("trusts where the sensors are for an hour (±20 %), then looks again", async () => {
+      const ctx = ctxFor(url);
+      const first = await driver.management.getSensorDataAsync!(ctx);
+      const realNow = Date.now;
+      const chassisLookups = async () => (await simStats(url)).log.map((e) => `${e[0]} ${e[1]}`)
+        .filter((l) => l === 'GET /redfish/v1/Chassis/Baseboard' || l === 'GET /redfish/v1/Chassis/Enclosure');
+      try {
+        for (const [hours, lookups] of [[0.79, 0], [1.21, 2]] as const) {
+          await simControl(url, 'reset');
+          Date.now = () => realNow() + hours * 3_600_000;
+          expect(await driver.management.getSensorDataAsync!(ctx), `${hours} h later`).to.deep.equal(first);
+          expect(await chassisLookups(), `${hours} h later`).to.have.length(lookups);
+        }
+      } finally {
+        Date.now = realNow;
+      }
+    });
+
     it('opens exactly one session for 50 concurrent reads of one BMC and never exceeds the per-BMC limit', async () => {
       await setFaults(url, { latencyMs: [20, 60] });
       const ctx = ctxFor(url);
