@@ -8,10 +8,9 @@ import type { LightMyRequestResponse } from 'fastify';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
-import { createLogger } from '../../common/logger.js';
 import { recordHistory } from '../../db/node-history.js';
 import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { captureLog } from '../helpers/log-capture.js';
 
 type Obj = { [key: string]: unknown };
 
@@ -387,14 +386,8 @@ describe('HTTP basic authentication', function () {
 
 describe('API request log', () => {
   it('writes one line per request with its request id, and never a BMC password', async () => {
-    const lines: Obj[] = [];
-    const destination = new Writable({
-      write(chunk: Buffer, _enc, done) {
-        for (const line of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(line) as Obj);
-        done();
-      },
-    });
-    const t = await buildTestApp({}, { conductor: false, log: createLogger({ debug: false, destination }) });
+    const { log, lines } = captureLog();
+    const t = await buildTestApp({}, { conductor: false, log });
     try {
       const created = await call(t, 'POST', '/v1/nodes', { body: { driver: 'fake-hardware', driver_info: { redfish_password: 'pa55-in-body' } }, headers: at('latest') });
       expect(created.statusCode, created.body).to.equal(201);

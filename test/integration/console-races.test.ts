@@ -210,8 +210,10 @@ describe('serial console races across processes (fake console)', function () {
 
     const second = await startConductor({ databaseUrl: tdb.url, host: 'console-c2', env: consoleEnv });
     try {
-      await until(async () => [...(await holders()).values()].includes('console-c2') && (await holders()).size === nodes.length && onePerNode(), 20_000, 'some consoles moving to the second conductor');
-      await until(async () => [...(await holders()).values()].filter((c) => c === 'console-c2').length === 4 && onePerNode(), 20_000, 'the second conductor holding its four');
+      await until(async () => {
+        const held = [...(await holders()).values()];
+        return held.length === nodes.length && held.filter((c) => c === 'console-c2').length === 4 && onePerNode();
+      }, 20_000, 'the second conductor holding its four consoles');
       const moved = [...(await holders())].filter(([, c]) => c === 'console-c2').map(([u]) => u);
       expect(moved).to.have.members(chosen['console-c2']);
       // Viewers of moved consoles were told; the others kept theirs.

@@ -1,17 +1,10 @@
 import { expect } from 'chai';
-import { Writable } from 'node:stream';
-import { createLogger, lazyChild } from '../../common/logger.js';
+import { lazyChild } from '../../common/logger.js';
+import { captureLog } from '../helpers/log-capture.js';
 
-/** A logger whose lines land in an array, and a count of the children made from it. */
+/** A captured logger, and a count of the children made from it. */
 function capture(debug = false) {
-  const lines: Array<Record<string, unknown>> = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(line));
-      done();
-    },
-  });
-  const log = createLogger({ debug, destination });
+  const { log, lines } = captureLog(debug);
   let children = 0;
   // Children inherit this own property (pino makes them with Object.create): hence `this`.
   const child = log.child;
