@@ -244,3 +244,11 @@ export class UnsupportedDriverExtension extends DriverError {
   readonly code = 'UNSUPPORTED_DRIVER_EXTENSION';
   override readonly httpStatus: number = 400;
 }
+/** Inspection read the hardware but could not find what a node needs (Ironic's HardwareInspectionFailure). */
+export class HardwareInspectionFailure extends DriverError {
+  readonly code = 'HARDWARE_INSPECTION_FAILURE';
+}
+/** A virtual media operation the BMC cannot do (no suitable slot, no action, …). */
+export class VirtualMediaUnavailable extends DriverError {
+  readonly code = 'VIRTUAL_MEDIA_UNAVAILABLE';
+}
