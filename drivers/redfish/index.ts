@@ -6,8 +6,10 @@
 import type { Logger } from 'pino';
 import type { Config } from '../../common/config.js';
 import type { HardwareType } from '../interfaces.js';
+import { RedfishVirtualMediaBoot } from './boot.js';
 import { RedfishClient, type RedfishOptions } from './client.js';
 import { REDFISH_PROPERTIES } from './driver-info.js';
+import { RedfishInspect } from './inspect.js';
 import { RedfishManagement } from './management.js';
 import { RedfishPower } from './power.js';
 
@@ -41,11 +43,17 @@ export class RedfishDriver {
   readonly client: RedfishClient;
   readonly power: RedfishPower;
   readonly management: RedfishManagement;
+  /** `redfish-virtual-media`. */
+  readonly boot: RedfishVirtualMediaBoot;
+  /** `redfish` (out-of-band). */
+  readonly inspect: RedfishInspect;
 
   constructor(options: RedfishOptions, log: Logger) {
     this.client = new RedfishClient(options, log.child({ driver: 'redfish' }));
     this.power = new RedfishPower(this.client);
     this.management = new RedfishManagement(this.client);
+    this.boot = new RedfishVirtualMediaBoot(this.client, options.vmediaRetry);
+    this.inspect = new RedfishInspect(this.client);
   }
 
   /** Logs out every cached session and closes every connection pool. */
