@@ -141,6 +141,10 @@ export function registerPortRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const nodeUuid = param(q, 'node_uuid');
     if (nodeUuid !== undefined && !isUuid(nodeUuid)) throw new InvalidParameterValue(`Expected UUID for node_uuid: ${nodeUuid}`);
     const nodeFilter = nodeIdent ?? param(q, 'node') ?? param(q, 'node_uuid');
+    // Node names arrived in 1.5: before it `node` (or the parent node) must be a UUID, as in Ironic.
+    if (nodeUuid === undefined && nodeFilter !== undefined && !isUuid(nodeFilter) && !v.atLeast(5)) {
+      throw new NotAcceptable('Request not acceptable.');
+    }
     const nodeId = nodeFilter !== undefined ? (await getNode(db, nodeFilter)).id : undefined;
     const address = param(q, 'address');
     const ports = await listPorts(db, { nodeId, address: address === undefined ? undefined : normalizeMac(address) }, { limit, marker, ...sort });
