@@ -22,7 +22,7 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
     if (unknown.length) throw new InvalidParameterValue(`Unknown attribute(s) for provision state change: ${unknown.join(', ')}`);
     const verb = body.target;
     if (typeof verb !== 'string') throw new InvalidParameterValue('Invalid input for field/attribute target. Expected a string.');
-    const floor = VERB_FLOORS[verb];
+    const floor = Object.hasOwn(VERB_FLOORS, verb) ? VERB_FLOORS[verb] : undefined;
     if (floor !== undefined && !req.apiVersion.atLeast(floor)) {
       throw new NotAcceptable(`The "${verb}" verb requires API version 1.${floor} or later.`);
     }
