@@ -82,7 +82,8 @@ export const NODE_FIELDS: readonly NodeField[] = [
   f('updated_at', 1, 'datetime', false),
   f('links', 1, 'any', false),
   f('ports', 1, 'any', false),
-  f('states', 1, 'any', false),
+  // Ironic links a node's states from 1.14 (allow_links_node_states_and_driver_properties).
+  f('states', 14, 'any', false),
   f('portgroups', 24, 'any', false),
   f('volume', 32, 'any', false),
 ];

@@ -87,9 +87,21 @@ export interface ViewOptions {
   conductor?: string | null;
 }
 
+/**
+ * Provision state names as older microversions knew them (Ironic's
+ * update_state_in_older_versions): before 1.2 `available` was "no state" (null), before 1.39
+ * `inspect wait` was shown as `inspecting`.
+ */
+export function provisionStateForVersion(state: string | null, version: ApiVersion): string | null {
+  if (state === 'available' && !version.atLeast(2)) return null;
+  if (state === 'inspect wait' && !version.atLeast(39)) return 'inspecting';
+  return state;
+}
+
 /** The node as the client's microversion shows it. */
 export function nodeView(node: Node, opts: ViewOptions): Record<string, unknown> {
   const full = fullView(node, opts.base, opts.conductor ?? null);
+  full.provision_state = provisionStateForVersion(node.provisionState, opts.version);
   const out: Record<string, unknown> = {};
   if (opts.fields) {
     for (const name of opts.fields) out[name] = full[name];

@@ -8,19 +8,20 @@ import {
 import { getChassis } from '../db/chassis.js';
 import { ProvisionState } from '../common/states.js';
 import {
-  createNode, deleteNode, getNode, getNodesByIds, listNodeStamps, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges,
+  createNode, deleteNodeIfUnchanged, getNode, getNodesByIds, listNodeStamps, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges,
   type NodeFilters, type NodeStamp,
 } from '../db/nodes.js';
 import { INTERFACE_KINDS, type InterfaceKind } from '../drivers/interfaces.js';
 import type { ApiDeps } from './deps.js';
 import { baseUrl } from './links.js';
-import { nodeView, parseFields } from './node-view.js';
+import { nodeView, parseFields, provisionStateForVersion } from './node-view.js';
 import { NODE_FIELD_BY_NAME, DEFAULT_LIST_FIELDS } from './node-fields.js';
 import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
 import { checkFieldValue, checkFieldVersion, checkName, ironicBoolean, isUuid, requireObject } from './body.js';
 import { noValidHost } from './drivers.js';
 import { ConductorLocator } from './conductor-locator.js';
 import { RenderedNodes } from './rendered-nodes.js';
+import { checkNodeListQuery } from './list-gates.js';
 import { describeNode, validateAll } from '../drivers/validate-node.js';
 import { getInventory } from '../db/inventory.js';
 
@@ -106,10 +107,10 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
   async function list(req: FastifyRequest, reply: FastifyReply, detailPath: boolean, chassis?: string) {
     const q = req.query as Query;
     const v = req.apiVersion;
-    const detailParam = param(q, 'detail');
-    if (detailParam !== undefined && !v.atLeast(43)) throw new NotAcceptable('The "detail" parameter requires API version 1.43 or later.');
-    const detail = detailPath || boolParam(q, 'detail') === true;
     const fieldsRaw = param(q, 'fields');
+    // /detail takes no `detail` (Ironic's detail() has no such argument); elsewhere it is gated.
+    checkNodeListQuery(detailPath ? { ...q, detail: undefined } : q, v, fieldsRaw);
+    const detail = detailPath || boolParam(q, 'detail') === true;
     if (detail && fieldsRaw !== undefined) throw new InvalidParameterValue('Can not specify ?detail=True and fields in the same request.');
     const fields = parseFields(fieldsRaw, v) ?? (detail ? undefined : DEFAULT_LIST_FIELDS);
     const limit = limitParam(q, config.api.max_limit);
@@ -132,7 +133,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     };
     const known = new Set(['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir', 'driver', 'provision_state',
       'maintenance', 'associated', 'owner', 'lessee', 'conductor_group', 'resource_class', 'fault', 'retired',
-      'description_contains', 'instance_uuid', ...(chassis === undefined ? ['chassis_uuid'] : [])]);
+      'description_contains', 'instance_uuid', 'conductor', ...(chassis === undefined ? ['chassis_uuid'] : [])]);
     const unknown = Object.keys(q).filter((k) => !known.has(k));
     if (unknown.length) throw new InvalidParameterValue(`Unknown query parameter(s): ${unknown.join(', ')}`);
     const instanceUuid = param(q, 'instance_uuid');
@@ -146,9 +147,13 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     // Filtered in SQL, not after the page is cut: a match past the first `limit` rows counts too.
     // The page is read as stamps first; only nodes not already rendered for this view are read
     // in full, and the body is put together from the rendered pieces.
-    const stamps = await listNodeStamps(db, { ...filters, instanceUuid: instanceUuid?.toLowerCase() }, { limit, marker, ...sort });
+    const conductor = param(q, 'conductor');
+    const page = await listNodeStamps(db, { ...filters, instanceUuid: instanceUuid?.toLowerCase() }, { limit, marker, ...sort });
     const b = base(req);
     await locator.refresh();
+    // As in Ironic, the managing conductor filters the page read, not the query: it is the
+    // hash ring's answer, not a column. `next` follows the page read, so no node is skipped.
+    const stamps = conductor === undefined ? page : page.filter((s) => locator.conductorOf(s) === conductor);
     // The managing conductor is part of the view: a node moves when the ring changes.
     const viewKey = (n: NodeStamp) => `${v.minor}|${b}|${fields?.join(',') ?? '*'}|${locator.conductorOf(n) ?? ''}`;
     const toJson = (n: Node) => nodeView(n, { base: b, version: v, fields, conductor: locator.conductorOf(n) });
@@ -169,7 +174,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       parts.push(piece);
     }
     const collection = chassis === undefined ? 'nodes' : `chassis/${chassis}/nodes`;
-    const next = nextLink(b, detailPath ? `${collection}/detail` : collection, q, stamps.length, limit, stamps.at(-1)?.uuid);
+    const next = nextLink(b, detailPath ? `${collection}/detail` : collection, q, page.length, limit, page.at(-1)?.uuid);
     parts.push(next ? Buffer.from(`],"next":${JSON.stringify(next)}}`) : LIST_TAIL);
     reply.type('application/json; charset=utf-8');
     return Buffer.concat(parts);
@@ -289,15 +294,23 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     return view(req, updated);
   });
 
+  // A node is often held for a moment by a periodic task (power sync, sensors): like Ironic's
+  // conductor, wait for it node_locked_retry_attempts times, node_locked_retry_interval apart.
   app.delete('/v1/nodes/:node', async (req, reply) => {
-    const node = await getNode(db, ident(req));
-    if (node.reservation) throw new NodeLocked(node.uuid, node.reservation);
-    if (node.provisionState === ProvisionState.ACTIVE && !node.maintenance) {
-      throw new InvalidState(`Can not delete node "${node.uuid}" while it is in provision state "${node.provisionState}". Valid provision states to start deletion are: available, enroll, manageable, clean failed, or any state in maintenance mode.`);
+    const { node_locked_retry_attempts: attempts, node_locked_retry_interval: interval } = config.conductor;
+    for (let attempt = 1; ; attempt++) {
+      const node = await getNode(db, ident(req));
+      if (node.reservation === null) {
+        if (node.provisionState === ProvisionState.ACTIVE && !node.maintenance) {
+          throw new InvalidState(`Can not delete node "${node.uuid}" while it is in provision state "${node.provisionState}". Valid provision states to start deletion are: available, enroll, manageable, clean failed, or any state in maintenance mode.`);
+        }
+        if (node.protected) throw new NodeProtected(node.uuid);
+        // Deleted only as checked: a task that took it, or a change, since the read means read again.
+        if (await deleteNodeIfUnchanged(db, node.id, node.version)) return reply.code(204).send();
+      }
+      if (attempt >= attempts) throw new NodeLocked(node.uuid, node.reservation ?? 'another request');
+      if (node.reservation !== null) await new Promise((r) => setTimeout(r, interval * 1000));
     }
-    if (node.protected) throw new NodeProtected(node.uuid);
-    await deleteNode(db, node.id);
-    reply.code(204).send();
   });
 
   app.get('/v1/nodes/:node/states', async (req) => {
@@ -307,7 +320,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       console_enabled: n.consoleEnabled,
       last_error: n.lastError,
       power_state: n.powerState,
-      provision_state: n.provisionState,
+      provision_state: provisionStateForVersion(n.provisionState, v),
       provision_updated_at: n.provisionUpdatedAt ? n.provisionUpdatedAt.toISOString().replace('Z', '+00:00') : null,
       target_power_state: n.targetPowerState,
       target_provision_state: n.targetProvisionState,

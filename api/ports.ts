@@ -203,6 +203,10 @@ export function registerPortRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const nodeUuid = param(q, 'node_uuid');
     if (nodeUuid !== undefined && !isUuid(nodeUuid)) throw new InvalidParameterValue(`Expected UUID for node_uuid: ${nodeUuid}`);
     const nodeFilter = parent?.node ?? param(q, 'node') ?? nodeUuid;
+    // Node names arrived in 1.5: before it `node` (or the parent node) must be a UUID, as in Ironic.
+    if (nodeUuid === undefined && nodeFilter !== undefined && !isUuid(nodeFilter) && !v.atLeast(5)) {
+      throw new NotAcceptable('Request not acceptable.');
+    }
     const portgroupFilter = parent?.portgroup ?? param(q, 'portgroup');
     if (portgroupFilter !== undefined && !v.atLeast(24)) throw new NotAcceptable('Request not acceptable.');
     // Ironic answers a node and a port group together with OperationNotPermitted.

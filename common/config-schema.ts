@@ -388,6 +388,18 @@ export const SCHEMA = {
       min: 1,
       help: 'Attempts the power state sync makes at a node that fails it (power state unreadable, or not restored when force_power_state_during_sync is set) before putting the node in maintenance.',
     },
+    node_locked_retry_attempts: {
+      type: 'int',
+      default: 3,
+      min: 1,
+      help: 'Attempts to take a node held by a periodic task (a power state sync, a sensor read) before a request that needs it free, such as a node delete, answers 409 NodeLocked.',
+    },
+    node_locked_retry_interval: {
+      type: 'int',
+      default: 1,
+      min: 0,
+      help: 'Seconds between two attempts to take a held node.',
+    },
     metrics_port: {
       type: 'int',
       default: 0,

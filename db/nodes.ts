@@ -386,12 +386,28 @@ export async function deleteNode(db: Knex, id: number): Promise<void> {
   await db('nodes').where('id', id).delete();
 }
 
-/** Nodes of a group that power sync may look at: none reserved, none with open intents. */
+/**
+ * Deletes the node as it was read (same `version`) if no task holds it; false when it is
+ * reserved or changed since, so the caller reads it again and re-checks.
+ */
+export async function deleteNodeIfUnchanged(db: Knex, id: number, version: number): Promise<boolean> {
+  return (await db('nodes').where({ id, version }).whereNull('reservation').delete()) > 0;
+}
+
+/**
+ * Provision states whose nodes the power sync leaves alone, as Ironic's SYNC_EXCLUDED_STATES:
+ * an enrolled node is not managed yet (its BMC may not even be reachable), and in the wait
+ * states a ramdisk may be calling back.
+ */
+export const SYNC_EXCLUDED_STATES: readonly string[] = ['wait call-back', 'clean wait', 'enroll', 'adopt failed'];
+
+/** Nodes of a group that power sync may look at: none reserved, none with open intents, none in SYNC_EXCLUDED_STATES. */
 export async function nodesForPowerSync(db: Knex, conductorGroup: string): Promise<Array<{ id: number; uuid: string }>> {
   return db('nodes')
     .select('id', 'uuid')
     .where('conductor_group', conductorGroup)
     .whereNull('reservation')
+    .whereNotIn('provision_state', SYNC_EXCLUDED_STATES)
     .whereNotExists(db('intents').select(db.raw('1')).whereRaw("intents.node_id = nodes.id AND intents.state IN ('queued', 'running')"))
     .orderBy('id');
 }

@@ -43,6 +43,11 @@ export interface ManagementInterface {
   getBootDevice(ctx: DriverContext): Promise<BootDevice>;
   setBootDevice(ctx: DriverContext, device: string, persistent: boolean): Promise<void>;
   getSupportedBootDevices(ctx: DriverContext): Promise<string[]>;
+  /**
+   * The boot devices this interface accepts whatever the BMC says, when that is known
+   * without asking it (fake, IPMI): the API refuses any other before queuing anything.
+   */
+  readonly staticBootDevices?: readonly string[];
   /** Synchronous-path sensor read (run in a worker pool). */
   getSensorData?(ctx: DriverContext): Promise<SensorData>;
   /** Non-blocking sensor read, run many at once on the event loop. */

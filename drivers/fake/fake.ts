@@ -120,6 +120,7 @@ export class FakePower implements PowerInterface {
 }
 
 export class FakeManagement implements ManagementInterface {
+  readonly staticBootDevices: readonly string[] = BOOT_DEVICES;
   constructor(private readonly bmcs: FakeBmcs) {}
 
   validate(info: Readonly<Record<string, unknown>>): void {
