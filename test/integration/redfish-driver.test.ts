@@ -76,11 +76,18 @@ describe('redfish driver', function () {
     });
   });
 
-  it('is registered as hardware type redfish with redfish power and management and no-console', async () => {
+  it('is registered as hardware type redfish: redfish power, management and inspect, virtual-media boot, ramdisk deploy, no-console', async () => {
     const registry = buildRegistry(testConfig());
     try {
-      expect(registry.hardwareType('redfish').supported).to.deep.equal({ power: ['redfish'], management: ['redfish'], console: ['no-console'] });
-      expect(registry.resolve('redfish', {})).to.deep.equal({ power: 'redfish', management: 'redfish', console: 'no-console' });
+      const supported = registry.hardwareType('redfish').supported;
+      expect(supported.power).to.deep.equal(['redfish']);
+      expect(supported.management).to.deep.equal(['redfish']);
+      expect(supported.inspect).to.deep.equal(['redfish', 'no-inspect']);
+      expect(registry.resolve('redfish', {})).to.deep.equal({
+        bios: 'no-bios', boot: 'redfish-virtual-media', console: 'no-console', deploy: 'ramdisk', firmware: 'no-firmware',
+        inspect: 'redfish', management: 'redfish', network: 'noop', power: 'redfish', raid: 'no-raid', rescue: 'no-rescue',
+        storage: 'noop', vendor: 'no-vendor',
+      });
       expect(registry.hardwareType('redfish').properties).to.have.property('redfish_address');
       expect(registry.management('redfish')?.getSensorDataAsync).to.be.a('function');
     } finally {
