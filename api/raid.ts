@@ -9,20 +9,15 @@ import type { ApiVersion } from './versioning.js';
 /** Ironic's `no-raid`: the one RAID interface that cannot take a RAID configuration. */
 const NO_RAID = 'no-raid';
 
-/**
- * The node's RAID interface. Nodes that do not record one yet are taken as `fake`, the
- * interface fake-hardware resolves to in a standalone Ironic, which accepts any valid
- * configuration.
- */
+/** The node's RAID interface; a node without one (none was enabled when it was made) has no RAID. */
 export function raidInterfaceOf(node: Node): string {
-  return (node as Node & { raidInterface?: string | null }).raidInterface ?? 'fake';
+  return node.raidInterface ?? NO_RAID;
 }
 
-/** The RAID interface a node of `driver` gets by default (`fake` where the registry has none for RAID). */
+/** The RAID interface a node of `driver` gets by default. @throws DriverNotFound */
 export function defaultRaidInterface(registry: DriverRegistry, driver: string): string | null {
-  const hw = registry.hardwareTypes().find((t) => t.name === driver);
-  if (!hw) throw new DriverNotFound(driver);
-  return (hw.supported as Partial<typeof hw.supported>).raid ? registry.defaultInterface(driver, 'raid') : 'fake';
+  if (!registry.hardwareTypes().some((t) => t.name === driver)) throw new DriverNotFound(driver);
+  return registry.defaultInterface(driver, 'raid');
 }
 
 function requireRaidVersion(version: ApiVersion): void {
