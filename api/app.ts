@@ -9,6 +9,8 @@ import { buildApiMetrics } from './metrics.js';
 import { registerRootRoutes } from './root.js';
 import { registerNodeRoutes } from './nodes.js';
 import { registerPortRoutes } from './ports.js';
+import { registerChassisRoutes } from './chassis.js';
+import { registerPortgroupRoutes } from './portgroups.js';
 import { registerDriverRoutes } from './drivers.js';
 import { registerConductorRoutes } from './conductors.js';
 import { registerHistoryRoutes } from './history.js';
@@ -37,6 +39,14 @@ function refuseNul(key: string, value: unknown): unknown {
   return value;
 }
 
+/** Ironic's collections, which it also serves without the /v1 prefix (its bookmark links point there). */
+const V1_COLLECTIONS = /^\/(chassis|nodes|ports|portgroups|drivers|conductors)(?=[/?]|$)/;
+
+/** `/nodes/…` is `/v1/nodes/…`, as Ironic's root controller routes a path without a version. */
+function unversionedToV1(url: string): string {
+  return V1_COLLECTIONS.test(url) ? `/v1${url}` : url;
+}
+
 /**
  * Builds the HTTP application from its dependencies. Nothing here listens: the caller
  * decides (the CLI listens, tests use `inject`).
@@ -50,6 +60,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     // One line per request is written by our onResponse hook; fastify's own pair is off.
     logController: new LogController({ disableRequestLogging: true }),
     routerOptions: { ignoreTrailingSlash: true },
+    rewriteUrl: (req) => unversionedToV1(req.url ?? '/'),
   });
   const metrics = buildApiMetrics(deps.db);
   const auth = config.api.auth_strategy === 'http_basic' ? new BasicAuth(config.api.http_basic_auth_user_file) : undefined;
@@ -112,6 +123,8 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   });
   registerNodeRoutes(app, deps);
   registerPortRoutes(app, deps);
+  registerChassisRoutes(app, deps);
+  registerPortgroupRoutes(app, deps);
   registerDriverRoutes(app, deps);
   registerConductorRoutes(app, deps);
   registerHistoryRoutes(app, deps);

@@ -2,9 +2,10 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import jsonpatch from 'fast-json-patch';
 import { randomUUID } from 'node:crypto';
 import {
-  InterfaceNotFoundInEntrypoint, InvalidParameterValue, MissingParameterValue, PatchError, InvalidState, NodeLocked, NotAcceptable,
-  NodeProtected, ResourceNotFound,
+  ChassisNotFound, InterfaceNotFoundInEntrypoint, InvalidParameterValue, MissingParameterValue, PatchError, InvalidState, NodeLocked,
+  NotAcceptable, NodeProtected, ReferencedResourceNotFound, ResourceNotFound,
 } from '../common/errors.js';
+import { getChassis } from '../db/chassis.js';
 import { ProvisionState } from '../common/states.js';
 import {
   createNode, deleteNode, getNode, getNodesByIds, listNodeStamps, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges,
@@ -90,7 +91,19 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     return nodeView(node, { base: base(req), version: req.apiVersion, fields, conductor: locator.conductorOf(node) });
   }
 
-  async function list(req: FastifyRequest, reply: FastifyReply, detailPath: boolean) {
+  /** A chassis a node body names must exist: 400 with Ironic's ChassisNotFound message when not. */
+  async function checkChassis(uuid: string | null | undefined): Promise<void> {
+    if (uuid === null || uuid === undefined) return;
+    try {
+      await getChassis(db, uuid);
+    } catch (err) {
+      if (err instanceof ChassisNotFound) throw new ReferencedResourceNotFound(err);
+      throw err;
+    }
+  }
+
+  /** `chassis` is set for `/v1/chassis/{uuid}/nodes`, which lists that chassis's nodes. */
+  async function list(req: FastifyRequest, reply: FastifyReply, detailPath: boolean, chassis?: string) {
     const q = req.query as Query;
     const v = req.apiVersion;
     const detailParam = param(q, 'detail');
@@ -119,11 +132,17 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     };
     const known = new Set(['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir', 'driver', 'provision_state',
       'maintenance', 'associated', 'owner', 'lessee', 'conductor_group', 'resource_class', 'fault', 'retired',
-      'description_contains', 'instance_uuid']);
+      'description_contains', 'instance_uuid', ...(chassis === undefined ? ['chassis_uuid'] : [])]);
     const unknown = Object.keys(q).filter((k) => !known.has(k));
     if (unknown.length) throw new InvalidParameterValue(`Unknown query parameter(s): ${unknown.join(', ')}`);
     const instanceUuid = param(q, 'instance_uuid');
     if (instanceUuid !== undefined && !isUuid(instanceUuid)) throw new InvalidParameterValue(`Invalid UUID for instance_uuid: ${instanceUuid}`);
+    const chassisUuid = chassis ?? param(q, 'chassis_uuid');
+    if (chassisUuid !== undefined) {
+      if (!isUuid(chassisUuid)) throw new InvalidParameterValue(`Expected UUID for chassis_uuid: ${chassisUuid}`);
+      // A chassis that does not exist is a 404, as in Ironic, not an empty list.
+      filters.chassisUuid = (await getChassis(db, chassisUuid)).uuid;
+    }
     // Filtered in SQL, not after the page is cut: a match past the first `limit` rows counts too.
     // The page is read as stamps first; only nodes not already rendered for this view are read
     // in full, and the body is put together from the rendered pieces.
@@ -149,7 +168,8 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       if (parts.length > 1) parts.push(COMMA);
       parts.push(piece);
     }
-    const next = nextLink(b, detailPath ? 'nodes/detail' : 'nodes', q, stamps.length, limit, stamps.at(-1)?.uuid);
+    const collection = chassis === undefined ? 'nodes' : `chassis/${chassis}/nodes`;
+    const next = nextLink(b, detailPath ? `${collection}/detail` : collection, q, stamps.length, limit, stamps.at(-1)?.uuid);
     parts.push(next ? Buffer.from(`],"next":${JSON.stringify(next)}}`) : LIST_TAIL);
     reply.type('application/json; charset=utf-8');
     return Buffer.concat(parts);
@@ -157,6 +177,8 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
 
   app.get('/v1/nodes', (req, reply) => list(req, reply, false));
   app.get('/v1/nodes/detail', (req, reply) => list(req, reply, true));
+  app.get('/v1/chassis/:chassis/nodes', (req, reply) => list(req, reply, false, (req.params as { chassis: string }).chassis));
+  app.get('/v1/chassis/:chassis/nodes/detail', (req, reply) => list(req, reply, true, (req.params as { chassis: string }).chassis));
 
   app.get('/v1/nodes/:node', async (req, reply) => {
     const fields = parseFields(param(req.query as Query, 'fields'), req.apiVersion);
@@ -170,6 +192,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const body = requireObject(req.body, 'node');
     if (body.driver === undefined) throw new MissingParameterValue(`Schema error for node: 'driver' is a required property`);
     const changes = toChanges(body, req, true);
+    await checkChassis(changes.chassisUuid);
     const group = changes.conductorGroup ?? '';
     const ifaces = resolveInterfaces(changes.driver as string, changes, group);
     const node = await createNode(db, {
@@ -235,6 +258,11 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       if (JSON.stringify(value) !== JSON.stringify(doc[apiName])) body[apiName] = value;
     }
     const changes = toChanges(body, req, false);
+    if ('chassisUuid' in changes) {
+      // Taking a node out of its chassis came with 1.25; before, only moving it was possible.
+      if (changes.chassisUuid === null && current.chassisUuid !== null && !req.apiVersion.atLeast(25)) throw new NotAcceptable('Request not acceptable.');
+      await checkChassis(changes.chassisUuid);
+    }
     const driver = changes.driver ?? current.driver;
     if (changes.driver !== undefined || Object.values(INTERFACE_FIELDS).some((f) => f in changes)) {
       const requested: NodeChanges = {};

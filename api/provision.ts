@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import {
   InvalidStateRequested, NotAcceptable, InvalidParameterValue, MissingParameterValue, NodeInMaintenance, NodeProtected,
-  GalvanicError,
+  GalvanicError, NodeLocked,
 } from '../common/errors.js';
 import { KNOWN_VERBS, refusedMessage, transitionFor, type Transition } from '../common/states.js';
 import { INTENT_CHANNEL, enqueueIntents } from '../db/intents.js';
@@ -112,9 +112,6 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
     }
     const verb = body.target;
     if (typeof verb !== 'string') throw new InvalidParameterValue('Invalid input for field/attribute target. Expected a string.');
-    if (!(KNOWN_VERBS as readonly string[]).includes(verb)) {
-      throw new InvalidParameterValue(`Invalid input for field/attribute target. Value: '${verb}'. Value should be one of: ${KNOWN_VERBS.join(', ')}`);
-    }
     const floor = own(VERB_FLOORS, verb);
     if (floor !== undefined && !req.apiVersion.atLeast(floor)) {
       throw new NotAcceptable(`The "${verb}" verb requires API version 1.${floor} or later.`);
@@ -150,8 +147,12 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
     const ident = (req.params as { node: string }).node;
     const node = await withTransaction(db, async (trx) => {
       const current = await getNode(trx, ident, { forUpdate: true });
-      const t = transitionFor(current.provisionState, verb);
-      if (!t) throw new InvalidStateRequested(refusedMessage(current.uuid, verb, current.provisionState));
+      const t = (KNOWN_VERBS as readonly string[]).includes(verb) ? transitionFor(current.provisionState, verb) : undefined;
+      if (!t) {
+        // As Ironic: a node busy with another transition is "locked", not in the wrong state.
+        if (current.reservation) throw new NodeLocked(current.uuid, current.reservation);
+        throw new InvalidStateRequested(refusedMessage(current.uuid, verb, current.provisionState));
+      }
       checkNodeFor(registry, current, verb, t);
       // Ironic moves the node into the transitional state before answering 202; clients
       // waiting on the node (`--wait`) rely on target_provision_state being set.

@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import { DuplicateName, NodeAlreadyExists, NodeNotFound, Conflict, PreconditionFailed } from '../common/errors.js';
+import {
+  ChassisNotFound, DuplicateName, NodeAlreadyExists, NodeNotFound, Conflict, PreconditionFailed, ReferencedResourceNotFound,
+} from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { isUniqueViolation } from './transaction.js';
+import { isUniqueViolation, pgError } from './transaction.js';
 
 /** A node as the rest of Galvanic sees it. */
 export interface Node {
@@ -105,6 +107,10 @@ function translateWriteError(err: unknown, values: NodeChanges): never {
   if (isUniqueViolation(err, 'nodes_instance_uuid_unique')) {
     throw new Conflict(`Instance ${String(values.instanceUuid)} is already associated with a node.`);
   }
+  // The API looks the chassis up first; this settles a race with its deletion.
+  if (pgError(err)?.constraint === 'nodes_chassis_uuid_foreign') {
+    throw new ReferencedResourceNotFound(new ChassisNotFound(String(values.chassisUuid)));
+  }
   throw err;
 }
 
@@ -166,6 +172,7 @@ export interface NodeFilters {
   retired?: boolean;
   descriptionContains?: string;
   instanceUuid?: string;
+  chassisUuid?: string;
 }
 
 export interface Page {
@@ -202,6 +209,7 @@ function nodePage(db: Knex, filters: NodeFilters, page: Page): Knex.QueryBuilder
   if (filters.fault !== undefined) q.where('fault', filters.fault);
   if (filters.retired !== undefined) q.where('retired', filters.retired);
   if (filters.instanceUuid !== undefined) q.where('instance_uuid', filters.instanceUuid);
+  if (filters.chassisUuid !== undefined) q.where('chassis_uuid', filters.chassisUuid.toLowerCase());
   if (filters.descriptionContains !== undefined) {
     q.whereRaw("description LIKE '%' || ? || '%'", [filters.descriptionContains]);
   }

@@ -3,7 +3,7 @@ import type { Config } from '../common/config.js';
 import { DriverRegistry } from './registry.js';
 import { FakeBmcs, FakeBoot, FakeConsole, FakeInspect, FakeManagement, FakePower, NoConsole, fakeHardware } from './fake/fake.js';
 import { IpmitoolSolConsole } from './ipmi/console.js';
-import { INTERFACE_KINDS, type BootInterface, type HardwareType, type InspectInterface, type InterfaceImplementations, type InterfaceKind } from './interfaces.js';
+import { INTERFACE_KINDS, type HardwareType, type InspectInterface, type InterfaceImplementations, type InterfaceKind } from './interfaces.js';
 import { createIpmiInterfaces, ipmiHardware, ipmiRunnerOptions } from './ipmi/hardware.js';
 import { RedfishDriver, redfishHardware, redfishOptions } from './redfish/index.js';
 import { GenericImpl, PxeBoot, fakeAndNone } from './generic.js';
@@ -21,18 +21,13 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
   const ipmi = createIpmiInterfaces(ipmiRunnerOptions(config, log));
   // No pool or session exists until the first call to a Redfish BMC.
   const redfish = new RedfishDriver(redfishOptions(config), log ?? pino({ level: 'silent' }));
-  const redfishExtra = redfish as unknown as { boot?: BootInterface; inspect?: InspectInterface };
-  const boot: Record<string, BootInterface> = { fake: new FakeBoot(bmcs), pxe: new PxeBoot() };
-  if (redfishExtra.boot) boot['redfish-virtual-media'] = redfishExtra.boot;
-  const inspect: Record<string, InspectInterface> = { fake: new FakeInspect(), 'no-inspect': new NoInspect() };
-  if (redfishExtra.inspect) inspect.redfish = redfishExtra.inspect;
   const impls: InterfaceImplementations = {
     bios: fakeAndNone('bios'),
-    boot,
+    boot: { fake: new FakeBoot(bmcs), 'redfish-virtual-media': redfish.boot, pxe: new PxeBoot() },
     console: { fake: new FakeConsole(), 'no-console': new NoConsole(), 'ipmitool-sol': new IpmitoolSolConsole() },
     deploy: { fake: new GenericImpl(true), ramdisk: new GenericImpl(true) },
     firmware: fakeAndNone('firmware'),
-    inspect,
+    inspect: { fake: new FakeInspect(), redfish: redfish.inspect, 'no-inspect': new NoInspect() },
     management: { fake: new FakeManagement(bmcs), redfish: redfish.management, ipmitool: ipmi.management },
     network: { noop: new GenericImpl(true) },
     power: { fake: new FakePower(bmcs), redfish: redfish.power, ipmitool: ipmi.power },

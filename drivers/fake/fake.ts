@@ -142,6 +142,8 @@ export class FakeManagement implements ManagementInterface {
 
 /** no-console: a node without a serial console. */
 export class NoConsole implements ConsoleInterface {
+  /** Ironic's no-console: validate reports the console as unsupported. */
+  readonly supported = false;
   validate(): void {}
 
   command(): null {
