@@ -20,6 +20,8 @@ import { IntentAcceptor, registerIntentRoutes } from './intents.js';
 import { registerOperationRoutes } from './operations.js';
 import fastifyWebsocket from '@fastify/websocket';
 import { registerConsoleRoutes } from './console.js';
+import { registerVolumeRoutes } from './volume.js';
+import { registerRaidRoutes } from './raid.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -161,6 +163,8 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   registerIntentRoutes(app, deps, acceptor);
   registerProvisionRoutes(app, deps, acceptor);
   registerOperationRoutes(app, deps, acceptor);
+  registerVolumeRoutes(app, deps, acceptor);
+  registerRaidRoutes(app, deps);
   void app.register(fastifyWebsocket, { options: { maxPayload: 64 * 1024 } });
   void app.register(async (scope) => registerConsoleRoutes(scope, deps, acceptor));
   app.addHook('onClose', async () => acceptor.close());

@@ -325,7 +325,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       target_power_state: n.targetPowerState,
       target_provision_state: n.targetProvisionState,
     };
-    if (v.atLeast(12)) Object.assign(out, { raid_config: {}, target_raid_config: {} });
+    if (v.atLeast(12)) Object.assign(out, { raid_config: n.raidConfig ?? {}, target_raid_config: n.targetRaidConfig ?? {} });
     if (v.atLeast(75)) Object.assign(out, { boot_mode: null, secure_boot: null });
     return out;
   });

@@ -50,6 +50,7 @@ export function registerRootRoutes(app: FastifyInstance, deps: ApiDeps): void {
       drivers: link(b, 'drivers'),
       version: versionObject(b),
     };
+    if (req.apiVersion.atLeast(32)) out.volume = link(b, 'volume');
     if (req.apiVersion.atLeast(23)) out.portgroups = link(b, 'portgroups');
     if (req.apiVersion.atLeast(49)) out.conductors = link(b, 'conductors');
     return out;

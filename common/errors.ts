@@ -334,3 +334,57 @@ export class NodeInMaintenance extends BadRequestError {
     super(`The ${op} operation can't be performed on node ${node} because it's in maintenance mode.`);
   }
 }
+/** Ironic's MalformedRequestURI: e.g. a volume connector addressed below a node. */
+export class MalformedRequestURI extends BadRequestError {
+  readonly code = 'MALFORMED_REQUEST_URI';
+  constructor() {
+    super('Malformed request URI.');
+  }
+}
+export class VolumeConnectorNotFound extends NotFoundError {
+  readonly code = 'VOLUME_CONNECTOR_NOT_FOUND';
+  constructor(ident: string) {
+    super(`Volume connector ${ident} could not be found.`);
+  }
+}
+export class VolumeTargetNotFound extends NotFoundError {
+  readonly code = 'VOLUME_TARGET_NOT_FOUND';
+  constructor(ident: string) {
+    super(`Volume target ${ident} could not be found.`);
+  }
+}
+export class VolumeConnectorAlreadyExists extends ConflictError {
+  readonly code = 'VOLUME_CONNECTOR_ALREADY_EXISTS';
+  constructor(uuid: string) {
+    super(`A volume connector with UUID ${uuid} already exists.`);
+  }
+}
+export class VolumeConnectorTypeAndIdAlreadyExists extends ConflictError {
+  readonly code = 'VOLUME_CONNECTOR_TYPE_AND_ID_ALREADY_EXISTS';
+  constructor(type: string, connectorId: string) {
+    super(`A volume connector with type ${type} and connector ID ${connectorId} already exists.`);
+  }
+}
+export class VolumeTargetAlreadyExists extends ConflictError {
+  readonly code = 'VOLUME_TARGET_ALREADY_EXISTS';
+  constructor(uuid: string) {
+    super(`A volume target with UUID ${uuid} already exists.`);
+  }
+}
+export class VolumeTargetBootIndexAlreadyExists extends ConflictError {
+  readonly code = 'VOLUME_TARGET_BOOT_INDEX_ALREADY_EXISTS';
+  constructor(bootIndex: number) {
+    super(`A volume target with boot index '${bootIndex}' for the same node already exists.`);
+  }
+}
+/**
+ * A node's (or hardware type's) RAID interface is `no-raid`. Ironic raises
+ * UnsupportedDriverExtension and turns it into a 404 for RAID, "a standard interface that
+ * not every driver has".
+ */
+export class RaidNotSupported extends NotFoundError {
+  readonly code = 'RAID_NOT_SUPPORTED';
+  constructor(driver: string) {
+    super(`Driver ${driver} does not support raid (disabled or not implemented).`);
+  }
+}

@@ -327,3 +327,9 @@ export async function countOpenIntents(db: Knex): Promise<{ queued: number; runn
   for (const r of rows) out[r.state as 'queued' | 'running'] = Number(r.count);
   return out;
 }
+
+/** The node's last queued or running intent: once it ends, every earlier one has too. */
+export async function lastOpenIntent(db: Knex, nodeId: number): Promise<Intent | undefined> {
+  const row = await db('intents').where('node_id', nodeId).whereIn('state', ['queued', 'running']).orderBy('seq', 'desc').first();
+  return row ? mapper.fromRow(row) : undefined;
+}

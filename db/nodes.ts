@@ -30,6 +30,9 @@ export interface Node {
   properties: Record<string, unknown>;
   instanceInfo: Record<string, unknown>;
   extra: Record<string, unknown>;
+  /** The RAID configuration asked for (PUT …/states/raid) and the one the conductor applied. */
+  targetRaidConfig: Record<string, unknown>;
+  raidConfig: Record<string, unknown>;
   instanceUuid: string | null;
   description: string | null;
   provisionState: string;
@@ -71,7 +74,10 @@ export interface Node {
 /** Fields a caller may set; the rest are managed here (ids, version, timestamps). */
 export type NodeChanges = Partial<Omit<Node, 'id' | 'version' | 'accessEpoch' | 'createdAt' | 'updatedAt'>>;
 
-const JSON_COLUMNS = ['driver_info', 'driver_internal_info', 'properties', 'instance_info', 'extra', 'deploy_step', 'clean_step', 'network_data'];
+const JSON_COLUMNS = [
+  'driver_info', 'driver_internal_info', 'properties', 'instance_info', 'extra', 'deploy_step', 'clean_step', 'network_data',
+  'target_raid_config', 'raid_config',
+];
 export const NODE_COLUMNS = [
   'id', 'uuid', 'name', 'driver', 'power_interface', 'management_interface', 'console_interface',
   'bios_interface', 'boot_interface', 'deploy_interface', 'firmware_interface', 'inspect_interface', 'network_interface',

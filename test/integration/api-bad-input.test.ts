@@ -11,7 +11,7 @@ type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
 interface BadRequest {
   name: string;
   method: Method;
-  /** `{node}`, `{port}`, `{nodeUuid}`, `{chassis}`, `{portgroup}` and `{pgUuid}` are replaced with the seeded resources. */
+  /** `{node}`, `{port}`, `{nodeUuid}`, `{chassis}`, `{portgroup}`, `{pgUuid}`, `{connector}` and `{target}` are replaced with the seeded resources. */
   url: string;
   /** An object or array is sent as JSON; a string is sent as is. */
   body?: unknown;
@@ -225,6 +225,36 @@ const CASES: BadRequest[] = [
   { name: 'forbid standalone ports while a member PXE-boots', method: 'PATCH', url: '/v1/portgroups/bond0', body: [{ op: 'replace', path: '/standalone_ports_supported', value: false }], status: 409, message: "contains port with 'pxe_enabled' is set to True" },
   { name: 'patch a portgroup mode below 1.26', method: 'PATCH', url: '/v1/portgroups/bond0', body: [{ op: 'replace', path: '/mode', value: '802.3ad' }], headers: { 'x-openstack-ironic-api-version': '1.25' }, status: 406 },
   { name: 'delete an unknown node', method: 'DELETE', url: `/v1/nodes/${MISSING_UUID}`, status: 404 },
+  // Volume connectors and targets, and RAID configuration.
+  { name: 'a connector below 1.32', method: 'POST', url: '/v1/volume/connectors', body: { node_uuid: '{nodeUuid}', type: 'iqn', connector_id: 'iqn.x:new' }, headers: { 'x-openstack-ironic-api-version': '1.31' }, status: 404 },
+  { name: 'a connector without type', method: 'POST', url: '/v1/volume/connectors', body: { node_uuid: '{nodeUuid}', connector_id: 'iqn.x:new' }, status: 400, message: "'type'" },
+  { name: 'a connector of an unknown type', method: 'POST', url: '/v1/volume/connectors', body: { node_uuid: '{nodeUuid}', type: 'floppy', connector_id: 'iqn.x:new' }, status: 400, message: 'floppy' },
+  { name: 'a connector_id of 256 characters', method: 'POST', url: '/v1/volume/connectors', body: { node_uuid: '{nodeUuid}', type: 'iqn', connector_id: 'c'.repeat(256) }, status: 400, message: 'connector_id' },
+  { name: 'a connector with an unknown field', method: 'POST', url: '/v1/volume/connectors', body: { node_uuid: '{nodeUuid}', type: 'iqn', connector_id: 'iqn.x:new', colour: 'red' }, status: 400, message: 'colour' },
+  { name: 'a connector for a missing node', method: 'POST', url: '/v1/volume/connectors', body: { node_uuid: MISSING_UUID, type: 'iqn', connector_id: 'iqn.x:new' }, status: 400, message: MISSING_UUID },
+  { name: 'a connector for a node named, not by UUID', method: 'POST', url: '/v1/volume/connectors', body: { node_uuid: 'seed', type: 'iqn', connector_id: 'iqn.x:new' }, status: 400, message: 'node_uuid' },
+  { name: 'a duplicate connector type and id', method: 'POST', url: '/v1/volume/connectors', body: { node_uuid: '{nodeUuid}', type: 'iqn', connector_id: 'iqn.x:seed' }, status: 409, message: 'already exists' },
+  { name: 'a connector extra that is a list', method: 'POST', url: '/v1/volume/connectors', body: { node_uuid: '{nodeUuid}', type: 'iqn', connector_id: 'iqn.x:new', extra: [] }, status: 400, message: 'extra' },
+  { name: 'a connector posted below a node', method: 'POST', url: '/v1/nodes/{node}/volume/connectors', body: { node_uuid: '{nodeUuid}', type: 'iqn', connector_id: 'iqn.x:new' }, status: 400, message: 'Malformed' },
+  { name: 'patch a connector uuid', method: 'PATCH', url: '/v1/volume/connectors/{connector}', body: [{ op: 'replace', path: '/uuid', value: MISSING_UUID }], status: 400, message: 'Cannot patch /uuid' },
+  { name: 'patch a connector on a node not powered off', method: 'PATCH', url: '/v1/volume/connectors/{connector}', body: [{ op: 'replace', path: '/connector_id', value: 'iqn.x:other' }], status: 400, message: 'volume connector update' },
+  { name: 'delete a connector on a node not powered off', method: 'DELETE', url: '/v1/volume/connectors/{connector}', status: 400, message: 'volume connector deletion' },
+  { name: 'a connector marker that is not a UUID', method: 'GET', url: '/v1/volume/connectors?marker=first', status: 400, message: 'marker' },
+  { name: 'an unknown connector', method: 'GET', url: `/v1/volume/connectors/${MISSING_UUID}`, status: 404, message: MISSING_UUID },
+  { name: 'connector sort_key=extra', method: 'GET', url: '/v1/volume/connectors?sort_key=extra', status: 400 },
+  { name: 'a target boot_index that is a string', method: 'POST', url: '/v1/volume/targets', body: { node_uuid: '{nodeUuid}', volume_type: 'iscsi', volume_id: 'v', boot_index: '1' }, status: 400, message: 'boot_index' },
+  { name: 'a target without volume_id', method: 'POST', url: '/v1/volume/targets', body: { node_uuid: '{nodeUuid}', volume_type: 'iscsi', boot_index: 1 }, status: 400, message: "'volume_id'" },
+  { name: 'a target volume_id of 37 characters', method: 'POST', url: '/v1/volume/targets', body: { node_uuid: '{nodeUuid}', volume_type: 'iscsi', volume_id: 'v'.repeat(37), boot_index: 1 }, status: 400, message: 'volume_id' },
+  { name: 'a duplicate boot index on one node', method: 'POST', url: '/v1/volume/targets', body: { node_uuid: '{nodeUuid}', volume_type: 'iscsi', volume_id: 'v2', boot_index: 0 }, status: 409, message: "boot index '0'" },
+  { name: 'patch remove a target volume_type', method: 'PATCH', url: '/v1/volume/targets/{target}', body: [{ op: 'remove', path: '/volume_type' }], status: 400, message: '/volume_type' },
+  { name: 'target sort_key=properties', method: 'GET', url: '/v1/volume/targets?sort_key=properties', status: 400 },
+  { name: 'targets with fields and detail', method: 'GET', url: '/v1/volume/targets?fields=uuid&detail=true', status: 400 },
+  { name: 'a RAID level RAID does not have', method: 'PUT', url: '/v1/nodes/{node}/states/raid', body: { logical_disks: [{ size_gb: 10, raid_level: '7' }] }, status: 400, message: "'7' is not one of" },
+  { name: 'a RAID size that is not a number or MAX', method: 'PUT', url: '/v1/nodes/{node}/states/raid', body: { logical_disks: [{ size_gb: 'lots', raid_level: '1' }] }, status: 400, message: "'lots'" },
+  { name: 'two RAID root volumes', method: 'PUT', url: '/v1/nodes/{node}/states/raid', body: { logical_disks: [{ size_gb: 1, raid_level: '1', is_root_volume: true }, { size_gb: 1, raid_level: '1', is_root_volume: true }] }, status: 400, message: 'more than one root volume' },
+  { name: 'a RAID configuration that is a list', method: 'PUT', url: '/v1/nodes/{node}/states/raid', body: [{ size_gb: 1, raid_level: '1' }], status: 400 },
+  { name: 'a RAID configuration below 1.12', method: 'PUT', url: '/v1/nodes/{node}/states/raid', body: { logical_disks: [{ size_gb: 1, raid_level: '1' }] }, headers: { 'x-openstack-ironic-api-version': '1.11' }, status: 406 },
+  { name: 'RAID properties of an unknown driver', method: 'GET', url: '/v1/drivers/no-such-hw/raid/logical_disk_properties', status: 404 },
 ];
 
 interface Snapshot {
@@ -233,6 +263,7 @@ interface Snapshot {
   intents: Record<string, unknown>;
   chassis: Record<string, unknown>;
   portgroups: Record<string, unknown>;
+  volume: Record<string, unknown>;
 }
 
 /** Everything a request could have changed: counts, high-water marks and a hash of every row. */
@@ -246,6 +277,8 @@ async function snapshot(knex: Knex): Promise<Snapshot> {
     intents: await one(`select count(*)::int as count, md5(coalesce(string_agg(i::text, '|' order by i.id), '')) as hash from intents i`),
     chassis: await one(`select count(*)::int as count, md5(coalesce(string_agg(c::text, '|' order by c.id), '')) as hash from chassis c`),
     portgroups: await one(`select count(*)::int as count, md5(coalesce(string_agg(g::text, '|' order by g.id), '')) as hash from portgroups g`),
+    volume: await one(`select (select md5(coalesce(string_agg(c::text, '|' order by c.id), '')) from volume_connectors c) as connectors,
+      (select md5(coalesce(string_agg(t::text, '|' order by t.id), '')) from volume_targets t) as targets`),
   };
 }
 
@@ -256,6 +289,8 @@ describe('malformed API requests', function () {
   let chassisUuid: string;
   let otherNodeUuid: string;
   let pgUuid: string;
+  let connectorUuid: string;
+  let targetUuid: string;
 
   before(async () => {
     // No conductor: nothing but the requests under test may touch the database.
@@ -273,6 +308,9 @@ describe('malformed API requests', function () {
     portUuid = await create('/v1/ports', { address: '52:54:00:00:00:01', node_uuid: nodeUuid, portgroup_uuid: pgUuid, physical_network: 'physnet1' });
     // A second member, so that the first cannot leave the group's physical network.
     await create('/v1/ports', { address: '52:54:00:00:00:02', node_uuid: nodeUuid, portgroup_uuid: pgUuid, physical_network: 'physnet1' });
+    // The seed node's power state is unknown (no conductor): its volume records cannot change.
+    connectorUuid = await create('/v1/volume/connectors', { node_uuid: nodeUuid, type: 'iqn', connector_id: 'iqn.x:seed' });
+    targetUuid = await create('/v1/volume/targets', { node_uuid: nodeUuid, volume_type: 'iscsi', volume_id: 'vol-seed', boot_index: 0 });
   });
 
   after(async () => {
@@ -282,7 +320,8 @@ describe('malformed API requests', function () {
   it(`answers each of ${CASES.length} malformed requests with a 4xx, Ironic's error body and no change`, async () => {
     expect(CASES.length).to.be.at.least(45);
     const fill = (s: string): string => s.replaceAll('{node}', 'seed').replaceAll('{port}', portUuid).replaceAll('{nodeUuid}', nodeUuid)
-      .replaceAll('{otherNodeUuid}', otherNodeUuid).replaceAll('{chassis}', chassisUuid).replaceAll('{pgUuid}', pgUuid);
+      .replaceAll('{otherNodeUuid}', otherNodeUuid).replaceAll('{chassis}', chassisUuid).replaceAll('{pgUuid}', pgUuid)
+      .replaceAll('{connector}', connectorUuid).replaceAll('{target}', targetUuid);
     const before = await snapshot(t.tdb.knex);
     expect(before.nodes.count).to.equal(2);
     expect(before.ports.count).to.equal(2);
