@@ -17,6 +17,9 @@ import { IntentAcceptor, registerIntentRoutes } from './intents.js';
 import { registerOperationRoutes } from './operations.js';
 import fastifyWebsocket from '@fastify/websocket';
 import { registerConsoleRoutes } from './console.js';
+import { registerTraitRoutes } from './traits.js';
+import { registerAllocationRoutes } from './allocations.js';
+import { registerDeployTemplateRoutes } from './deploy-templates.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -113,6 +116,9 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   registerDriverRoutes(app, deps);
   registerConductorRoutes(app, deps);
   registerHistoryRoutes(app, deps);
+  registerTraitRoutes(app, deps);
+  registerAllocationRoutes(app, deps);
+  registerDeployTemplateRoutes(app, deps);
   const acceptor = new IntentAcceptor(deps);
   registerIntentRoutes(app, deps, acceptor);
   registerProvisionRoutes(app, deps, acceptor);

@@ -19,6 +19,9 @@ import { checkFieldValue, checkFieldVersion, checkName, ironicBoolean, isUuid, r
 import { noValidHost } from './drivers.js';
 import { ConductorLocator } from './conductor-locator.js';
 import { RenderedNodes } from './rendered-nodes.js';
+import { traitsOfNode, traitsOfNodes } from '../db/traits.js';
+import { TRAITS_VERSION } from './traits.js';
+import { patchInstanceUuid } from './allocations.js';
 
 /** API field name → domain field name, for the writable fields. */
 const WRITABLE: ReadonlyMap<string, keyof NodeChanges> = new Map([
@@ -90,9 +93,14 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     });
   }
 
+  /** Whether a view at this version and with these fields shows traits (read from their own table). */
+  const showsTraits = (req: FastifyRequest, fields?: readonly string[]) =>
+    req.apiVersion.atLeast(TRAITS_VERSION) && (fields === undefined || fields.includes('traits'));
+
   async function view(req: FastifyRequest, node: Node, fields?: readonly string[]) {
     await locator.refresh();
-    return nodeView(node, { base: base(req), version: req.apiVersion, fields, conductor: locator.conductorOf(node) });
+    const traits = showsTraits(req, fields) ? await traitsOfNode(db, node.id) : undefined;
+    return nodeView(node, { base: base(req), version: req.apiVersion, fields, conductor: locator.conductorOf(node), traits });
   }
 
   async function list(req: FastifyRequest, reply: FastifyReply, detailPath: boolean) {
@@ -137,11 +145,15 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     await locator.refresh();
     // The managing conductor is part of the view: a node moves when the ring changes.
     const viewKey = (n: NodeStamp) => `${v.minor}|${b}|${fields?.join(',') ?? '*'}|${locator.conductorOf(n) ?? ''}`;
-    const toJson = (n: Node) => nodeView(n, { base: b, version: v, fields, conductor: locator.conductorOf(n) });
+    let traits = new Map<number, string[]>();
+    const toJson = (n: Node) => nodeView(n, { base: b, version: v, fields, conductor: locator.conductorOf(n), traits: traits.get(n.id) });
     const pieces: Array<Buffer | undefined> = stamps.map((s) => rendered.get(s, viewKey(s)));
     const missing = stamps.filter((_, i) => pieces[i] === undefined);
     if (missing.length > 0) {
-      const fresh = new Map((await getNodesByIds(db, missing.map((s) => s.id))).map((n) => [n.id, n]));
+      const ids = missing.map((s) => s.id);
+      // A change of traits bumps the node's version, so a cached piece never shows old ones.
+      if (showsTraits(req, fields)) traits = await traitsOfNodes(db, ids);
+      const fresh = new Map((await getNodesByIds(db, ids)).map((n) => [n.id, n]));
       stamps.forEach((s, i) => {
         const node = fresh.get(s.id);
         // A node deleted between the two reads is left out, as if the list had been read later.
@@ -262,7 +274,9 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     }
     const updated = Object.keys(changes).length === 0 && expectedVersion === undefined
       ? current
-      : await updateNode(db, current.id, changes, { expectedVersion });
+      : 'instanceUuid' in changes
+        ? await patchInstanceUuid(db, current, changes, { expectedVersion })
+        : await updateNode(db, current.id, changes, { expectedVersion });
     reply.header('ETag', `"${updated.version}"`);
     return view(req, updated);
   });
