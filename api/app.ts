@@ -50,7 +50,14 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     genReqId: () => `req-${randomUUID()}`,
     // One line per request is written by our onResponse hook; fastify's own pair is off.
     logController: new LogController({ disableRequestLogging: true }),
-    routerOptions: { ignoreTrailingSlash: true },
+    // A trait in a URL may be 255 characters (Ironic's limit); the default 100 answered 414.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1024 },
+    // Ironic serves a path without a version as v1 (root.py `_route`): bookmark links and
+    // some clients (tempest's node allocation call) use `/nodes/...`.
+    rewriteUrl: (req) => {
+      const url = req.url ?? '/';
+      return url === '/' || url.startsWith('/?') || /^\/(v1|metrics)(?:[/?]|$)/.test(url) ? url : `/v1${url}`;
+    },
   });
   const metrics = buildApiMetrics(deps.db);
   const auth = config.api.auth_strategy === 'http_basic' ? new BasicAuth(config.api.http_basic_auth_user_file) : undefined;
