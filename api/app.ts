@@ -1,14 +1,17 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import type { ApiDeps } from './deps.js';
-import { installErrorHandler } from './error-handler.js';
-import { ApiVersion, MAX_HEADER, MAX_VERSION_STRING, MIN_HEADER, MIN_VERSION_STRING, negotiateVersion } from './versioning.js';
+import { errorBody, installErrorHandler } from './error-handler.js';
+import { ApiVersion, MAX_HEADER, MAX_VERSION_STRING, MIN_HEADER, MIN_VERSION, MIN_VERSION_STRING, negotiateVersion } from './versioning.js';
 import { BasicAuth } from './auth.js';
 import { InvalidParameterValue } from '../common/errors.js';
+import { jsonDepthExceeds, RouteMethods, routingUrl } from './routing.js';
 import { buildApiMetrics } from './metrics.js';
 import { registerRootRoutes } from './root.js';
 import { registerNodeRoutes } from './nodes.js';
 import { registerPortRoutes } from './ports.js';
+import { registerChassisRoutes } from './chassis.js';
+import { registerPortgroupRoutes } from './portgroups.js';
 import { registerDriverRoutes } from './drivers.js';
 import { registerConductorRoutes } from './conductors.js';
 import { registerHistoryRoutes } from './history.js';
@@ -30,12 +33,36 @@ declare module 'fastify' {
 
 const CONSOLE_TOKEN_IN_URL = /^(\/v1\/console\/)(?!assets\/)[^/?]+/;
 
+/**
+ * Deepest nesting of arrays and objects a request body may have. Ironic's own bodies need a
+ * handful of levels; past this a body is refused with 400 before anything recursive sees it.
+ */
+export const MAX_BODY_DEPTH = 100;
+
+/**
+ * Longest path segment routed: a node name may have 255 characters, and a percent-encoded
+ * segment takes up to three per character.
+ */
+const MAX_PARAM_LENGTH = 1024;
+
 /** JSON.parse reviver: Postgres text and jsonb cannot hold U+0000, so such bodies are a 400. */
 function refuseNul(key: string, value: unknown): unknown {
   if (key.includes('\u0000') || (typeof value === 'string' && value.includes('\u0000'))) {
     throw new InvalidParameterValue('The request body contains a NUL character (\\u0000), which is not allowed.');
   }
   return value;
+}
+
+/** The version headers every response carries, for errors met before the onRequest hook. */
+function setVersionHeaders(req: FastifyRequest, reply: FastifyReply): void {
+  let version = new ApiVersion(MIN_VERSION.minor);
+  try {
+    version = negotiateVersion(req.headers);
+  } catch {
+    // The URL's error is the one reported; a bad version header is answered on a good URL.
+  }
+  reply.header(MIN_HEADER, MIN_VERSION_STRING).header(MAX_HEADER, MAX_VERSION_STRING)
+    .header('X-OpenStack-Request-Id', req.id).header('X-OpenStack-Ironic-API-Version', version.toString());
 }
 
 /**
@@ -50,15 +77,20 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     genReqId: () => `req-${randomUUID()}`,
     // One line per request is written by our onResponse hook; fastify's own pair is off.
     logController: new LogController({ disableRequestLogging: true }),
-    // A trait in a URL may be 255 characters (Ironic's limit); the default 100 answered 414.
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1024 },
-    // Ironic serves a path without a version as v1 (root.py `_route`): bookmark links and
-    // some clients (tempest's node allocation call) use `/nodes/...`.
-    rewriteUrl: (req) => {
-      const url = req.url ?? '/';
-      return url === '/' || url.startsWith('/?') || /^\/(v1|metrics)(?:[/?]|$)/.test(url) ? url : `/v1${url}`;
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
+    rewriteUrl: (req) => routingUrl(req.url ?? '/'),
+    // Errors fastify meets before routing (a malformed %-escape) get Ironic's body and headers too.
+    frameworkErrors: (err, req, rawReply) => {
+      const reply = rawReply as unknown as FastifyReply;
+      setVersionHeaders(req, reply);
+      const message = err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+        ? `A path segment of the request is longer than ${MAX_PARAM_LENGTH} characters.`
+        : `The request URL is malformed: ${err.code === 'FST_ERR_BAD_URL' ? 'it has an invalid percent-encoding' : err.message}.`;
+      void reply.code(400).send(errorBody(400, message));
     },
   });
+  const routeMethods = new RouteMethods();
+  app.addHook('onRoute', (route) => routeMethods.add(route));
   const metrics = buildApiMetrics(deps.db);
   const auth = config.api.auth_strategy === 'http_basic' ? new BasicAuth(config.api.http_basic_auth_user_file) : undefined;
 
@@ -95,6 +127,9 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     const text = body as string;
     if (text.trim() === '') return done(null, undefined);
+    if (text.length > MAX_BODY_DEPTH && jsonDepthExceeds(text, MAX_BODY_DEPTH)) {
+      return done(new InvalidParameterValue(`The request body is nested more than ${MAX_BODY_DEPTH} levels deep.`), undefined);
+    }
     try {
       // A NUL can only arrive escaped; the reviver (slower) runs only when one may be there.
       done(null, JSON.parse(text, text.includes('\\u0000') ? refuseNul : undefined));
@@ -111,7 +146,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     done(Object.assign(new Error('Unsupported Content-Type; use application/json.'), { statusCode: 415 }), undefined);
   });
 
-  installErrorHandler(app);
+  installErrorHandler(app, routeMethods);
   registerRootRoutes(app, deps);
   // Prometheus scrapes this with the same credentials as any client under http_basic.
   app.get('/metrics', async (_req, reply) => {
@@ -120,6 +155,8 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   });
   registerNodeRoutes(app, deps);
   registerPortRoutes(app, deps);
+  registerChassisRoutes(app, deps);
+  registerPortgroupRoutes(app, deps);
   registerDriverRoutes(app, deps);
   registerConductorRoutes(app, deps);
   registerHistoryRoutes(app, deps);

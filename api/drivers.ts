@@ -35,8 +35,8 @@ export function registerDriverRoutes(app: FastifyInstance, deps: ApiDeps): void 
       hosts,
       name: hw.name,
       links: resourceLinks(base, 'drivers', hw.name),
-      properties: resourceLinks(base, 'drivers', hw.name, 'properties'),
     };
+    if (req.apiVersion.atLeast(14)) out.properties = resourceLinks(base, 'drivers', hw.name, 'properties');
     if (req.apiVersion.atLeast(30)) out.type = 'dynamic';
     if (detail && req.apiVersion.atLeast(30)) {
       for (const kind of ALL_KINDS) {
@@ -58,11 +58,14 @@ export function registerDriverRoutes(app: FastifyInstance, deps: ApiDeps): void 
   app.get('/v1/drivers', async (req) => {
     const q = req.query as Query;
     const type = param(q, 'type');
+    // Ironic's check_allow_filter_driver_type and check_allow_driver_detail: any value, even false, is gated.
+    const tooOld = new NotAcceptable('Request not acceptable. The minimal required API version should be 1.30');
+    if (param(q, 'detail') !== undefined && !req.apiVersion.atLeast(30)) throw tooOld;
+    if (type !== undefined && !req.apiVersion.atLeast(30)) throw tooOld;
     if (type !== undefined && type !== 'classic' && type !== 'dynamic') {
-      throw new InvalidParameterValue(`Invalid value for type: ${type}. Expected "classic" or "dynamic".`);
+      throw new InvalidParameterValue('"type" filter must be one of "classic" or "dynamic", if specified.');
     }
     const detail = boolParam(q, 'detail') ?? false;
-    if (detail && !req.apiVersion.atLeast(30)) throw new NotAcceptable('The "detail" parameter requires API version 1.30 or later.');
     if (type === 'classic') return { drivers: [] };
     const hosts = await hostsByDriver();
     return { drivers: registry.hardwareTypes().map((hw) => driverView(req, hw, hosts.get(hw.name) ?? [], detail)) };

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { GalvanicError } from '../common/errors.js';
+import type { RouteMethods } from './routing.js';
 
 /**
  * Ironic's error body: the message is a JSON string inside `error_message`
@@ -31,7 +32,7 @@ function fastifyClientError(err: FastifyError): { status: number; message: strin
 }
 
 /** The one place where errors become HTTP responses. */
-export function installErrorHandler(app: FastifyInstance): void {
+export function installErrorHandler(app: FastifyInstance, routes: RouteMethods): void {
   app.setErrorHandler((err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof GalvanicError) {
       if (err.httpStatus >= 500) req.log.error({ err }, 'request failed');
@@ -48,6 +49,12 @@ export function installErrorHandler(app: FastifyInstance): void {
     return reply.code(500).send(errorBody(500, 'Internal Server Error'));
   });
   app.setNotFoundHandler((req, reply) => {
-    reply.code(404).send(errorBody(404, `The resource could not be found.`));
+    // The path exists under other methods (OPTIONS included): 405 with what it allows, as pecan answers.
+    const allowed = routes.allowed(req.url.split('?')[0]);
+    if (allowed.length > 0) {
+      reply.header('Allow', allowed.join(', '));
+      return reply.code(405).send(errorBody(405, `The method ${req.method} is not allowed for this resource.`));
+    }
+    return reply.code(404).send(errorBody(404, `The resource could not be found.`));
   });
 }

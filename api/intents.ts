@@ -88,7 +88,8 @@ export function parseSteps(raw: unknown, req: FastifyRequest): Array<{ kind: str
     const step = requireObject(item, `step ${i}`);
     const unknown = Object.keys(step).filter((k) => k !== 'action' && k !== 'args');
     if (unknown.length) throw new InvalidParameterValue(`Unknown attribute(s) in step ${i}: ${unknown.join(', ')}`);
-    const check = typeof step.action === 'string' ? STEP_ACTIONS[step.action] : undefined;
+    // Own properties only: "constructor" or "__proto__" must not find Object.prototype's.
+    const check = typeof step.action === 'string' && Object.hasOwn(STEP_ACTIONS, step.action) ? STEP_ACTIONS[step.action] : undefined;
     if (!check) throw new InvalidParameterValue(`Step ${i}: unknown action ${JSON.stringify(step.action)}; known actions are ${Object.keys(STEP_ACTIONS).join(', ')}.`);
     const args = step.args === undefined ? {} : requireObject(step.args, `step ${i} args`);
     return { kind: step.action as string, args: check(args, req) };
@@ -113,12 +114,33 @@ export function checkPowerArgs(body: Record<string, unknown>, req: FastifyReques
   return timeout === undefined || timeout === null ? { target } : { target, timeout };
 }
 
+/**
+ * Boot device names any management interface may accept: Ironic's `boot_devices` (with
+ * `uefihttp` of newer releases) and the Redfish names Galvanic maps (`usb`, `uefi-http`).
+ */
+const KNOWN_BOOT_DEVICES: ReadonlySet<string> = new Set([
+  'pxe', 'disk', 'cdrom', 'bios', 'safe', 'wanboot', 'iscsiboot', 'floppy', 'uefihttp', 'usb', 'uefi-http',
+]);
+
 export function checkBootDeviceArgs(body: Record<string, unknown>): Record<string, unknown> {
   const extra = Object.keys(body).filter((k) => k !== 'boot_device' && k !== 'persistent');
   if (extra.length) throw new InvalidParameterValue(`Unknown attribute(s) for boot device: ${extra.join(', ')}`);
   if (typeof body.boot_device !== 'string' || !body.boot_device) throw new InvalidParameterValue('"boot_device" is required and must be a string.');
+  if (!KNOWN_BOOT_DEVICES.has(body.boot_device)) throw new InvalidParameterValue(`Invalid boot device ${body.boot_device} specified.`);
   if (body.persistent !== undefined && typeof body.persistent !== 'boolean') throw new InvalidParameterValue('"persistent" must be a boolean.');
   return { boot_device: body.boot_device, persistent: body.persistent ?? false };
+}
+
+/**
+ * Refuses a boot device the node's management interface cannot take, when the interface
+ * knows its devices without asking the BMC: refused here, the request writes nothing (no
+ * intent, no last_error, no history), as Ironic's synchronous call does.
+ */
+export function checkBootDeviceSupported(registry: ApiDeps['registry'], node: Node, device: string): void {
+  const supported = registry.management(node.managementInterface ?? '')?.staticBootDevices;
+  if (supported && !supported.includes(device)) {
+    throw new InvalidParameterValue(`Invalid boot device ${device} specified, valid boot devices are: ${supported.join(', ')}.`);
+  }
 }
 
 export interface AcceptOptions {
@@ -336,7 +358,13 @@ export function registerIntentRoutes(app: FastifyInstance, deps: ApiDeps, accept
     const args = checkBootDeviceArgs(requireObject(req.body, 'boot device'));
     // Ironic's call is synchronous: wait by default.
     const wait = requestedWait(req) ?? 60;
-    const { node, intents } = await acceptor.accept(req, nodeIdent(req), { steps: [{ kind: 'set_boot_device', args }] });
+    const { node, intents } = await acceptor.accept(req, nodeIdent(req), {
+      steps: [{ kind: 'set_boot_device', args }],
+      prepare: (n) => {
+        checkBootDeviceSupported(deps.registry, n, args.boot_device as string);
+        return undefined;
+      },
+    });
     const done = await acceptor.waitAll(intents, wait);
     return replyFor(reply, req, base(req), node, done, () => reply.code(204).send(),
       (all) => intentView(all[all.length - 1], node.uuid, base(req)));
@@ -380,7 +408,8 @@ export function registerIntentRoutes(app: FastifyInstance, deps: ApiDeps, accept
     const wait = requestedWait(req) ?? 0;
     const { node, intents } = await acceptor.accept(req, nodeIdent(req), {
       steps,
-      prepare: () => {
+      prepare: (n) => {
+        for (const s of steps) if (s.kind === 'set_boot_device') checkBootDeviceSupported(deps.registry, n, s.args.boot_device as string);
         const power = steps.filter((s) => s.kind === 'power').at(-1);
         return power ? { targetPowerState: power.args.target as string, lastError: null } : undefined;
       },

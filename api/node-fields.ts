@@ -46,20 +46,20 @@ export const NODE_FIELDS: readonly NodeField[] = [
   f('clean_step', 7, 'object', false),
   f('raid_config', 12, 'object', false),
   f('target_raid_config', 12, 'object', false),
-  f('network_interface', 20, 'interface', false),
+  f('network_interface', 20, 'interface', true),
   f('resource_class', 21, 'string', true, { maxLength: 80 }),
-  f('boot_interface', 31, 'interface', false),
+  f('boot_interface', 31, 'interface', true),
   f('console_interface', 31, 'interface', true),
-  f('deploy_interface', 31, 'interface', false),
-  f('inspect_interface', 31, 'interface', false),
+  f('deploy_interface', 31, 'interface', true),
+  f('inspect_interface', 31, 'interface', true),
   f('management_interface', 31, 'interface', true),
   f('power_interface', 31, 'interface', true),
-  f('raid_interface', 31, 'interface', false),
-  f('vendor_interface', 31, 'interface', false),
-  f('storage_interface', 33, 'interface', false),
+  f('raid_interface', 31, 'interface', true),
+  f('vendor_interface', 31, 'interface', true),
+  f('storage_interface', 33, 'interface', true),
   f('traits', 37, 'any', false),
-  f('rescue_interface', 38, 'interface', false),
-  f('bios_interface', 40, 'interface', false),
+  f('rescue_interface', 38, 'interface', true),
+  f('bios_interface', 40, 'interface', true),
   f('fault', 42, 'string', false),
   f('deploy_step', 44, 'object', false),
   f('conductor_group', 46, 'string', true, { maxLength: 255, nullable: false }),
@@ -73,14 +73,17 @@ export const NODE_FIELDS: readonly NodeField[] = [
   f('retired', 61, 'boolean', true, { nullable: false }),
   f('retired_reason', 61, 'string', true),
   f('lessee', 65, 'string', true, { maxLength: 255 }),
-  f('network_data', 66, 'object', false),
+  f('network_data', 66, 'object', true, { nullable: false }),
   f('boot_mode', 75, 'string', false),
   f('secure_boot', 75, 'boolean', false),
+  f('firmware_interface', 86, 'interface', true),
+  f('disable_power_off', 95, 'boolean', true, { nullable: false }),
   f('created_at', 1, 'datetime', false),
   f('updated_at', 1, 'datetime', false),
   f('links', 1, 'any', false),
   f('ports', 1, 'any', false),
-  f('states', 1, 'any', false),
+  // Ironic links a node's states from 1.14 (allow_links_node_states_and_driver_properties).
+  f('states', 14, 'any', false),
   f('portgroups', 24, 'any', false),
   f('volume', 32, 'any', false),
 ];
@@ -90,5 +93,4 @@ export const NODE_FIELD_BY_NAME: ReadonlyMap<string, NodeField> = new Map(NODE_F
 /** What `GET /v1/nodes` shows without `detail` or `fields` (Ironic's _DEFAULT_RETURN_FIELDS). */
 export const DEFAULT_LIST_FIELDS = ['uuid', 'name', 'instance_uuid', 'power_state', 'provision_state', 'maintenance', 'links'];
 
-/** Interfaces Galvanic stores and drives; the others are shown with the hardware type's fixed value. */
-export const DRIVEN_INTERFACES = ['power_interface', 'management_interface', 'console_interface'] as const;
+

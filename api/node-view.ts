@@ -34,25 +34,25 @@ function fullView(node: Node, base: string, conductor: string | null, traits: re
     reservation: node.reservation,
     inspection_started_at: iso(node.inspectionStartedAt),
     inspection_finished_at: iso(node.inspectionFinishedAt),
-    clean_step: {},
+    clean_step: node.cleanStep ?? {},
     raid_config: {},
     target_raid_config: {},
-    network_interface: null,
+    network_interface: node.networkInterface,
     resource_class: node.resourceClass,
-    boot_interface: null,
+    boot_interface: node.bootInterface,
     console_interface: node.consoleInterface,
-    deploy_interface: null,
-    inspect_interface: null,
+    deploy_interface: node.deployInterface,
+    inspect_interface: node.inspectInterface,
     management_interface: node.managementInterface,
     power_interface: node.powerInterface,
-    raid_interface: null,
-    vendor_interface: null,
-    storage_interface: null,
+    raid_interface: node.raidInterface,
+    vendor_interface: node.vendorInterface,
+    storage_interface: node.storageInterface,
     traits,
-    rescue_interface: null,
-    bios_interface: null,
+    rescue_interface: node.rescueInterface,
+    bios_interface: node.biosInterface,
     fault: node.fault,
-    deploy_step: {},
+    deploy_step: node.deployStep ?? {},
     conductor_group: node.conductorGroup,
     automated_clean: node.automatedClean,
     protected: node.protected,
@@ -65,9 +65,11 @@ function fullView(node: Node, base: string, conductor: string | null, traits: re
     retired: node.retired,
     retired_reason: node.retiredReason,
     lessee: node.lessee,
-    network_data: {},
+    network_data: node.networkData ?? {},
     boot_mode: null,
     secure_boot: null,
+    firmware_interface: node.firmwareInterface,
+    disable_power_off: node.disablePowerOff,
     created_at: iso(node.createdAt),
     updated_at: iso(node.updatedAt),
     links: resourceLinks(base, 'nodes', node.uuid),
@@ -88,9 +90,21 @@ export interface ViewOptions {
   traits?: readonly string[];
 }
 
+/**
+ * Provision state names as older microversions knew them (Ironic's
+ * update_state_in_older_versions): before 1.2 `available` was "no state" (null), before 1.39
+ * `inspect wait` was shown as `inspecting`.
+ */
+export function provisionStateForVersion(state: string | null, version: ApiVersion): string | null {
+  if (state === 'available' && !version.atLeast(2)) return null;
+  if (state === 'inspect wait' && !version.atLeast(39)) return 'inspecting';
+  return state;
+}
+
 /** The node as the client's microversion shows it. */
 export function nodeView(node: Node, opts: ViewOptions): Record<string, unknown> {
   const full = fullView(node, opts.base, opts.conductor ?? null, opts.traits ?? []);
+  full.provision_state = provisionStateForVersion(node.provisionState, opts.version);
   const out: Record<string, unknown> = {};
   if (opts.fields) {
     for (const name of opts.fields) out[name] = full[name];

@@ -2,18 +2,20 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import jsonpatch from 'fast-json-patch';
 import { randomUUID } from 'node:crypto';
 import {
-  InterfaceNotFoundInEntrypoint, InvalidParameterValue, MissingParameterValue, PatchError, InvalidState, NodeLocked, NotAcceptable,
+  ChassisNotFound, InterfaceNotFoundInEntrypoint, InvalidParameterValue, MissingParameterValue, PatchError, InvalidState, NodeLocked,
+  NotAcceptable, NodeProtected, ReferencedResourceNotFound, ResourceNotFound,
 } from '../common/errors.js';
+import { getChassis } from '../db/chassis.js';
 import { ProvisionState } from '../common/states.js';
 import {
-  createNode, deleteNode, getNode, getNodesByIds, listNodeStamps, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges,
+  createNode, deleteNodeIfUnchanged, getNode, getNodesByIds, listNodeStamps, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges,
   type NodeFilters, type NodeStamp,
 } from '../db/nodes.js';
-import type { InterfaceKind } from '../drivers/interfaces.js';
+import { INTERFACE_KINDS, type InterfaceKind } from '../drivers/interfaces.js';
 import type { ApiDeps } from './deps.js';
 import { baseUrl } from './links.js';
-import { nodeView, parseFields } from './node-view.js';
-import { NODE_FIELDS, NODE_FIELD_BY_NAME, DEFAULT_LIST_FIELDS } from './node-fields.js';
+import { nodeView, parseFields, provisionStateForVersion } from './node-view.js';
+import { NODE_FIELD_BY_NAME, DEFAULT_LIST_FIELDS } from './node-fields.js';
 import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
 import { checkFieldValue, checkFieldVersion, checkName, ironicBoolean, isUuid, requireObject } from './body.js';
 import { noValidHost } from './drivers.js';
@@ -22,28 +24,30 @@ import { RenderedNodes } from './rendered-nodes.js';
 import { traitsOfNode, traitsOfNodes } from '../db/traits.js';
 import { TRAITS_VERSION } from './traits.js';
 import { patchInstanceUuid } from './allocations.js';
+import { checkNodeListQuery } from './list-gates.js';
+import { describeNode, validateAll } from '../drivers/validate-node.js';
+import { getInventory } from '../db/inventory.js';
+
+/** The node field holding each interface kind. */
+export const INTERFACE_FIELDS = Object.fromEntries(
+  INTERFACE_KINDS.map((k) => [k, `${k}Interface`]),
+) as Record<InterfaceKind, `${InterfaceKind}Interface` & keyof NodeChanges>;
 
 /** API field name → domain field name, for the writable fields. */
 const WRITABLE: ReadonlyMap<string, keyof NodeChanges> = new Map([
   ['uuid', 'uuid'], ['name', 'name'], ['driver', 'driver'], ['driver_info', 'driverInfo'], ['properties', 'properties'],
   ['instance_info', 'instanceInfo'], ['instance_uuid', 'instanceUuid'], ['extra', 'extra'], ['chassis_uuid', 'chassisUuid'],
-  ['resource_class', 'resourceClass'], ['console_interface', 'consoleInterface'],
-  ['management_interface', 'managementInterface'], ['power_interface', 'powerInterface'],
+  ['resource_class', 'resourceClass'],
+  ...INTERFACE_KINDS.map((k): [string, keyof NodeChanges] => [`${k}_interface`, INTERFACE_FIELDS[k]]),
   ['conductor_group', 'conductorGroup'], ['automated_clean', 'automatedClean'], ['protected', 'protected'],
   ['protected_reason', 'protectedReason'], ['owner', 'owner'], ['description', 'description'],
-  ['retired', 'retired'], ['retired_reason', 'retiredReason'], ['lessee', 'lessee'],
+  ['retired', 'retired'], ['retired_reason', 'retiredReason'], ['lessee', 'lessee'], ['network_data', 'networkData'],
+  ['disable_power_off', 'disablePowerOff'],
 ]);
-
-const INTERFACE_FIELDS: Record<InterfaceKind, 'powerInterface' | 'managementInterface' | 'consoleInterface'> = {
-  power: 'powerInterface', management: 'managementInterface', console: 'consoleInterface',
-};
 
 const LIST_HEAD = Buffer.from('{"nodes":[');
 const LIST_TAIL = Buffer.from(']}');
 const COMMA = Buffer.from(',');
-
-/** Interfaces the API shows but Galvanic does not drive: only null (the default) is accepted. */
-const FIXED_INTERFACES = NODE_FIELDS.filter((f) => f.type === 'interface' && !f.writable).map((f) => f.name);
 
 function ident(req: FastifyRequest): string {
   return (req.params as { node: string }).node;
@@ -54,13 +58,6 @@ function toChanges(body: Record<string, unknown>, req: FastifyRequest, allowUuid
   const changes: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(body)) {
     const field = NODE_FIELD_BY_NAME.get(key);
-    if (field && FIXED_INTERFACES.includes(key)) {
-      checkFieldVersion(field, req.apiVersion);
-      if (value !== null && value !== undefined) {
-        throw new InvalidParameterValue(`Galvanic does not support setting ${key}; leave it unset.`);
-      }
-      continue;
-    }
     const target = WRITABLE.get(key);
     if (!field || !target || (key === 'uuid' && !allowUuid)) {
       if (field && !field.writable) throw new InvalidParameterValue(`'/${key}' is an internal attribute and can not be updated`);
@@ -88,9 +85,9 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
 
   function resolveInterfaces(driver: string, changes: NodeChanges, conductorGroup: string): Record<InterfaceKind, string> {
     if (!registry.hardwareTypes().some((t) => t.name === driver)) throw noValidHost(driver, conductorGroup);
-    return registry.resolve(driver, {
-      power: changes.powerInterface, management: changes.managementInterface, console: changes.consoleInterface,
-    });
+    const requested: Partial<Record<InterfaceKind, string | null>> = {};
+    for (const kind of INTERFACE_KINDS) requested[kind] = changes[INTERFACE_FIELDS[kind]] as string | null | undefined;
+    return registry.resolve(driver, requested);
   }
 
   /** Whether a view at this version and with these fields shows traits (read from their own table). */
@@ -103,13 +100,25 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     return nodeView(node, { base: base(req), version: req.apiVersion, fields, conductor: locator.conductorOf(node), traits });
   }
 
-  async function list(req: FastifyRequest, reply: FastifyReply, detailPath: boolean) {
+  /** A chassis a node body names must exist: 400 with Ironic's ChassisNotFound message when not. */
+  async function checkChassis(uuid: string | null | undefined): Promise<void> {
+    if (uuid === null || uuid === undefined) return;
+    try {
+      await getChassis(db, uuid);
+    } catch (err) {
+      if (err instanceof ChassisNotFound) throw new ReferencedResourceNotFound(err);
+      throw err;
+    }
+  }
+
+  /** `chassis` is set for `/v1/chassis/{uuid}/nodes`, which lists that chassis's nodes. */
+  async function list(req: FastifyRequest, reply: FastifyReply, detailPath: boolean, chassis?: string) {
     const q = req.query as Query;
     const v = req.apiVersion;
-    const detailParam = param(q, 'detail');
-    if (detailParam !== undefined && !v.atLeast(43)) throw new NotAcceptable('The "detail" parameter requires API version 1.43 or later.');
-    const detail = detailPath || boolParam(q, 'detail') === true;
     const fieldsRaw = param(q, 'fields');
+    // /detail takes no `detail` (Ironic's detail() has no such argument); elsewhere it is gated.
+    checkNodeListQuery(detailPath ? { ...q, detail: undefined } : q, v, fieldsRaw);
+    const detail = detailPath || boolParam(q, 'detail') === true;
     if (detail && fieldsRaw !== undefined) throw new InvalidParameterValue('Can not specify ?detail=True and fields in the same request.');
     const fields = parseFields(fieldsRaw, v) ?? (detail ? undefined : DEFAULT_LIST_FIELDS);
     const limit = limitParam(q, config.api.max_limit);
@@ -132,17 +141,27 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     };
     const known = new Set(['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir', 'driver', 'provision_state',
       'maintenance', 'associated', 'owner', 'lessee', 'conductor_group', 'resource_class', 'fault', 'retired',
-      'description_contains', 'instance_uuid']);
+      'description_contains', 'instance_uuid', 'conductor', ...(chassis === undefined ? ['chassis_uuid'] : [])]);
     const unknown = Object.keys(q).filter((k) => !known.has(k));
     if (unknown.length) throw new InvalidParameterValue(`Unknown query parameter(s): ${unknown.join(', ')}`);
     const instanceUuid = param(q, 'instance_uuid');
     if (instanceUuid !== undefined && !isUuid(instanceUuid)) throw new InvalidParameterValue(`Invalid UUID for instance_uuid: ${instanceUuid}`);
+    const chassisUuid = chassis ?? param(q, 'chassis_uuid');
+    if (chassisUuid !== undefined) {
+      if (!isUuid(chassisUuid)) throw new InvalidParameterValue(`Expected UUID for chassis_uuid: ${chassisUuid}`);
+      // A chassis that does not exist is a 404, as in Ironic, not an empty list.
+      filters.chassisUuid = (await getChassis(db, chassisUuid)).uuid;
+    }
     // Filtered in SQL, not after the page is cut: a match past the first `limit` rows counts too.
     // The page is read as stamps first; only nodes not already rendered for this view are read
     // in full, and the body is put together from the rendered pieces.
-    const stamps = await listNodeStamps(db, { ...filters, instanceUuid: instanceUuid?.toLowerCase() }, { limit, marker, ...sort });
+    const conductor = param(q, 'conductor');
+    const page = await listNodeStamps(db, { ...filters, instanceUuid: instanceUuid?.toLowerCase() }, { limit, marker, ...sort });
     const b = base(req);
     await locator.refresh();
+    // As in Ironic, the managing conductor filters the page read, not the query: it is the
+    // hash ring's answer, not a column. `next` follows the page read, so no node is skipped.
+    const stamps = conductor === undefined ? page : page.filter((s) => locator.conductorOf(s) === conductor);
     // The managing conductor is part of the view: a node moves when the ring changes.
     const viewKey = (n: NodeStamp) => `${v.minor}|${b}|${fields?.join(',') ?? '*'}|${locator.conductorOf(n) ?? ''}`;
     let traits = new Map<number, string[]>();
@@ -166,7 +185,8 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       if (parts.length > 1) parts.push(COMMA);
       parts.push(piece);
     }
-    const next = nextLink(b, detailPath ? 'nodes/detail' : 'nodes', q, stamps.length, limit, stamps.at(-1)?.uuid);
+    const collection = chassis === undefined ? 'nodes' : `chassis/${chassis}/nodes`;
+    const next = nextLink(b, detailPath ? `${collection}/detail` : collection, q, page.length, limit, page.at(-1)?.uuid);
     parts.push(next ? Buffer.from(`],"next":${JSON.stringify(next)}}`) : LIST_TAIL);
     reply.type('application/json; charset=utf-8');
     return Buffer.concat(parts);
@@ -174,6 +194,8 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
 
   app.get('/v1/nodes', (req, reply) => list(req, reply, false));
   app.get('/v1/nodes/detail', (req, reply) => list(req, reply, true));
+  app.get('/v1/chassis/:chassis/nodes', (req, reply) => list(req, reply, false, (req.params as { chassis: string }).chassis));
+  app.get('/v1/chassis/:chassis/nodes/detail', (req, reply) => list(req, reply, true, (req.params as { chassis: string }).chassis));
 
   app.get('/v1/nodes/:node', async (req, reply) => {
     const fields = parseFields(param(req.query as Query, 'fields'), req.apiVersion);
@@ -187,14 +209,13 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const body = requireObject(req.body, 'node');
     if (body.driver === undefined) throw new MissingParameterValue(`Schema error for node: 'driver' is a required property`);
     const changes = toChanges(body, req, true);
+    await checkChassis(changes.chassisUuid);
     const group = changes.conductorGroup ?? '';
     const ifaces = resolveInterfaces(changes.driver as string, changes, group);
     const node = await createNode(db, {
       ...changes,
       driver: changes.driver as string,
-      powerInterface: ifaces.power,
-      managementInterface: ifaces.management,
-      consoleInterface: ifaces.console,
+      ...interfaceChanges(ifaces),
       // Before 1.11 nodes were born available; since then in enroll.
       provisionState: req.apiVersion.atLeast(11) ? ProvisionState.ENROLL : ProvisionState.AVAILABLE,
     });
@@ -254,6 +275,11 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       if (JSON.stringify(value) !== JSON.stringify(doc[apiName])) body[apiName] = value;
     }
     const changes = toChanges(body, req, false);
+    if ('chassisUuid' in changes) {
+      // Taking a node out of its chassis came with 1.25; before, only moving it was possible.
+      if (changes.chassisUuid === null && current.chassisUuid !== null && !req.apiVersion.atLeast(25)) throw new NotAcceptable('Request not acceptable.');
+      await checkChassis(changes.chassisUuid);
+    }
     const driver = changes.driver ?? current.driver;
     if (changes.driver !== undefined || Object.values(INTERFACE_FIELDS).some((f) => f in changes)) {
       const requested: NodeChanges = {};
@@ -270,8 +296,9 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
         if (changes.driver === undefined || kept.length === 0 || !(err instanceof InterfaceNotFoundInEntrypoint)) throw err;
         throw new InterfaceNotFoundInEntrypoint(`${err.message} Changing the driver keeps the node's ${kept.join(', ')}: set the incompatible ones in the same request, or pass reset_interfaces=True (baremetal node set --reset-interfaces) to reset them to the new hardware type's defaults.`);
       }
-      for (const [kind, f] of Object.entries(INTERFACE_FIELDS)) changes[f] = ifaces[kind as InterfaceKind];
+      Object.assign(changes, interfaceChanges(ifaces));
     }
+    checkUpdateRules(current, changes);
     const updated = Object.keys(changes).length === 0 && expectedVersion === undefined
       ? current
       : 'instanceUuid' in changes
@@ -281,15 +308,23 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     return view(req, updated);
   });
 
+  // A node is often held for a moment by a periodic task (power sync, sensors): like Ironic's
+  // conductor, wait for it node_locked_retry_attempts times, node_locked_retry_interval apart.
   app.delete('/v1/nodes/:node', async (req, reply) => {
-    const node = await getNode(db, ident(req));
-    if (node.reservation) throw new NodeLocked(node.uuid, node.reservation);
-    if (node.provisionState === ProvisionState.ACTIVE && !node.maintenance) {
-      throw new InvalidState(`Can not delete node "${node.uuid}" while it is in provision state "${node.provisionState}". Valid provision states to start deletion are: available, enroll, manageable, clean failed, or any state in maintenance mode.`);
+    const { node_locked_retry_attempts: attempts, node_locked_retry_interval: interval } = config.conductor;
+    for (let attempt = 1; ; attempt++) {
+      const node = await getNode(db, ident(req));
+      if (node.reservation === null) {
+        if (node.provisionState === ProvisionState.ACTIVE && !node.maintenance) {
+          throw new InvalidState(`Can not delete node "${node.uuid}" while it is in provision state "${node.provisionState}". Valid provision states to start deletion are: available, enroll, manageable, clean failed, or any state in maintenance mode.`);
+        }
+        if (node.protected) throw new NodeProtected(node.uuid);
+        // Deleted only as checked: a task that took it, or a change, since the read means read again.
+        if (await deleteNodeIfUnchanged(db, node.id, node.version)) return reply.code(204).send();
+      }
+      if (attempt >= attempts) throw new NodeLocked(node.uuid, node.reservation ?? 'another request');
+      if (node.reservation !== null) await new Promise((r) => setTimeout(r, interval * 1000));
     }
-    if (node.protected) throw new InvalidState(`Node ${node.uuid} is protected and cannot be undeployed, rebuilt or deleted`);
-    await deleteNode(db, node.id);
-    reply.code(204).send();
   });
 
   app.get('/v1/nodes/:node/states', async (req) => {
@@ -299,7 +334,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       console_enabled: n.consoleEnabled,
       last_error: n.lastError,
       power_state: n.powerState,
-      provision_state: n.provisionState,
+      provision_state: provisionStateForVersion(n.provisionState, v),
       provision_updated_at: n.provisionUpdatedAt ? n.provisionUpdatedAt.toISOString().replace('Z', '+00:00') : null,
       target_power_state: n.targetPowerState,
       target_provision_state: n.targetProvisionState,
@@ -311,27 +346,68 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
 
   app.get('/v1/nodes/:node/validate', async (req) => {
     const n = await getNode(db, ident(req));
-    const result: Record<string, { result: boolean | null; reason: string | null }> = {};
-    const check = (kind: InterfaceKind, name: string | null) => {
-      const impl = name ? registry.implementations[kind][name] : undefined;
-      if (!impl) return { result: false, reason: `${kind} interface ${name ?? 'none'} is not enabled` };
-      try {
-        impl.validate(n.driverInfo);
-        return { result: true, reason: null };
-      } catch (err) {
-        return { result: false, reason: (err as Error).message };
-      }
-    };
-    for (const iface of ['bios', 'boot', 'deploy', 'inspect', 'network', 'raid', 'rescue', 'storage']) {
-      result[iface] = { result: null, reason: 'not supported' };
-    }
-    result.power = check('power', n.powerInterface);
-    result.management = check('management', n.managementInterface);
-    result.console = n.consoleInterface === 'no-console'
-      ? { result: null, reason: 'not supported' }
-      : check('console', n.consoleInterface);
-    return result;
+    return validateAll(registry, describeNode(n));
   });
+
+  app.get('/v1/nodes/:node/inventory', async (req) => {
+    if (!req.apiVersion.atLeast(81)) throw new ResourceNotFound('The resource could not be found.');
+    const n = await getNode(db, ident(req));
+    const inv = await getInventory(db, n.id, n.uuid);
+    return { inventory: inv.inventory, plugin_data: inv.pluginData };
+  });
+}
+
+/** Where a node's interfaces and resource class may change (Ironic's allowed_update_states). */
+const UPDATE_STATES = ['enroll', 'inspecting', 'inspect wait', 'manageable', 'available'];
+
+/**
+ * The rules Ironic's conductor applies to an update before writing it (update_node):
+ * protection only while deployed, retirement not while available, interfaces only in the
+ * update states or in maintenance, an instance_uuid never overwritten. Adjusts `changes`
+ * (clearing a reason with its flag) as Ironic does.
+ */
+function checkUpdateRules(current: Node, changes: NodeChanges): void {
+  const state = current.provisionState;
+  if ('protected' in changes) {
+    if (!changes.protected) changes.protectedReason = null;
+    else if (state !== 'active' && state !== 'rescue') {
+      throw new InvalidState(`Node ${current.uuid} can only be made protected in provision states 'active' or 'rescue', the current state is '${state}'`);
+    }
+  }
+  const isProtected = changes.protected ?? current.protected;
+  if ('protectedReason' in changes && changes.protectedReason && !isProtected) {
+    throw new InvalidParameterValue('The protected_reason field can only be set when protected is True');
+  }
+  if ('retired' in changes) {
+    if (!changes.retired) changes.retiredReason = null;
+    else if (state === 'available') {
+      throw new InvalidState(`Node ${current.uuid} can not have 'retired' set in provision state 'available', the current state is '${state}'`);
+    }
+  }
+  const isRetired = changes.retired ?? current.retired;
+  if ('retiredReason' in changes && changes.retiredReason && !isRetired) {
+    throw new InvalidParameterValue('The retired_reason field can only be set when retired is True');
+  }
+  const allowed = UPDATE_STATES.includes(state);
+  for (const kind of INTERFACE_KINDS) {
+    const f = INTERFACE_FIELDS[kind];
+    if (f in changes && changes[f] !== current[f] && !allowed && !current.maintenance) {
+      throw new InvalidState(`Node ${current.uuid} can not have ${kind}_interface updated unless it is in one of allowed (${UPDATE_STATES.join(', ')}) states or in maintenance mode. Current state is '${state}'.`);
+    }
+  }
+  if (changes.instanceUuid && current.instanceUuid && changes.instanceUuid !== current.instanceUuid) {
+    throw new InvalidState(`Node ${current.uuid} is associated with instance ${current.instanceUuid}.`);
+  }
+  if ('resourceClass' in changes && current.resourceClass && !allowed) {
+    throw new InvalidState(`Node ${current.uuid} can not have resource_class updated unless it is in one of allowed (${UPDATE_STATES.join(', ')}) states. Current state is '${state}'.`);
+  }
+}
+
+/** Resolved interfaces as node changes. */
+function interfaceChanges(ifaces: Record<InterfaceKind, string>): NodeChanges {
+  const out: Record<string, string> = {};
+  for (const kind of INTERFACE_KINDS) out[INTERFACE_FIELDS[kind]] = ifaces[kind];
+  return out as NodeChanges;
 }
 
 /** Request ids as Ironic sends them. */

@@ -1,8 +1,14 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import jsonpatch from 'fast-json-patch';
-import { InvalidParameterValue, MissingParameterValue, PatchError, NotAcceptable, NodeNotFound } from '../common/errors.js';
+import type { Knex } from 'knex';
+import {
+  Conflict, Forbidden, InvalidParameterValue, InvalidState, MissingParameterValue, PatchError, NotAcceptable, NodeNotFound,
+  PortgroupNotFound, PortgroupPhysnetInconsistent, ReferencedResourceNotFound, ResourceNotFound,
+} from '../common/errors.js';
 import { getNode, type Node } from '../db/nodes.js';
+import { getPortgroup, portgroupPhysnets, type Portgroup } from '../db/portgroups.js';
 import { createPort, deletePort, getPort, listPorts, updatePort, PORT_SORT_KEYS, type Port, type PortChanges } from '../db/ports.js';
+import { withTransaction } from '../db/transaction.js';
 import type { ApiDeps } from './deps.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
@@ -46,7 +52,7 @@ function portView(p: Port, base: string, version: ApiVersion, fields?: readonly 
   const full: Record<string, unknown> = {
     uuid: p.uuid, address: p.address, node_uuid: p.nodeUuid, extra: p.extra,
     local_link_connection: p.localLinkConnection, pxe_enabled: p.pxeEnabled, internal_info: maskSecrets({}),
-    portgroup_uuid: null, physical_network: p.physicalNetwork, is_smartnic: p.isSmartnic,
+    portgroup_uuid: p.portgroupUuid, physical_network: p.physicalNetwork, is_smartnic: p.isSmartnic,
     created_at: iso(p.createdAt), updated_at: iso(p.updatedAt), links: resourceLinks(base, 'ports', p.uuid),
   };
   const names = fields ?? Object.keys(PORT_FIELDS).filter((k) => version.atLeast(PORT_FIELDS[k]));
@@ -59,13 +65,19 @@ function parsePortFields(raw: string | undefined, version: ApiVersion): string[]
   const names = raw.split(',').map((s) => s.trim()).filter(Boolean);
   const bad = names.filter((n) => !(n in PORT_FIELDS));
   if (bad.length || names.length === 0) throw new InvalidParameterValue(`Field(s) "${bad.join(', ')}" are not valid`);
+  for (const n of names) {
+    if (!version.atLeast(PORT_FIELDS[n])) throw new NotAcceptable(`Field "${n}" requires API version 1.${PORT_FIELDS[n]} or later.`);
+  }
   if (!names.includes('uuid')) names.unshift('uuid');
   return names;
 }
 
+/** What a port body names by UUID besides its own fields: its node and (null: no) port group. */
+type PortBody = PortChanges & { nodeIdent?: string; portgroupIdent?: string | null };
+
 /** Writable port fields → domain fields, checked one by one. */
-function toPortChanges(body: Record<string, unknown>, version: ApiVersion): PortChanges & { nodeIdent?: string } {
-  const out: PortChanges & { nodeIdent?: string } = {};
+function toPortChanges(body: Record<string, unknown>, version: ApiVersion): PortBody {
+  const out: PortBody = {};
   for (const [k, v] of Object.entries(body)) {
     switch (k) {
       case 'address': out.address = normalizeMac(v); break;
@@ -91,6 +103,7 @@ function toPortChanges(body: Record<string, unknown>, version: ApiVersion): Port
       case 'physical_network':
         if (!version.atLeast(34)) throw new NotAcceptable('physical_network requires API version 1.34 or later.');
         if (v !== null && (typeof v !== 'string' || v.length > 64)) throw new InvalidParameterValue('Invalid input for field/attribute physical_network. Expected a string of at most 64 characters.');
+        if (v === '') throw new InvalidParameterValue('A non-empty value is required when setting physical_network');
         out.physicalNetwork = v as string | null; break;
       case 'is_smartnic': {
         if (!version.atLeast(53)) throw new NotAcceptable('is_smartnic requires API version 1.53 or later.');
@@ -99,8 +112,9 @@ function toPortChanges(body: Record<string, unknown>, version: ApiVersion): Port
         out.isSmartnic = b; break;
       }
       case 'portgroup_uuid':
-        if (v !== null) throw new InvalidParameterValue('Galvanic has no port groups; portgroup_uuid must be null.');
-        break;
+        if (!version.atLeast(24)) throw new NotAcceptable('portgroup_uuid requires API version 1.24 or later.');
+        if (v !== null && (typeof v !== 'string' || !isUuid(v))) throw new InvalidParameterValue(`Expected UUID for portgroup_uuid: ${typeof v === 'string' ? v : JSON.stringify(v)}`);
+        out.portgroupIdent = v === null ? null : v.toLowerCase(); break;
       default:
         throw new InvalidParameterValue(`Schema error for port: Additional properties are not allowed ('${k}' was unexpected)`);
     }
@@ -108,109 +122,201 @@ function toPortChanges(body: Record<string, unknown>, version: ApiVersion): Port
   return out;
 }
 
+/** Provision states in which a port's connectivity may change (Ironic's conductor rule). */
+const CONNECTIVITY_STATES = ['enroll', 'inspecting', 'inspect wait', 'manageable'];
+
+/** Ironic names a port by UUID only (names came with 1.88): anything else is a 400. */
+function portUuidParam(req: FastifyRequest): string {
+  const ident = (req.params as { port: string }).port;
+  if (!isUuid(ident)) throw new InvalidParameterValue(`Expected UUID for port_uuid: ${ident}`);
+  return ident;
+}
+
+/** Python's str() of an optional string, as Ironic's messages show it. */
+const py = (v: string | null): string => v ?? 'None';
+
+/**
+ * Ironic's rules for a port in a port group: the group belongs to the port's node, a group
+ * without standalone ports takes no PXE-enabled port, and all members share one physical
+ * network. The group's row is locked, so two ports joining at once cannot disagree.
+ */
+async function checkMembership(
+  trx: Knex.Transaction,
+  pg: Portgroup,
+  port: { id?: number; uuid?: string; nodeId: number; pxeEnabled: boolean | undefined; physicalNetwork: string | null },
+  changed: { membership: boolean; pxe: boolean; physnet: boolean },
+): Promise<void> {
+  if (pg.nodeId !== port.nodeId) throw new InvalidParameterValue('Port can not be added to a portgroup belonging to a different node.');
+  if ((changed.membership || changed.pxe) && port.pxeEnabled === true && !pg.standalonePortsSupported) {
+    throw new Conflict(port.id === undefined
+      ? `Port group ${pg.uuid} doesn't support standalone ports. This port cannot be created as a member of that portgroup as the port's 'pxe_enabled' field was set to True.`
+      : `Port group ${pg.uuid} doesn't support standalone ports. This port ${port.uuid} cannot be  a member of that port group because of: 'pxe_enabled' was set to True`);
+  }
+  if (!changed.membership && !changed.physnet) return;
+  const physnets = await portgroupPhysnets(trx, pg.id, port.id);
+  if (physnets.length > 1) throw new PortgroupPhysnetInconsistent(pg.uuid, physnets.map(py).join(', '));
+  if (physnets.length === 1 && physnets[0] !== port.physicalNetwork) {
+    throw new Conflict(`Port with physical network ${py(port.physicalNetwork)} cannot become a member of port group ${pg.uuid} which has ports in physical network ${py(physnets[0])}.`);
+  }
+}
+
 export function registerPortRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { db, config } = deps;
 
   /** The node a port body names: a missing one is the body's fault, 400 as in Ironic (replace_node_uuid_with_id). */
-  async function nodeForPort(uuid: string): Promise<Node> {
+  async function nodeForPort(trx: Knex, uuid: string): Promise<Node> {
     try {
-      return await getNode(db, uuid);
+      return await getNode(trx, uuid);
     } catch (err) {
-      if (err instanceof NodeNotFound) throw new InvalidParameterValue(err.message);
+      if (err instanceof NodeNotFound) throw new ReferencedResourceNotFound(err);
+      throw err;
+    }
+  }
+  /** The port group a port body names, locked; a missing one is a 400 too. */
+  async function portgroupForPort(trx: Knex, uuid: string): Promise<Portgroup> {
+    try {
+      return await getPortgroup(trx, uuid, { forUpdate: true });
+    } catch (err) {
+      if (err instanceof PortgroupNotFound) throw new ReferencedResourceNotFound(err);
       throw err;
     }
   }
   const base = (req: FastifyRequest) => baseUrl(req, config.api.public_endpoint);
-  const portIdent = (req: FastifyRequest) => (req.params as { port: string }).port;
 
-  async function list(req: FastifyRequest, detailPath: boolean, nodeIdent?: string) {
+  async function list(req: FastifyRequest, detailPath: boolean, parent?: { node?: string; portgroup?: string }) {
     const q = req.query as Query;
     const v = req.apiVersion;
-    const known = new Set(['node', 'node_uuid', 'address', 'detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir']);
+    const known = new Set(['node', 'node_uuid', 'address', 'portgroup', 'detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir']);
     const unknown = Object.keys(q).filter((k) => !known.has(k));
     if (unknown.length) throw new InvalidParameterValue(`Unknown query parameter(s): ${unknown.join(', ')}`);
+    if (parent?.portgroup !== undefined && !v.atLeast(24)) throw new ResourceNotFound('The resource could not be found.');
     const detail = detailPath || boolParam(q, 'detail') === true;
     const fieldsRaw = param(q, 'fields');
     if (detail && fieldsRaw !== undefined) throw new InvalidParameterValue('Can not specify ?detail=True and fields in the same request.');
     const fields = parsePortFields(fieldsRaw, v) ?? (detail ? undefined : DEFAULT_LIST_FIELDS);
     const limit = limitParam(q, config.api.max_limit);
     const sort = sortParams(q, PORT_SORT_KEYS, 'ports');
+    if (sort.sortKey in PORT_FIELDS && !v.atLeast(PORT_FIELDS[sort.sortKey])) throw new NotAcceptable('Request not acceptable.');
     const markerIdent = param(q, 'marker');
     if (markerIdent !== undefined && !isUuid(markerIdent)) throw new InvalidParameterValue(`Expected UUID for marker: ${markerIdent}`);
     const marker = markerIdent !== undefined ? await getPort(db, markerIdent, false) : undefined;
     const nodeUuid = param(q, 'node_uuid');
     if (nodeUuid !== undefined && !isUuid(nodeUuid)) throw new InvalidParameterValue(`Expected UUID for node_uuid: ${nodeUuid}`);
-    const nodeFilter = nodeIdent ?? param(q, 'node') ?? param(q, 'node_uuid');
+    const nodeFilter = parent?.node ?? param(q, 'node') ?? nodeUuid;
+    // Node names arrived in 1.5: before it `node` (or the parent node) must be a UUID, as in Ironic.
+    if (nodeUuid === undefined && nodeFilter !== undefined && !isUuid(nodeFilter) && !v.atLeast(5)) {
+      throw new NotAcceptable('Request not acceptable.');
+    }
+    const portgroupFilter = parent?.portgroup ?? param(q, 'portgroup');
+    if (portgroupFilter !== undefined && !v.atLeast(24)) throw new NotAcceptable('Request not acceptable.');
+    // Ironic answers a node and a port group together with OperationNotPermitted.
+    if (nodeFilter !== undefined && portgroupFilter !== undefined) throw new Forbidden('Operation not permitted.');
     const nodeId = nodeFilter !== undefined ? (await getNode(db, nodeFilter)).id : undefined;
+    const portgroupId = portgroupFilter !== undefined ? (await getPortgroup(db, portgroupFilter)).id : undefined;
     const address = param(q, 'address');
-    const ports = await listPorts(db, { nodeId, address: address === undefined ? undefined : normalizeMac(address) }, { limit, marker, ...sort });
+    const ports = await listPorts(db, { nodeId, portgroupId, address: address === undefined ? undefined : normalizeMac(address) }, { limit, marker, ...sort });
     const b = base(req);
     const out: Record<string, unknown> = { ports: ports.map((p) => portView(p, b, v, fields)) };
-    const path = nodeIdent ? `nodes/${nodeIdent}/ports` : detailPath ? 'ports/detail' : 'ports';
-    const next = nextLink(b, path, q, ports.length, limit, ports.at(-1)?.uuid);
+    const collection = parent?.node !== undefined ? `nodes/${parent.node}/ports`
+      : parent?.portgroup !== undefined ? `portgroups/${parent.portgroup}/ports` : 'ports';
+    const next = nextLink(b, detailPath ? `${collection}/detail` : collection, q, ports.length, limit, ports.at(-1)?.uuid);
     if (next) out.next = next;
     return out;
   }
 
+  const nodeParent = (req: FastifyRequest) => ({ node: (req.params as { node: string }).node });
+  const pgParent = (req: FastifyRequest) => ({ portgroup: (req.params as { portgroup: string }).portgroup });
   app.get('/v1/ports', (req) => list(req, false));
   app.get('/v1/ports/detail', (req) => list(req, true));
-  app.get('/v1/nodes/:node/ports', (req) => list(req, false, (req.params as { node: string }).node));
-  app.get('/v1/nodes/:node/ports/detail', (req) => list(req, true, (req.params as { node: string }).node));
+  app.get('/v1/nodes/:node/ports', (req) => list(req, false, nodeParent(req)));
+  app.get('/v1/nodes/:node/ports/detail', (req) => list(req, true, nodeParent(req)));
+  app.get('/v1/portgroups/:portgroup/ports', (req) => list(req, false, pgParent(req)));
+  app.get('/v1/portgroups/:portgroup/ports/detail', (req) => list(req, true, pgParent(req)));
 
   app.get('/v1/ports/:port', async (req) => {
+    const uuid = portUuidParam(req);
     const fields = parsePortFields(param(req.query as Query, 'fields'), req.apiVersion);
-    return portView(await getPort(db, portIdent(req), false), base(req), req.apiVersion, fields);
+    return portView(await getPort(db, uuid, false), base(req), req.apiVersion, fields);
   });
 
   app.post('/v1/ports', async (req, reply) => {
     const body = requireObject(req.body, 'port');
     if (body.address === undefined) throw new MissingParameterValue(`Schema error for port: 'address' is a required property`);
     if (body.node_uuid === undefined) throw new MissingParameterValue(`Schema error for port: 'node_uuid' is a required property`);
-    const { nodeIdent, ...changes } = toPortChanges(body, req.apiVersion);
-    const node = await nodeForPort(nodeIdent!);
-    const port = await createPort(db, { ...changes, address: changes.address!, nodeId: node.id });
+    const { nodeIdent, portgroupIdent, ...changes } = toPortChanges(body, req.apiVersion);
+    const port = await withTransaction(db, async (trx) => {
+      const node = await nodeForPort(trx, nodeIdent!);
+      let portgroupId: number | null = null;
+      if (portgroupIdent) {
+        const pg = await portgroupForPort(trx, portgroupIdent);
+        await checkMembership(trx, pg, { nodeId: node.id, pxeEnabled: changes.pxeEnabled, physicalNetwork: changes.physicalNetwork ?? null },
+          { membership: true, pxe: true, physnet: true });
+        portgroupId = pg.id;
+      }
+      return createPort(trx, { ...changes, address: changes.address!, nodeId: node.id, portgroupId });
+    });
     reply.code(201).header('Location', `${base(req)}/v1/ports/${port.uuid}`);
     return portView(port, base(req), req.apiVersion);
   });
 
   app.patch('/v1/ports/:port', async (req) => {
+    const uuid = portUuidParam(req);
     const ops = req.body;
     if (!Array.isArray(ops) || ops.length === 0) throw new PatchError('The request body must be a non-empty JSON patch (a list of operations).');
-    const port = await getPort(db, portIdent(req), false);
-    const doc: Record<string, unknown> = {
-      address: port.address, node_uuid: port.nodeUuid, extra: port.extra, local_link_connection: port.localLinkConnection,
-      pxe_enabled: port.pxeEnabled, physical_network: port.physicalNetwork, is_smartnic: port.isSmartnic, portgroup_uuid: null,
-    };
-    for (const op of ops) {
-      const path = (op as { path?: unknown })?.path;
-      const kind = (op as { op?: unknown })?.op;
-      if (kind !== 'add' && kind !== 'replace' && kind !== 'remove') throw new PatchError(`Invalid patch operation ${JSON.stringify(kind)}: only add, replace and remove are supported.`);
-      if (typeof path !== 'string' || !path.startsWith('/')) throw new PatchError(`Invalid patch path ${JSON.stringify(path)}.`);
-      const root = path.split('/')[1];
-      if (!(root in doc)) throw new PatchError(`'/${root}' is an internal attribute and can not be updated`);
-      if (kind === 'remove' && (root === 'address' || root === 'node_uuid') && path === `/${root}`) {
-        throw new PatchError(`'/${root}' is a mandatory attribute and can not be removed`);
+    const updated = await withTransaction(db, async (trx) => {
+      const port = await getPort(trx, uuid, false, { forUpdate: true });
+      const doc: Record<string, unknown> = {
+        address: port.address, node_uuid: port.nodeUuid, extra: port.extra, local_link_connection: port.localLinkConnection,
+        pxe_enabled: port.pxeEnabled, physical_network: port.physicalNetwork, is_smartnic: port.isSmartnic, portgroup_uuid: port.portgroupUuid,
+      };
+      for (const op of ops) {
+        const path = (op as { path?: unknown })?.path;
+        const kind = (op as { op?: unknown })?.op;
+        if (kind !== 'add' && kind !== 'replace' && kind !== 'remove') throw new PatchError(`Invalid patch operation ${JSON.stringify(kind)}: only add, replace and remove are supported.`);
+        if (typeof path !== 'string' || !path.startsWith('/')) throw new PatchError(`Invalid patch path ${JSON.stringify(path)}.`);
+        const root = path.split('/')[1];
+        if (!(root in doc)) throw new PatchError(`'/${root}' is an internal attribute and can not be updated`);
+        if (kind === 'remove' && (root === 'address' || root === 'node_uuid') && path === `/${root}`) {
+          throw new PatchError(`'/${root}' is a mandatory attribute and can not be removed`);
+        }
       }
-    }
-    let patched: Record<string, unknown>;
-    try {
-      patched = jsonpatch.applyPatch(structuredClone(doc), ops as jsonpatch.Operation[], true, false).newDocument;
-    } catch (err) {
-      throw new PatchError(`Invalid patch: ${(err as Error).message.split('\n')[0]}`);
-    }
-    const changedBody: Record<string, unknown> = {};
-    for (const k of Object.keys(doc)) {
-      const v = patched[k] === undefined ? (k === 'extra' || k === 'local_link_connection' ? {} : null) : patched[k];
-      if (JSON.stringify(v) !== JSON.stringify(doc[k])) changedBody[k] = v;
-    }
-    const { nodeIdent, ...changes } = toPortChanges(changedBody, req.apiVersion);
-    if (nodeIdent !== undefined) changes.nodeId = (await nodeForPort(nodeIdent)).id;
-    const updated = Object.keys(changes).length ? await updatePort(db, port.id, changes) : port;
+      let patched: Record<string, unknown>;
+      try {
+        patched = jsonpatch.applyPatch(structuredClone(doc), ops as jsonpatch.Operation[], true, false).newDocument;
+      } catch (err) {
+        throw new PatchError(`Invalid patch: ${(err as Error).message.split('\n')[0]}`);
+      }
+      const changedBody: Record<string, unknown> = {};
+      for (const k of Object.keys(doc)) {
+        const v = patched[k] === undefined ? (k === 'extra' || k === 'local_link_connection' ? {} : null) : patched[k];
+        if (JSON.stringify(v) !== JSON.stringify(doc[k])) changedBody[k] = v;
+      }
+      const { nodeIdent, portgroupIdent, ...changes } = toPortChanges(changedBody, req.apiVersion);
+      const node = nodeIdent !== undefined ? await nodeForPort(trx, nodeIdent) : await getNode(trx, port.nodeUuid);
+      if (nodeIdent !== undefined) changes.nodeId = node.id;
+      if (portgroupIdent !== undefined) changes.portgroupId = portgroupIdent === null ? null : (await portgroupForPort(trx, portgroupIdent)).id;
+      if (changes.address !== undefined && (node.provisionState === 'active' || node.instanceUuid) && !node.maintenance) {
+        throw new InvalidState(`Cannot update hardware address for port ${port.uuid} as node ${node.uuid} is active or has instance UUID assigned`);
+      }
+      const connectivity = ['portgroupId', 'pxeEnabled', 'localLinkConnection', 'physicalNetwork'].filter((f) => f in changes);
+      if (connectivity.length > 0 && !CONNECTIVITY_STATES.includes(node.provisionState) && !node.maintenance) {
+        throw new InvalidState(`Port ${port.uuid} can not have any connectivity attributes (portgroup_id, pxe_enabled, local_link_connection, physical_network) updated unless node ${node.uuid} is in a ${CONNECTIVITY_STATES.join(', ')} state or in maintenance mode. The current state is ${node.provisionState}.`);
+      }
+      const portgroupId = changes.portgroupId !== undefined ? changes.portgroupId : port.portgroupId;
+      if (portgroupId !== null) {
+        const pg = portgroupIdent ? await portgroupForPort(trx, portgroupIdent) : await getPortgroup(trx, port.portgroupUuid!, { forUpdate: true });
+        await checkMembership(trx, pg, {
+          id: port.id, uuid: port.uuid, nodeId: node.id, pxeEnabled: changes.pxeEnabled ?? port.pxeEnabled,
+          physicalNetwork: changes.physicalNetwork !== undefined ? changes.physicalNetwork : port.physicalNetwork,
+        }, { membership: changes.portgroupId !== undefined || changes.nodeId !== undefined, pxe: 'pxeEnabled' in changes, physnet: 'physicalNetwork' in changes });
+      }
+      return Object.keys(changes).length ? updatePort(trx, port.id, changes) : port;
+    });
     return portView(updated, base(req), req.apiVersion);
   });
 
   app.delete('/v1/ports/:port', async (req, reply) => {
-    const port = await getPort(db, portIdent(req), false);
+    const port = await getPort(db, portUuidParam(req), false);
     await deletePort(db, port.id);
     reply.code(204).send();
   });

@@ -50,6 +50,7 @@ export function registerRootRoutes(app: FastifyInstance, deps: ApiDeps): void {
       drivers: link(b, 'drivers'),
       version: versionObject(b),
     };
+    if (req.apiVersion.atLeast(23)) out.portgroups = link(b, 'portgroups');
     if (req.apiVersion.atLeast(49)) out.conductors = link(b, 'conductors');
     if (req.apiVersion.atLeast(52)) out.allocations = link(b, 'allocations');
     if (req.apiVersion.atLeast(55)) out.deploy_templates = link(b, 'deploy_templates');

@@ -104,6 +104,42 @@ export class OperationNotFound extends NotFoundError {
     super(`Operation ${id} could not be found.`);
   }
 }
+export class ChassisNotFound extends NotFoundError {
+  readonly code = 'CHASSIS_NOT_FOUND';
+  constructor(ident: string) {
+    super(`Chassis ${ident} could not be found.`);
+  }
+}
+export class PortgroupNotFound extends NotFoundError {
+  readonly code = 'PORTGROUP_NOT_FOUND';
+  constructor(ident: string) {
+    super(`Portgroup ${ident} could not be found.`);
+  }
+}
+/**
+ * A resource a request body names (a node's chassis, a port's node or portgroup) does not
+ * exist: the body's fault, so 400 with the not-found message, as Ironic answers.
+ */
+export class ReferencedResourceNotFound extends BadRequestError {
+  readonly code = 'REFERENCED_RESOURCE_NOT_FOUND';
+  constructor(notFound: NotFoundError) {
+    super(notFound.message);
+  }
+}
+/** Ironic's ChassisNotEmpty (an Invalid, so 400). */
+export class ChassisNotEmpty extends BadRequestError {
+  readonly code = 'CHASSIS_NOT_EMPTY';
+  constructor(chassis: string) {
+    super(`Cannot complete the requested action because chassis ${chassis} contains nodes.`);
+  }
+}
+/** Ironic's PortgroupNotEmpty (an Invalid, so 400); the message may say more than the default. */
+export class PortgroupNotEmpty extends BadRequestError {
+  readonly code = 'PORTGROUP_NOT_EMPTY';
+  constructor(portgroup: string, message?: string) {
+    super(message ?? `Cannot complete the requested action because portgroup ${portgroup} contains ports.`);
+  }
+}
 export class ResourceNotFound extends NotFoundError {
   readonly code = 'RESOURCE_NOT_FOUND';
 }
@@ -144,6 +180,37 @@ export class PortAlreadyExists extends ConflictError {
   readonly code = 'PORT_ALREADY_EXISTS';
   constructor(uuid: string) {
     super(`A port with UUID ${uuid} already exists.`);
+  }
+}
+export class ChassisAlreadyExists extends ConflictError {
+  readonly code = 'CHASSIS_ALREADY_EXISTS';
+  constructor(uuid: string) {
+    super(`A chassis with UUID ${uuid} already exists.`);
+  }
+}
+export class PortgroupAlreadyExists extends ConflictError {
+  readonly code = 'PORTGROUP_ALREADY_EXISTS';
+  constructor(uuid: string) {
+    super(`A portgroup with UUID ${uuid} already exists.`);
+  }
+}
+export class PortgroupDuplicateName extends ConflictError {
+  readonly code = 'PORTGROUP_DUPLICATE_NAME';
+  constructor(name: string) {
+    super(`A portgroup with name ${name} already exists.`);
+  }
+}
+export class PortgroupMACAlreadyExists extends ConflictError {
+  readonly code = 'PORTGROUP_MAC_ALREADY_EXISTS';
+  constructor(mac: string) {
+    super(`A portgroup with MAC address ${mac} already exists.`);
+  }
+}
+/** Ironic's PortgroupPhysnetInconsistent: a port group's members already disagree (409 here, not Ironic's 500). */
+export class PortgroupPhysnetInconsistent extends ConflictError {
+  readonly code = 'PORTGROUP_PHYSNET_INCONSISTENT';
+  constructor(portgroup: string, physnets: string) {
+    super(`Port group ${portgroup} has member ports with inconsistent physical networks (${physnets}). All ports in a port group must have the same physical network.`);
   }
 }
 export class InvalidState extends ConflictError {
@@ -298,5 +365,28 @@ export class DeployTemplateAlreadyExists extends ConflictError {
   readonly code = 'DEPLOY_TEMPLATE_ALREADY_EXISTS';
   constructor(uuid: string) {
     super(`A deploy template with UUID ${uuid} already exists.`);
+  }
+}
+/** Inspection read the hardware but could not find what a node needs (Ironic's HardwareInspectionFailure). */
+export class HardwareInspectionFailure extends DriverError {
+  readonly code = 'HARDWARE_INSPECTION_FAILURE';
+}
+/** A virtual media operation the BMC cannot do (no suitable slot, no action, …). */
+export class VirtualMediaUnavailable extends DriverError {
+  readonly code = 'VIRTUAL_MEDIA_UNAVAILABLE';
+}
+/** Ironic's NodeProtected (403). */
+export class NodeProtected extends GalvanicError {
+  readonly code = 'NODE_PROTECTED';
+  override readonly httpStatus: number = 403;
+  constructor(node: string) {
+    super(`Node ${node} is protected and cannot be undeployed, rebuilt or deleted`);
+  }
+}
+/** Ironic's NodeInMaintenance (400). */
+export class NodeInMaintenance extends BadRequestError {
+  readonly code = 'NODE_IN_MAINTENANCE';
+  constructor(op: string, node: string) {
+    super(`The ${op} operation can't be performed on node ${node} because it's in maintenance mode.`);
   }
 }

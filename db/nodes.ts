@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import { DuplicateName, NodeAlreadyExists, NodeNotFound, Conflict, PreconditionFailed } from '../common/errors.js';
+import {
+  ChassisNotFound, DuplicateName, NodeAlreadyExists, NodeNotFound, Conflict, PreconditionFailed, ReferencedResourceNotFound,
+} from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { isUniqueViolation } from './transaction.js';
+import { isUniqueViolation, pgError } from './transaction.js';
 
 /** A node as the rest of Galvanic sees it. */
 export interface Node {
@@ -13,6 +15,16 @@ export interface Node {
   powerInterface: string | null;
   managementInterface: string | null;
   consoleInterface: string | null;
+  biosInterface: string | null;
+  bootInterface: string | null;
+  deployInterface: string | null;
+  firmwareInterface: string | null;
+  inspectInterface: string | null;
+  networkInterface: string | null;
+  raidInterface: string | null;
+  rescueInterface: string | null;
+  storageInterface: string | null;
+  vendorInterface: string | null;
   driverInfo: Record<string, unknown>;
   driverInternalInfo: Record<string, unknown>;
   properties: Record<string, unknown>;
@@ -47,6 +59,11 @@ export interface Node {
   inspectionFinishedAt: Date | null;
   /** The allocation holding the node (its instance_uuid is then the allocation's UUID). */
   allocationId: number | null;
+  /** The deploy step running now ({} when none), as Ironic shows it. */
+  deployStep: Record<string, unknown>;
+  cleanStep: Record<string, unknown>;
+  networkData: Record<string, unknown>;
+  disablePowerOff: boolean;
   version: number;
   accessEpoch: number;
   createdAt: Date;
@@ -56,9 +73,11 @@ export interface Node {
 /** Fields a caller may set; the rest are managed here (ids, version, timestamps). */
 export type NodeChanges = Partial<Omit<Node, 'id' | 'version' | 'accessEpoch' | 'createdAt' | 'updatedAt'>>;
 
-const JSON_COLUMNS = ['driver_info', 'driver_internal_info', 'properties', 'instance_info', 'extra'];
+const JSON_COLUMNS = ['driver_info', 'driver_internal_info', 'properties', 'instance_info', 'extra', 'deploy_step', 'clean_step', 'network_data'];
 export const NODE_COLUMNS = [
   'id', 'uuid', 'name', 'driver', 'power_interface', 'management_interface', 'console_interface',
+  'bios_interface', 'boot_interface', 'deploy_interface', 'firmware_interface', 'inspect_interface', 'network_interface',
+  'raid_interface', 'rescue_interface', 'storage_interface', 'vendor_interface', 'disable_power_off',
   ...JSON_COLUMNS, 'instance_uuid', 'description', 'provision_state', 'target_provision_state',
   'provision_updated_at', 'power_state', 'target_power_state', 'maintenance', 'maintenance_reason',
   'fault', 'last_error', 'reservation', 'conductor_group', 'owner', 'lessee', 'resource_class',
@@ -83,6 +102,10 @@ function translateWriteError(err: unknown, values: NodeChanges): never {
   if (isUniqueViolation(err, 'nodes_uuid_unique')) throw new NodeAlreadyExists(String(values.uuid));
   if (isUniqueViolation(err, 'nodes_instance_uuid_unique')) {
     throw new Conflict(`Instance ${String(values.instanceUuid)} is already associated with a node.`);
+  }
+  // The API looks the chassis up first; this settles a race with its deletion.
+  if (pgError(err)?.constraint === 'nodes_chassis_uuid_foreign') {
+    throw new ReferencedResourceNotFound(new ChassisNotFound(String(values.chassisUuid)));
   }
   throw err;
 }
@@ -145,6 +168,7 @@ export interface NodeFilters {
   retired?: boolean;
   descriptionContains?: string;
   instanceUuid?: string;
+  chassisUuid?: string;
 }
 
 export interface Page {
@@ -181,6 +205,7 @@ function nodePage(db: Knex, filters: NodeFilters, page: Page): Knex.QueryBuilder
   if (filters.fault !== undefined) q.where('fault', filters.fault);
   if (filters.retired !== undefined) q.where('retired', filters.retired);
   if (filters.instanceUuid !== undefined) q.where('instance_uuid', filters.instanceUuid);
+  if (filters.chassisUuid !== undefined) q.where('chassis_uuid', filters.chassisUuid.toLowerCase());
   if (filters.descriptionContains !== undefined) {
     q.whereRaw("description LIKE '%' || ? || '%'", [filters.descriptionContains]);
   }
@@ -363,12 +388,28 @@ export async function deleteNode(db: Knex, id: number): Promise<void> {
   await db('nodes').where('id', id).delete();
 }
 
-/** Nodes of a group that power sync may look at: none reserved, none with open intents. */
+/**
+ * Deletes the node as it was read (same `version`) if no task holds it; false when it is
+ * reserved or changed since, so the caller reads it again and re-checks.
+ */
+export async function deleteNodeIfUnchanged(db: Knex, id: number, version: number): Promise<boolean> {
+  return (await db('nodes').where({ id, version }).whereNull('reservation').delete()) > 0;
+}
+
+/**
+ * Provision states whose nodes the power sync leaves alone, as Ironic's SYNC_EXCLUDED_STATES:
+ * an enrolled node is not managed yet (its BMC may not even be reachable), and in the wait
+ * states a ramdisk may be calling back.
+ */
+export const SYNC_EXCLUDED_STATES: readonly string[] = ['wait call-back', 'clean wait', 'enroll', 'adopt failed'];
+
+/** Nodes of a group that power sync may look at: none reserved, none with open intents, none in SYNC_EXCLUDED_STATES. */
 export async function nodesForPowerSync(db: Knex, conductorGroup: string): Promise<Array<{ id: number; uuid: string }>> {
   return db('nodes')
     .select('id', 'uuid')
     .where('conductor_group', conductorGroup)
     .whereNull('reservation')
+    .whereNotIn('provision_state', SYNC_EXCLUDED_STATES)
     .whereNotExists(db('intents').select(db.raw('1')).whereRaw("intents.node_id = nodes.id AND intents.state IN ('queued', 'running')"))
     .orderBy('id');
 }

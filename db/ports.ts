@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import { MACAlreadyExists, PortAlreadyExists, PortNotFound, Conflict } from '../common/errors.js';
+import { MACAlreadyExists, PortAlreadyExists, PortNotFound, Conflict, InvalidParameterValue } from '../common/errors.js';
 import { RowMapper } from './rows.js';
 import { applyPage, markerValue } from './nodes.js';
-import { isUniqueViolation } from './transaction.js';
+import { isUniqueViolation, pgError, SQLSTATE } from './transaction.js';
 
 export interface Port {
   id: number;
@@ -12,6 +12,9 @@ export interface Port {
   nodeId: number;
   /** Joined from nodes: the API speaks of nodes by UUID. */
   nodeUuid: string;
+  portgroupId: number | null;
+  /** Joined from portgroups. */
+  portgroupUuid: string | null;
   pxeEnabled: boolean;
   localLinkConnection: Record<string, unknown>;
   physicalNetwork: string | null;
@@ -22,11 +25,11 @@ export interface Port {
   updatedAt: Date | null;
 }
 
-export type PortChanges = Partial<Omit<Port, 'id' | 'nodeUuid' | 'createdAt' | 'updatedAt'>>;
+export type PortChanges = Partial<Omit<Port, 'id' | 'nodeUuid' | 'portgroupUuid' | 'createdAt' | 'updatedAt'>>;
 
 const JSON_COLUMNS = ['local_link_connection', 'extra'];
 const mapper = new RowMapper<Port>([
-  'id', 'uuid', 'address', 'node_id', 'node_uuid', 'pxe_enabled', ...JSON_COLUMNS, 'physical_network',
+  'id', 'uuid', 'address', 'node_id', 'node_uuid', 'portgroup_id', 'portgroup_uuid', 'pxe_enabled', ...JSON_COLUMNS, 'physical_network',
   'is_smartnic', 'name', 'created_at', 'updated_at',
 ], JSON_COLUMNS);
 
@@ -36,11 +39,14 @@ function translateWriteError(err: unknown, values: PortChanges): never {
   if (isUniqueViolation(err, 'ports_address_unique')) throw new MACAlreadyExists(String(values.address));
   if (isUniqueViolation(err, 'ports_uuid_unique')) throw new PortAlreadyExists(String(values.uuid));
   if (isUniqueViolation(err, 'ports_name_unique')) throw new Conflict(`A port with name ${String(values.name)} already exists.`);
+  // The API checks this first; the constraint settles a race with a port group moving.
+  if (pgError(err)?.code === SQLSTATE.foreignKeyViolation) throw new InvalidParameterValue('Port can not be added to a portgroup belonging to a different node.');
   throw err;
 }
 
 function selectPorts(db: Knex): Knex.QueryBuilder {
-  return db('ports').join('nodes', 'nodes.id', 'ports.node_id').select('ports.*', 'nodes.uuid as node_uuid');
+  return db('ports').join('nodes', 'nodes.id', 'ports.node_id').leftJoin('portgroups', 'portgroups.id', 'ports.portgroup_id')
+    .select('ports.*', 'nodes.uuid as node_uuid', 'portgroups.uuid as portgroup_uuid');
 }
 
 export async function createPort(db: Knex, values: PortChanges & { address: string; nodeId: number }): Promise<Port> {
@@ -60,16 +66,20 @@ export async function getPortById(db: Knex, id: number): Promise<Port> {
 }
 
 /** By UUID or, since API 1.88, by name. */
-export async function getPort(db: Knex, ident: string, byName: boolean): Promise<Port> {
+export async function getPort(db: Knex, ident: string, byName: boolean, opts: { forUpdate?: boolean } = {}): Promise<Port> {
   const isUuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(ident);
   if (!isUuid && !byName) throw new PortNotFound(ident);
-  const row = await selectPorts(db).where(isUuid ? 'ports.uuid' : 'ports.name', ident).first();
+  const q = selectPorts(db).where(isUuid ? 'ports.uuid' : 'ports.name', isUuid ? ident.toLowerCase() : ident).first();
+  if (opts.forUpdate) q.forUpdate('ports');
+  const row = await q;
   if (!row) throw new PortNotFound(ident);
   return mapper.fromRow(row);
 }
 
 export interface PortFilters {
   nodeId?: number;
+  portgroupId?: number;
+  pxeEnabled?: boolean;
   address?: string;
 }
 
@@ -80,13 +90,16 @@ export async function listPorts(
 ): Promise<Port[]> {
   const q = db('ports').select('*');
   if (filters.nodeId !== undefined) q.where('node_id', filters.nodeId);
+  if (filters.portgroupId !== undefined) q.where('portgroup_id', filters.portgroupId);
+  if (filters.pxeEnabled !== undefined) q.where('pxe_enabled', filters.pxeEnabled);
   if (filters.address !== undefined) q.where('address', filters.address.toLowerCase());
   applyPage(q, page, (p) => ({
     id: p.id,
     value: markerValue(db, 'ports', page.sortKey, p.id, (p as unknown as Record<string, unknown>)[mapper.fieldOf(page.sortKey)]),
   }));
   // Join after paging columns are fixed: the sort keys are unqualified port columns.
-  const outer = db.select('p.*', 'nodes.uuid as node_uuid').from(q.as('p')).join('nodes', 'nodes.id', 'p.node_id');
+  const outer = db.select('p.*', 'nodes.uuid as node_uuid', 'portgroups.uuid as portgroup_uuid').from(q.as('p'))
+    .join('nodes', 'nodes.id', 'p.node_id').leftJoin('portgroups', 'portgroups.id', 'p.portgroup_id');
   if (page.sortKey !== 'id') outer.orderBy(`p.${page.sortKey}`, page.sortDir);
   const rows = await outer.orderBy('p.id', page.sortDir);
   return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
@@ -104,4 +117,16 @@ export async function updatePort(db: Knex, id: number, changes: PortChanges): Pr
 
 export async function deletePort(db: Knex, id: number): Promise<void> {
   await db('ports').where('id', id).delete();
+}
+
+/**
+ * Creates a port for each MAC that has none yet (inspection's "create ports if not exist"); a
+ * MAC that already belongs to any node is left alone. Returns the MACs that got a port.
+ */
+export async function createMissingPorts(db: Knex, nodeId: number, macs: readonly string[]): Promise<string[]> {
+  const wanted = [...new Set(macs.map((m) => m.toLowerCase()))];
+  if (wanted.length === 0) return [];
+  const rows = wanted.map((address) => ({ uuid: randomUUID(), address, node_id: nodeId }));
+  const created = await db('ports').insert(rows).onConflict('address').ignore().returning('address');
+  return (created as Array<{ address: string }>).map((r) => r.address);
 }

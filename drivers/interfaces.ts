@@ -43,6 +43,11 @@ export interface ManagementInterface {
   getBootDevice(ctx: DriverContext): Promise<BootDevice>;
   setBootDevice(ctx: DriverContext, device: string, persistent: boolean): Promise<void>;
   getSupportedBootDevices(ctx: DriverContext): Promise<string[]>;
+  /**
+   * The boot devices this interface accepts whatever the BMC says, when that is known
+   * without asking it (fake, IPMI): the API refuses any other before queuing anything.
+   */
+  readonly staticBootDevices?: readonly string[];
   /** Synchronous-path sensor read (run in a worker pool). */
   getSensorData?(ctx: DriverContext): Promise<SensorData>;
   /** Non-blocking sensor read, run many at once on the event loop. */
@@ -69,8 +74,76 @@ export interface ConsoleInterface {
   reset?(driverInfo: Readonly<Record<string, unknown>>): ConsoleCommand;
 }
 
-export type InterfaceKind = 'power' | 'management' | 'console';
-export const INTERFACE_KINDS: readonly InterfaceKind[] = ['power', 'management', 'console'];
+/** What a boot interface needs to boot a node into an instance image (Ironic's `prepare_instance`). */
+export interface InstanceBootRequest {
+  /** URL of a bootable ISO (ramdisk deploy: `instance_info.boot_iso`), handed to the BMC as is. */
+  bootIso: string;
+  /** The node's wanted boot mode (`properties.capabilities` boot_mode), when it names one. */
+  bootMode?: 'uefi' | 'bios';
+  /** A config drive to attach as a second medium where the BMC offers one (URL or gzip+base64 ISO). */
+  configdrive?: string;
+  /** driver_info `force_persistent_boot_device`: Default, Always or Never. */
+  forcePersistentBootDevice?: 'Default' | 'Always' | 'Never';
+}
+
+/**
+ * Boots a node from media (Ironic's BootInterface, the part a deploy without an agent uses).
+ * Implementations touch only the BMC; power is the deploy interface's job.
+ */
+export interface BootInterface {
+  /** Parses driver_info; no I/O. @throws InvalidDriverInfo | MissingParameterValue */
+  validate(driverInfo: Readonly<Record<string, unknown>>): void;
+  /** Whether this interface can boot a ramdisk deploy's ISO (Ironic's `ramdisk_boot` capability). */
+  readonly ramdiskBoot: boolean;
+  /**
+   * Ejects whatever is inserted, inserts the ISO, syncs the boot mode and sets the next boot
+   * to it. Does not power on. @throws DriverError (BmcRejected, BmcTimeout, …)
+   */
+  prepareInstance(ctx: DriverContext, req: InstanceBootRequest): Promise<void>;
+  /** Ejects every medium this interface may have inserted and clears the boot override. */
+  cleanUpInstance(ctx: DriverContext): Promise<void>;
+}
+
+/** What out-of-band inspection found. */
+export interface InspectionResult {
+  /** Node properties to merge (memory_mb, local_gb, cpu_arch, cpus, capabilities…). */
+  properties: Record<string, unknown>;
+  /** The inventory in IPA's shape, served at GET /v1/nodes/{n}/inventory. */
+  inventory: Record<string, unknown>;
+  /** Plugin data stored beside the inventory. */
+  pluginData: Record<string, unknown>;
+  /** NIC MAC addresses (lowercase) for which ports should exist. */
+  macs: string[];
+}
+
+/** Out-of-band inspection (Ironic's InspectInterface with a synchronous `inspect_hardware`). */
+export interface InspectInterface {
+  validate(driverInfo: Readonly<Record<string, unknown>>): void;
+  /**
+   * Reads the hardware. `existingCapabilities` is the node's `properties.capabilities`, so that
+   * a boot_mode already set is kept. Null: nothing was read and nothing is to change (fake).
+   * @throws HardwareInspectionFailure | DriverError
+   */
+  inspectHardware(ctx: DriverContext, existingCapabilities: string | undefined): Promise<InspectionResult | null>;
+}
+
+/**
+ * An interface that Galvanic resolves, stores and validates but whose steps are run by the
+ * conductor (deploy) or that has no operations yet (raid, bios, vendor, …). `supported: false`
+ * is Ironic's `no-*` interface: validate reports it as unsupported.
+ */
+export interface GenericInterface {
+  readonly supported: boolean;
+  validate(driverInfo: Readonly<Record<string, unknown>>): void;
+}
+
+export type InterfaceKind =
+  | 'bios' | 'boot' | 'console' | 'deploy' | 'firmware' | 'inspect' | 'management' | 'network' | 'power' | 'raid'
+  | 'rescue' | 'storage' | 'vendor';
+/** Every interface kind a node has, in Ironic's order. */
+export const INTERFACE_KINDS: readonly InterfaceKind[] = [
+  'bios', 'boot', 'console', 'deploy', 'firmware', 'inspect', 'management', 'network', 'power', 'raid', 'rescue', 'storage', 'vendor',
+];
 
 /** A hardware type names the interfaces it supports, in order of preference. */
 export interface HardwareType {
@@ -82,7 +155,17 @@ export interface HardwareType {
 
 /** Interface implementations by kind and name. */
 export interface InterfaceImplementations {
-  power: Record<string, PowerInterface>;
-  management: Record<string, ManagementInterface>;
+  bios: Record<string, GenericInterface>;
+  boot: Record<string, BootInterface>;
   console: Record<string, ConsoleInterface>;
+  deploy: Record<string, GenericInterface>;
+  firmware: Record<string, GenericInterface>;
+  inspect: Record<string, InspectInterface>;
+  management: Record<string, ManagementInterface>;
+  network: Record<string, GenericInterface>;
+  power: Record<string, PowerInterface>;
+  raid: Record<string, GenericInterface>;
+  rescue: Record<string, GenericInterface>;
+  storage: Record<string, GenericInterface>;
+  vendor: Record<string, GenericInterface>;
 }

@@ -5,7 +5,7 @@ import type { Config } from '../../common/config.js';
 import { NodeLocked } from '../../common/errors.js';
 import type { Notifier } from '../../common/notifier.js';
 import { recordHistory } from '../../db/node-history.js';
-import { nodesForPowerSync, type Node } from '../../db/nodes.js';
+import { nodesForPowerSync, SYNC_EXCLUDED_STATES, type Node } from '../../db/nodes.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import { nodePayload } from '../node-payload.js';
 import type { PeriodicTask } from '../periodic.js';
@@ -50,6 +50,8 @@ export function powerSyncTask(deps: PowerSyncDeps): PeriodicTask {
   async function syncOne(nodeId: number): Promise<boolean> {
     const shared = await deps.tasks.acquire(nodeId, { mode: 'shared', purpose: 'power state sync' });
     const node = shared.node;
+    // Listed before an enrollment or a wait state began: Ironic skips these too.
+    if (SYNC_EXCLUDED_STATES.includes(node.provisionState)) return true;
     const power = deps.registry.power(node.powerInterface ?? '');
     if (!power) return true;
     const log = lazyChild(deps.log, { node: node.uuid, purpose: 'power state sync' });
@@ -74,6 +76,8 @@ export function powerSyncTask(deps: PowerSyncDeps): PeriodicTask {
     }
     const task = await deps.tasks.acquire(nodeId, { mode: 'exclusive', purpose: 'power state sync' });
     try {
+      // Re-checked under the lock, as Ironic's do_sync_power_state does after upgrade_lock.
+      if (SYNC_EXCLUDED_STATES.includes(task.node.provisionState)) return true;
       if (c.force_power_state_during_sync && node.powerState) {
         // Each forced change counts until a read finds the states agreeing: a BMC that does
         // not keep the state (or refuses it) ends in maintenance instead of flapping forever.

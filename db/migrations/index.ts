@@ -3,6 +3,8 @@ import * as m0001 from './0001_initial.js';
 import * as m0002 from './0002_hot_path_indexes.js';
 import * as m0003 from './0003_operations.js';
 import * as m0004 from './0004_console.js';
+import * as m0005 from './0005_provisioning.js';
+import * as m0006 from './0006_chassis_portgroups.js';
 import * as m0007 from './0007_traits_allocations_templates.js';
 
 export interface Migration {
@@ -21,5 +23,7 @@ export const migrations: Migration[] = [
   { name: '0002_hot_path_indexes', ...m0002 },
   { name: '0003_operations', ...m0003 },
   { name: '0004_console', ...m0004 },
+  { name: '0005_provisioning', ...m0005 },
+  { name: '0006_chassis_portgroups', ...m0006 },
   { name: '0007_traits_allocations_templates', ...m0007 },
 ];

@@ -18,6 +18,7 @@ export interface SetBootDeviceOptions {
 
 /** Boot device and sensors through ipmitool (Ironic's `ipmitool` management interface). */
 export class IpmitoolManagement implements ManagementInterface {
+  readonly staticBootDevices: readonly string[] = IPMI_BOOT_DEVICES;
   constructor(private readonly runner: IpmitoolRunner) {}
 
   /** @throws InvalidDriverInfo */

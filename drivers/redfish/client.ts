@@ -25,6 +25,8 @@ export interface RedfishOptions {
   authType: RedfishAuthType;
   timeoutMs: number;
   powerStateChangeTimeoutMs: number;
+  /** Virtual media: the waits for an eject and the retries of an insert refused with 5xx (default 3 × 3 s, as Ironic). */
+  vmediaRetry?: { attempts: number; intervalMs: number };
 }
 
 const MAX_RETRY_INTERVAL_MS = 30_000;

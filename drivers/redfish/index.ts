@@ -1,13 +1,15 @@
 /**
- * The `redfish` hardware type: power `redfish`, management `redfish`, console `no-console`.
+ * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media`, inspect `redfish`.
  * `RedfishDriver` owns the client shared by both interfaces; constructing it opens nothing
  * (pools and sessions appear on the first call to a BMC), `close()` logs out and closes.
  */
 import type { Logger } from 'pino';
 import type { Config } from '../../common/config.js';
 import type { HardwareType } from '../interfaces.js';
+import { RedfishVirtualMediaBoot } from './boot.js';
 import { RedfishClient, type RedfishOptions } from './client.js';
 import { REDFISH_PROPERTIES } from './driver-info.js';
+import { RedfishInspect } from './inspect.js';
 import { RedfishManagement } from './management.js';
 import { RedfishPower } from './power.js';
 
@@ -15,7 +17,11 @@ export type { RedfishOptions } from './client.js';
 
 export const redfishHardware: HardwareType = {
   name: 'redfish',
-  supported: { power: ['redfish'], management: ['redfish'], console: ['no-console'] },
+  supported: {
+    bios: ['no-bios'], boot: ['redfish-virtual-media'], console: ['no-console'], deploy: ['ramdisk'], firmware: ['no-firmware'],
+    inspect: ['redfish', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['no-raid'],
+    rescue: ['no-rescue'], storage: ['noop'], vendor: ['no-vendor'],
+  },
   properties: REDFISH_PROPERTIES,
 };
 
@@ -37,11 +43,17 @@ export class RedfishDriver {
   readonly client: RedfishClient;
   readonly power: RedfishPower;
   readonly management: RedfishManagement;
+  /** `redfish-virtual-media`. */
+  readonly boot: RedfishVirtualMediaBoot;
+  /** `redfish` (out-of-band). */
+  readonly inspect: RedfishInspect;
 
   constructor(options: RedfishOptions, log: Logger) {
     this.client = new RedfishClient(options, log.child({ driver: 'redfish' }));
     this.power = new RedfishPower(this.client);
     this.management = new RedfishManagement(this.client);
+    this.boot = new RedfishVirtualMediaBoot(this.client, options.vmediaRetry);
+    this.inspect = new RedfishInspect(this.client);
   }
 
   /** Logs out every cached session and closes every connection pool. */

@@ -6,7 +6,7 @@
  */
 import { BmcRejected, InvalidParameterValue } from '../../common/errors.js';
 import type { BootDevice, DriverContext, ManagementInterface, SensorData } from '../interfaces.js';
-import { statusError, type RedfishCall, type RedfishClient, type Reply } from './client.js';
+import { statusError, type RedfishCall, type RedfishClient, type Reply, type Resource } from './client.js';
 import { isObject, prop, str, type Json } from './odata.js';
 import { readSensors } from './sensors.js';
 import { getSystem, TOPOLOGY_TTL_MS } from './system.js';
@@ -38,6 +38,19 @@ function supportedDevices(boot: Json | null): string[] {
     if (d && !out.includes(d)) out.push(d);
   }
   return out;
+}
+
+/**
+ * PATCHes the system with If-Match when the BMC gave an ETag, reading it again once for a
+ * fresh one on 412/428. Returns the answer; the caller decides what a status means.
+ */
+export async function patchSystem(call: RedfishCall, system: Resource, body: Json): Promise<Reply> {
+  const send = (etag: string | null): Promise<Reply> => call.send('PATCH', system.path, { body, headers: etag ? { 'if-match': etag } : {} });
+  const r = await send(system.etag);
+  if (r.status !== 412 && r.status !== 428) return r;
+  // Stale ETag (someone changed the system since our GET) or one required: read it again, once.
+  const fresh = await getSystem(call);
+  return send(fresh.etag ?? '*');
 }
 
 export class RedfishManagement implements ManagementInterface {
@@ -89,15 +102,8 @@ export class RedfishManagement implements ManagementInterface {
     const patch: Json = { BootSourceOverrideTarget: target };
     // As Ironic: only send Enabled when it changes; some BMCs reject a no-op change of it.
     if (str(boot.BootSourceOverrideEnabled) !== enabled) patch.BootSourceOverrideEnabled = enabled;
-    const what = `Redfish PATCH ${call.info.origin}${system.path}`;
-    const send = (etag: string | null): Promise<Reply> => call.send('PATCH', system.path, { body: { Boot: patch }, headers: etag ? { 'if-match': etag } : {} });
-    let r = await send(system.etag);
-    if (r.status === 412 || r.status === 428) {
-      // Stale ETag (someone changed the system since our GET) or one required: read it again, once.
-      const fresh = await getSystem(call);
-      r = await send(fresh.etag ?? '*');
-    }
-    if (r.status < 200 || r.status >= 300) throw statusError(r, what);
+    const r = await patchSystem(call, system, { Boot: patch });
+    if (r.status < 200 || r.status >= 300) throw statusError(r, `Redfish PATCH ${call.info.origin}${system.path}`);
     call.log.debug({ bmc: call.info.origin, target, enabled }, 'Redfish boot override set');
   }
 

@@ -3,6 +3,7 @@
  * Prints one JSON line once every listener is bound, so scripts can wait for it.
  */
 import { parseArgs } from 'node:util';
+import { parseQuirks, QUIRK_NAMES } from './quirks.js';
 import { startRedfishSim, type RedfishSimOptions } from './server.js';
 
 export const SIM_REDFISH_USAGE = `Usage: galvanic sim redfish --count N --base-port P [options]
@@ -20,9 +21,19 @@ export const SIM_REDFISH_USAGE = `Usage: galvanic sim redfish --count N --base-p
   --session-limit N       sessions open at once per BMC (default 4)
   --chassis MODEL         both | legacy | sensors: which sensor resources the chassis has
   --mockup DIR            serve a recorded mockup tree instead of the synthetic BMC
+  --fleet-id N            0-255, part of every NIC MAC and system UUID (default 0); give
+                          fleets registered in one conductor different ids
+  --boot-seconds MIN-MAX  a power on or restart boots for this long, PoweringOn meanwhile (default 0)
+  --power-delay MS        PoweringOn/PoweringOff this long before any reset lands (default 0)
+  --vmedia-quirks LIST    vendor behaviours, comma-separated: ${QUIRK_NAMES.join(', ')}
+                          (sticky-inserted=S and eject-in-progress=S take seconds, default 3);
+                          shape quirks are ignored with --mockup
+  --vmedia-check-image WHEN  none | insert | boot: HEAD the image then, and fail on 404 (default none)
+  --insert-media-status S 400 or 500: refuse every InsertMedia (default: accept)
   --username U --password P   credentials (default admin / password)
 
-Control API per BMC: /_sim/stats, /_sim/reset, /_sim/expire-sessions, /_sim/faults, /_sim/state, /_sim/totals, /_sim/chains.`;
+Control API per BMC: /_sim/stats, /_sim/reset, /_sim/expire-sessions, /_sim/faults, /_sim/state,
+/_sim/events, /_sim/totals, /_sim/chains (docs/operations.md).`;
 
 function fraction(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -56,6 +67,12 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
       'session-limit': { type: 'string' },
       chassis: { type: 'string' },
       mockup: { type: 'string' },
+      'fleet-id': { type: 'string' },
+      'boot-seconds': { type: 'string' },
+      'power-delay': { type: 'string' },
+      'vmedia-quirks': { type: 'string' },
+      'vmedia-check-image': { type: 'string' },
+      'insert-media-status': { type: 'string' },
       username: { type: 'string' },
       password: { type: 'string' },
     },
@@ -74,6 +91,34 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
   if (chassis !== undefined && chassis !== 'both' && chassis !== 'legacy' && chassis !== 'sensors') {
     throw new Error(`--chassis must be both, legacy or sensors, got "${chassis}"`);
   }
+  let bootMs: [number, number] | undefined;
+  if (values['boot-seconds'] !== undefined) {
+    const m = /^(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?$/.exec(values['boot-seconds']);
+    if (!m) throw new Error(`--boot-seconds must be S or MIN-MAX in seconds, got "${values['boot-seconds']}"`);
+    const lo = Number(m[1]);
+    const hi = m[2] === undefined ? lo : Number(m[2]);
+    if (hi < lo) throw new Error(`--boot-seconds: ${hi} is below ${lo}`);
+    bootMs = [Math.round(lo * 1000), Math.round(hi * 1000)];
+  }
+  const check = values['vmedia-check-image'];
+  if (check !== undefined && check !== 'none' && check !== 'insert' && check !== 'boot') {
+    throw new Error(`--vmedia-check-image must be none, insert or boot, got "${check}"`);
+  }
+  const insertStatus = values['insert-media-status'];
+  if (insertStatus !== undefined && insertStatus !== '400' && insertStatus !== '500') {
+    throw new Error(`--insert-media-status must be 400 or 500, got "${insertStatus}"`);
+  }
+  let vmediaQuirks: string[] | undefined;
+  if (values['vmedia-quirks'] !== undefined) {
+    vmediaQuirks = values['vmedia-quirks'].split(',').filter((q) => q.trim());
+    try {
+      parseQuirks(vmediaQuirks);
+    } catch (err) {
+      throw new Error(`--vmedia-quirks: ${(err as Error).message}`);
+    }
+  }
+  const fleetId = count('fleet-id', values['fleet-id'], 0);
+  if (fleetId !== undefined && fleetId > 255) throw new Error(`--fleet-id must be at most 255, got ${fleetId}`);
   const basePort = count('base-port', values['base-port'], 0) ?? 0;
   const n = count('count', values.count, 1) ?? 1;
   if (basePort > 0 && basePort + n - 1 > 65535) throw new Error(`--base-port ${basePort} with --count ${n} runs past port 65535`);
@@ -91,6 +136,12 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
     sessionLimit: count('session-limit', values['session-limit'], 1),
     chassis,
     mockup: values.mockup,
+    fleetId,
+    bootMs,
+    powerDelayMs: count('power-delay', values['power-delay'], 0),
+    vmediaQuirks,
+    vmediaCheckImage: check,
+    insertMediaStatus: insertStatus === undefined ? undefined : Number(insertStatus),
     username: values.username,
     password: values.password,
   };

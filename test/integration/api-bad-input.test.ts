@@ -11,7 +11,7 @@ type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
 interface BadRequest {
   name: string;
   method: Method;
-  /** `{node}`, `{port}` and `{nodeUuid}` are replaced with the seeded resources. */
+  /** `{node}`, `{port}`, `{nodeUuid}`, `{chassis}`, `{portgroup}` and `{pgUuid}` are replaced with the seeded resources. */
   url: string;
   /** An object or array is sent as JSON; a string is sent as is. */
   body?: unknown;
@@ -154,7 +154,76 @@ const CASES: BadRequest[] = [
   { name: 'a conductor field that does not exist', method: 'GET', url: '/v1/conductors?fields=hostname,colour', status: 400, message: 'colour' },
   { name: 'an unknown driver', method: 'GET', url: '/v1/drivers/no-such-hw', status: 404 },
   { name: 'a method /v1 does not allow', method: 'POST', url: '/v1', body: {}, status: 405 },
-  { name: 'delete an unknown port', method: 'DELETE', url: '/v1/ports/not-a-uuid', status: 404 },
+  { name: 'delete a port by something else than a UUID', method: 'DELETE', url: '/v1/ports/not-a-uuid', status: 400, message: 'Expected UUID for port_uuid: not-a-uuid' },
+  { name: 'delete an unknown port', method: 'DELETE', url: `/v1/ports/${MISSING_UUID}`, status: 404, message: `Port ${MISSING_UUID} could not be found.` },
+  { name: 'show a port by MAC', method: 'GET', url: '/v1/ports/52:54:00:00:00:01', status: 400, message: 'Expected UUID for port_uuid' },
+  { name: 'patch a port by MAC', method: 'PATCH', url: '/v1/ports/52:54:00:00:00:01', body: [{ op: 'replace', path: '/extra/a', value: 1 }], status: 400, message: 'Expected UUID for port_uuid' },
+  { name: 'an empty physical_network', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', physical_network: '' }, status: 400, message: 'A non-empty value is required when setting physical_network' },
+  { name: 'portgroup_uuid below 1.24', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', portgroup_uuid: '{pgUuid}' }, headers: { 'x-openstack-ironic-api-version': '1.23' }, status: 406 },
+  { name: 'a port in a missing portgroup', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', portgroup_uuid: MISSING_UUID }, status: 400, message: `Portgroup ${MISSING_UUID} could not be found.` },
+  { name: 'a portgroup_uuid that is a name', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', portgroup_uuid: 'bond0' }, status: 400, message: 'portgroup_uuid' },
+  { name: 'a port in a portgroup of another node', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{otherNodeUuid}', portgroup_uuid: '{pgUuid}' }, status: 400, message: 'Port can not be added to a portgroup belonging to a different node.' },
+  { name: 'a port on another physical network than its portgroup', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', portgroup_uuid: '{pgUuid}', physical_network: 'other' }, status: 409, message: 'Port with physical network other cannot become a member of port group {pgUuid} which has ports in physical network physnet1.' },
+  { name: 'patch a port into a missing portgroup', method: 'PATCH', url: '/v1/ports/{port}', body: [{ op: 'replace', path: '/portgroup_uuid', value: MISSING_UUID }], status: 400, message: MISSING_UUID },
+  { name: 'patch a portgroup member onto another physical network', method: 'PATCH', url: '/v1/ports/{port}', body: [{ op: 'replace', path: '/physical_network', value: 'other' }], status: 409, message: 'cannot become a member of port group' },
+  { name: 'patch a portgroup member onto another node', method: 'PATCH', url: '/v1/ports/{port}', body: [{ op: 'replace', path: '/node_uuid', value: '{otherNodeUuid}' }], status: 400, message: 'Port can not be added to a portgroup belonging to a different node.' },
+  { name: 'the portgroup port filter below 1.24', method: 'GET', url: '/v1/ports?portgroup={pgUuid}', headers: { 'x-openstack-ironic-api-version': '1.23' }, status: 406 },
+  { name: 'ports by node and portgroup at once', method: 'GET', url: '/v1/ports?portgroup={pgUuid}&node={nodeUuid}', status: 403 },
+  { name: 'the ports of a missing portgroup', method: 'GET', url: `/v1/portgroups/${MISSING_UUID}/ports`, status: 404, message: MISSING_UUID },
+  // Chassis.
+  { name: 'a chassis description of 256 characters', method: 'POST', url: '/v1/chassis', body: { description: 'd'.repeat(256) }, status: 400, message: 'description' },
+  { name: 'a chassis description that is a number', method: 'POST', url: '/v1/chassis', body: { description: 5 }, status: 400 },
+  { name: 'chassis extra: []', method: 'POST', url: '/v1/chassis', body: { extra: [] }, status: 400 },
+  { name: 'a bad chassis uuid', method: 'POST', url: '/v1/chassis', body: { uuid: 'chassis-1' }, status: 400, message: 'Expected UUID for uuid: chassis-1' },
+  { name: 'a duplicate chassis uuid', method: 'POST', url: '/v1/chassis', body: { uuid: '{chassis}' }, status: 409, message: 'A chassis with UUID {chassis} already exists.' },
+  { name: 'an unknown chassis field', method: 'POST', url: '/v1/chassis', body: { name: 'c1' }, status: 400, message: "'name' was unexpected" },
+  { name: 'a chassis body that is a list', method: 'POST', url: '/v1/chassis', body: [{ description: 'x' }], status: 400 },
+  { name: 'a chassis by something else than a UUID', method: 'GET', url: '/v1/chassis/rack-1', status: 400, message: 'Expected UUID for chassis_uuid: rack-1' },
+  { name: 'an unknown chassis', method: 'GET', url: `/v1/chassis/${MISSING_UUID}`, status: 404, message: `Chassis ${MISSING_UUID} could not be found.` },
+  { name: 'delete a chassis with nodes', method: 'DELETE', url: '/v1/chassis/{chassis}', status: 400, message: 'Cannot complete the requested action because chassis {chassis} contains nodes.' },
+  { name: 'delete an unknown chassis', method: 'DELETE', url: `/v1/chassis/${MISSING_UUID}`, status: 404 },
+  { name: 'patch a chassis uuid', method: 'PATCH', url: '/v1/chassis/{chassis}', body: [{ op: 'replace', path: '/uuid', value: MISSING_UUID }], status: 400, message: 'Cannot patch /uuid.' },
+  { name: 'patch a chassis description too long', method: 'PATCH', url: '/v1/chassis/{chassis}', body: [{ op: 'replace', path: '/description', value: 'd'.repeat(256) }], status: 400 },
+  { name: 'patch a new root attribute into a chassis', method: 'PATCH', url: '/v1/chassis/{chassis}', body: [{ op: 'add', path: '/nodes', value: [] }], status: 400 },
+  { name: 'patch remove of a missing chassis extra key', method: 'PATCH', url: '/v1/chassis/{chassis}', body: [{ op: 'remove', path: '/extra/nope' }], status: 400 },
+  { name: 'chassis sort_key=extra', method: 'GET', url: '/v1/chassis?sort_key=extra', status: 400, message: 'extra' },
+  { name: 'chassis fields=bogus', method: 'GET', url: '/v1/chassis?fields=uuid,bogus', status: 400, message: 'bogus' },
+  { name: 'chassis limit=0', method: 'GET', url: '/v1/chassis?limit=0', status: 400 },
+  { name: 'an unknown chassis marker', method: 'GET', url: `/v1/chassis?marker=${MISSING_UUID}`, status: 404 },
+  { name: 'the nodes of an unknown chassis', method: 'GET', url: `/v1/chassis/${MISSING_UUID}/nodes`, status: 404, message: MISSING_UUID },
+  { name: 'the nodes of a chassis named by something else than a UUID', method: 'GET', url: '/v1/chassis/rack-1/nodes', status: 400 },
+  { name: 'a node chassis_uuid filter that is not a UUID', method: 'GET', url: '/v1/nodes?chassis_uuid=rack-1', status: 400, message: 'chassis_uuid' },
+  { name: 'a node chassis_uuid filter for an unknown chassis', method: 'GET', url: `/v1/nodes?chassis_uuid=${MISSING_UUID}`, status: 404 },
+  { name: 'a node in an unknown chassis', method: 'POST', url: '/v1/nodes', body: { driver: 'fake-hardware', chassis_uuid: MISSING_UUID }, status: 400, message: `Chassis ${MISSING_UUID} could not be found.` },
+  { name: 'patch a node into an unknown chassis', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'replace', path: '/chassis_uuid', value: MISSING_UUID }], status: 400, message: `Chassis ${MISSING_UUID} could not be found.` },
+  { name: 'remove a node chassis below 1.25', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'remove', path: '/chassis_uuid' }], headers: { 'x-openstack-ironic-api-version': '1.24' }, status: 406 },
+  // Port groups.
+  { name: 'portgroups below 1.23', method: 'GET', url: '/v1/portgroups', headers: { 'x-openstack-ironic-api-version': '1.22' }, status: 404 },
+  { name: 'create a portgroup below 1.23', method: 'POST', url: '/v1/portgroups', body: { node_uuid: '{nodeUuid}' }, headers: { 'x-openstack-ironic-api-version': '1.22' }, status: 404 },
+  { name: 'a node portgroups below 1.24', method: 'GET', url: '/v1/nodes/{node}/portgroups', headers: { 'x-openstack-ironic-api-version': '1.23' }, status: 404 },
+  { name: 'a portgroup without node_uuid', method: 'POST', url: '/v1/portgroups', body: { name: 'bond9' }, status: 400, message: 'node_uuid' },
+  { name: 'a portgroup for a missing node', method: 'POST', url: '/v1/portgroups', body: { node_uuid: MISSING_UUID }, status: 400, message: `Node ${MISSING_UUID} could not be found.` },
+  { name: 'a portgroup node_uuid that is a name', method: 'POST', url: '/v1/portgroups', body: { node_uuid: 'seed' }, status: 400, message: 'node_uuid' },
+  { name: 'a portgroup with a bad MAC', method: 'POST', url: '/v1/portgroups', body: { node_uuid: '{nodeUuid}', address: 'nope' }, status: 400, message: 'Expected valid MAC address for address: nope' },
+  { name: 'a portgroup with a name with spaces', method: 'POST', url: '/v1/portgroups', body: { node_uuid: '{nodeUuid}', name: 'bond 9' }, status: 400, message: "Cannot create portgroup with invalid name 'bond 9'" },
+  { name: 'a duplicate portgroup name', method: 'POST', url: '/v1/portgroups', body: { node_uuid: '{nodeUuid}', name: 'bond0' }, status: 409, message: 'A portgroup with name bond0 already exists.' },
+  { name: 'a duplicate portgroup MAC', method: 'POST', url: '/v1/portgroups', body: { node_uuid: '{nodeUuid}', address: '52-54-00-00-0A-01' }, status: 409, message: 'A portgroup with MAC address 52:54:00:00:0a:01 already exists.' },
+  { name: 'a portgroup mode below 1.26', method: 'POST', url: '/v1/portgroups', body: { node_uuid: '{nodeUuid}', mode: '802.3ad' }, headers: { 'x-openstack-ironic-api-version': '1.25' }, status: 406 },
+  { name: 'portgroup standalone_ports_supported: "maybe"', method: 'POST', url: '/v1/portgroups', body: { node_uuid: '{nodeUuid}', standalone_ports_supported: 'maybe' }, status: 400 },
+  { name: 'an unknown portgroup field', method: 'POST', url: '/v1/portgroups', body: { node_uuid: '{nodeUuid}', colour: 'red' }, status: 400, message: 'colour' },
+  { name: 'a portgroup by a bad identifier', method: 'GET', url: '/v1/portgroups/bond%20zero', status: 400, message: 'Expected UUID or name for portgroup' },
+  { name: 'an unknown portgroup', method: 'GET', url: '/v1/portgroups/bond7', status: 404, message: 'Portgroup bond7 could not be found.' },
+  { name: 'portgroup fields=mode below 1.26', method: 'GET', url: '/v1/portgroups?fields=uuid,mode', headers: { 'x-openstack-ironic-api-version': '1.25' }, status: 406 },
+  { name: 'portgroups by node and address at once', method: 'GET', url: '/v1/portgroups?node=seed&address=52:54:00:00:0a:01', status: 400 },
+  { name: 'portgroup sort_key=properties', method: 'GET', url: '/v1/portgroups?sort_key=properties', status: 400 },
+  { name: 'delete a portgroup with ports', method: 'DELETE', url: '/v1/portgroups/bond0', status: 400, message: 'Cannot complete the requested action because portgroup {pgUuid} contains ports.' },
+  { name: 'patch a portgroup mode away', method: 'PATCH', url: '/v1/portgroups/bond0', body: [{ op: 'remove', path: '/mode' }], status: 400, message: "'mode' is a mandatory attribute and can not be removed" },
+  { name: 'patch a portgroup internal_info', method: 'PATCH', url: '/v1/portgroups/bond0', body: [{ op: 'add', path: '/internal_info/a', value: 1 }], status: 400, message: 'Cannot patch /internal_info/a.' },
+  { name: 'patch a portgroup name to an invalid one', method: 'PATCH', url: '/v1/portgroups/bond0', body: [{ op: 'replace', path: '/name', value: 'a b' }], status: 400, message: "Cannot change name to invalid name 'a b'" },
+  { name: 'move a portgroup with ports to another node', method: 'PATCH', url: '/v1/portgroups/bond0', body: [{ op: 'replace', path: '/node_uuid', value: '{otherNodeUuid}' }], status: 400, message: 'because there are ports associated with this portgroup' },
+  { name: 'patch a portgroup onto a missing node', method: 'PATCH', url: '/v1/portgroups/bond0', body: [{ op: 'replace', path: '/node_uuid', value: MISSING_UUID }], status: 400, message: MISSING_UUID },
+  { name: 'forbid standalone ports while a member PXE-boots', method: 'PATCH', url: '/v1/portgroups/bond0', body: [{ op: 'replace', path: '/standalone_ports_supported', value: false }], status: 409, message: "contains port with 'pxe_enabled' is set to True" },
+  { name: 'patch a portgroup mode below 1.26', method: 'PATCH', url: '/v1/portgroups/bond0', body: [{ op: 'replace', path: '/mode', value: '802.3ad' }], headers: { 'x-openstack-ironic-api-version': '1.25' }, status: 406 },
   { name: 'delete an unknown node', method: 'DELETE', url: `/v1/nodes/${MISSING_UUID}`, status: 404 },
   // Traits.
   { name: 'a trait that is not CUSTOM_ or standard', method: 'PUT', url: '/v1/nodes/{node}/traits/lower_case', status: 400, message: 'lower_case' },
@@ -196,6 +265,8 @@ interface Snapshot {
   traits: Record<string, unknown>;
   allocations: Record<string, unknown>;
   deployTemplates: Record<string, unknown>;
+  chassis: Record<string, unknown>;
+  portgroups: Record<string, unknown>;
 }
 
 /** Everything a request could have changed: counts, high-water marks and a hash of every row. */
@@ -210,6 +281,8 @@ async function snapshot(knex: Knex): Promise<Snapshot> {
     traits: await one(`select count(*)::int as count, md5(coalesce(string_agg(t::text, '|' order by t.node_id, t.trait), '')) as hash from node_traits t`),
     allocations: await one(`select count(*)::int as count, md5(coalesce(string_agg(a::text, '|' order by a.id), '')) as hash from allocations a`),
     deployTemplates: await one(`select count(*)::int as count, md5(coalesce(string_agg(d::text, '|' order by d.id), '')) as hash from deploy_templates d`),
+    chassis: await one(`select count(*)::int as count, md5(coalesce(string_agg(c::text, '|' order by c.id), '')) as hash from chassis c`),
+    portgroups: await one(`select count(*)::int as count, md5(coalesce(string_agg(g::text, '|' order by g.id), '')) as hash from portgroups g`),
   };
 }
 
@@ -217,20 +290,26 @@ describe('malformed API requests', function () {
   let t: TestApp;
   let nodeUuid: string;
   let portUuid: string;
+  let chassisUuid: string;
+  let otherNodeUuid: string;
+  let pgUuid: string;
 
   before(async () => {
     // No conductor: nothing but the requests under test may touch the database.
     t = await buildTestApp({}, { conductor: false });
     const latest = { 'x-openstack-ironic-api-version': 'latest' };
-    const node = await t.app.inject({
-      method: 'POST', url: '/v1/nodes', headers: latest,
-      payload: { name: 'seed', driver: 'fake-hardware', driver_info: { ipmi_password: 'pw' }, extra: { k: 'v' } },
-    });
-    expect(node.statusCode, node.body).to.equal(201);
-    nodeUuid = node.json<{ uuid: string }>().uuid;
-    const port = await t.app.inject({ method: 'POST', url: '/v1/ports', headers: latest, payload: { address: '52:54:00:00:00:01', node_uuid: nodeUuid } });
-    expect(port.statusCode, port.body).to.equal(201);
-    portUuid = port.json<{ uuid: string }>().uuid;
+    const create = async (url: string, payload: object): Promise<string> => {
+      const res = await t.app.inject({ method: 'POST', url, headers: latest, payload });
+      expect(res.statusCode, res.body).to.equal(201);
+      return res.json<{ uuid: string }>().uuid;
+    };
+    chassisUuid = await create('/v1/chassis', { description: 'rack 1' });
+    nodeUuid = await create('/v1/nodes', { name: 'seed', driver: 'fake-hardware', driver_info: { ipmi_password: 'pw' }, extra: { k: 'v' }, chassis_uuid: chassisUuid });
+    otherNodeUuid = await create('/v1/nodes', { name: 'other', driver: 'fake-hardware' });
+    pgUuid = await create('/v1/portgroups', { node_uuid: nodeUuid, name: 'bond0', address: '52:54:00:00:0a:01' });
+    portUuid = await create('/v1/ports', { address: '52:54:00:00:00:01', node_uuid: nodeUuid, portgroup_uuid: pgUuid, physical_network: 'physnet1' });
+    // A second member, so that the first cannot leave the group's physical network.
+    await create('/v1/ports', { address: '52:54:00:00:00:02', node_uuid: nodeUuid, portgroup_uuid: pgUuid, physical_network: 'physnet1' });
   });
 
   after(async () => {
@@ -239,10 +318,13 @@ describe('malformed API requests', function () {
 
   it(`answers each of ${CASES.length} malformed requests with a 4xx, Ironic's error body and no change`, async () => {
     expect(CASES.length).to.be.at.least(45);
-    const fill = (s: string): string => s.replaceAll('{node}', 'seed').replaceAll('{port}', portUuid).replaceAll('{nodeUuid}', nodeUuid);
+    const fill = (s: string): string => s.replaceAll('{node}', 'seed').replaceAll('{port}', portUuid).replaceAll('{nodeUuid}', nodeUuid)
+      .replaceAll('{otherNodeUuid}', otherNodeUuid).replaceAll('{chassis}', chassisUuid).replaceAll('{pgUuid}', pgUuid);
     const before = await snapshot(t.tdb.knex);
-    expect(before.nodes.count).to.equal(1);
-    expect(before.ports.count).to.equal(1);
+    expect(before.nodes.count).to.equal(2);
+    expect(before.ports.count).to.equal(2);
+    expect(before.chassis.count).to.equal(1);
+    expect(before.portgroups.count).to.equal(1);
     const problems: string[] = [];
     for (const c of CASES) {
       const payload = c.body === undefined ? undefined : typeof c.body === 'string' ? c.body : JSON.parse(fill(JSON.stringify(c.body))) as object;

@@ -274,14 +274,15 @@ describe('intents API (with a conductor)', function () {
     });
 
     it('skips the later steps when a step fails', async () => {
-      const uuid = await createNode();
+      // A BMC that refuses everything: a boot device the API could refuse would never reach it.
+      const uuid = await createNode({ fake_fail: 'permanent' });
       const res = await call(t, 'POST', `/v1/nodes/${uuid}/intents?wait=30`, {
-        body: { steps: [{ action: 'set_boot_device', args: { boot_device: 'bogus' } }, { action: 'power', args: { target: 'power on' } }] },
+        body: { steps: [{ action: 'set_boot_device', args: { boot_device: 'pxe' } }, { action: 'power', args: { target: 'power on' } }] },
       });
       expectStatus(res, 200);
       const [first, second] = res.json<{ intents: IntentBody[] }>().intents;
       expect(first).to.include({ state: 'failed', attempts: 1 });
-      expect(first.error).to.include('bogus');
+      expect(first.error).to.include('refused the request');
       expect(second.state).to.equal('skipped');
       expect(second.started_at).to.equal(null);
       expect((await bmcCalls(uuid)).filter((c) => c.action === 'set_power_state')).to.have.length(0);
@@ -289,7 +290,7 @@ describe('intents API (with a conductor)', function () {
       expect(node.power_state).to.equal(null);
       // Nothing will change the power any more: the node must not claim a pending target.
       expect(node.target_power_state).to.equal(null);
-      expect(node.last_error).to.include('bogus');
+      expect(node.last_error).to.include('refused the request');
     });
 
     for (const [what, steps] of [

@@ -124,6 +124,21 @@ describe('power state sync', function () {
     expect(await listHistory(db, node.id, 100)).to.have.length(1);
   });
 
+  it('leaves enrolled nodes alone, as Ironic\'s SYNC_EXCLUDED_STATES: no read, no correction, no maintenance', async () => {
+    const r = rig();
+    counter += 1;
+    const enrolled = await createNode(db, {
+      name: `sync-${counter}`, driver: 'fake-hardware', provisionState: 'enroll',
+      powerInterface: 'fake', managementInterface: 'fake', consoleInterface: 'no-console',
+      powerState: null, driverInfo: { fake_fail: 'permanent' },
+    });
+    // More iterations than power_state_sync_max_retries: an unreachable BMC would end in maintenance.
+    for (let i = 0; i <= MAX_RETRIES; i++) await runOnce(r);
+    const after = await getNodeById(db, enrolled.id);
+    expect(after).to.include({ maintenance: false, fault: null, powerState: null, version: enrolled.version });
+    expect(await listHistory(db, enrolled.id, 100)).to.have.length(0);
+  });
+
   it('sets the BMC back to the database state with force_power_state_during_sync', async () => {
     const r = rig({ GALVANIC_CONDUCTOR__FORCE_POWER_STATE_DURING_SYNC: 'true' });
     const node = await makeNode('power off', { fake_power_state: 'power on' });

@@ -1,0 +1,135 @@
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import {
+  PortgroupAlreadyExists, PortgroupDuplicateName, PortgroupMACAlreadyExists, PortgroupNotEmpty, PortgroupNotFound,
+} from '../common/errors.js';
+import { RowMapper } from './rows.js';
+import { applyPage, isUuid, markerValue } from './nodes.js';
+import { isUniqueViolation, pgError, SQLSTATE } from './transaction.js';
+
+/** A group of a node's ports bonded together (Ironic's portgroup). */
+export interface Portgroup {
+  id: number;
+  uuid: string;
+  name: string | null;
+  address: string | null;
+  nodeId: number;
+  /** Joined from nodes: the API speaks of nodes by UUID. */
+  nodeUuid: string;
+  standalonePortsSupported: boolean;
+  mode: string | null;
+  properties: Record<string, unknown>;
+  internalInfo: Record<string, unknown>;
+  extra: Record<string, unknown>;
+  createdAt: Date;
+  updatedAt: Date | null;
+}
+
+export type PortgroupChanges = Partial<Omit<Portgroup, 'id' | 'nodeUuid' | 'internalInfo' | 'createdAt' | 'updatedAt'>>;
+
+const JSON_COLUMNS = ['properties', 'internal_info', 'extra'];
+const mapper = new RowMapper<Portgroup>([
+  'id', 'uuid', 'name', 'address', 'node_id', 'node_uuid', 'standalone_ports_supported', 'mode', ...JSON_COLUMNS,
+  'created_at', 'updated_at',
+], JSON_COLUMNS);
+
+/** Columns a client may sort port groups by (Ironic refuses the JSON ones). */
+export const PORTGROUP_SORT_KEYS = new Set([
+  'id', 'uuid', 'name', 'address', 'node_id', 'standalone_ports_supported', 'mode', 'created_at', 'updated_at',
+]);
+
+function translateWriteError(err: unknown, values: PortgroupChanges): never {
+  if (isUniqueViolation(err, 'portgroups_name_unique')) throw new PortgroupDuplicateName(String(values.name));
+  if (isUniqueViolation(err, 'portgroups_address_unique')) throw new PortgroupMACAlreadyExists(String(values.address));
+  if (isUniqueViolation(err, 'portgroups_uuid_unique')) throw new PortgroupAlreadyExists(String(values.uuid));
+  throw err;
+}
+
+function selectPortgroups(db: Knex): Knex.QueryBuilder {
+  return db('portgroups').join('nodes', 'nodes.id', 'portgroups.node_id').select('portgroups.*', 'nodes.uuid as node_uuid');
+}
+
+export async function createPortgroup(db: Knex, values: PortgroupChanges & { nodeId: number }): Promise<Portgroup> {
+  const withUuid = { ...values, uuid: values.uuid ?? randomUUID() };
+  try {
+    const [created] = await db('portgroups').insert(mapper.toRow(withUuid)).returning('id');
+    return await getPortgroupById(db, created.id);
+  } catch (err) {
+    translateWriteError(err, withUuid);
+  }
+}
+
+export async function getPortgroupById(db: Knex, id: number, opts: { forUpdate?: boolean } = {}): Promise<Portgroup> {
+  const q = selectPortgroups(db).where('portgroups.id', id).first();
+  if (opts.forUpdate) q.forUpdate('portgroups');
+  const row = await q;
+  if (!row) throw new PortgroupNotFound(String(id));
+  return mapper.fromRow(row);
+}
+
+/** By UUID or name; `forUpdate` locks the portgroup row (not its node) inside a transaction. */
+export async function getPortgroup(db: Knex, ident: string, opts: { forUpdate?: boolean } = {}): Promise<Portgroup> {
+  const q = selectPortgroups(db).where(isUuid(ident) ? 'portgroups.uuid' : 'portgroups.name', isUuid(ident) ? ident.toLowerCase() : ident).first();
+  if (opts.forUpdate) q.forUpdate('portgroups');
+  const row = await q;
+  if (!row) throw new PortgroupNotFound(ident);
+  return mapper.fromRow(row);
+}
+
+export interface PortgroupFilters {
+  nodeId?: number;
+  address?: string;
+}
+
+export async function listPortgroups(
+  db: Knex,
+  filters: PortgroupFilters,
+  page: { limit: number; marker?: Portgroup; sortKey: string; sortDir: 'asc' | 'desc' },
+): Promise<Portgroup[]> {
+  const q = db('portgroups').select('*');
+  if (filters.nodeId !== undefined) q.where('node_id', filters.nodeId);
+  if (filters.address !== undefined) q.where('address', filters.address.toLowerCase());
+  applyPage(q, page, (p) => ({
+    id: p.id,
+    value: markerValue(db, 'portgroups', page.sortKey, p.id, (p as unknown as Record<string, unknown>)[mapper.fieldOf(page.sortKey)]),
+  }));
+  // Join after the page is cut: the sort keys are unqualified portgroup columns.
+  const outer = db.select('p.*', 'nodes.uuid as node_uuid').from(q.as('p')).join('nodes', 'nodes.id', 'p.node_id');
+  if (page.sortKey !== 'id') outer.orderBy(`p.${page.sortKey}`, page.sortDir);
+  const rows = await outer.orderBy('p.id', page.sortDir);
+  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
+}
+
+export async function updatePortgroup(db: Knex, id: number, changes: PortgroupChanges): Promise<Portgroup> {
+  try {
+    const n = await db('portgroups').where('id', id).update({ ...mapper.toRow(changes), updated_at: db.fn.now() });
+    if (n === 0) throw new PortgroupNotFound(String(id));
+  } catch (err) {
+    if (pgError(err)?.code === SQLSTATE.foreignKeyViolation) throw new PortgroupNotEmpty(String(changes.uuid ?? id));
+    translateWriteError(err, changes);
+  }
+  return getPortgroupById(db, id);
+}
+
+/** The member ports' physical networks, distinct (null included), leaving out one port. */
+export async function portgroupPhysnets(db: Knex, portgroupId: number, exceptPortId?: number): Promise<Array<string | null>> {
+  const q = db('ports').distinct('physical_network').where('portgroup_id', portgroupId);
+  if (exceptPortId !== undefined) q.whereNot('id', exceptPortId);
+  const rows: Array<{ physical_network: string | null }> = await q;
+  return rows.map((r) => r.physical_network);
+}
+
+export async function countPortgroupPorts(db: Knex, portgroupId: number): Promise<number> {
+  const row = await db('ports').where('portgroup_id', portgroupId).count({ n: '*' }).first();
+  return Number(row?.n ?? 0);
+}
+
+/** Deletes a port group that has no ports; the foreign key from ports decides, so no race can orphan one. */
+export async function deletePortgroup(db: Knex, pg: Portgroup): Promise<void> {
+  try {
+    await db('portgroups').where('id', pg.id).delete();
+  } catch (err) {
+    if (pgError(err)?.code === SQLSTATE.foreignKeyViolation) throw new PortgroupNotEmpty(pg.uuid);
+    throw err;
+  }
+}

@@ -1,0 +1,177 @@
+/**
+ * The `redfish-virtual-media` boot interface, the part a ramdisk deploy uses (Ironic's
+ * `RedfishVirtualMediaBoot.prepare_instance` / `clean_up_instance`): eject, sync the boot
+ * mode, insert the ISO as a virtual CD (the config drive as a USB stick), boot from it.
+ * The ISO URL is handed to the BMC as is (Ironic's `ramdisk_image_download_source = http`).
+ */
+import { BmcRejected, InvalidParameterValue, VirtualMediaUnavailable } from '../../common/errors.js';
+import type { BootInterface, DriverContext, InstanceBootRequest } from '../interfaces.js';
+import { statusError, type RedfishCall, type RedfishClient } from './client.js';
+import { patchSystem } from './management.js';
+import { isObject, prop, str, type Json } from './odata.js';
+import { getSystem } from './system.js';
+import { DEFAULT_VMEDIA_RETRY, ejectAll, findCollections, insertImage, slotsFor, readSlots, type MediaType, type VirtualMediaRetry } from './vmedia.js';
+
+/** What this interface may leave inserted: the ISO (a CD, or a DVD-only slot) and the config drive. */
+const OWN_MEDIA: readonly MediaType[] = ['CD', 'DVD', 'USBStick'];
+const REDFISH_BOOT_MODE = { uefi: 'UEFI', bios: 'Legacy' } as const;
+const IMAGE_URL = /^(https?|nfs|cifs):\/\//i;
+
+function bootOf(body: Json): Json | null {
+  const b = prop(body, 'Boot');
+  return isObject(b) ? b : null;
+}
+
+function allowed(boot: Json, key: string): string[] | null {
+  const v = boot[`${key}@Redfish.AllowableValues`];
+  return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : null;
+}
+
+function isSupermicro(system: Json): boolean {
+  return /supermicro/i.test(str(prop(system, 'Manufacturer')) ?? '');
+}
+
+/**
+ * The override target for a virtual CD: `Cd`, or `UsbCd` where the BMC offers only that and
+ * on Supermicro, whose virtual CD is attached as USB (sushy system.py, f7c873f).
+ */
+function cdTarget(call: RedfishCall, system: Json, boot: Json): string {
+  const targets = allowed(boot, 'BootSourceOverrideTarget');
+  if (targets === null) return 'Cd';
+  if (targets.includes('UsbCd') && (isSupermicro(system) || !targets.includes('Cd'))) return 'UsbCd';
+  if (targets.includes('Cd')) return 'Cd';
+  throw new VirtualMediaUnavailable(`The BMC at ${call.info.origin} does not offer to boot from a virtual CD: BootSourceOverrideTarget allows only ${targets.join(', ')}.`);
+}
+
+export class RedfishVirtualMediaBoot implements BootInterface {
+  readonly ramdiskBoot = true;
+
+  /** `retry` paces the waits for a slot to eject and the retries of an insert refused with 5xx. */
+  constructor(
+    private readonly client: RedfishClient,
+    private readonly retry: VirtualMediaRetry = DEFAULT_VMEDIA_RETRY,
+  ) {}
+
+  /** @throws InvalidDriverInfo */
+  validate(driverInfo: Readonly<Record<string, unknown>>): void {
+    this.client.parse(driverInfo);
+  }
+
+  /** The call's budget: the node's redfish_timeout plus the waits the retries may take. */
+  private get extraMs(): number {
+    return 4 * this.retry.attempts * this.retry.intervalMs;
+  }
+
+  /**
+   * Ejects the CD/DVD (and the USB stick when a config drive comes), syncs the boot mode,
+   * inserts the ISO, attaches the config drive where there is a USB slot, and sets the next
+   * boots to the CD. Does not power on.
+   * @throws InvalidParameterValue | VirtualMediaUnavailable | BmcRejected | BmcTimeout | BmcUnreachable | BmcAuthFailed
+   */
+  async prepareInstance(ctx: DriverContext, req: InstanceBootRequest): Promise<void> {
+    if (!IMAGE_URL.test(req.bootIso)) {
+      throw new InvalidParameterValue(`instance_info/boot_iso ${JSON.stringify(req.bootIso)} is not a URL the BMC can fetch (http, https, nfs or cifs).`);
+    }
+    await this.client.run(ctx, async (call) => {
+      const collections = await findCollections(call);
+      if (!collections.length) {
+        throw new VirtualMediaUnavailable(
+          `No suitable virtual media device found for node ${ctx.nodeUuid} to mount image ${req.bootIso}: the BMC at ${call.info.origin} has no VirtualMedia on the system or its managers.`,
+        );
+      }
+      await ejectAll(call, collections, req.configdrive ? OWN_MEDIA : ['CD', 'DVD'], this.retry);
+      await this.syncBootMode(call, req.bootMode);
+      await insertImage(call, ctx.nodeUuid, collections, 'CD', req.bootIso, this.retry);
+      if (req.configdrive) await this.attachConfigdrive(call, ctx.nodeUuid, collections, req.configdrive);
+      const system = await this.setCdBoot(call, req.forcePersistentBootDevice !== 'Never');
+      // Some Supermicro BMCs reset the mode when the device is set (Ironic management.py).
+      if (isSupermicro(system)) await this.syncBootMode(call, req.bootMode);
+    }, this.extraMs);
+  }
+
+  /**
+   * Ejects every CD, DVD and USB stick medium and clears the boot override. A BMC that
+   * refuses to clear the override only gets a warning: with nothing inserted, a CD boot falls through.
+   * @throws VirtualMediaUnavailable | BmcRejected | BmcTimeout | BmcUnreachable | BmcAuthFailed
+   */
+  async cleanUpInstance(ctx: DriverContext): Promise<void> {
+    await this.client.run(ctx, async (call) => {
+      await ejectAll(call, await findCollections(call), OWN_MEDIA, this.retry);
+      const system = await getSystem(call);
+      const boot = bootOf(system.body);
+      if (!boot || (str(boot.BootSourceOverrideEnabled) ?? 'Disabled') === 'Disabled') return;
+      const patch: Json = { BootSourceOverrideEnabled: 'Disabled' };
+      const targets = allowed(boot, 'BootSourceOverrideTarget');
+      if (targets === null || targets.includes('None')) patch.BootSourceOverrideTarget = 'None';
+      const r = await patchSystem(call, system, { Boot: patch });
+      if (r.status < 200 || r.status >= 300) {
+        call.log.warn({ bmc: call.info.origin, err: statusError(r, 'PATCH').message }, 'Redfish boot override not cleared');
+      }
+    }, this.extraMs);
+  }
+
+  /** PATCHes BootSourceOverrideMode when the node names a mode the BMC does not have. */
+  private async syncBootMode(call: RedfishCall, mode: InstanceBootRequest['bootMode']): Promise<void> {
+    if (!mode) return;
+    const system = await getSystem(call);
+    const boot = bootOf(system.body);
+    const wanted = REDFISH_BOOT_MODE[mode];
+    const current = boot ? str(boot.BootSourceOverrideMode) : null;
+    if (!boot || current === wanted) return;
+    if (current === null && allowed(boot, 'BootSourceOverrideMode') === null) {
+      call.log.info({ bmc: call.info.origin, mode }, 'Redfish system does not expose its boot mode; not syncing it');
+      return;
+    }
+    const r = await patchSystem(call, system, { Boot: { BootSourceOverrideMode: wanted } });
+    if (r.status < 200 || r.status >= 300) {
+      throw statusError(r, `Setting the boot mode of ${call.info.origin}${system.path} to ${wanted} (the node's boot_mode capability is ${mode})`);
+    }
+    call.log.info({ bmc: call.info.origin, from: current, to: wanted }, 'Redfish boot mode synced');
+  }
+
+  /**
+   * Boots from the virtual CD for every boot (`Continuous`), or for the next one only where
+   * the BMC refuses that or the node asks for it (force_persistent_boot_device=Never). As
+   * management.ts, `Enabled` is sent only when it changes (always to Supermicro, Ironic 4a7d50ce5).
+   */
+  private async setCdBoot(call: RedfishCall, persistent: boolean): Promise<Json> {
+    const system = await getSystem(call);
+    const boot = bootOf(system.body);
+    if (!boot) throw new BmcRejected(`The system ${call.info.origin}${system.path} has no Boot object: it cannot be set to boot from the virtual CD.`);
+    const target = cdTarget(call, system.body, boot);
+    const modes = allowed(boot, 'BootSourceOverrideEnabled');
+    let enabled = persistent && (modes === null || modes.includes('Continuous')) ? 'Continuous' : 'Once';
+    const body = (): Json => {
+      const patch: Json = { BootSourceOverrideTarget: target };
+      if (isSupermicro(system.body) || str(boot.BootSourceOverrideEnabled) !== enabled) patch.BootSourceOverrideEnabled = enabled;
+      return { Boot: patch };
+    };
+    let r = await patchSystem(call, system, body());
+    if (r.status === 400 && enabled === 'Continuous') {
+      // Ironic 18a8e2f6e: a BMC that cannot keep an override gets a one-time one.
+      call.log.warn({ bmc: call.info.origin, err: statusError(r, 'PATCH').message }, 'Redfish BMC refused a Continuous boot override; setting it Once');
+      enabled = 'Once';
+      r = await patchSystem(call, await getSystem(call), body());
+    }
+    if (r.status < 200 || r.status >= 300) throw statusError(r, `Setting ${call.info.origin}${system.path} to boot from ${target} (${enabled})`);
+    call.log.info({ bmc: call.info.origin, target, enabled }, 'Redfish boot override set to the virtual CD');
+    return system.body;
+  }
+
+  /**
+   * Inserts the config drive as a USB stick. Only a URL can be handed to a BMC; a gzip+base64
+   * image would need an HTTP server of the conductor's to publish it, which Galvanic has not.
+   */
+  private async attachConfigdrive(call: RedfishCall, nodeUuid: string, collections: string[], configdrive: string): Promise<void> {
+    if (!IMAGE_URL.test(configdrive)) {
+      call.log.warn({ bmc: call.info.origin }, 'The config drive is not a URL and cannot be handed to the BMC; not attaching it');
+      return;
+    }
+    const usb = (await Promise.all(collections.map((c) => readSlots(call, c)))).flatMap((slots) => slotsFor(slots, 'USBStick'));
+    if (!usb.length) {
+      call.log.warn({ bmc: call.info.origin }, 'The BMC has no virtual USB stick slot; not attaching the config drive');
+      return;
+    }
+    await insertImage(call, nodeUuid, collections, 'USBStick', configdrive, this.retry);
+  }
+}

@@ -1,0 +1,236 @@
+/**
+ * Out-of-band inspection (`redfish` inspect interface) against the Redfish simulator: every
+ * mockup tree of the shared mockups folder, the synthetic BMC, and the failures Ironic
+ * reports (no NIC, essential properties missing, BMC down).
+ */
+import { expect } from 'chai';
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { BmcUnreachable, HardwareInspectionFailure } from '../../common/errors.js';
+import type { InspectionResult } from '../../drivers/interfaces.js';
+import type { RedfishDriver } from '../../drivers/redfish/index.js';
+import { inspectionResult } from '../../drivers/redfish/inspect.js';
+import type { Hardware } from '../../drivers/redfish/inventory.js';
+import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
+import { ctxFor, makeDriver, rejection, resourceRequests, simControl, simStats } from '../helpers/redfish.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+/** The mockups live beside the checkout; GALVANIC_REDFISH_MOCKUPS names them elsewhere. */
+export const MOCKUPS = process.env.GALVANIC_REDFISH_MOCKUPS ?? path.resolve(ROOT, '../shared/redfish-mockups');
+const NODE = '1be26c0b-03f2-4d2e-ae87-c02d7f33c123';
+
+export function mockupTrees(): string[] {
+  if (!existsSync(MOCKUPS)) return [];
+  return readdirSync(MOCKUPS, { withFileTypes: true })
+    .filter((d) => d.isDirectory() && existsSync(path.join(MOCKUPS, d.name, 'index.json')))
+    .map((d) => d.name)
+    .sort();
+}
+
+type Outcome = { result: InspectionResult } | { error: Error };
+
+/** What each known tree must yield; a tree not listed here must at least inspect or fail with HardwareInspectionFailure. */
+const EXPECT: Record<string, (o: Outcome) => void> = {
+  'dmtf-public-rackmount1': (o) => {
+    expect(o).to.have.property('result');
+    const r = (o as { result: InspectionResult }).result;
+    expect(r.properties).to.deep.equal({
+      memory_mb: '98304',
+      cpus: 16,
+      cpu_arch: 'x86_64',
+      // SimpleStorage: bays of 8 TB and 4 TB (two absent): 4e12 B = 3725.29 GiB, less one.
+      local_gb: '3724',
+      capabilities: 'boot_mode:uefi',
+    });
+    expect(r.inventory.cpu).to.deep.equal({ count: 16, architecture: 'x86_64', model_name: 'Multi-Core Intel(R) Xeon(R) processor 7xxx Series', frequency: '3700' });
+    expect(r.inventory.memory).to.deep.equal({ physical_mb: 98304 });
+    expect(r.inventory.boot).to.deep.equal({ current_boot_mode: 'uefi' });
+    expect(r.inventory.system_vendor).to.deep.equal({ product_name: '3500', serial_number: '437XR1138R2', manufacturer: 'Contoso', system_uuid: '38947555-7742-3448-3784-823347823834' });
+    expect(r.inventory.interfaces).to.deep.include({ name: '12446A3B0411', mac_address: '12:44:6a:3b:04:11', speed_mbps: 1000 });
+    expect((r.inventory.disks as unknown[]).length).to.equal(4);
+    expect(r.macs).to.include('12:44:6a:3b:04:11');
+    expect(r.macs).to.deep.equal([...new Set(r.macs)]);
+  },
+  'hpe-dl325-gen10plus-ilo5': (o) => {
+    expect(o).to.have.property('result');
+    const r = (o as { result: InspectionResult }).result;
+    // No disk at all in the capture: a disk-less node, as Ironic says with a warning.
+    expect(r.properties).to.deep.equal({ memory_mb: '65536', cpus: 32, cpu_arch: 'x86_64', local_gb: '0', capabilities: 'boot_mode:uefi' });
+    expect(r.inventory.cpu).to.deep.include({ model_name: 'AMD EPYC 7302P 16-Core Processor', frequency: '4100' });
+    // NICs 2 and 4 are UnavailableOffline: in the inventory, without ports.
+    expect((r.inventory.interfaces as Array<{ mac_address: string }>).map((i) => i.mac_address)).to.deep.equal(['94:40:c9:5c:86:bc', '94:40:c9:5c:86:bd', '14:02:ec:d9:3a:a0', '14:02:ec:d9:3a:a1']);
+    expect(r.macs).to.deep.equal(['94:40:c9:5c:86:bc', '14:02:ec:d9:3a:a0']);
+  },
+  'intel-bmc': (o) => {
+    // An empty EthernetInterfaces collection: Ironic's validate-interfaces hook fails the inspection.
+    expect(o).to.have.property('error').that.is.instanceOf(HardwareInspectionFailure);
+    expect((o as { error: Error }).error.message).to.equal(`Inventory for node ${NODE} is invalid: no valid network interfaces`);
+  },
+  'openbmc-bmcweb': (o) => {
+    expect(o).to.have.property('error').that.is.instanceOf(HardwareInspectionFailure);
+    expect((o as { error: Error }).error.message).to.equal(`Inventory for node ${NODE} is invalid: no valid network interfaces`);
+  },
+};
+
+async function inspect(driver: RedfishDriver, url: string, caps?: string): Promise<Outcome> {
+  try {
+    return { result: await driver.inspect.inspectHardware(ctxFor(url), caps) };
+  } catch (err) {
+    return { error: err as Error };
+  }
+}
+
+describe('redfish inspection against the mockup trees', function () {
+  const trees = mockupTrees();
+  if (!trees.length) {
+    it(`needs the mockups in ${MOCKUPS} (or GALVANIC_REDFISH_MOCKUPS)`);
+    return;
+  }
+  for (const tree of trees) {
+    describe(tree, () => {
+      let sim: RedfishSim;
+      let driver: RedfishDriver;
+      before(async () => {
+        sim = await startRedfishSim({ count: 1, mockup: path.join(MOCKUPS, tree) });
+      });
+      beforeEach(() => {
+        driver = makeDriver();
+      });
+      afterEach(async () => {
+        await driver.close();
+      });
+      after(async () => {
+        await sim.stop();
+      });
+
+      it('inspects, or fails the way Ironic does, using only GETs', async () => {
+        await simControl(sim.bmcs[0].url, 'reset');
+        const outcome = await inspect(driver, sim.bmcs[0].url);
+        (EXPECT[tree] ?? ((o) => expect('result' in o || (o.error instanceof HardwareInspectionFailure)).to.equal(true)))(outcome);
+        const writes = resourceRequests(await simStats(sim.bmcs[0].url)).filter((r) => !r.startsWith('GET '));
+        expect(writes).to.deep.equal([]);
+      });
+
+      it('keeps a boot_mode capability the node already has and merges into the others', async function () {
+        const o = await inspect(driver, sim.bmcs[0].url, 'boot_mode:bios,secure_boot:true');
+        if (!('result' in o)) this.skip();
+        expect(o.result.properties).to.not.have.property('capabilities');
+        const merged = await inspect(driver, sim.bmcs[0].url, 'secure_boot:true');
+        expect((merged as { result: InspectionResult }).result.properties.capabilities).to.match(/^secure_boot:true,boot_mode:(uefi|bios)$/);
+      });
+    });
+  }
+});
+
+describe('redfish inspection against the synthetic BMC', () => {
+  let sim: RedfishSim;
+  let driver: RedfishDriver;
+  before(async () => {
+    sim = await startRedfishSim({ count: 2 });
+  });
+  beforeEach(() => {
+    driver = makeDriver();
+  });
+  afterEach(async () => {
+    await driver.close();
+  });
+  after(async () => {
+    await sim.stop();
+  });
+
+  it('reads memory, processors, storage and NICs into properties, inventory and MACs', async () => {
+    const o = await inspect(driver, sim.bmcs[0].url, 'foo:bar');
+    if ('error' in o) throw o.error;
+    const { properties, inventory, macs, pluginData } = o.result;
+    expect(properties).to.have.keys('memory_mb', 'cpus', 'cpu_arch', 'local_gb', 'capabilities');
+    expect(properties.memory_mb).to.be.a('string').and.match(/^[1-9]\d*$/);
+    expect(properties.cpus).to.be.a('number').above(0);
+    expect(properties.cpu_arch).to.equal('x86_64');
+    expect(properties.local_gb).to.be.a('string').and.match(/^\d+$/);
+    expect(properties.capabilities).to.match(/^foo:bar,boot_mode:(uefi|bios)$/);
+    const cpu = inventory.cpu as Record<string, unknown>;
+    expect(cpu.count).to.equal(properties.cpus);
+    expect(cpu.frequency).to.be.a('string');
+    expect(inventory.memory).to.deep.equal({ physical_mb: Number(properties.memory_mb) });
+    const nics = inventory.interfaces as Array<{ name: string; mac_address: string; speed_mbps?: number }>;
+    expect(nics.length).to.be.above(0);
+    for (const n of nics) expect(n.mac_address).to.match(/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/);
+    expect(macs).to.deep.equal(nics.map((n) => n.mac_address));
+    expect(pluginData).to.deep.equal({});
+  });
+
+  it('gives each BMC of a fleet its own MACs', async () => {
+    const [a, b] = await Promise.all(sim.bmcs.map((bmc) => inspect(driver, bmc.url)));
+    if ('error' in a) throw a.error;
+    if ('error' in b) throw b.error;
+    expect(a.result.macs.filter((m) => b.result.macs.includes(m))).to.deep.equal([]);
+  });
+
+  it('fails with BmcUnreachable when the BMC is down', async () => {
+    const down = await startRedfishSim({ count: 1 });
+    const url = down.bmcs[0].url;
+    await down.stop();
+    const d = makeDriver({ connectionAttempts: 2, retryIntervalMs: 10 });
+    try {
+      const err = await rejection(d.inspect.inspectHardware(ctxFor(url), undefined));
+      expect(err).to.be.instanceOf(BmcUnreachable);
+    } finally {
+      await d.close();
+    }
+  });
+});
+
+describe('redfish inspection rules', () => {
+  const GIB = 2 ** 30;
+  const base = (): Hardware => ({
+    system: { MemorySummary: { TotalSystemMemoryGiB: 16 }, Boot: { BootSourceOverrideMode: 'Legacy' } },
+    processors: [{ totalThreads: 8, architecture: 'ARM', instructionSet: 'ARM-A64', model: 'Neoverse', maxSpeedMHz: 3000 }],
+    nics: [{ id: 'eth0', mac: 'AA-BB-CC-DD-EE-01', speedMbps: 10000, state: 'Enabled', health: 'OK' }],
+    simpleDevices: null,
+    storageDrives: null,
+    storageVolumes: null,
+  });
+
+  it('names every missing essential property, as Ironic 21.4 does', () => {
+    const hw = base();
+    hw.system = {};
+    hw.processors = [{ totalThreads: null, architecture: null, instructionSet: 'OEM', model: null, maxSpeedMHz: null }];
+    expect(() => inspectionResult(NODE, hw, undefined)).to.throw(
+      HardwareInspectionFailure,
+      `Failed to inspect hardware. Reason: Failed to discover the following properties: cpu_arch, cpus, memory_mb on node ${NODE}`,
+    );
+  });
+
+  it('maps the instruction set, normalises MACs and reads Legacy as bios', () => {
+    const r = inspectionResult(NODE, base(), '');
+    expect(r.properties).to.deep.equal({ memory_mb: '16384', cpus: 8, cpu_arch: 'aarch64', local_gb: '0', capabilities: 'boot_mode:bios' });
+    expect(r.macs).to.deep.equal(['aa:bb:cc:dd:ee:01']);
+  });
+
+  it('fails when no NIC has a valid MAC, and creates no port for a disabled or unhealthy one', () => {
+    const hw = base();
+    hw.nics = [{ id: 'eth0', mac: 'not-a-mac', speedMbps: null, state: 'Enabled', health: 'OK' }];
+    expect(() => inspectionResult(NODE, hw, undefined)).to.throw(HardwareInspectionFailure, 'no valid network interfaces');
+    hw.nics.push({ id: 'eth1', mac: 'aa:bb:cc:dd:ee:02', speedMbps: null, state: 'Disabled', health: 'OK' }, { id: 'eth2', mac: 'aa:bb:cc:dd:ee:03', speedMbps: null, state: 'Enabled', health: 'Critical' });
+    const r = inspectionResult(NODE, hw, undefined);
+    expect(r.macs).to.deep.equal([]);
+    expect((r.inventory.interfaces as unknown[]).length).to.equal(2);
+  });
+
+  it('takes the smallest disk of at least 4 GiB, the smaller of SimpleStorage and Storage, less 1 GiB', () => {
+    const hw = base();
+    hw.simpleDevices = [
+      { name: 'tiny', sizeBytes: 2 * GIB, state: 'Enabled' },
+      { name: 'absent', sizeBytes: 10 * GIB, state: 'Absent' },
+      { name: 'big', sizeBytes: 100 * GIB, state: 'Enabled' },
+    ];
+    expect(inspectionResult(NODE, hw, undefined).properties.local_gb).to.equal('99');
+    hw.storageVolumes = [{ name: 'v', sizeBytes: 50 * GIB, state: 'Enabled' }];
+    hw.storageDrives = [{ name: 'd', sizeBytes: 20 * GIB, state: 'Enabled' }];
+    // Volumes win over drives within Storage; then the smaller of the two sources.
+    expect(inspectionResult(NODE, hw, undefined).properties.local_gb).to.equal('49');
+    hw.storageVolumes = [];
+    expect(inspectionResult(NODE, hw, undefined).properties.local_gb).to.equal('19');
+  });
+});
