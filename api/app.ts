@@ -22,6 +22,9 @@ import fastifyWebsocket from '@fastify/websocket';
 import { registerConsoleRoutes } from './console.js';
 import { registerVolumeRoutes } from './volume.js';
 import { registerRaidRoutes } from './raid.js';
+import { registerTraitRoutes } from './traits.js';
+import { registerAllocationRoutes } from './allocations.js';
+import { registerDeployTemplateRoutes } from './deploy-templates.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -159,6 +162,9 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   registerDriverRoutes(app, deps);
   registerConductorRoutes(app, deps);
   registerHistoryRoutes(app, deps);
+  registerTraitRoutes(app, deps);
+  registerAllocationRoutes(app, deps);
+  registerDeployTemplateRoutes(app, deps);
   const acceptor = new IntentAcceptor(deps);
   registerIntentRoutes(app, deps, acceptor);
   registerProvisionRoutes(app, deps, acceptor);

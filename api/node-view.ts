@@ -10,7 +10,7 @@ function iso(d: Date | null | undefined): string | null {
 }
 
 /** Every field of the node as Ironic shows it at the newest version. */
-function fullView(node: Node, base: string, conductor: string | null): Record<string, unknown> {
+function fullView(node: Node, base: string, conductor: string | null, traits: readonly string[]): Record<string, unknown> {
   return {
     uuid: node.uuid,
     name: node.name,
@@ -48,7 +48,7 @@ function fullView(node: Node, base: string, conductor: string | null): Record<st
     raid_interface: node.raidInterface,
     vendor_interface: node.vendorInterface,
     storage_interface: node.storageInterface,
-    traits: [],
+    traits,
     rescue_interface: node.rescueInterface,
     bios_interface: node.biosInterface,
     fault: node.fault,
@@ -60,7 +60,8 @@ function fullView(node: Node, base: string, conductor: string | null): Record<st
     conductor,
     owner: node.owner,
     description: node.description,
-    allocation_uuid: null,
+    // An allocation gives the node its own UUID as instance_uuid (db/allocations.ts).
+    allocation_uuid: node.allocationId !== null ? node.instanceUuid : null,
     retired: node.retired,
     retired_reason: node.retiredReason,
     lessee: node.lessee,
@@ -85,6 +86,8 @@ export interface ViewOptions {
   /** Restrict to these fields (validated by parseFields). */
   fields?: readonly string[];
   conductor?: string | null;
+  /** The node's traits (db/traits.ts); shown from 1.37. */
+  traits?: readonly string[];
 }
 
 /**
@@ -100,7 +103,7 @@ export function provisionStateForVersion(state: string | null, version: ApiVersi
 
 /** The node as the client's microversion shows it. */
 export function nodeView(node: Node, opts: ViewOptions): Record<string, unknown> {
-  const full = fullView(node, opts.base, opts.conductor ?? null);
+  const full = fullView(node, opts.base, opts.conductor ?? null, opts.traits ?? []);
   full.provision_state = provisionStateForVersion(node.provisionState, opts.version);
   const out: Record<string, unknown> = {};
   if (opts.fields) {

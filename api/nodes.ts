@@ -21,6 +21,9 @@ import { checkFieldValue, checkFieldVersion, checkName, ironicBoolean, isUuid, r
 import { noValidHost } from './drivers.js';
 import { ConductorLocator } from './conductor-locator.js';
 import { RenderedNodes } from './rendered-nodes.js';
+import { traitsOfNode, traitsOfNodes } from '../db/traits.js';
+import { TRAITS_VERSION } from './traits.js';
+import { patchInstanceUuid } from './allocations.js';
 import { checkNodeListQuery } from './list-gates.js';
 import { describeNode, validateAll } from '../drivers/validate-node.js';
 import { getInventory } from '../db/inventory.js';
@@ -87,9 +90,14 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     return registry.resolve(driver, requested);
   }
 
+  /** Whether a view at this version and with these fields shows traits (read from their own table). */
+  const showsTraits = (req: FastifyRequest, fields?: readonly string[]) =>
+    req.apiVersion.atLeast(TRAITS_VERSION) && (fields === undefined || fields.includes('traits'));
+
   async function view(req: FastifyRequest, node: Node, fields?: readonly string[]) {
     await locator.refresh();
-    return nodeView(node, { base: base(req), version: req.apiVersion, fields, conductor: locator.conductorOf(node) });
+    const traits = showsTraits(req, fields) ? await traitsOfNode(db, node.id) : undefined;
+    return nodeView(node, { base: base(req), version: req.apiVersion, fields, conductor: locator.conductorOf(node), traits });
   }
 
   /** A chassis a node body names must exist: 400 with Ironic's ChassisNotFound message when not. */
@@ -156,11 +164,15 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const stamps = conductor === undefined ? page : page.filter((s) => locator.conductorOf(s) === conductor);
     // The managing conductor is part of the view: a node moves when the ring changes.
     const viewKey = (n: NodeStamp) => `${v.minor}|${b}|${fields?.join(',') ?? '*'}|${locator.conductorOf(n) ?? ''}`;
-    const toJson = (n: Node) => nodeView(n, { base: b, version: v, fields, conductor: locator.conductorOf(n) });
+    let traits = new Map<number, string[]>();
+    const toJson = (n: Node) => nodeView(n, { base: b, version: v, fields, conductor: locator.conductorOf(n), traits: traits.get(n.id) });
     const pieces: Array<Buffer | undefined> = stamps.map((s) => rendered.get(s, viewKey(s)));
     const missing = stamps.filter((_, i) => pieces[i] === undefined);
     if (missing.length > 0) {
-      const fresh = new Map((await getNodesByIds(db, missing.map((s) => s.id))).map((n) => [n.id, n]));
+      const ids = missing.map((s) => s.id);
+      // A change of traits bumps the node's version, so a cached piece never shows old ones.
+      if (showsTraits(req, fields)) traits = await traitsOfNodes(db, ids);
+      const fresh = new Map((await getNodesByIds(db, ids)).map((n) => [n.id, n]));
       stamps.forEach((s, i) => {
         const node = fresh.get(s.id);
         // A node deleted between the two reads is left out, as if the list had been read later.
@@ -289,7 +301,9 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     checkUpdateRules(current, changes);
     const updated = Object.keys(changes).length === 0 && expectedVersion === undefined
       ? current
-      : await updateNode(db, current.id, changes, { expectedVersion });
+      : 'instanceUuid' in changes
+        ? await patchInstanceUuid(db, current, changes, { expectedVersion })
+        : await updateNode(db, current.id, changes, { expectedVersion });
     reply.header('ETag', `"${updated.version}"`);
     return view(req, updated);
   });

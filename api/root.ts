@@ -53,6 +53,8 @@ export function registerRootRoutes(app: FastifyInstance, deps: ApiDeps): void {
     if (req.apiVersion.atLeast(32)) out.volume = link(b, 'volume');
     if (req.apiVersion.atLeast(23)) out.portgroups = link(b, 'portgroups');
     if (req.apiVersion.atLeast(49)) out.conductors = link(b, 'conductors');
+    if (req.apiVersion.atLeast(52)) out.allocations = link(b, 'allocations');
+    if (req.apiVersion.atLeast(55)) out.deploy_templates = link(b, 'deploy_templates');
     return out;
   };
   app.get('/v1', v1);

@@ -311,6 +311,62 @@ export class UnsupportedDriverExtension extends DriverError {
   readonly code = 'UNSUPPORTED_DRIVER_EXTENSION';
   override readonly httpStatus: number = 400;
 }
+
+/** Traits, allocations and deploy templates (Ironic's messages). */
+export class NodeTraitNotFound extends NotFoundError {
+  readonly code = 'NODE_TRAIT_NOT_FOUND';
+  constructor(node: string, trait: string) {
+    super(`Node ${node} doesn't have a trait '${trait}'`);
+  }
+}
+export class AllocationNotFound extends NotFoundError {
+  readonly code = 'ALLOCATION_NOT_FOUND';
+  constructor(ident: string, message = `Allocation ${ident} could not be found.`) {
+    super(message);
+  }
+}
+export class AllocationDuplicateName extends ConflictError {
+  readonly code = 'ALLOCATION_DUPLICATE_NAME';
+  constructor(name: string) {
+    super(`An allocation with name ${name} already exists.`);
+  }
+}
+export class AllocationAlreadyExists extends ConflictError {
+  readonly code = 'ALLOCATION_ALREADY_EXISTS';
+  constructor(uuid: string) {
+    super(`An allocation with UUID ${uuid} already exists.`);
+  }
+}
+/** A node that already has an instance (or allocation) cannot take another. */
+export class NodeAssociated extends InvalidState {
+  constructor(node: string, instance: string) {
+    super(`Node ${node} is associated with instance ${instance}.`);
+  }
+}
+export class InstanceAssociated extends ConflictError {
+  readonly code = 'INSTANCE_ASSOCIATED';
+  constructor(instance: string, node: string) {
+    super(`Instance ${instance} is already associated with a node, it cannot be associated with this other node ${node}`);
+  }
+}
+export class DeployTemplateNotFound extends NotFoundError {
+  readonly code = 'DEPLOY_TEMPLATE_NOT_FOUND';
+  constructor(ident: string) {
+    super(`Deploy template ${ident} could not be found.`);
+  }
+}
+export class DeployTemplateDuplicateName extends ConflictError {
+  readonly code = 'DEPLOY_TEMPLATE_DUPLICATE_NAME';
+  constructor(name: string) {
+    super(`A deploy template with name ${name} already exists.`);
+  }
+}
+export class DeployTemplateAlreadyExists extends ConflictError {
+  readonly code = 'DEPLOY_TEMPLATE_ALREADY_EXISTS';
+  constructor(uuid: string) {
+    super(`A deploy template with UUID ${uuid} already exists.`);
+  }
+}
 /** Inspection read the hardware but could not find what a node needs (Ironic's HardwareInspectionFailure). */
 export class HardwareInspectionFailure extends DriverError {
   readonly code = 'HARDWARE_INSPECTION_FAILURE';

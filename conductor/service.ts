@@ -14,6 +14,8 @@ import { ACTIONS, IDEMPOTENT_KINDS } from './actions/index.js';
 import { HashRing, ringHashSql } from '../common/hash-ring.js';
 import { ConsoleManager } from './console/manager.js';
 import { IntentRunner } from './intent-runner.js';
+import { Allocator } from './allocations.js';
+import { ALLOCATION_CHANNEL } from '../db/allocations.js';
 import { OperationAdvancer } from './operations.js';
 import { PeriodicRunner } from './periodic.js';
 import { TaskManager } from './task-manager.js';
@@ -48,6 +50,7 @@ export class ConductorService {
   readonly periodic: PeriodicRunner;
   readonly consoles: ConsoleManager;
   private readonly runner: IntentRunner;
+  private readonly allocator: Allocator;
   private readonly wake: PgNotifyBatcher;
   private readonly log: Logger;
   private listener?: pg.Client;
@@ -77,6 +80,7 @@ export class ConductorService {
       beforeClaim: () => operations.advance(),
       update: { maintenanceBumpsAccess: deps.config.console.maintenance_closes_console },
     });
+    this.allocator = new Allocator(deps.db, this.hostname, this.log);
     this.periodic = new PeriodicRunner(this.log);
     this.periodic.register({
       name: 'recover_dead_conductors',
@@ -170,9 +174,12 @@ export class ConductorService {
     this.listener.on('error', (err) => this.log.error({ err }, 'LISTEN connection failed; relying on polling'));
     await this.listener.connect();
     this.listener.on('notification', (msg) => {
-      if (this.mayOwn(msg.payload)) this.runner.pump();
+      // Any conductor may take any allocation: no ring check.
+      if (msg.channel === ALLOCATION_CHANNEL) this.allocator.pump();
+      else if (this.mayOwn(msg.payload)) this.runner.pump();
     });
     await this.listener.query(`LISTEN ${INTENT_CHANNEL}`);
+    await this.listener.query(`LISTEN ${ALLOCATION_CHANNEL}`);
 
     this.timers.push(setInterval(() => {
       heartbeat(db, this.hostname)
@@ -180,7 +187,10 @@ export class ConductorService {
         .catch((err) => this.log.error({ err }, 'heartbeat failed'));
     }, c.heartbeat_interval * 1000));
     // The safety net for a lost NOTIFY and for retries whose not_before has passed.
-    this.timers.push(setInterval(() => this.runner.pump(), c.poll_interval * 1000));
+    this.timers.push(setInterval(() => {
+      this.runner.pump();
+      this.allocator.pump();
+    }, c.poll_interval * 1000));
     if (c.metrics_port > 0) {
       this.metricsServer = await serveMetrics(this.metrics, c.metrics_host, c.metrics_port, this.log);
       this.log.info({ url: `${this.metricsServer.url}/metrics` }, 'conductor metrics listening');
@@ -190,6 +200,7 @@ export class ConductorService {
     await this.consoles.start();
     this.periodic.start();
     this.runner.pump();
+    this.allocator.pump();
     this.log.info({ ring: this.ring?.hosts }, 'conductor started');
   }
 
@@ -268,6 +279,7 @@ export class ConductorService {
     this.timers = [];
     const timeoutMs = this.deps.config.conductor.graceful_shutdown_timeout * 1000;
     await this.periodic.stop(timeoutMs);
+    await this.allocator.stop();
     await this.consoles.stop();
     await this.metricsServer?.close();
     await this.listener?.end().catch(() => undefined);

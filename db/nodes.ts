@@ -60,6 +60,8 @@ export interface Node {
   parentNode: string | null;
   inspectionStartedAt: Date | null;
   inspectionFinishedAt: Date | null;
+  /** The allocation holding the node (its instance_uuid is then the allocation's UUID). */
+  allocationId: number | null;
   /** The deploy step running now ({} when none), as Ironic shows it. */
   deployStep: Record<string, unknown>;
   cleanStep: Record<string, unknown>;
@@ -87,7 +89,7 @@ export const NODE_COLUMNS = [
   'fault', 'last_error', 'reservation', 'conductor_group', 'owner', 'lessee', 'resource_class',
   'console_enabled', 'automated_clean', 'protected', 'protected_reason', 'retired', 'retired_reason',
   'chassis_uuid', 'shard', 'parent_node', 'inspection_started_at', 'inspection_finished_at',
-  'version', 'access_epoch', 'created_at', 'updated_at',
+  'allocation_id', 'version', 'access_epoch', 'created_at', 'updated_at',
 ] as const;
 
 export const nodeMapper = new RowMapper<Node>(NODE_COLUMNS, JSON_COLUMNS);

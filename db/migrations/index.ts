@@ -5,6 +5,7 @@ import * as m0003 from './0003_operations.js';
 import * as m0004 from './0004_console.js';
 import * as m0005 from './0005_provisioning.js';
 import * as m0006 from './0006_chassis_portgroups.js';
+import * as m0007 from './0007_traits_allocations_templates.js';
 import * as m0008 from './0008_volume_raid.js';
 
 export interface Migration {
@@ -25,5 +26,6 @@ export const migrations: Migration[] = [
   { name: '0004_console', ...m0004 },
   { name: '0005_provisioning', ...m0005 },
   { name: '0006_chassis_portgroups', ...m0006 },
+  { name: '0007_traits_allocations_templates', ...m0007 },
   { name: '0008_volume_raid', ...m0008 },
 ];

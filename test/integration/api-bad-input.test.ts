@@ -255,12 +255,46 @@ const CASES: BadRequest[] = [
   { name: 'a RAID configuration that is a list', method: 'PUT', url: '/v1/nodes/{node}/states/raid', body: [{ size_gb: 1, raid_level: '1' }], status: 400 },
   { name: 'a RAID configuration below 1.12', method: 'PUT', url: '/v1/nodes/{node}/states/raid', body: { logical_disks: [{ size_gb: 1, raid_level: '1' }] }, headers: { 'x-openstack-ironic-api-version': '1.11' }, status: 406 },
   { name: 'RAID properties of an unknown driver', method: 'GET', url: '/v1/drivers/no-such-hw/raid/logical_disk_properties', status: 404 },
+  // Traits.
+  { name: 'a trait that is not CUSTOM_ or standard', method: 'PUT', url: '/v1/nodes/{node}/traits/lower_case', status: 400, message: 'lower_case' },
+  { name: 'traits that are not a list', method: 'PUT', url: '/v1/nodes/{node}/traits', body: { traits: 'CUSTOM_A' }, status: 400 },
+  { name: 'a traits body without traits', method: 'PUT', url: '/v1/nodes/{node}/traits', body: { trait: ['CUSTOM_A'] }, status: 400 },
+  { name: '51 traits', method: 'PUT', url: '/v1/nodes/{node}/traits', body: { traits: Array.from({ length: 51 }, (_, i) => `CUSTOM_${i}`) }, status: 400, message: '(51 vs. 50)' },
+  { name: 'a body with a single trait', method: 'PUT', url: '/v1/nodes/{node}/traits/CUSTOM_A', body: { traits: ['CUSTOM_B'] }, status: 400 },
+  { name: 'removing a trait the node lacks', method: 'DELETE', url: '/v1/nodes/{node}/traits/CUSTOM_NONE', status: 404, message: "doesn't have a trait 'CUSTOM_NONE'" },
+  { name: 'traits before 1.37', method: 'PUT', url: '/v1/nodes/{node}/traits/CUSTOM_A', headers: { 'x-openstack-ironic-api-version': '1.36' }, status: 405 },
+  { name: 'a PATCH of /traits', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'add', path: '/traits', value: ['CUSTOM_A'] }], status: 400 },
+  // Allocations.
+  { name: 'an allocation without resource_class', method: 'POST', url: '/v1/allocations', body: {}, status: 400, message: 'The resource_class field is mandatory when not backfilling' },
+  { name: 'an allocation with an invalid name', method: 'POST', url: '/v1/allocations', body: { resource_class: 'x', name: 'a b' }, status: 400, message: "Cannot create allocation with invalid name 'a b'" },
+  { name: 'an allocation with a bad trait', method: 'POST', url: '/v1/allocations', body: { resource_class: 'x', traits: ['bad'] }, status: 400 },
+  { name: 'an allocation with an unknown candidate', method: 'POST', url: '/v1/allocations', body: { resource_class: 'x', candidate_nodes: ['nowhere'] }, status: 400, message: 'nowhere' },
+  { name: 'an allocation with an unknown field', method: 'POST', url: '/v1/allocations', body: { resource_class: 'x', color: 1 }, status: 400, message: 'color' },
+  { name: 'an allocation resource_class of 81 characters', method: 'POST', url: '/v1/allocations', body: { resource_class: 'x'.repeat(81) }, status: 400 },
+  { name: 'backfill of a node that is not active', method: 'POST', url: '/v1/allocations', body: { node: '{node}' }, status: 400, message: 'Node must be in the "active" state' },
+  { name: 'backfill before 1.58', method: 'POST', url: '/v1/allocations', body: { resource_class: 'x', node: '{node}' }, headers: { 'x-openstack-ironic-api-version': '1.57' }, status: 400 },
+  { name: 'an allocation before 1.52', method: 'POST', url: '/v1/allocations', body: { resource_class: 'x' }, headers: { 'x-openstack-ironic-api-version': '1.51' }, status: 405 },
+  { name: 'allocations owner filter before 1.60', method: 'GET', url: '/v1/allocations?owner=p', headers: { 'x-openstack-ironic-api-version': '1.59' }, status: 406 },
+  { name: 'allocations sort_key=traits', method: 'GET', url: '/v1/allocations?sort_key=traits', status: 400 },
+  { name: 'an unknown allocation', method: 'GET', url: `/v1/allocations/${MISSING_UUID}`, status: 404 },
+  { name: 'the allocation of a node without one', method: 'DELETE', url: '/v1/nodes/{node}/allocation', status: 404, message: 'Allocation for node seed was not found' },
+  // Deploy templates.
+  { name: 'a deploy template named like no trait', method: 'POST', url: '/v1/deploy_templates', body: { name: 'plain', steps: [{ interface: 'bios', step: 's', args: {}, priority: 1 }] }, status: 400 },
+  { name: 'a deploy template without steps', method: 'POST', url: '/v1/deploy_templates', body: { name: 'CUSTOM_A' }, status: 400, message: "'steps' is a required property" },
+  { name: 'a deploy step of an unknown interface', method: 'POST', url: '/v1/deploy_templates', body: { name: 'CUSTOM_A', steps: [{ interface: 'network', step: 's', args: {}, priority: 1 }] }, status: 400 },
+  { name: 'a deploy step with a negative priority', method: 'POST', url: '/v1/deploy_templates', body: { name: 'CUSTOM_A', steps: [{ interface: 'bios', step: 's', args: {}, priority: -1 }] }, status: 400 },
+  { name: 'duplicate deploy steps', method: 'POST', url: '/v1/deploy_templates', body: { name: 'CUSTOM_A', steps: [{ interface: 'bios', step: 's', args: {}, priority: 1 }, { interface: 'bios', step: 's', args: {}, priority: 2 }] }, status: 400, message: 'Duplicate deploy steps' },
+  { name: 'a deploy template before 1.55', method: 'POST', url: '/v1/deploy_templates', body: { name: 'CUSTOM_A', steps: [{ interface: 'bios', step: 's', args: {}, priority: 1 }] }, headers: { 'x-openstack-ironic-api-version': '1.54' }, status: 405 },
+  { name: 'an unknown deploy template', method: 'GET', url: '/v1/deploy_templates/CUSTOM_NONE', status: 404 },
 ];
 
 interface Snapshot {
   nodes: Record<string, unknown>;
   ports: Record<string, unknown>;
   intents: Record<string, unknown>;
+  traits: Record<string, unknown>;
+  allocations: Record<string, unknown>;
+  deployTemplates: Record<string, unknown>;
   chassis: Record<string, unknown>;
   portgroups: Record<string, unknown>;
   volume: Record<string, unknown>;
@@ -275,6 +309,9 @@ async function snapshot(knex: Knex): Promise<Snapshot> {
     ports: await one(`select count(*)::int as count, max(updated_at)::text as max_updated_at,
       md5(coalesce(string_agg(p::text, '|' order by p.id), '')) as hash from ports p`),
     intents: await one(`select count(*)::int as count, md5(coalesce(string_agg(i::text, '|' order by i.id), '')) as hash from intents i`),
+    traits: await one(`select count(*)::int as count, md5(coalesce(string_agg(t::text, '|' order by t.node_id, t.trait), '')) as hash from node_traits t`),
+    allocations: await one(`select count(*)::int as count, md5(coalesce(string_agg(a::text, '|' order by a.id), '')) as hash from allocations a`),
+    deployTemplates: await one(`select count(*)::int as count, md5(coalesce(string_agg(d::text, '|' order by d.id), '')) as hash from deploy_templates d`),
     chassis: await one(`select count(*)::int as count, md5(coalesce(string_agg(c::text, '|' order by c.id), '')) as hash from chassis c`),
     portgroups: await one(`select count(*)::int as count, md5(coalesce(string_agg(g::text, '|' order by g.id), '')) as hash from portgroups g`),
     volume: await one(`select (select md5(coalesce(string_agg(c::text, '|' order by c.id), '')) from volume_connectors c) as connectors,

@@ -1,0 +1,185 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import jsonpatch from 'fast-json-patch';
+import { InvalidParameterValue, MethodNotAllowed, PatchError, ResourceNotFound } from '../common/errors.js';
+import {
+  createDeployTemplate, deleteDeployTemplate, DEPLOY_TEMPLATE_SORT_KEYS, getDeployTemplate, listDeployTemplates,
+  updateDeployTemplate, type DeployStep, type DeployTemplate,
+} from '../db/deploy-templates.js';
+import type { ApiDeps } from './deps.js';
+import { baseUrl, resourceLinks } from './links.js';
+import { maskSecrets } from './masking.js';
+import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
+import { isUuid, requireObject } from './body.js';
+import { checkTrait } from './traits.js';
+
+/** Deploy templates arrived in 1.55. */
+export const DEPLOY_TEMPLATES_VERSION = 55;
+
+/** Interfaces a deploy step may belong to (Ironic's DEPLOYING_INTERFACE_PRIORITY). */
+export const DEPLOY_STEP_INTERFACES = ['vendor', 'power', 'management', 'firmware', 'deploy', 'bios', 'raid'];
+
+const FIELDS = ['uuid', 'name', 'steps', 'extra', 'created_at', 'updated_at', 'links'];
+const DEFAULT_LIST_FIELDS = ['uuid', 'name', 'links'];
+
+function iso(d: Date | null): string | null {
+  return d ? d.toISOString().replace('Z', '+00:00') : null;
+}
+
+function templateView(t: DeployTemplate, base: string, fields?: readonly string[]): Record<string, unknown> {
+  const full: Record<string, unknown> = {
+    uuid: t.uuid, name: t.name,
+    steps: t.steps.map((s) => ({ interface: s.interface, step: s.step, args: maskSecrets(s.args), priority: s.priority })),
+    extra: t.extra, created_at: iso(t.createdAt), updated_at: iso(t.updatedAt),
+    links: resourceLinks(base, 'deploy_templates', t.uuid),
+  };
+  return Object.fromEntries((fields ?? FIELDS).map((k) => [k, full[k]]));
+}
+
+function parseFields(raw: string | undefined): string[] | undefined {
+  if (raw === undefined) return undefined;
+  const names = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const bad = names.filter((n) => !FIELDS.includes(n));
+  if (bad.length || names.length === 0) throw new InvalidParameterValue(`Field(s) "${bad.join(', ')}" are not valid`);
+  for (const always of ['uuid', 'links']) if (!names.includes(always)) names.push(always);
+  return names;
+}
+
+const invalid = (attr: string, v: unknown, why: string) =>
+  new InvalidParameterValue(`Invalid input for field/attribute ${attr}. Value: ${JSON.stringify(v)}. ${why}`);
+
+/** One step as Ironic's DEPLOY_STEP_SCHEMA has it; a numeric string priority becomes a number. */
+function checkStep(v: unknown): DeployStep {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw invalid('steps', v, `${JSON.stringify(v)} is not of type 'object'`);
+  const s = v as Record<string, unknown>;
+  for (const req of ['interface', 'step', 'args', 'priority']) {
+    if (!(req in s)) throw invalid('steps', v, `'${req}' is a required property`);
+  }
+  const extra = Object.keys(s).filter((k) => !['interface', 'step', 'args', 'priority'].includes(k));
+  if (extra.length) throw invalid('steps', v, `Additional properties are not allowed ('${extra[0]}' was unexpected)`);
+  if (typeof s.interface !== 'string' || !DEPLOY_STEP_INTERFACES.includes(s.interface)) {
+    throw invalid('steps', v, `${JSON.stringify(s.interface)} is not one of ${JSON.stringify(DEPLOY_STEP_INTERFACES)}`);
+  }
+  if (typeof s.step !== 'string' || s.step.length === 0) throw invalid('steps', v, `${JSON.stringify(s.step)} is not a non-empty string`);
+  if (s.args === null || typeof s.args !== 'object' || Array.isArray(s.args)) throw invalid('steps', v, `${JSON.stringify(s.args)} is not of type 'object'`);
+  const p = s.priority;
+  const priority = typeof p === 'number' && Number.isInteger(p) && p >= 0 ? p
+    : typeof p === 'string' && /^[0-9]+$/.test(p) ? Number(p) : undefined;
+  if (priority === undefined || !Number.isSafeInteger(priority)) throw invalid('steps', v, `${JSON.stringify(p)} is not valid under any of the given schemas`);
+  return { interface: s.interface, step: s.step, args: s.args as Record<string, unknown>, priority };
+}
+
+/** Ironic's TEMPLATE_SCHEMA and duplicate-step rule over a whole template. */
+function checkTemplate(body: Record<string, unknown>): { uuid?: string; name: string; steps: DeployStep[]; extra: Record<string, unknown> } {
+  const extraKeys = Object.keys(body).filter((k) => !['uuid', 'name', 'steps', 'extra'].includes(k));
+  if (extraKeys.length) throw new InvalidParameterValue(`Additional properties are not allowed ('${extraKeys[0]}' was unexpected)`);
+  for (const req of ['steps', 'name']) {
+    if (body[req] === undefined) throw new InvalidParameterValue(`'${req}' is a required property`);
+  }
+  const name = checkTrait(body.name, 'name');
+  if (!Array.isArray(body.steps)) throw invalid('steps', body.steps, `${JSON.stringify(body.steps)} is not of type 'array'`);
+  if (body.steps.length === 0) throw invalid('steps', body.steps, '[] should be non-empty');
+  const steps = body.steps.map(checkStep);
+  const seen = new Map<string, number>();
+  for (const s of steps) seen.set(`interface: ${s.interface}, step: ${s.step}`, (seen.get(`interface: ${s.interface}, step: ${s.step}`) ?? 0) + 1);
+  const duplicates = [...seen].filter(([, n]) => n > 1).map(([k]) => k);
+  if (duplicates.length) {
+    throw new InvalidParameterValue(`Deploy template invalid: Duplicate deploy steps. A template cannot have multiple deploy steps with the same interface and step. Duplicates: ${duplicates.join('; ')}.`);
+  }
+  const extra = body.extra ?? {};
+  if (extra === null || typeof extra !== 'object' || Array.isArray(extra)) throw invalid('extra', extra, `${JSON.stringify(extra)} is not of type 'object', 'null'`);
+  let uuid: string | undefined;
+  if (body.uuid !== undefined && body.uuid !== null) {
+    if (typeof body.uuid !== 'string' || !isUuid(body.uuid)) throw new InvalidParameterValue(`Expected a UUID for uuid: ${JSON.stringify(body.uuid)}`);
+    uuid = body.uuid.toLowerCase();
+  }
+  return { uuid, name, steps, extra: extra as Record<string, unknown> };
+}
+
+export function registerDeployTemplateRoutes(app: FastifyInstance, deps: ApiDeps): void {
+  const { db, config } = deps;
+  const base = (req: FastifyRequest) => baseUrl(req, config.api.public_endpoint);
+  const ident = (req: FastifyRequest) => (req.params as { template: string }).template;
+
+  // Before 1.55: reads are not found, writes not allowed (Ironic's _route).
+  function gate(req: FastifyRequest): void {
+    if (req.apiVersion.atLeast(DEPLOY_TEMPLATES_VERSION)) return;
+    const message = 'The API version does not allow deploy templates';
+    if (req.method === 'GET') throw new ResourceNotFound(message);
+    throw new MethodNotAllowed(message);
+  }
+
+  async function list(req: FastifyRequest, detailPath: boolean) {
+    gate(req);
+    const q = req.query as Query;
+    const known = new Set(['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir']);
+    const unknown = Object.keys(q).filter((k) => !known.has(k));
+    if (unknown.length) throw new InvalidParameterValue(`Unknown query parameter(s): ${unknown.join(', ')}`);
+    const detail = detailPath || boolParam(q, 'detail') === true;
+    const fieldsRaw = param(q, 'fields');
+    if (detail && fieldsRaw !== undefined) throw new InvalidParameterValue('Can not specify ?detail=True and fields in the same request.');
+    const fields = parseFields(fieldsRaw) ?? (detail ? undefined : DEFAULT_LIST_FIELDS);
+    const limit = limitParam(q, config.api.max_limit);
+    const sortKey = param(q, 'sort_key');
+    if (sortKey === 'extra' || sortKey === 'steps') throw new InvalidParameterValue(`The sort_key value ${sortKey} is an invalid field for sorting`);
+    const sort = sortParams(q, DEPLOY_TEMPLATE_SORT_KEYS, 'deploy templates');
+    const markerIdent = param(q, 'marker');
+    const marker = markerIdent !== undefined ? await getDeployTemplate(db, markerIdent) : undefined;
+    const templates = await listDeployTemplates(db, { limit, marker, ...sort });
+    const b = base(req);
+    const out: Record<string, unknown> = { deploy_templates: templates.map((t) => templateView(t, b, fields)) };
+    const next = nextLink(b, detailPath ? 'deploy_templates/detail' : 'deploy_templates', q, templates.length, limit, templates.at(-1)?.uuid);
+    if (next) out.next = next;
+    return out;
+  }
+
+  app.get('/v1/deploy_templates', (req) => list(req, false));
+  app.get('/v1/deploy_templates/detail', (req) => list(req, true));
+
+  app.get('/v1/deploy_templates/:template', async (req) => {
+    gate(req);
+    const fields = parseFields(param(req.query as Query, 'fields'));
+    return templateView(await getDeployTemplate(db, ident(req)), base(req), fields);
+  });
+
+  app.post('/v1/deploy_templates', async (req, reply) => {
+    gate(req);
+    const t = await createDeployTemplate(db, checkTemplate(requireObject(req.body, 'deploy template')));
+    reply.code(201).header('Location', `${base(req)}/v1/deploy_templates/${t.uuid}`);
+    return templateView(t, base(req));
+  });
+
+  app.patch('/v1/deploy_templates/:template', async (req) => {
+    gate(req);
+    const ops = req.body;
+    if (!Array.isArray(ops) || ops.length === 0) throw new PatchError('The request body must be a non-empty JSON patch (a list of operations).');
+    const allowed = ['extra', 'name', 'steps'];
+    for (const op of ops) {
+      const { op: kind, path } = (op ?? {}) as { op?: unknown; path?: unknown };
+      if (kind !== 'add' && kind !== 'replace' && kind !== 'remove') throw new PatchError(`Invalid patch operation ${JSON.stringify(kind)}: only add, replace and remove are supported.`);
+      if (typeof path !== 'string' || !/^\/[^/]/.test(path)) throw new PatchError(`Invalid patch path ${JSON.stringify(path)}.`);
+      if (!allowed.includes(path.split('/')[1])) throw new InvalidParameterValue(`Cannot patch ${path}. Only the following can be updated: ${allowed.join(', ')}`);
+    }
+    const t = await getDeployTemplate(db, ident(req));
+    const doc: Record<string, unknown> = { uuid: t.uuid, name: t.name, steps: t.steps, extra: t.extra };
+    let patched: Record<string, unknown>;
+    try {
+      patched = jsonpatch.applyPatch(structuredClone(doc), ops as jsonpatch.Operation[], true, false).newDocument;
+    } catch (err) {
+      throw new PatchError(`Invalid patch: ${(err as Error).message.split('\n')[0]}`);
+    }
+    const checked = checkTemplate(patched);
+    const changes: Record<string, unknown> = {};
+    if (checked.name !== t.name) changes.name = checked.name;
+    if (JSON.stringify(checked.steps) !== JSON.stringify(t.steps)) changes.steps = checked.steps;
+    if (JSON.stringify(checked.extra) !== JSON.stringify(t.extra)) changes.extra = checked.extra;
+    const updated = Object.keys(changes).length ? await updateDeployTemplate(db, t.id, changes) : t;
+    return templateView(updated, base(req));
+  });
+
+  app.delete('/v1/deploy_templates/:template', async (req, reply) => {
+    gate(req);
+    const t = await getDeployTemplate(db, ident(req));
+    await deleteDeployTemplate(db, t.id);
+    reply.code(204).send();
+  });
+}
