@@ -13,6 +13,9 @@ import { withTransaction } from '../db/transaction.js';
 import { requireObject, isUuid } from './body.js';
 import type { ApiDeps } from './deps.js';
 import { parseSteps, type IntentAcceptor } from './intents.js';
+import {
+  isProvisionStep, parseProvisionStep, prepareProvisionSteps, provisionIntentStep, stepView, type ProvisionStepRequest,
+} from './operation-provision.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { limitParam, nextLink, param, type Query } from './query.js';
 
@@ -55,6 +58,24 @@ interface OperationRequest {
   idents?: string[];
   selector?: NodeSelector;
   values: NewOperation;
+  /** Its provision steps, in order, to check against every node. */
+  provision: ProvisionStepRequest[];
+}
+
+/**
+ * The steps: those of the intents API, and provision verbs. A provision step stands in for
+ * `get_power_state` while the intents API's checks run, so that they see every step at its index.
+ */
+function parseOperationSteps(raw: unknown, req: FastifyRequest, config: Readonly<Config>): { steps: NewOperation['steps']; provision: ProvisionStepRequest[] } {
+  const provisionAt = new Map<number, ProvisionStepRequest>();
+  const plain = Array.isArray(raw)
+    ? raw.map((s, i) => (isProvisionStep(s) ? (provisionAt.set(i, parseProvisionStep(s, i, req)), { action: 'get_power_state' }) : s))
+    : raw;
+  const steps = parseSteps(plain, req).map((s, i) => {
+    const p = provisionAt.get(i);
+    return p ? provisionIntentStep(p, config) : s;
+  });
+  return { steps, provision: [...provisionAt.values()] };
 }
 
 function parseOperationRequest(raw: unknown, req: FastifyRequest, config: Readonly<Config>): OperationRequest {
@@ -70,7 +91,7 @@ function parseOperationRequest(raw: unknown, req: FastifyRequest, config: Readon
       return n;
     });
   }
-  const steps = parseSteps(body.steps, req);
+  const { steps, provision } = parseOperationSteps(body.steps, req, config);
   const retry = body.retry === undefined ? {} : requireObject(body.retry, 'retry');
   unknownKeys(retry, ['max_attempts', 'initial_delay', 'max_delay'], 'retry');
   const c = config.conductor;
@@ -86,6 +107,7 @@ function parseOperationRequest(raw: unknown, req: FastifyRequest, config: Readon
   if (typeof queue !== 'boolean') throw new InvalidParameterValue('"queue" must be a boolean.');
   return {
     idents,
+    provision,
     selector: body.selector === undefined ? undefined : parseSelector(body.selector),
     values: {
       description, steps, onFailure, queue,
@@ -108,7 +130,7 @@ export function operationView(op: Operation, counts: OperationCounts, base: stri
     uuid: op.uuid,
     state: op.state,
     description: op.description,
-    steps: op.steps.map((s) => ({ action: s.kind, args: s.args })),
+    steps: op.steps.map(stepView),
     max_parallel: op.maxParallel,
     retry: { max_attempts: op.maxAttempts, initial_delay: op.initialDelayMs / 1000, max_delay: op.maxDelayMs / 1000 },
     on_failure: op.onFailure,
@@ -130,7 +152,7 @@ export function operationView(op: Operation, counts: OperationCounts, base: stri
 
 /** Galvanic's group operations: /v1/operations. */
 export function registerOperationRoutes(app: FastifyInstance, deps: ApiDeps, acceptor: IntentAcceptor): void {
-  const { db, config } = deps;
+  const { db, config, registry } = deps;
   const base = (req: FastifyRequest) => baseUrl(req, config.api.public_endpoint);
   const opId = (req: FastifyRequest) => (req.params as { op: string }).op;
   const view = async (req: FastifyRequest, op: Operation) => operationView(op, (await operationCounts(db, [op.id])).get(op.id)!, base(req));
@@ -144,6 +166,7 @@ export function registerOperationRoutes(app: FastifyInstance, deps: ApiDeps, acc
         ? await lockNodesByIdent(trx, parsed.idents)
         : await lockNodesBySelector(trx, parsed.selector!, config.operations.max_nodes);
       if (!parsed.values.queue) await assertNodesFree(trx, nodeIds);
+      await prepareProvisionSteps(trx, registry, parsed.provision, nodeIds, parsed.values.queue);
       return createOperation(trx, parsed.values, nodeIds);
     });
     wakeConductors();

@@ -1,15 +1,10 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import {
-  InvalidStateRequested, NotAcceptable, InvalidParameterValue, MissingParameterValue, NodeInMaintenance, NodeProtected,
-  GalvanicError, NodeLocked,
-} from '../common/errors.js';
-import { KNOWN_VERBS, refusedMessage, transitionFor, type Transition } from '../common/states.js';
+import { NotAcceptable, InvalidParameterValue, MissingParameterValue } from '../common/errors.js';
 import { INTENT_CHANNEL, enqueueIntents } from '../db/intents.js';
 import type { IntentAcceptor } from './intents.js';
-import { getNode, updateNode, type Node, type NodeChanges } from '../db/nodes.js';
+import { getNode, updateNode, type NodeChanges } from '../db/nodes.js';
 import { withTransaction } from '../db/transaction.js';
-import { describeNode, validateForDeploy, validateInterface } from '../drivers/validate-node.js';
-import type { DriverRegistry } from '../drivers/registry.js';
+import { checkNodeForProvision, provisionTransition, transitionStartChanges } from '../drivers/provision-checks.js';
 import type { ApiDeps } from './deps.js';
 import { baseUrl } from './links.js';
 import { requireObject } from './body.js';
@@ -76,96 +71,78 @@ function checkSteps(value: unknown, name: string, withPriority: boolean): Array<
   });
 }
 
+/** A checked provision state change body. */
+export interface ProvisionRequest {
+  verb: string;
+  /** Whether the verb deploys (active, deploy, rebuild). */
+  deploying: boolean;
+  configdrive?: unknown;
+  cleanSteps?: ReturnType<typeof checkSteps>;
+}
+
 /**
- * What Ironic's conductor checks synchronously before it accepts a verb (so that the request
- * fails, not the node): maintenance, protection, and the interfaces the work will use.
+ * Checks a `PUT …/states/provision` body against the request's microversion: what can be
+ * refused before any node is looked at. Group operations check their provision steps here too.
  */
-function checkNodeFor(registry: DriverRegistry, node: Node, verb: string, t: Transition): void {
-  const desc = describeNode(node);
-  if (t.work === 'deploy') {
-    if (node.maintenance) throw new NodeInMaintenance('provisioning', node.uuid);
-    if (verb === 'rebuild' && node.protected) throw new NodeProtected(node.uuid);
-    validateForDeploy(registry, desc);
+export function checkProvisionBody(body: Record<string, unknown>, req: FastifyRequest): ProvisionRequest {
+  const unknown = Object.keys(body).filter((k) => own(BODY_FIELDS, k) === undefined);
+  if (unknown.length) throw new InvalidParameterValue(`Unknown attribute(s) for provision state change: ${unknown.join(', ')}`);
+  for (const k of Object.keys(body)) {
+    const since = BODY_FIELDS[k];
+    if (!req.apiVersion.atLeast(since)) throw new NotAcceptable(`The "${k}" parameter requires API version 1.${since} or later.`);
   }
-  if (t.work === 'tear_down' && node.protected) throw new NodeProtected(node.uuid);
-  if (t.work === 'inspect') {
-    try {
-      validateInterface(registry, desc, 'power');
-      validateInterface(registry, desc, 'inspect');
-    } catch (err) {
-      if (!(err instanceof GalvanicError) || err.httpStatus !== 400) throw err;
-      throw new InvalidParameterValue(`RPC inspect_hardware failed to validate inspection or power info. Error: ${err.message}`);
+  const verb = body.target;
+  if (typeof verb !== 'string') throw new InvalidParameterValue('Invalid input for field/attribute target. Expected a string.');
+  const floor = own(VERB_FLOORS, verb);
+  if (floor !== undefined && !req.apiVersion.atLeast(floor)) {
+    throw new NotAcceptable(`The "${verb}" verb requires API version 1.${floor} or later.`);
+  }
+  const deploying = verb === 'active' || verb === 'deploy' || verb === 'rebuild';
+  if (body.configdrive !== undefined && body.configdrive !== null && !deploying) {
+    throw new InvalidParameterValue('Adding a config drive is only supported when setting provision state to active, deploy or rebuild');
+  }
+  checkConfigdrive(body.configdrive, req);
+  if (body.deploy_steps !== undefined && body.deploy_steps !== null && !deploying) {
+    throw new InvalidParameterValue('"deploy_steps" is only valid when setting target provision state to active, deploy or rebuild');
+  }
+  if (body.deploy_steps !== undefined && body.deploy_steps !== null) {
+    // The deploy interfaces Galvanic ships have one step (deploy.deploy, priority 100); it runs anyway.
+    for (const s of checkSteps(body.deploy_steps, 'deploy_steps', true)) {
+      if (!(s.interface === 'deploy' && s.step === 'deploy')) {
+        throw new InvalidParameterValue(`Invalid deploy_steps: the node's interfaces have no deploy step ${s.interface}.${s.step}.`);
+      }
     }
   }
+  let cleanSteps: ReturnType<typeof checkSteps> | undefined;
+  if (verb === 'clean') {
+    if (body.clean_steps === undefined || body.clean_steps === null) {
+      throw new MissingParameterValue('"clean_steps" is required when setting target provision state to clean');
+    }
+    cleanSteps = checkSteps(body.clean_steps, 'clean_steps', false);
+  } else if (body.clean_steps !== undefined && body.clean_steps !== null) {
+    throw new InvalidParameterValue('"clean_steps" is only valid when setting target provision state to clean');
+  }
+  if (body.disable_ramdisk !== undefined && verb !== 'clean') {
+    throw new InvalidParameterValue('"disable_ramdisk" is only valid when setting target provision state to clean');
+  }
+  return { verb, deploying, configdrive: body.configdrive ?? undefined, cleanSteps };
 }
 
 export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acceptor: IntentAcceptor): void {
   const { db, config, registry } = deps;
 
   app.put('/v1/nodes/:node/states/provision', async (req, reply) => {
-    const body = requireObject(req.body, 'provision state change');
-    const unknown = Object.keys(body).filter((k) => own(BODY_FIELDS, k) === undefined);
-    if (unknown.length) throw new InvalidParameterValue(`Unknown attribute(s) for provision state change: ${unknown.join(', ')}`);
-    for (const k of Object.keys(body)) {
-      const since = BODY_FIELDS[k];
-      if (!req.apiVersion.atLeast(since)) throw new NotAcceptable(`The "${k}" parameter requires API version 1.${since} or later.`);
-    }
-    const verb = body.target;
-    if (typeof verb !== 'string') throw new InvalidParameterValue('Invalid input for field/attribute target. Expected a string.');
-    const floor = own(VERB_FLOORS, verb);
-    if (floor !== undefined && !req.apiVersion.atLeast(floor)) {
-      throw new NotAcceptable(`The "${verb}" verb requires API version 1.${floor} or later.`);
-    }
-    const deploying = verb === 'active' || verb === 'deploy' || verb === 'rebuild';
-    if (body.configdrive !== undefined && body.configdrive !== null && !deploying) {
-      throw new InvalidParameterValue('Adding a config drive is only supported when setting provision state to active, deploy or rebuild');
-    }
-    checkConfigdrive(body.configdrive, req);
-    if (body.deploy_steps !== undefined && body.deploy_steps !== null && !deploying) {
-      throw new InvalidParameterValue('"deploy_steps" is only valid when setting target provision state to active, deploy or rebuild');
-    }
-    if (body.deploy_steps !== undefined && body.deploy_steps !== null) {
-      // The deploy interfaces Galvanic ships have one step (deploy.deploy, priority 100); it runs anyway.
-      for (const s of checkSteps(body.deploy_steps, 'deploy_steps', true)) {
-        if (!(s.interface === 'deploy' && s.step === 'deploy')) {
-          throw new InvalidParameterValue(`Invalid deploy_steps: the node's interfaces have no deploy step ${s.interface}.${s.step}.`);
-        }
-      }
-    }
-    let cleanSteps: ReturnType<typeof checkSteps> | undefined;
-    if (verb === 'clean') {
-      if (body.clean_steps === undefined || body.clean_steps === null) {
-        throw new MissingParameterValue('"clean_steps" is required when setting target provision state to clean');
-      }
-      cleanSteps = checkSteps(body.clean_steps, 'clean_steps', false);
-    } else if (body.clean_steps !== undefined && body.clean_steps !== null) {
-      throw new InvalidParameterValue('"clean_steps" is only valid when setting target provision state to clean');
-    }
-    if (body.disable_ramdisk !== undefined && verb !== 'clean') {
-      throw new InvalidParameterValue('"disable_ramdisk" is only valid when setting target provision state to clean');
-    }
+    const { verb, deploying, configdrive, cleanSteps } = checkProvisionBody(requireObject(req.body, 'provision state change'), req);
     const ident = (req.params as { node: string }).node;
     const node = await withTransaction(db, async (trx) => {
       const current = await getNode(trx, ident, { forUpdate: true });
-      const t = (KNOWN_VERBS as readonly string[]).includes(verb) ? transitionFor(current.provisionState, verb) : undefined;
-      if (!t) {
-        // As Ironic: a node busy with another transition is "locked", not in the wrong state.
-        if (current.reservation) throw new NodeLocked(current.uuid, current.reservation);
-        throw new InvalidStateRequested(refusedMessage(current.uuid, verb, current.provisionState));
+      const t = provisionTransition(current, verb);
+      checkNodeForProvision(registry, current, verb, t);
+      // Ironic moves the node into the transitional state before answering 202.
+      const changes: NodeChanges = transitionStartChanges(t);
+      if (deploying && configdrive !== undefined && configdrive !== null) {
+        changes.instanceInfo = { ...current.instanceInfo, configdrive };
       }
-      checkNodeFor(registry, current, verb, t);
-      // Ironic moves the node into the transitional state before answering 202; clients
-      // waiting on the node (`--wait`) rely on target_provision_state being set.
-      const changes: NodeChanges = {
-        provisionState: t.via,
-        targetProvisionState: t.target,
-        lastError: null,
-        provisionUpdatedAt: new Date(),
-      };
-      if (deploying && body.configdrive !== undefined && body.configdrive !== null) {
-        changes.instanceInfo = { ...current.instanceInfo, configdrive: body.configdrive };
-      }
-      if (t.work === 'inspect') Object.assign(changes, { inspectionStartedAt: new Date(), inspectionFinishedAt: null });
       const updated = await updateNode(trx, current.id, changes);
       await enqueueIntents(trx, current.id, [{
         kind: 'provision',

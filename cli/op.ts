@@ -10,7 +10,9 @@ import { parseArgs } from 'node:util';
 const USAGE = `Usage: galvanic op <command> [options]
 
 Commands:
-  create   --nodes A,B,… | --selector key=value,…   [--steps JSON | --boot-device DEV --power TARGET]
+  create   --nodes A,B,… | --selector key=value,…
+           [--steps JSON | --boot-device DEV --power TARGET | --manage | --inspect | --provide
+            | --deploy ISO_URL [--configdrive URL_OR_GZIP_B64] | --undeploy]
            [--max-parallel N] [--max-attempts N] [--initial-delay S] [--max-delay S]
            [--on-failure continue|abort] [--description TEXT] [--queue] [--wait]
   show ID  [--wait] [--all-nodes]        the operation, its counts and its failed nodes
@@ -107,7 +109,17 @@ function buildCreateBody(v: Record<string, string | boolean | undefined>): Recor
     // The usual order for a boot: the device first, then the power.
     if (typeof v['boot-device'] === 'string') list.push({ action: 'set_boot_device', args: { boot_device: v['boot-device'] } });
     if (typeof v.power === 'string') list.push({ action: 'power', args: { target: v.power } });
-    if (list.length === 0) throw new UsageError('create needs --steps, or --boot-device and/or --power');
+    // Provision verbs in the order a node goes through them.
+    for (const verb of ['manage', 'inspect', 'provide'] as const) if (v[verb]) list.push({ action: verb });
+    if (typeof v.deploy === 'string') {
+      const args: Record<string, unknown> = { instance_info: { boot_iso: v.deploy } };
+      if (typeof v.configdrive === 'string') args.configdrive = v.configdrive;
+      list.push({ action: 'deploy', args });
+    } else if (v.configdrive !== undefined) {
+      throw new UsageError('--configdrive goes with --deploy');
+    }
+    if (v.undeploy) list.push({ action: 'undeploy' });
+    if (list.length === 0) throw new UsageError('create needs --steps, or --boot-device and/or --power, or a provision verb (--deploy ISO_URL, --undeploy, --inspect, --provide, --manage)');
     steps = list;
   }
   const body: Record<string, unknown> = { steps };
@@ -186,6 +198,8 @@ export async function runOperationCli(argv: string[]): Promise<number> {
         'max-parallel': { type: 'string' }, 'max-attempts': { type: 'string' }, 'initial-delay': { type: 'string' }, 'max-delay': { type: 'string' },
         'on-failure': { type: 'string' }, description: { type: 'string' }, queue: { type: 'boolean' }, state: { type: 'string' }, limit: { type: 'string' },
         'all-nodes': { type: 'boolean' },
+        manage: { type: 'boolean' }, inspect: { type: 'boolean' }, provide: { type: 'boolean' }, undeploy: { type: 'boolean' },
+        deploy: { type: 'string' }, configdrive: { type: 'string' },
       },
     });
   } catch (err) {

@@ -229,3 +229,10 @@ export async function retryPolicyOf(trx: Knex.Transaction, uuid: string): Promis
   if (!row) return undefined;
   return { stopped: row.state === 'cancelled' || row.abort_reason !== null, initialDelayMs: row.initial_delay_ms, maxDelayMs: row.max_delay_ms };
 }
+
+/** Which of the nodes have intents queued or running (work a queued operation waits behind). */
+export async function nodesWithOpenIntents(trx: Knex.Transaction, nodeIds: readonly number[]): Promise<Set<number>> {
+  const rows: Array<{ node_id: number }> = await trx('intents').distinct('node_id')
+    .whereRaw('node_id = any(?::int[])', [nodeIds as number[]]).whereIn('state', ['queued', 'running']);
+  return new Set(rows.map((r) => r.node_id));
+}

@@ -2,6 +2,7 @@ import { consoleAction } from './console.js';
 import { getBootDeviceAction, getSupportedBootDevicesAction, maintenanceAction, setBootDeviceAction } from './management.js';
 import { getPowerStateAction, powerAction } from './power.js';
 import { provisionAction } from './provision.js';
+import { provisionStepAction } from './provision-step.js';
 import type { Action } from './types.js';
 
 /** Actions by intent kind. */
@@ -13,6 +14,7 @@ export const ACTIONS: Record<string, Action> = {
   get_supported_boot_devices: getSupportedBootDevicesAction,
   maintenance: maintenanceAction,
   provision: provisionAction,
+  provision_step: provisionStepAction,
   console: consoleAction,
 };
 

@@ -1,0 +1,69 @@
+/**
+ * What a provision verb must pass on a node before it starts: the transition the state machine
+ * allows from the node's state, and what Ironic's conductor checks synchronously before it
+ * accepts the verb (so that the request fails, not the node). One place for each rule, used by
+ * `PUT /v1/nodes/{n}/states/provision`, by group operations when they are created, and by the
+ * conductor when an operation's provision step starts. No I/O.
+ */
+import { GalvanicError, InvalidParameterValue, InvalidStateRequested, NodeInMaintenance, NodeLocked, NodeProtected } from '../common/errors.js';
+import { KNOWN_VERBS, refusedMessage, transitionFor, type Transition } from '../common/states.js';
+import type { DriverRegistry } from './registry.js';
+import { describeNode, validateForDeploy, validateInterface, type NodeLike } from './validate-node.js';
+
+/** The parts of a node the provision rules read; a node from db/ fits as it is. */
+export type ProvisionNode = NodeLike & {
+  provisionState: string;
+  maintenance: boolean;
+  protected: boolean;
+  reservation: string | null;
+};
+
+/**
+ * The transition `verb` starts from the node's state. Refused as Ironic refuses it: a node
+ * busy with another transition (held by a conductor, unless `heldByUs`) is "locked", any
+ * other is in the wrong state.
+ * @throws NodeLocked | InvalidStateRequested
+ */
+export function provisionTransition(node: ProvisionNode, verb: string, heldByUs = false): Transition {
+  const t = (KNOWN_VERBS as readonly string[]).includes(verb) ? transitionFor(node.provisionState, verb) : undefined;
+  if (t) return t;
+  if (node.reservation && !heldByUs) throw new NodeLocked(node.uuid, node.reservation);
+  throw new InvalidStateRequested(refusedMessage(node.uuid, verb, node.provisionState));
+}
+
+/**
+ * Maintenance, protection, and the interfaces the work will use, validated against the node's
+ * driver_info and instance_info.
+ * @throws NodeInMaintenance | NodeProtected | InvalidParameterValue | MissingParameterValue
+ */
+export function checkNodeForProvision(registry: DriverRegistry, node: ProvisionNode, verb: string, t: Transition): void {
+  const desc = describeNode(node);
+  if (t.work === 'deploy') {
+    if (node.maintenance) throw new NodeInMaintenance('provisioning', node.uuid);
+    if (verb === 'rebuild' && node.protected) throw new NodeProtected(node.uuid);
+    validateForDeploy(registry, desc);
+  }
+  if (t.work === 'tear_down' && node.protected) throw new NodeProtected(node.uuid);
+  if (t.work === 'inspect') {
+    try {
+      validateInterface(registry, desc, 'power');
+      validateInterface(registry, desc, 'inspect');
+    } catch (err) {
+      if (!(err instanceof GalvanicError) || err.httpStatus !== 400) throw err;
+      throw new InvalidParameterValue(`RPC inspect_hardware failed to validate inspection or power info. Error: ${err.message}`);
+    }
+  }
+}
+
+/**
+ * The node fields a started transition writes: Ironic moves the node into the transitional
+ * state (clients waiting on the node rely on target_provision_state being set) and clears
+ * last_error.
+ */
+export function transitionStartChanges(t: Transition, now = new Date()): {
+  provisionState: string; targetProvisionState: string; lastError: null; provisionUpdatedAt: Date;
+  inspectionStartedAt?: Date; inspectionFinishedAt?: null;
+} {
+  const changes = { provisionState: t.via, targetProvisionState: t.target, lastError: null, provisionUpdatedAt: now };
+  return t.work === 'inspect' ? { ...changes, inspectionStartedAt: now, inspectionFinishedAt: null } : changes;
+}
