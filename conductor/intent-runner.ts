@@ -112,11 +112,16 @@ export class IntentRunner {
   }
 
   private async claimLoop(): Promise<void> {
+    let advanced = false;
     while (!this.stopped) {
       const scope = this.scope();
       const want = Math.min(this.opts.workers - this.inflight, 200);
       if (!scope || want <= 0) return;
-      if (this.opts.beforeClaim) {
+      // Once per pass, not per batch: what it admits changes only when work ends, and every
+      // end pumps again. Per batch, it held the operation's row lock (which the conductors
+      // take in turn) five times over while 1,000 admitted nodes waited to be claimed.
+      if (this.opts.beforeClaim && !advanced) {
+        advanced = true;
         try {
           await this.opts.beforeClaim();
         } catch (err) {

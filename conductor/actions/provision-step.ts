@@ -1,8 +1,9 @@
 import { ProvisionState, transitionFor, type Transition } from '../../common/states.js';
 import { checkNodeForProvision, provisionTransition, transitionStartChanges } from '../../drivers/provision-checks.js';
-import type { Node } from '../../db/nodes.js';
+import type { Node, NodeChanges } from '../../db/nodes.js';
 import type { Intent } from '../../db/intents.js';
 import { provisionAction, type ProvisionArgs } from './provision.js';
+import type { Task } from '../task-manager.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 
 /** What a group operation queues for a provision step: the verb, not yet a transition. */
@@ -42,10 +43,24 @@ function provisionArgs(node: Node, args: ProvisionStepArgs, t: Transition): Prov
   return { verb: args.verb, target: t.target, onFail: t.onFail, work: t.work, automatedClean: node.automatedClean ?? args.automatedCleanDefault };
 }
 
-/** The context the provision action sees: the same task and node, with its own arguments. */
-function withArgs(ctx: ActionContext, args: ProvisionArgs): ActionContext {
+/**
+ * The context the provision action sees: the same task and node, with its own arguments;
+ * `pending` changes go with the action's first progress write.
+ */
+function withArgs(ctx: ActionContext, args: ProvisionArgs, pending?: NodeChanges): ActionContext {
+  let task = ctx.task;
+  if (pending) {
+    const held = ctx.task;
+    let first: NodeChanges | undefined = pending;
+    task = Object.create(held) as Task;
+    task.progress = (changes: NodeChanges) => {
+      const merged = first ? { ...first, ...changes } : changes;
+      first = undefined;
+      return held.progress(merged);
+    };
+  }
   return {
-    task: ctx.task, registry: ctx.registry, log: ctx.log, driver: ctx.driver,
+    task, registry: ctx.registry, log: ctx.log, driver: ctx.driver,
     intent: { ...ctx.intent, args: args as unknown as Record<string, unknown> },
     get node() {
       return ctx.node;
@@ -76,7 +91,11 @@ export const provisionStepAction: Action = {
         refused.add(ctx.intent);
         throw err;
       }
-      await ctx.task.progress(transitionStartChanges(t));
+      const start = transitionStartChanges(t);
+      // A deploy records its step before any BMC call: the start goes with that write, one
+      // transaction fewer per node (a group deploy makes thousands of them at once).
+      if (t.work === 'deploy') return provisionAction.run(withArgs(ctx, provisionArgs(ctx.node, args, t), start));
+      await ctx.task.progress(start);
     }
     return provisionAction.run(withArgs(ctx, provisionArgs(ctx.node, args, t)));
   },
