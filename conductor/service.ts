@@ -80,6 +80,7 @@ export class ConductorService {
       beforeClaim: () => operations.advance(),
       update: { maintenanceBumpsAccess: deps.config.console.maintenance_closes_console },
     });
+    operations.onDue = () => this.runner.pump();
     this.allocator = new Allocator(deps.db, this.hostname, this.log);
     this.periodic = new PeriodicRunner(this.log);
     this.periodic.register({
