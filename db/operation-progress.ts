@@ -195,6 +195,10 @@ async function advanceOne(trx: Knex.Transaction, id: number, progressIntervalMs:
  * so an admitted node starts at once and never holds a slot waiting for other work.
  */
 async function admitNodes(trx: Knex.Transaction, op: Operation): Promise<number[]> {
+  // Most passes over a running operation have nobody left to admit: say so without counting
+  // the active nodes (an index probe per admitted node).
+  const waiting = await trx('operation_nodes').where('operation_id', op.id).whereNull('admitted_at').first(trx.raw('1 AS one'));
+  if (!waiting) return [];
   // Joins go through keys (head_intent_id, the primary keys): the plan must not depend on
   // statistics, which lag behind a freshly created operation's thousands of intents.
   const { rows } = await trx.raw<{ rows: Array<{ node_id: number }> }>(
