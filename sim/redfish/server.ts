@@ -12,9 +12,10 @@
  *   GET|POST /_sim/events[?since=SEQ]  the ordered log of inserts, ejects, refusals, boot
  *                              overrides, resets and boots (bounded); POST empties it
  *   GET  /_sim/totals          counters summed over every BMC of the process
- *   GET|POST /_sim/chains      over every BMC of the process: the longest request chain (the
- *                              sum of the latencies imposed on one BMC's requests) since the
- *                              last POST, which starts a new count
+ *   GET|POST /_sim/chains[?all=1]  over every BMC of the process: the longest request chain
+ *                              (the sum of the latencies imposed on one BMC's requests) since
+ *                              the last POST, which starts a new count; with all=1 also every
+ *                              BMC's chain, by port
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -101,10 +102,13 @@ export interface ChainSummary {
   p99Ms: number;
   /** The longest chains: [BMC index, ms of imposed latency, requests]. */
   longest: Array<[number, number, number]>;
+  /** With `?all=1`: every BMC's chain, [port, ms, requests], in BMC order. */
+  all?: Array<[number, number, number]>;
 }
 
-function chainSummary(bmcs: SimBmc[], mark: boolean): ChainSummary {
+function chainSummary(bmcs: SimBmc[], mark: boolean, handles?: readonly SimBmcHandle[]): ChainSummary {
   const chains: Array<[number, number, number]> = [];
+  const all = handles ? bmcs.map((b, i): [number, number, number] => [handles[i].port, Math.round(b.chainMs), b.chainRequests]) : undefined;
   for (const b of bmcs) {
     if (b.chainRequests > 0) chains.push([b.index, Math.round(b.chainMs), b.chainRequests]);
     if (mark) {
@@ -114,7 +118,7 @@ function chainSummary(bmcs: SimBmc[], mark: boolean): ChainSummary {
   }
   chains.sort((a, b) => b[1] - a[1]);
   const q = (f: number) => (chains.length ? chains[Math.min(chains.length - 1, Math.floor((1 - f) * chains.length))][1] : 0);
-  return { bmcs: bmcs.length, active: chains.length, p50Ms: q(0.5), p99Ms: q(0.99), longest: chains.slice(0, 5) };
+  return { bmcs: bmcs.length, active: chains.length, p50Ms: q(0.5), p99Ms: q(0.99), longest: chains.slice(0, 5), ...(all ? { all } : {}) };
 }
 
 const FAULT_KEYS = new Set<string>(Object.keys(DEFAULT_FAULTS));
@@ -124,7 +128,7 @@ function mediaOut(m: MediaState, view: MediaState): Record<string, unknown> {
   return { image: m.image, inserted: m.inserted, writeProtected: m.writeProtected, transferProtocolType: m.transferProtocolType, etag: etagOf(m), ...(view !== m ? { shownInserted: view.inserted } : {}) };
 }
 
-async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: VirtualMedia, req: IncomingMessage, res: ServerResponse, port: number): Promise<void> {
+async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: VirtualMedia, req: IncomingMessage, res: ServerResponse, port: number, handles: readonly SimBmcHandle[]): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://sim');
   const write = req.method === 'POST' || req.method === 'PUT';
   const body = write ? await readBody(req) : '';
@@ -144,7 +148,7 @@ async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: Virt
     case '/_sim/totals':
       return send(res, 200, JSON.stringify(sumCounters(all)));
     case '/_sim/chains':
-      return send(res, 200, JSON.stringify(chainSummary(all, write)));
+      return send(res, 200, JSON.stringify(chainSummary(all, write, url.searchParams.get('all') === '1' ? handles : undefined)));
     case '/_sim/reset':
       bmc.resetCounters();
       return send(res, 200, JSON.stringify(bmc.counters()));
@@ -261,7 +265,7 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
     let port = 0;
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       const p = req.url ?? '';
-      const work = p.startsWith('/_sim/') ? control(bmc, bmcs, model, handler.vmedia, req, res, port) : handler.handle(bmc, req, res);
+      const work = p.startsWith('/_sim/') ? control(bmc, bmcs, model, handler.vmedia, req, res, port, handles) : handler.handle(bmc, req, res);
       work.catch((err: unknown) => send(res, 500, JSON.stringify({ error: String(err) })));
     });
     // Keep idle keep-alive sockets longer than clients' pools do, so clients close first.

@@ -1,0 +1,334 @@
+/**
+ * Group deploy benchmark (not a test): one group operation deploys N simulated Redfish nodes
+ * (ramdisk deploy over virtual media: power off, eject, insert the ISO, boot override, power on
+ * and wait for the boot) through one `galvanic api` and K `galvanic conductor` processes, once
+ * per --max-parallel value, each followed by an undeploy operation.
+ *
+ *   node dist/bench/deploy.js [--nodes 1000] [--conductors 2] [--max-parallel 1000,100]
+ *     [--latency 100-500] [--boot-seconds 5-10] [--api-port 6460] [--workers 1000]
+ *     [--cpu-prof DIR]   (the conductors write CPU profiles there)
+ *
+ * The floor of a run is computed at the simulator (`/_sim/chains?all=1`): each BMC's chain is
+ * the latency imposed on its requests plus its boots, the shortest time in which a client doing
+ * one request at a time could have had its answers. With every node admitted at once the floor
+ * is the slowest node's chain; with max_parallel P it is the sum, over the admission waves (the
+ * operation's nodes in order, P at a time), of each wave's slowest chain. Per-node deploy time
+ * is the step's run (its start to its end, from the operation's node rows).
+ *
+ * Results: a table on stdout, bench/results/deploy-<timestamp>.json and deploy-latest.json.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { createKnex } from '../db/connection.js';
+import { onCleanup, runBenchmark } from './lib/cleanup.js';
+import { createBenchDatabase, startDatabaseServer } from './lib/database.js';
+import { Client, waitForApi } from './lib/http.js';
+import { spawnGalvanic, watchCpu, type GalvanicProcess } from './lib/proc.js';
+import { benchLog, fmt, gitState, loadAvg, machineInfo, positiveInt, ROOT, round2, sleep, summarize, table, writeResults } from './lib/util.js';
+
+const ISO = 'http://images.example/bench/live.iso';
+
+interface Options {
+  nodes: number;
+  conductors: number;
+  maxParallel: number[];
+  latency: string;
+  bootSeconds: string;
+  apiPort: number;
+  workers: number;
+  cpuProf?: string;
+}
+
+function parseOptions(): Options {
+  const { values } = parseArgs({
+    options: {
+      nodes: { type: 'string' }, conductors: { type: 'string' }, 'max-parallel': { type: 'string' }, latency: { type: 'string' },
+      'boot-seconds': { type: 'string' }, 'api-port': { type: 'string' }, workers: { type: 'string' }, 'cpu-prof': { type: 'string' },
+    },
+  });
+  const maxParallel = (values['max-parallel'] ?? '1000,100').split(',').map((v) => positiveInt('max-parallel', v, 0));
+  return {
+    nodes: positiveInt('nodes', values.nodes, 1000),
+    conductors: positiveInt('conductors', values.conductors, 2),
+    maxParallel,
+    latency: values.latency ?? '100-500',
+    bootSeconds: values['boot-seconds'] ?? '5-10',
+    apiPort: positiveInt('api-port', values['api-port'], 6460),
+    workers: positiveInt('workers', values.workers, 1000),
+    cpuProf: values['cpu-prof'],
+  };
+}
+
+interface Sim {
+  proc: ChildProcess;
+  firstPort: number;
+}
+
+async function startSim(opts: Options, log: (m: string) => void): Promise<Sim> {
+  const args = [path.join(ROOT, 'dist/cli/main.js'), 'sim', 'redfish', '--count', String(opts.nodes), '--latency', opts.latency,
+    '--boot-seconds', opts.bootSeconds, '--session-limit', '4'];
+  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  proc.stderr!.on('data', (d: Buffer) => { err += d.toString(); });
+  onCleanup('simulator', async () => {
+    if (proc.exitCode !== null) return;
+    proc.kill('SIGTERM');
+    await new Promise((r) => proc.once('exit', r));
+  });
+  const line = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    proc.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('\n')) resolve(out.split('\n')[0]);
+    });
+    proc.once('exit', (code) => reject(new Error(`simulator exited (${code}): ${err}`)));
+  });
+  const ready = JSON.parse(line) as { firstPort: number; listening: number };
+  log(`simulator: ${ready.listening} BMCs`);
+  return { proc, firstPort: ready.firstPort };
+}
+
+/** Every BMC's chain since the last mark, by port, and a new mark. */
+async function markChains(sim: Sim): Promise<Map<number, { ms: number; requests: number }>> {
+  const res = await fetch(`http://127.0.0.1:${sim.firstPort}/_sim/chains?all=1`, { method: 'POST' });
+  const body = (await res.json()) as { all: Array<[number, number, number]> };
+  return new Map(body.all.map(([port, ms, requests]) => [port, { ms, requests }]));
+}
+
+async function simTotals(sim: Sim): Promise<Record<string, number>> {
+  return (await (await fetch(`http://127.0.0.1:${sim.firstPort}/_sim/totals`)).json()) as Record<string, number>;
+}
+
+async function simPorts(sim: Sim): Promise<number[]> {
+  const res = await fetch(`http://127.0.0.1:${sim.firstPort}/_sim/chains?all=1`);
+  return ((await res.json()) as { all: Array<[number, number, number]> }).all.map((c) => c[0]);
+}
+
+interface OperationBody {
+  uuid: string;
+  state: string;
+  counts: Record<string, number>;
+  finished_at: string | null;
+  nodes?: Array<{ node_uuid: string; state: string; attempts: number; last_error: string | null; admitted_at: string | null; started_at: string | null; finished_at: string | null }>;
+  next?: string;
+}
+
+interface PhaseResult {
+  phase: string;
+  maxParallel: number;
+  state: string;
+  counts: Record<string, number>;
+  acceptMs: number;
+  wallS: number;
+  floorS: number;
+  wallOverFloor: number;
+  waves: number;
+  slowestChainS: number;
+  chainP50S: number;
+  requestsPerNode: number;
+  mostRunning: number;
+  /** GET /v1/operations/{id}?limit=1 while it ran (the bench polls it every second). */
+  statusGetMs: ReturnType<typeof summarize>;
+  nodeStepS: ReturnType<typeof summarize>;
+  admitToEndS: ReturnType<typeof summarize>;
+  failures: Array<{ node: string; error: string | null }>;
+  startToFirstBmcChangeS: ReturnType<typeof summarize>;
+  bootEndToStepEndS: ReturnType<typeof summarize>;
+  /** From the operation's creation: when nodes were admitted and when their step started. */
+  admittedAfterS: ReturnType<typeof summarize>;
+  startedAfterS: ReturnType<typeof summarize>;
+  /** What the simulator counted meanwhile, over every BMC. */
+  simulator: Record<string, number>;
+  cpu: Record<string, { cpuS: number; maxRssMiB: number }>;
+  postgresCpuS: number;
+  machineBusyCpuS: number;
+  loadAverage: { start: number[]; end: number[] };
+}
+
+const toS = (s: ReturnType<typeof summarize>) => ({ ...s, meanMs: round2(s.meanMs / 1000), p50Ms: round2(s.p50Ms / 1000), p90Ms: round2(s.p90Ms / 1000), p99Ms: round2(s.p99Ms / 1000), maxMs: round2(s.maxMs / 1000) });
+
+/** Runs one operation over every node and measures it against the simulator's floor. */
+async function runPhase(
+  phase: string, steps: unknown[], maxParallel: number, ctx: { client: Client; sim: Sim; uuids: string[]; portOf: Map<string, number>; pids: Record<string, number>; log: (m: string) => void; died: () => string | undefined },
+): Promise<PhaseResult> {
+  const { client, sim, uuids, portOf, log } = ctx;
+  await markChains(sim);
+  const totals0 = await simTotals(sim);
+  const load0 = loadAvg();
+  const watch = watchCpu(ctx.pids);
+  const t0 = Date.now();
+  const created = await client.request('POST', '/v1/operations', JSON.stringify({ nodes: uuids, steps, max_parallel: maxParallel, description: `bench ${phase}` }));
+  if (created.status !== 201) throw new Error(`POST /v1/operations: ${created.status} ${created.body.slice(0, 500)}`);
+  const opId = (JSON.parse(created.body) as OperationBody).uuid;
+  let op: OperationBody;
+  let mostRunning = 0;
+  let lastLog = 0;
+  const getMs: number[] = [];
+  for (;;) {
+    const res = await client.request('GET', `/v1/operations/${opId}?limit=1`);
+    getMs.push(res.ms);
+    op = JSON.parse(res.body) as OperationBody;
+    mostRunning = Math.max(mostRunning, op.counts.running);
+    if (op.finished_at !== null) break;
+    const why = ctx.died();
+    if (why) throw new Error(why);
+    if (Date.now() - lastLog > 10_000) {
+      lastLog = Date.now();
+      log(`${phase}: ${JSON.stringify(op.counts)}`);
+    }
+    await sleep(1000);
+  }
+  // The operation's own end (the server's clock is this machine's): polling once a second, as
+  // a client following it does, costs the database less than polling closely would.
+  const wallS = (Date.parse(op.finished_at) - t0) / 1000;
+  const usage = watch.stop();
+  const chains = await markChains(sim);
+  const totals1 = await simTotals(sim);
+  const rows: NonNullable<OperationBody['nodes']> = [];
+  let next: string | undefined = `/v1/operations/${opId}?limit=1000`;
+  while (next) {
+    const page = JSON.parse((await client.request('GET', next.replace(/^https?:\/\/[^/]+/, ''))).body) as OperationBody;
+    rows.push(...(page.nodes ?? []));
+    next = page.next;
+  }
+  // Waves: the nodes in the operation's order, maxParallel at a time.
+  const chainOf = (uuid: string) => chains.get(portOf.get(uuid)!)?.ms ?? 0;
+  let floorMs = 0;
+  let waves = 0;
+  for (let i = 0; i < uuids.length; i += maxParallel) {
+    floorMs += Math.max(...uuids.slice(i, i + maxParallel).map(chainOf));
+    waves++;
+  }
+  // Where a node's time went, from the simulator's event log (same clock): from the step's
+  // start to its BMC's first state change (claim, first writes, login, discovery), and from its
+  // boot's end to the step's end (the power-on poll seeing it, and the outcome's commit).
+  const toFirstChange: number[] = [];
+  const bootToEnd: number[] = [];
+  await Promise.all(rows.map(async (r) => {
+    const port = portOf.get(r.node_uuid)!;
+    const { events } = (await (await fetch(`http://127.0.0.1:${port}/_sim/events`, { method: 'GET' })).json()) as { events: Array<{ at: number; type: string }> };
+    const mine = events.filter((e) => e.at >= t0);
+    const first = mine.find((e) => e.type === 'reset' || e.type === 'insert' || e.type === 'eject');
+    const boot = mine.filter((e) => e.type === 'boot-finished').at(-1);
+    if (first && r.started_at) toFirstChange.push(first.at - Date.parse(r.started_at));
+    if (boot && r.finished_at) bootToEnd.push(Date.parse(r.finished_at) - boot.at);
+  }));
+  const all = uuids.map(chainOf).sort((a, b) => a - b);
+  const requests = uuids.reduce((t, u) => t + (chains.get(portOf.get(u)!)?.requests ?? 0), 0);
+  const ms = (a: string | null, b: string | null) => (a && b ? Date.parse(b) - Date.parse(a) : NaN);
+  const result: PhaseResult = {
+    phase, maxParallel, state: op.state, counts: op.counts, acceptMs: round2(created.ms), wallS: round2(wallS),
+    floorS: round2(floorMs / 1000), wallOverFloor: round2(wallS / (floorMs / 1000)), waves,
+    slowestChainS: round2(all[all.length - 1] / 1000), chainP50S: round2(all[Math.floor(all.length / 2)] / 1000),
+    requestsPerNode: round2(requests / uuids.length), mostRunning, statusGetMs: summarize(getMs),
+    nodeStepS: toS(summarize(rows.map((r) => ms(r.started_at, r.finished_at)))),
+    admitToEndS: toS(summarize(rows.map((r) => ms(r.admitted_at, r.finished_at)))),
+    startToFirstBmcChangeS: toS(summarize(toFirstChange)),
+    bootEndToStepEndS: toS(summarize(bootToEnd)),
+    admittedAfterS: toS(summarize(rows.map((r) => (r.admitted_at ? Date.parse(r.admitted_at) - t0 : NaN)))),
+    startedAfterS: toS(summarize(rows.map((r) => (r.started_at ? Date.parse(r.started_at) - t0 : NaN)))),
+    simulator: Object.fromEntries(['requests', 'sessionsCreated', 'logins', 'unauthorized'].map((k) => [k, totals1[k] - totals0[k]])),
+    failures: rows.filter((r) => r.state !== 'succeeded').slice(0, 10).map((r) => ({ node: r.node_uuid, error: r.last_error })),
+    cpu: usage.processes, postgresCpuS: usage.postgresCpuS, machineBusyCpuS: usage.machineBusyCpuS,
+    loadAverage: { start: load0, end: loadAvg() },
+  };
+  log(`${phase}: ${op.state} in ${fmt(wallS, 2)} s against a floor of ${fmt(result.floorS, 2)} s (${fmt(result.wallOverFloor, 2)}x); node step p50 ${fmt(result.nodeStepS.p50Ms, 2)} s p99 ${fmt(result.nodeStepS.p99Ms, 2)} s`);
+  return result;
+}
+
+async function main(): Promise<number> {
+  const opts = parseOptions();
+  const log = benchLog();
+  const startedAt = new Date();
+  const machine = machineInfo();
+  log(`machine: ${machine.cpuCount} CPUs, load ${machine.loadAvgAtStart.join(' ')}; ${JSON.stringify(opts)}`);
+
+  const server = await startDatabaseServer({ log, tempPrefix: 'galvanic-bench-deploy-' });
+  const db = await createBenchDatabase(server, 'galvanic_bench_deploy', log);
+  const sim = await startSim(opts, log);
+  const ports = await simPorts(sim);
+
+  const env: Record<string, string> = {
+    GALVANIC_DATABASE__CONNECTION: db.url, GALVANIC_LOG_LEVEL: 'warn',
+    GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
+    GALVANIC_CONDUCTOR__WORKERS_POOL_SIZE: String(opts.workers),
+    GALVANIC_REDFISH__CONNECTION_CACHE_SIZE: String(opts.nodes + 100),
+  };
+  const procs: GalvanicProcess[] = [await spawnGalvanic({ label: 'api', command: 'api', env: { ...env, GALVANIC_API__PORT: String(opts.apiPort) } })];
+  for (let i = 0; i < opts.conductors; i++) {
+    procs.push(await spawnGalvanic({
+      label: `conductor-${i + 1}`, command: 'conductor', cpuProfDir: opts.cpuProf,
+      env: { ...env, GALVANIC_DEFAULT__HOST: `bench-deploy-${i + 1}` },
+    }));
+  }
+  const died = () => procs.find((p) => p.proc.exitCode !== null)?.output();
+  await waitForApi(opts.apiPort, 60_000, died);
+  const client = new Client(opts.apiPort, 2);
+
+  // One node through the API (its interfaces resolved as for any node), the rest copied from its row.
+  const first = await client.request('POST', '/v1/nodes', JSON.stringify({
+    name: 'bench-deploy-0', driver: 'redfish', deploy_interface: 'ramdisk', boot_interface: 'redfish-virtual-media',
+    driver_info: { redfish_address: `http://127.0.0.1:${ports[0]}`, redfish_username: 'admin', redfish_password: 'password' },
+  }));
+  if (first.status !== 201) throw new Error(`POST /v1/nodes: ${first.status} ${first.body}`);
+  const knex = createKnex(db.url, { poolMax: 2, applicationName: 'galvanic-bench-deploy' });
+  onCleanup('bench pool', () => knex.destroy());
+  const template = await knex('nodes').where('name', 'bench-deploy-0').first();
+  const copies = ports.slice(1).map((port, i) => {
+    const { id: _id, ...row } = template as Record<string, unknown>;
+    return {
+      ...row, uuid: randomUUID(), name: `bench-deploy-${i + 1}`,
+      driver_info: JSON.stringify({ redfish_address: `http://127.0.0.1:${port}`, redfish_username: 'admin', redfish_password: 'password' }),
+      properties: JSON.stringify(row.properties ?? {}), instance_info: JSON.stringify(row.instance_info ?? {}), extra: JSON.stringify(row.extra ?? {}),
+      driver_internal_info: JSON.stringify(row.driver_internal_info ?? {}),
+    };
+  });
+  for (let i = 0; i < copies.length; i += 500) await knex('nodes').insert(copies.slice(i, i + 500));
+  await knex('nodes').update({ provision_state: 'available', power_state: 'power off' });
+  const nodeRows: Array<{ uuid: string; driver_info: { redfish_address: string } }> = await knex('nodes').select('uuid', 'driver_info').orderBy('id');
+  const uuids = nodeRows.map((r) => r.uuid);
+  const portOf = new Map(nodeRows.map((r) => [r.uuid, Number(new URL(r.driver_info.redfish_address).port)]));
+  log(`${uuids.length} nodes enrolled (available)`);
+  while (Number(((await knex('conductors').where('online', true).count({ n: '*' })) as Array<{ n: number }>)[0].n) < opts.conductors) await sleep(200);
+  // Let the rings agree (one heartbeat) before the work starts.
+  await sleep(11_000);
+
+  const pids = { ...Object.fromEntries(procs.map((p) => [p.label, p.pid])), simulator: sim.proc.pid! };
+  const ctx = { client, sim, uuids, portOf, pids, log, died };
+  const phases: PhaseResult[] = [];
+  for (const mp of opts.maxParallel) {
+    phases.push(await runPhase(`deploy-${mp}`, [{ action: 'deploy', args: { instance_info: { boot_iso: ISO } } }], mp, ctx));
+    phases.push(await runPhase(`undeploy-${mp}`, [{ action: 'undeploy' }], mp, ctx));
+  }
+  client.close();
+  for (const p of procs) await p.stop();
+  for (const p of procs) log(p.output().split('\n').slice(0, 4).join(' | ').slice(0, 600));
+
+  const deploys = phases.filter((p) => p.phase.startsWith('deploy'));
+  const result = {
+    benchmark: 'deploy', startedAt: startedAt.toISOString(), source: gitState(), machine: { ...machine, loadAvgAtEnd: loadAvg() },
+    database: { kind: server.kind },
+    options: opts,
+    floorDefinition: 'per BMC, the latency the simulator imposed on its requests plus its boots (one request at a time); a run\'s floor is the sum over admission waves (nodes in order, max_parallel at a time) of the wave\'s slowest chain',
+    target: 'wall <= 1.3 x floor for every deploy',
+    targetMet: deploys.every((p) => p.state === 'succeeded' && p.wallOverFloor <= 1.3),
+    phases,
+  };
+  process.stdout.write(`${table([
+    ['phase', 'state', 'wall s', 'floor s', 'wall/floor', 'step p50 s', 'step p99 s', 'most running', 'req/node', 'conductor CPU s', 'conductor peak RSS MiB', 'load (start → end)'],
+    ...phases.map((p) => {
+      const conductors = Object.entries(p.cpu).filter(([k]) => k.startsWith('conductor'));
+      return [p.phase, p.state, fmt(p.wallS, 2), fmt(p.floorS, 2), fmt(p.wallOverFloor, 2), fmt(p.nodeStepS.p50Ms, 2), fmt(p.nodeStepS.p99Ms, 2), String(p.mostRunning),
+        fmt(p.requestsPerNode), conductors.map(([, v]) => fmt(v.cpuS)).join(' + '), conductors.map(([, v]) => fmt(v.maxRssMiB, 0)).join(' / '),
+        `${p.loadAverage.start[0]} → ${p.loadAverage.end[0]}`];
+    }),
+  ])}\n`);
+  log(`target (wall <= 1.3 x floor on every deploy): ${result.targetMet ? 'met' : 'MISSED'}`);
+  log(`results: ${await writeResults('deploy', startedAt, result)}`);
+  await db.drop();
+  return result.targetMet ? 0 : 1;
+}
+
+runBenchmark(main);
