@@ -331,7 +331,7 @@ export const SCHEMA = {
       default: 100,
       min: 1,
       max: 10000,
-      help: 'Maximum number of node operations (intents and periodic tasks) this conductor runs at once.',
+      help: 'Maximum number of node operations (intents and periodic tasks) this conductor runs at once. A group operation keeps no more nodes in flight than this over all conductors, whatever its max_parallel: a deploy holds its node until it is active (about 15 s against BMCs answering in 0.1-0.5 s), so 1,000 nodes deployed at once on two conductors need 500 or more here.',
     },
     intent_max_attempts: {
       type: 'int',
