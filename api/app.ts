@@ -9,6 +9,7 @@ import { jsonDepthExceeds, RouteMethods, routingUrl } from './routing.js';
 import { buildApiMetrics } from './metrics.js';
 import { registerRootRoutes } from './root.js';
 import { registerNodeRoutes } from './nodes.js';
+import { registerNodeRelationRoutes } from './node-relations.js';
 import { registerPortRoutes } from './ports.js';
 import { registerChassisRoutes } from './chassis.js';
 import { registerPortgroupRoutes } from './portgroups.js';
@@ -156,6 +157,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     return metrics.registry.metrics();
   });
   registerNodeRoutes(app, deps);
+  registerNodeRelationRoutes(app, deps);
   registerPortRoutes(app, deps);
   registerChassisRoutes(app, deps);
   registerPortgroupRoutes(app, deps);

@@ -26,8 +26,7 @@ function minimal(minor: number): NotAcceptable {
 const FILTER_SINCE: ReadonlyArray<[string, number]> = [
   ['driver', 16], ['resource_class', 21], ['fault', 42], ['conductor_group', 46], ['conductor', 49],
   ['owner', 50], ['lessee', 65],
-  // Shards arrived in 1.82, past this API's maximum: always refused as too new.
-  ['shard', 82], ['sharded', 82],
+  ['shard', 82], ['sharded', 82], ['include_children', 83], ['parent_node', 83],
 ];
 
 /**

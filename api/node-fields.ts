@@ -76,6 +76,8 @@ export const NODE_FIELDS: readonly NodeField[] = [
   f('network_data', 66, 'object', true, { nullable: false }),
   f('boot_mode', 75, 'string', false),
   f('secure_boot', 75, 'boolean', false),
+  f('shard', 82, 'string', true, { maxLength: 255 }),
+  f('parent_node', 83, 'string', true, { maxLength: 36 }),
   f('firmware_interface', 86, 'interface', true),
   f('disable_power_off', 95, 'boolean', true, { nullable: false }),
   f('created_at', 1, 'datetime', false),

@@ -68,6 +68,8 @@ function fullView(node: Node, base: string, conductor: string | null, traits: re
     network_data: node.networkData ?? {},
     boot_mode: null,
     secure_boot: null,
+    shard: node.shard,
+    parent_node: node.parentNode,
     firmware_interface: node.firmwareInterface,
     disable_power_off: node.disablePowerOff,
     created_at: iso(node.createdAt),

@@ -27,6 +27,7 @@ import { patchInstanceUuid } from './allocations.js';
 import { checkNodeListQuery } from './list-gates.js';
 import { describeNode, validateAll } from '../drivers/validate-node.js';
 import { getInventory } from '../db/inventory.js';
+import { childAndShardFilters, resolveParentNode } from './node-relations.js';
 
 /** The node field holding each interface kind. */
 export const INTERFACE_FIELDS = Object.fromEntries(
@@ -42,7 +43,7 @@ const WRITABLE: ReadonlyMap<string, keyof NodeChanges> = new Map([
   ['conductor_group', 'conductorGroup'], ['automated_clean', 'automatedClean'], ['protected', 'protected'],
   ['protected_reason', 'protectedReason'], ['owner', 'owner'], ['description', 'description'],
   ['retired', 'retired'], ['retired_reason', 'retiredReason'], ['lessee', 'lessee'], ['network_data', 'networkData'],
-  ['disable_power_off', 'disablePowerOff'],
+  ['disable_power_off', 'disablePowerOff'], ['shard', 'shard'], ['parent_node', 'parentNode'],
 ]);
 
 const LIST_HEAD = Buffer.from('{"nodes":[');
@@ -138,10 +139,11 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       fault: param(q, 'fault'),
       retired: boolParam(q, 'retired'),
       descriptionContains: param(q, 'description_contains'),
+      ...childAndShardFilters(q),
     };
     const known = new Set(['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir', 'driver', 'provision_state',
       'maintenance', 'associated', 'owner', 'lessee', 'conductor_group', 'resource_class', 'fault', 'retired',
-      'description_contains', 'instance_uuid', 'conductor', ...(chassis === undefined ? ['chassis_uuid'] : [])]);
+      'description_contains', 'instance_uuid', 'conductor', 'shard', 'sharded', 'include_children', 'parent_node', ...(chassis === undefined ? ['chassis_uuid'] : [])]);
     const unknown = Object.keys(q).filter((k) => !known.has(k));
     if (unknown.length) throw new InvalidParameterValue(`Unknown query parameter(s): ${unknown.join(', ')}`);
     const instanceUuid = param(q, 'instance_uuid');
@@ -210,6 +212,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     if (body.driver === undefined) throw new MissingParameterValue(`Schema error for node: 'driver' is a required property`);
     const changes = toChanges(body, req, true);
     await checkChassis(changes.chassisUuid);
+    if (changes.parentNode) changes.parentNode = await resolveParentNode(db, changes.parentNode, changes.owner ?? null);
     const group = changes.conductorGroup ?? '';
     const ifaces = resolveInterfaces(changes.driver as string, changes, group);
     const node = await createNode(db, {
@@ -275,6 +278,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       if (JSON.stringify(value) !== JSON.stringify(doc[apiName])) body[apiName] = value;
     }
     const changes = toChanges(body, req, false);
+    if (changes.parentNode) changes.parentNode = await resolveParentNode(db, changes.parentNode, current.owner);
     if ('chassisUuid' in changes) {
       // Taking a node out of its chassis came with 1.25; before, only moving it was possible.
       if (changes.chassisUuid === null && current.chassisUuid !== null && !req.apiVersion.atLeast(25)) throw new NotAcceptable('Request not acceptable.');

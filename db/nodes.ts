@@ -175,6 +175,13 @@ export interface NodeFilters {
   descriptionContains?: string;
   instanceUuid?: string;
   chassisUuid?: string;
+  /** Nodes in any of these shards. */
+  shardIn?: readonly string[];
+  /** Nodes with (true) or without (false) a shard. */
+  sharded?: boolean;
+  /** Children are left out unless asked for, or unless their parent is named (Ironic's rule). */
+  includeChildren?: boolean;
+  parentNode?: string;
 }
 
 export interface Page {
@@ -192,6 +199,7 @@ export const NODE_SORT_KEYS = new Set([
   'instance_uuid', 'target_provision_state', 'target_power_state', 'fault', 'reservation',
   'console_enabled', 'protected', 'retired', 'description', 'inspection_started_at',
   'inspection_finished_at', 'power_interface', 'management_interface', 'console_interface',
+  'shard', 'parent_node',
 ]);
 
 /** The filtered, sorted page of nodes, before any columns are chosen. */
@@ -214,6 +222,15 @@ function nodePage(db: Knex, filters: NodeFilters, page: Page): Knex.QueryBuilder
   if (filters.chassisUuid !== undefined) q.where('chassis_uuid', filters.chassisUuid.toLowerCase());
   if (filters.descriptionContains !== undefined) {
     q.whereRaw("description LIKE '%' || ? || '%'", [filters.descriptionContains]);
+  }
+  if (filters.shardIn !== undefined) q.whereIn('shard', filters.shardIn as string[]);
+  if (filters.sharded !== undefined) {
+    if (filters.sharded) q.whereNotNull('shard');
+    else q.whereNull('shard');
+  }
+  if (!filters.includeChildren) {
+    if (filters.parentNode !== undefined) q.where('parent_node', filters.parentNode);
+    else q.whereNull('parent_node');
   }
   applyPage(q, page, (n) => ({
     id: n.id,
@@ -452,4 +469,18 @@ export async function nodesForSensorData(db: Knex, conductorGroup: string, opts:
     driverInfo: (r.driver_info ?? {}) as Record<string, unknown>,
     instanceUuid: r.instance_uuid as string | null,
   }));
+}
+
+/** Every shard with its node count, most nodes first; nodes without one count as "None" (Ironic's get_shard_list). */
+export async function listShards(db: Knex): Promise<Array<{ name: string; count: number }>> {
+  const rows: Array<{ shard: string | null; count: string }> = await db('nodes').select('shard').count('id as count').groupBy('shard');
+  return rows
+    .map((r) => ({ name: r.shard === null ? 'None' : r.shard, count: Number(r.count) }))
+    .sort((a, b) => b.count - a.count);
+}
+
+/** The UUIDs of the nodes whose parent_node is this node's UUID. */
+export async function listChildUuids(db: Knex, parentUuid: string): Promise<string[]> {
+  const rows: Array<{ uuid: string }> = await db('nodes').select('uuid').where('parent_node', parentUuid).orderBy('id');
+  return rows.map((r) => r.uuid);
 }
