@@ -11,7 +11,8 @@ export const IRONIC_PROVISION_STATES: ReadonlySet<string> = new Set([
   'enroll', 'manageable', 'available', 'active', 'error', 'rescue', 'verifying', 'deploying',
   'wait call-back', 'deploy failed', 'cleaning', 'clean wait', 'clean failed', 'deleting',
   'inspecting', 'inspect failed', 'inspect wait', 'adopting', 'adopt failed', 'rescuing',
-  'rescue wait', 'rescue failed', 'unrescuing', 'unrescue failed',
+  'rescue wait', 'rescue failed', 'unrescuing', 'unrescue failed', 'deploy hold', 'clean hold',
+  'servicing', 'service wait', 'service failed', 'service hold',
 ]);
 
 /** Ironic's `faults.VALID_FAULTS`, in its order (the message shows them as a Python tuple). */

@@ -79,6 +79,7 @@ export const NODE_FIELDS: readonly NodeField[] = [
   f('shard', 82, 'string', true, { maxLength: 255 }),
   f('parent_node', 83, 'string', true, { maxLength: 36 }),
   f('firmware_interface', 86, 'interface', true),
+  f('service_step', 87, 'object', false),
   f('disable_power_off', 95, 'boolean', true, { nullable: false }),
   f('created_at', 1, 'datetime', false),
   f('updated_at', 1, 'datetime', false),

@@ -28,6 +28,7 @@ import { checkNodeListQuery } from './list-gates.js';
 import { describeNode, validateAll } from '../drivers/validate-node.js';
 import { getInventory } from '../db/inventory.js';
 import { childAndShardFilters, resolveParentNode } from './node-relations.js';
+import { getNodeWithSuffix } from './json-suffix.js';
 
 /** The node field holding each interface kind. */
 export const INTERFACE_FIELDS = Object.fromEntries(
@@ -201,7 +202,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
 
   app.get('/v1/nodes/:node', async (req, reply) => {
     const fields = parseFields(param(req.query as Query, 'fields'), req.apiVersion);
-    const node = await getNode(db, ident(req));
+    const node = await getNodeWithSuffix(db, req, ident(req));
     // The version a later PATCH can send back in If-Match.
     reply.header('ETag', `"${node.version}"`);
     return view(req, node, fields);
@@ -252,7 +253,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     if (resetInterfaces && !ops.some((op) => (op as { path: string }).path === '/driver' && (op as { op: string }).op !== 'remove')) {
       throw new InvalidParameterValue("The reset_interfaces parameter can only be used when changing the node's driver.");
     }
-    const current = await getNode(db, ident(req));
+    const current = await getNodeWithSuffix(db, req, ident(req));
     // Replaced on success; on a 412 it tells the client which version it missed.
     reply.header('ETag', `"${current.version}"`);
     const ifMatch = req.headers['if-match'];
@@ -317,7 +318,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.delete('/v1/nodes/:node', async (req, reply) => {
     const { node_locked_retry_attempts: attempts, node_locked_retry_interval: interval } = config.conductor;
     for (let attempt = 1; ; attempt++) {
-      const node = await getNode(db, ident(req));
+      const node = await getNodeWithSuffix(db, req, ident(req));
       if (node.reservation === null) {
         if (node.provisionState === ProvisionState.ACTIVE && !node.maintenance) {
           throw new InvalidState(`Can not delete node "${node.uuid}" while it is in provision state "${node.provisionState}". Valid provision states to start deletion are: available, enroll, manageable, clean failed, or any state in maintenance mode.`);

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import {
   InvalidStateRequested, NotAcceptable, InvalidParameterValue, MissingParameterValue, NodeInMaintenance, NodeProtected,
-  GalvanicError, NodeLocked,
+  GalvanicError, NodeLocked, InvalidState,
 } from '../common/errors.js';
-import { KNOWN_VERBS, refusedMessage, transitionFor, type Transition } from '../common/states.js';
+import { KNOWN_VERBS, ProvisionState, refusedMessage, transitionFor, type Transition } from '../common/states.js';
 import { INTENT_CHANNEL, enqueueIntents } from '../db/intents.js';
 import type { IntentAcceptor } from './intents.js';
 import { getNode, updateNode, type Node, type NodeChanges } from '../db/nodes.js';
@@ -88,6 +88,19 @@ function checkNodeFor(registry: DriverRegistry, node: Node, verb: string, t: Tra
     validateForDeploy(registry, desc);
   }
   if (t.work === 'tear_down' && node.protected) throw new NodeProtected(node.uuid);
+  if (t.work === 'service') {
+    if (node.maintenance) throw new NodeInMaintenance('service', node.uuid);
+    try {
+      validateInterface(registry, desc, 'power');
+      validateInterface(registry, desc, 'network');
+    } catch (err) {
+      if (!(err instanceof GalvanicError) || err.httpStatus !== 400) throw err;
+      throw new InvalidParameterValue(`Validation of node ${node.uuid} for servicing failed: ${err.message}`);
+    }
+  }
+  if (verb === 'abort' && node.provisionState === ProvisionState.SERVICEFAIL && node.maintenance) {
+    throw new InvalidState(`Can not abort service on node "${node.uuid}" while it is in maintenance mode. Please remove the node from maintenance prior to issuing the request to abort the service operation.`);
+  }
   if (t.work === 'inspect') {
     try {
       validateInterface(registry, desc, 'power');
@@ -141,6 +154,15 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
     } else if (body.clean_steps !== undefined && body.clean_steps !== null) {
       throw new InvalidParameterValue('"clean_steps" is only valid when setting target provision state to clean');
     }
+    let serviceSteps: ReturnType<typeof checkSteps> | undefined;
+    if (verb === 'service') {
+      if (body.service_steps === undefined || body.service_steps === null) {
+        throw new MissingParameterValue('"service_steps" is required when setting target provision state to service');
+      }
+      serviceSteps = checkSteps(body.service_steps, 'service_steps', false);
+    } else if (body.service_steps !== undefined && body.service_steps !== null) {
+      throw new InvalidParameterValue('"service_steps" is only valid when setting target provision state to service');
+    }
     if (body.disable_ramdisk !== undefined && verb !== 'clean') {
       throw new InvalidParameterValue('"disable_ramdisk" is only valid when setting target provision state to clean');
     }
@@ -172,6 +194,7 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
         args: {
           verb, target: t.target, onFail: t.onFail, work: t.work,
           ...(cleanSteps ? { cleanSteps } : {}),
+          ...(serviceSteps ? { serviceSteps } : {}),
           // Decided now, as Ironic decides it when the cleaning starts from this request.
           automatedClean: current.automatedClean ?? config.conductor.automated_clean,
         },

@@ -3,6 +3,7 @@ import { getBootDeviceAction, getSupportedBootDevicesAction, maintenanceAction, 
 import { getPowerStateAction, powerAction } from './power.js';
 import { provisionAction } from './provision.js';
 import type { Action } from './types.js';
+import { attachVirtualMediaAction, detachVirtualMediaAction, getVirtualMediaAction } from './vmedia.js';
 
 /** Actions by intent kind. */
 export const ACTIONS: Record<string, Action> = {
@@ -14,10 +15,14 @@ export const ACTIONS: Record<string, Action> = {
   maintenance: maintenanceAction,
   provision: provisionAction,
   console: consoleAction,
+  attach_virtual_media: attachVirtualMediaAction,
+  detach_virtual_media: detachVirtualMediaAction,
+  get_virtual_media: getVirtualMediaAction,
 };
 
 /**
  * Kinds safe to run again when a conductor died mid-way (reboots excepted, see
  * recoverConductorLeftovers). Provision transitions are not: a half-done one needs a look.
  */
-export const IDEMPOTENT_KINDS = ['power', 'get_power_state', 'set_boot_device', 'get_boot_device', 'get_supported_boot_devices', 'maintenance', 'console'];
+export const IDEMPOTENT_KINDS = ['power', 'get_power_state', 'set_boot_device', 'get_boot_device', 'get_supported_boot_devices', 'maintenance', 'console',
+  'attach_virtual_media', 'detach_virtual_media', 'get_virtual_media'];

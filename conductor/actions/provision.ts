@@ -9,6 +9,7 @@ import { describeNode, ramdiskBootIso, validateForDeploy, validateInterface } fr
 import { parseCapabilities } from '../../common/capabilities.js';
 import { cleanStepsFor, type CleanStep } from '../clean-steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
+import { runServiceSteps } from '../servicing.js';
 
 /** What the API queued: the verb, the transition it started and its arguments. */
 export interface ProvisionArgs {
@@ -18,6 +19,8 @@ export interface ProvisionArgs {
   work?: ProvisionWork;
   /** Manual cleaning's steps (`clean` with `clean_steps`). */
   cleanSteps?: CleanStep[];
+  /** Servicing's steps (`service` with `service_steps`). */
+  serviceSteps?: CleanStep[];
   /** Whether tear-down is followed by automated cleaning (decided when it was asked). */
   automatedClean?: boolean;
 }
@@ -134,6 +137,7 @@ async function inspect(ctx: ActionContext): Promise<{ changes: NodeChanges; writ
 const FAILURE_WORDS: Record<ProvisionWork, string> = {
   verify: 'Failed to verify node', inspect: 'Failed to inspect hardware of node', clean: 'Failed to clean node',
   deploy: 'Failed to deploy node', tear_down: 'Failed to tear down node', none: 'Failed to move node', abort: 'Failed to abort on node',
+  service: 'Cannot service node',
 };
 
 /**
@@ -183,6 +187,10 @@ export const provisionAction: Action = {
         event = `Inspection done, node is ${args.target}.`;
         break;
       }
+      case 'service':
+        changes = await runServiceSteps(ctx, args.serviceSteps ?? []);
+        event = `Servicing (${(args.serviceSteps ?? []).length} step(s)) done, node is ${args.target}.`;
+        break;
       case 'abort':
       case 'none':
         break;
