@@ -13,6 +13,7 @@ import { registerNodeRelationRoutes } from './node-relations.js';
 import { registerInspectionRoutes } from './inspection.js';
 import { registerVmediaRoutes } from './vmedia.js';
 import { stripJsonSuffix } from './json-suffix.js';
+import { registerRunbookRoutes } from './runbooks.js';
 import { registerPortRoutes } from './ports.js';
 import { registerChassisRoutes } from './chassis.js';
 import { registerPortgroupRoutes } from './portgroups.js';
@@ -163,6 +164,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   });
   registerNodeRoutes(app, deps);
   registerNodeRelationRoutes(app, deps);
+  registerRunbookRoutes(app, deps);
   registerInspectionRoutes(app, deps);
   registerPortRoutes(app, deps);
   registerChassisRoutes(app, deps);

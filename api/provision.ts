@@ -13,6 +13,9 @@ import type { DriverRegistry } from '../drivers/registry.js';
 import type { ApiDeps } from './deps.js';
 import { baseUrl } from './links.js';
 import { requireObject } from './body.js';
+import { getRunbook } from '../db/runbooks.js';
+import { traitsOfNode } from '../db/traits.js';
+import type { Knex } from 'knex';
 
 /** The microversion each verb needs (openstacksdk's PROVISIONING_VERSIONS). */
 const VERB_FLOORS: Record<string, number> = {
@@ -112,6 +115,18 @@ function checkNodeFor(registry: DriverRegistry, node: Node, verb: string, t: Tra
   }
 }
 
+/**
+ * A runbook's steps for a node (Ironic's _handle_runbook): the runbook must exist and the node
+ * carry a trait of its name; the steps run in the order they are listed.
+ */
+async function stepsOfRunbook(trx: Knex, node: Node, ident: string): Promise<ReturnType<typeof checkSteps>> {
+  const runbook = await getRunbook(trx, ident);
+  if (!(await traitsOfNode(trx, node.id)).includes(runbook.name)) {
+    throw new InvalidParameterValue(`This runbook has not been approved for use on this node ${node.uuid}. Please ask an administrator to add it to your node traits.`);
+  }
+  return runbook.steps.map((s) => ({ interface: s.interface, step: s.step, args: s.args }));
+}
+
 export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acceptor: IntentAcceptor): void {
   const { db, config, registry } = deps;
 
@@ -145,21 +160,23 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
         }
       }
     }
+    const runbook = body.runbook === undefined || body.runbook === null ? undefined : body.runbook;
+    if (runbook !== undefined && typeof runbook !== 'string') throw new InvalidParameterValue('Invalid input for field/attribute runbook. Expected a string.');
     let cleanSteps: ReturnType<typeof checkSteps> | undefined;
     if (verb === 'clean') {
-      if (body.clean_steps === undefined || body.clean_steps === null) {
+      if ((body.clean_steps === undefined || body.clean_steps === null) && runbook === undefined) {
         throw new MissingParameterValue('"clean_steps" is required when setting target provision state to clean');
       }
-      cleanSteps = checkSteps(body.clean_steps, 'clean_steps', false);
+      if (body.clean_steps !== undefined && body.clean_steps !== null) cleanSteps = checkSteps(body.clean_steps, 'clean_steps', false);
     } else if (body.clean_steps !== undefined && body.clean_steps !== null) {
       throw new InvalidParameterValue('"clean_steps" is only valid when setting target provision state to clean');
     }
     let serviceSteps: ReturnType<typeof checkSteps> | undefined;
     if (verb === 'service') {
-      if (body.service_steps === undefined || body.service_steps === null) {
+      if ((body.service_steps === undefined || body.service_steps === null) && runbook === undefined) {
         throw new MissingParameterValue('"service_steps" is required when setting target provision state to service');
       }
-      serviceSteps = checkSteps(body.service_steps, 'service_steps', false);
+      if (body.service_steps !== undefined && body.service_steps !== null) serviceSteps = checkSteps(body.service_steps, 'service_steps', false);
     } else if (body.service_steps !== undefined && body.service_steps !== null) {
       throw new InvalidParameterValue('"service_steps" is only valid when setting target provision state to service');
     }
@@ -174,6 +191,16 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
         // As Ironic: a node busy with another transition is "locked", not in the wrong state.
         if (current.reservation) throw new NodeLocked(current.uuid, current.reservation);
         throw new InvalidStateRequested(refusedMessage(current.uuid, verb, current.provisionState));
+      }
+      if (runbook !== undefined) {
+        const steps = await stepsOfRunbook(trx, current, runbook);
+        if (verb === 'clean') {
+          if (cleanSteps) throw new InvalidParameterValue('Please provide either "clean_steps" or a runbook, but not both.');
+          cleanSteps = steps;
+        } else if (verb === 'service') {
+          if (serviceSteps) throw new InvalidParameterValue('Please provide either "service_steps" or a runbook, but not both.');
+          serviceSteps = steps;
+        }
       }
       checkNodeFor(registry, current, verb, t);
       // Ironic moves the node into the transitional state before answering 202; clients

@@ -8,7 +8,7 @@
  * `power_on`, `power_off` and `reboot`, run through the node's power interface. `hold` and
  * `wait` need a ramdisk's call-back and are refused as not supported.
  */
-import { InvalidParameterValue, UnsupportedDriverExtension } from '../common/errors.js';
+import { InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../common/errors.js';
 import type { NodeChanges } from '../db/nodes.js';
 import type { PowerTarget } from '../drivers/interfaces.js';
 import type { CleanStep } from './clean-steps.js';
@@ -43,6 +43,7 @@ export async function runServiceSteps(ctx: ActionContext, steps: readonly CleanS
   const changes: NodeChanges = {};
   for (const step of steps) {
     const target = FLOW_POWER[step.step];
+    if (target === 'power off' && ctx.node.disablePowerOff) throw new PowerOffDisabled(target);
     await power.setPowerState(ctx.driver, target);
     changes.powerState = target === 'power off' ? 'power off' : 'power on';
   }

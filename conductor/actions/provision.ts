@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { ProvisionState, type ProvisionWork } from '../../common/states.js';
-import { GalvanicError, InvalidDriverInfo, InvalidParameterValue, UnsupportedDriverExtension } from '../../common/errors.js';
+import { GalvanicError, InvalidDriverInfo, InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../../common/errors.js';
 import { storeInventory } from '../../db/inventory.js';
 import type { Node, NodeChanges } from '../../db/nodes.js';
 import { createMissingPorts } from '../../db/ports.js';
@@ -66,6 +66,8 @@ async function deploy(ctx: ActionContext): Promise<NodeChanges> {
   validateForDeploy(ctx.registry, describeNode(node));
   await ctx.task.progress({ deployStep: DEPLOY_STEP });
   if (node.deployInterface !== 'ramdisk') return { deployStep: {} };
+  // RamdiskDeploy.deploy powers off first, which a node with disable_power_off refuses.
+  if (node.disablePowerOff) throw new PowerOffDisabled('power off');
   const power = powerOf(ctx);
   const boot = bootOf(ctx);
   await power.setPowerState(ctx.driver, 'power off');
