@@ -5,6 +5,7 @@
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
 import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 
 type Obj = { [key: string]: unknown };
 type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
@@ -323,6 +324,30 @@ describe('microversions 1.87 to 1.95 with a conductor', function () {
       expectFault(await call(t, 'POST', '/v1/nodes/vm-check/vmedia', '1.89', { ...body, device_type: 'dvd' }), 400, "Schema error for vmedia: 'dvd' is not one of ['disk', 'cdrom', 'floppy']");
       expectFault(await call(t, 'POST', '/v1/nodes/vm-check/vmedia', '1.89', { ...body, image_url: 'ftp://x/a.iso' }), 400, 'Unsupported or missing URL scheme: ftp');
       expectFault(await call(t, 'DELETE', '/v1/nodes/vm-check/vmedia?device_types=cdrom,usb', '1.89'), 400, 'Invalid device type(s) usb (valid are disk, cdrom, floppy)');
+    });
+
+    it('attaches, reads and detaches through a Redfish BMC', async () => {
+      const sim: RedfishSim = await startRedfishSim({ count: 1 });
+      try {
+        await createNode(t, {
+          name: 'vm-redfish', driver: 'redfish',
+          driver_info: { redfish_address: sim.bmcs[0].url, redfish_username: 'admin', redfish_password: 'password' },
+        });
+        const iso = 'http://images.example/live.iso';
+        // ?wait= (Galvanic's) waits for the BMC: 204 once the medium is in.
+        const attached = await call(t, 'POST', '/v1/nodes/vm-redfish/vmedia?wait=30', '1.89', { device_type: 'cdrom', image_url: iso, image_download_source: 'http' });
+        expect(attached.statusCode, attached.body).to.equal(204);
+        const slots = await call(t, 'GET', '/v1/nodes/vm-redfish/vmedia', '1.93');
+        expect(slots.statusCode, slots.body).to.equal(200);
+        const list = slots.json<Array<{ media_types: string[]; inserted: boolean; image: string | null }>>();
+        expect(list.find((m) => m.inserted)).to.deep.include({ image: iso });
+        expect((await call(t, 'DELETE', '/v1/nodes/vm-redfish/vmedia?device_types=cdrom&wait=30', '1.89')).statusCode).to.equal(204);
+        const after = (await call(t, 'GET', '/v1/nodes/vm-redfish/vmedia', '1.93')).json<Array<{ inserted: boolean }>>();
+        expect(after.some((m) => m.inserted)).to.equal(false);
+        expect((await call(t, 'GET', '/v1/nodes/vm-redfish', '1.93')).json<Obj>().last_error).to.equal(null);
+      } finally {
+        await sim.stop();
+      }
     });
 
     it('records on the node that fake-hardware has no virtual media, and refuses to read it', async () => {
