@@ -302,6 +302,17 @@ export interface UpdateOptions {
 export type AccessOptions = Pick<UpdateOptions, 'maintenanceBumpsAccess'>;
 
 /**
+ * What entering or leaving maintenance writes, however it is asked (the maintenance endpoint,
+ * a PATCH of /maintenance): leaving clears the reason and the fault with it, as Ironic's
+ * update_node does; entering sets the reason only when one is given. Entering also bumps
+ * `access_epoch`, which `changeOf` decides for every writer.
+ */
+export function maintenanceChanges(maintenance: boolean, reason?: string | null): NodeChanges {
+  if (!maintenance) return { maintenance: false, maintenanceReason: null, fault: null };
+  return reason === undefined ? { maintenance: true } : { maintenance: true, maintenanceReason: reason };
+}
+
+/**
  * What a change of a node locked as `before` writes: the changed columns, and whether it
  * bumps `access_epoch` (which console tokens bind to): when owner or lessee change, the
  * console is disabled, or the node enters maintenance (unless the caller's config says

@@ -417,7 +417,7 @@ describe('nodes API', function () {
       const before = await rowOf(node.uuid);
       const cases: Array<[string, unknown]> = [
         ['/uuid', '0b4f8a4e-2222-4c4c-9c9c-0123456789ab'], ['/provision_state', 'active'], ['/power_state', 'power on'],
-        ['/reservation', 'somehost'], ['/maintenance', true], ['/target_provision_state', 'active'],
+        ['/reservation', 'somehost'], ['/maintenance_reason', 'x'], ['/target_provision_state', 'active'],
         ['/last_error', 'x'], ['/driver_internal_info', {}], ['/created_at', '2020-01-01T00:00:00+00:00'], ['/conductor', 'h'],
       ];
       for (const [path, value] of cases) {
