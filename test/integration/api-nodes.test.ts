@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
 import { HashRing } from '../../common/hash-ring.js';
-import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { buildTestApp, expectFault, type TestApp } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 
@@ -44,14 +44,6 @@ function call(t: TestApp, method: Method, url: string, opts: CallOptions = {}): 
 }
 
 /** Asserts Ironic's error body and status; returns the faultstring. */
-function expectFault(res: LightMyRequestResponse, status: number, message?: string): string {
-  expect(res.statusCode, res.body).to.equal(status);
-  const fault = faultOf(res.body);
-  expect(fault.faultcode).to.equal(status < 500 ? 'Client' : 'Server');
-  expect(fault.faultstring).to.be.a('string').and.not.equal('');
-  if (message !== undefined) expect(fault.faultstring).to.include(message);
-  return fault.faultstring;
-}
 
 /** Rows in a table (bigint counts come back as numbers or strings depending on the pool). */
 async function countRows(t: TestApp, table: string): Promise<number> {
