@@ -121,8 +121,12 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
       throw new NotAcceptable(`The "${verb}" verb requires API version 1.${floor} or later.`);
     }
     const deploying = verb === 'active' || verb === 'deploy' || verb === 'rebuild';
-    if (body.configdrive !== undefined && body.configdrive !== null && !deploying) {
-      throw new InvalidParameterValue('Adding a config drive is only supported when setting provision state to active, deploy or rebuild');
+    if (body.configdrive !== undefined && body.configdrive !== null && body.configdrive !== '') {
+      // Ironic's check_allow_configdrive: `active`, and `rebuild` from 1.35 (not the 1.73 `deploy` alias).
+      const allowed = req.apiVersion.atLeast(35) ? ['active', 'rebuild'] : ['active'];
+      if (!allowed.includes(verb)) {
+        throw new InvalidParameterValue(`Adding a config drive is only supported when setting provision state to ${allowed.join(', ')}`);
+      }
     }
     checkConfigdrive(body.configdrive, req);
     if (body.deploy_steps !== undefined && body.deploy_steps !== null && !deploying) {

@@ -309,6 +309,8 @@ const PROVISION_CASES: BadRequest[] = [
   { name: 'config drive meta_data that is a string', ...PROVISION('prov-avail', { target: 'active', configdrive: { meta_data: 'x' } }), status: 400, message: 'meta_data' },
   { name: 'a config drive with manage', ...PROVISION('prov-avail', { target: 'manage', configdrive: 'H4sI' }), status: 400, message: 'config drive' },
   { name: 'a config drive with undeploy', ...PROVISION('prov-active', { target: 'deleted', configdrive: 'H4sI' }), status: 400, message: 'config drive' },
+  { name: 'a config drive with the deploy alias (Ironic allows it only with active)', ...PROVISION('prov-avail', { target: 'deploy', configdrive: 'H4sI' }), status: 400, message: 'provision state to active, rebuild' },
+  { name: 'a config drive with rebuild below 1.35', ...PROVISION('prov-active', { target: 'rebuild', configdrive: 'H4sI' }, { 'x-openstack-ironic-api-version': '1.34' }), status: 400, message: 'provision state to active' },
   { name: 'deploy_steps with provide', ...PROVISION('prov-avail', { target: 'provide', deploy_steps: [] }), status: 400, message: 'deploy_steps' },
   { name: 'deploy_steps below 1.69', ...PROVISION('prov-avail', { target: 'active', deploy_steps: [] }, { 'x-openstack-ironic-api-version': '1.68' }), status: 406 },
   { name: 'deploy_steps that is not a list', ...PROVISION('prov-avail', { target: 'active', deploy_steps: { step: 'deploy' } }), status: 400, message: 'deploy_steps' },
