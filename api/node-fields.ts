@@ -36,7 +36,7 @@ export const NODE_FIELDS: readonly NodeField[] = [
   f('provision_state', 1, 'string', false),
   f('target_provision_state', 1, 'string', false),
   f('provision_updated_at', 1, 'datetime', false),
-  f('maintenance', 1, 'boolean', false),
+  f('maintenance', 1, 'boolean', true, { nullable: false }),
   f('maintenance_reason', 1, 'string', false),
   f('console_enabled', 1, 'boolean', false),
   f('last_error', 1, 'string', false),

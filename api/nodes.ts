@@ -8,7 +8,7 @@ import {
 import { getChassis } from '../db/chassis.js';
 import { ProvisionState } from '../common/states.js';
 import {
-  createNode, deleteNodeIfUnchanged, getNode, getNodesByIds, listNodeStamps, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges,
+  createNode, deleteNodeIfUnchanged, getNode, getNodesByIds, listNodeStamps, maintenanceChanges, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges,
   type NodeFilters, type NodeStamp,
 } from '../db/nodes.js';
 import { INTERFACE_KINDS, type InterfaceKind } from '../drivers/interfaces.js';
@@ -44,7 +44,7 @@ const WRITABLE: ReadonlyMap<string, keyof NodeChanges> = new Map([
   ['conductor_group', 'conductorGroup'], ['automated_clean', 'automatedClean'], ['protected', 'protected'],
   ['protected_reason', 'protectedReason'], ['owner', 'owner'], ['description', 'description'],
   ['retired', 'retired'], ['retired_reason', 'retiredReason'], ['lessee', 'lessee'], ['network_data', 'networkData'],
-  ['disable_power_off', 'disablePowerOff'], ['shard', 'shard'], ['parent_node', 'parentNode'],
+  ['disable_power_off', 'disablePowerOff'], ['maintenance', 'maintenance'], ['shard', 'shard'], ['parent_node', 'parentNode'],
 ]);
 
 const LIST_HEAD = Buffer.from('{"nodes":[');
@@ -304,11 +304,14 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       Object.assign(changes, interfaceChanges(ifaces));
     }
     checkUpdateRules(current, changes);
+    // Older clients (Metal3, tempest) set maintenance by PATCH: the same rule as the endpoint's.
+    if (changes.maintenance !== undefined) Object.assign(changes, maintenanceChanges(changes.maintenance));
+    const opts = { expectedVersion, maintenanceBumpsAccess: config.console.maintenance_closes_console };
     const updated = Object.keys(changes).length === 0 && expectedVersion === undefined
       ? current
       : 'instanceUuid' in changes
-        ? await patchInstanceUuid(db, current, changes, { expectedVersion })
-        : await updateNode(db, current.id, changes, { expectedVersion });
+        ? await patchInstanceUuid(db, current, changes, opts)
+        : await updateNode(db, current.id, changes, opts);
     reply.header('ETag', `"${updated.version}"`);
     return view(req, updated);
   });

@@ -34,7 +34,7 @@ function own<T>(table: Record<string, T>, key: string): T | undefined {
   return Object.hasOwn(table, key) ? table[key] : undefined;
 }
 
-/** Ironic's configdrive rules: a string (gzip+base64 ISO or URL) always, a dict from 1.56. */
+/** Ironic's configdrive rules: a string (gzip+base64 ISO or URL) always, a dict from 1.56 (with vendor_data from 1.59). */
 function checkConfigdrive(value: unknown, req: FastifyRequest): void {
   if (value === null || value === undefined) return;
   if (typeof value === 'string') return;
@@ -42,10 +42,14 @@ function checkConfigdrive(value: unknown, req: FastifyRequest): void {
     throw new InvalidParameterValue('Invalid input for field/attribute configdrive. Value: ' + JSON.stringify(value) + '. Expected a string or an object.');
   }
   if (!req.apiVersion.atLeast(56)) {
-    throw new InvalidParameterValue('Invalid input for field/attribute configdrive: a dictionary is accepted from API version 1.56; send a string.');
+    throw new InvalidParameterValue('Providing a JSON object for configdrive is only supported starting with API version 1.56');
   }
   const bad = Object.keys(value).filter((k) => !CONFIGDRIVE_KEYS.has(k));
   if (bad.length) throw new InvalidParameterValue(`Invalid configdrive format: unexpected key(s) ${bad.join(', ')}; allowed are meta_data, network_data, user_data, vendor_data.`);
+  // Ironic's check_allow_configdrive: vendor_data came with 1.59.
+  if ('vendor_data' in value && !req.apiVersion.atLeast(59)) {
+    throw new InvalidParameterValue('Providing vendor_data in configdrive is only supported starting with API version 1.59');
+  }
   const d = value as Record<string, unknown>;
   for (const k of ['meta_data', 'network_data', 'vendor_data']) {
     if (d[k] !== undefined && (typeof d[k] !== 'object' || d[k] === null || Array.isArray(d[k]))) {
@@ -145,8 +149,12 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
       throw new NotAcceptable(`The "${verb}" verb requires API version 1.${floor} or later.`);
     }
     const deploying = verb === 'active' || verb === 'deploy' || verb === 'rebuild';
-    if (body.configdrive !== undefined && body.configdrive !== null && !deploying) {
-      throw new InvalidParameterValue('Adding a config drive is only supported when setting provision state to active, deploy or rebuild');
+    if (body.configdrive !== undefined && body.configdrive !== null && body.configdrive !== '') {
+      // Ironic's check_allow_configdrive: `active`, and `rebuild` from 1.35 (not the 1.73 `deploy` alias).
+      const allowed = req.apiVersion.atLeast(35) ? ['active', 'rebuild'] : ['active'];
+      if (!allowed.includes(verb)) {
+        throw new InvalidParameterValue(`Adding a config drive is only supported when setting provision state to ${allowed.join(', ')}`);
+      }
     }
     checkConfigdrive(body.configdrive, req);
     if (body.deploy_steps !== undefined && body.deploy_steps !== null && !deploying) {

@@ -9,7 +9,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { recordHistory } from '../../db/node-history.js';
-import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { buildTestApp, expectFault, type TestApp } from '../helpers/app.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { MAX_VERSION, MAX_VERSION_STRING } from '../../api/versioning.js';
 
@@ -29,13 +29,6 @@ function call(t: TestApp, method: Method, url: string, opts: { body?: unknown; h
 
 const at = (version: string): Record<string, string> => ({ [CUR]: version });
 
-function expectFault(res: LightMyRequestResponse, status: number, message?: string): void {
-  expect(res.statusCode, res.body).to.equal(status);
-  const fault = faultOf(res.body);
-  expect(fault.faultcode).to.equal('Client');
-  expect(fault.faultstring).to.be.a('string').and.not.equal('');
-  if (message !== undefined) expect(fault.faultstring).to.include(message);
-}
 
 /** The three version headers Ironic puts on every response, errors included. */
 function expectVersionHeaders(res: LightMyRequestResponse, version: string): void {
