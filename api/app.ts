@@ -9,6 +9,11 @@ import { jsonDepthExceeds, RouteMethods, routingUrl } from './routing.js';
 import { buildApiMetrics } from './metrics.js';
 import { registerRootRoutes } from './root.js';
 import { registerNodeRoutes } from './nodes.js';
+import { registerNodeRelationRoutes } from './node-relations.js';
+import { registerInspectionRoutes } from './inspection.js';
+import { registerVmediaRoutes } from './vmedia.js';
+import { stripJsonSuffix } from './json-suffix.js';
+import { registerRunbookRoutes } from './runbooks.js';
 import { registerPortRoutes } from './ports.js';
 import { registerChassisRoutes } from './chassis.js';
 import { registerPortgroupRoutes } from './portgroups.js';
@@ -80,7 +85,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     // One line per request is written by our onResponse hook; fastify's own pair is off.
     logController: new LogController({ disableRequestLogging: true }),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
-    rewriteUrl: (req) => routingUrl(req.url ?? '/'),
+    rewriteUrl: (req) => routingUrl(stripJsonSuffix(req, req.url ?? '/')),
     // Errors fastify meets before routing (a malformed %-escape) get Ironic's body and headers too.
     frameworkErrors: (err, req, rawReply) => {
       const reply = rawReply as unknown as FastifyReply;
@@ -111,7 +116,9 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
       reply.header('X-OpenStack-Ironic-API-Version', req.apiVersion.toString());
     }
     // A console URL carries its own credential (the token): browsers cannot add basic auth to a websocket.
-    const open = (req.method === 'GET' && req.url.split('?')[0] === '/') || req.url.startsWith('/v1/console/');
+    // The inspection ramdisk has no credentials: Ironic keeps its call-back public too.
+    const open = (req.method === 'GET' && req.url.split('?')[0] === '/') || req.url.startsWith('/v1/console/')
+      || req.url.split('?')[0] === '/v1/continue_inspection';
     if (auth && !open) req.user = await auth.check(req.headers.authorization);
     // Postgres text cannot hold U+0000: refuse it here rather than fail in SQL with a 500.
     if (req.url.includes('%00')) throw new InvalidParameterValue('The request URL contains a NUL character (%00), which is not allowed.');
@@ -156,6 +163,9 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     return metrics.registry.metrics();
   });
   registerNodeRoutes(app, deps);
+  registerNodeRelationRoutes(app, deps);
+  registerRunbookRoutes(app, deps);
+  registerInspectionRoutes(app, deps);
   registerPortRoutes(app, deps);
   registerChassisRoutes(app, deps);
   registerPortgroupRoutes(app, deps);
@@ -170,6 +180,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   registerProvisionRoutes(app, deps, acceptor);
   registerOperationRoutes(app, deps, acceptor);
   registerVolumeRoutes(app, deps, acceptor);
+  registerVmediaRoutes(app, deps, acceptor);
   registerRaidRoutes(app, deps);
   void app.register(fastifyWebsocket, { options: { maxPayload: 64 * 1024 } });
   void app.register(async (scope) => registerConsoleRoutes(scope, deps, acceptor));

@@ -11,11 +11,10 @@ export function noValidHost(driver: string, conductorGroup: string): InvalidPara
   return new InvalidParameterValue(`No valid host was found. Reason: No conductor service registered which supports driver ${driver} for conductor group "${conductorGroup}".`);
 }
 
-/**
- * Interface kinds Ironic lists for a hardware type up to 1.78; Galvanic drives three of them.
- * (`firmware` only appears from 1.86, beyond this API's maximum.)
- */
-const ALL_KINDS = ['bios', 'boot', 'console', 'deploy', 'inspect', 'management', 'network', 'power', 'raid', 'rescue', 'storage', 'vendor'];
+/** Interface kinds Ironic lists for a hardware type. */
+const ALL_KINDS = ['bios', 'boot', 'console', 'deploy', 'firmware', 'inspect', 'management', 'network', 'power', 'raid', 'rescue', 'storage', 'vendor'];
+/** Kinds Ironic hides below the version that introduced them (hide_fields_in_newer_versions). */
+const KIND_SINCE: Readonly<Record<string, number>> = { storage: 33, rescue: 38, bios: 40, firmware: 86 };
 
 export function registerDriverRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { db, config, registry } = deps;
@@ -40,6 +39,7 @@ export function registerDriverRoutes(app: FastifyInstance, deps: ApiDeps): void 
     if (req.apiVersion.atLeast(30)) out.type = 'dynamic';
     if (detail && req.apiVersion.atLeast(30)) {
       for (const kind of ALL_KINDS) {
+        if (!req.apiVersion.atLeast(KIND_SINCE[kind] ?? 1)) continue;
         const driven = (INTERFACE_KINDS as readonly string[]).includes(kind);
         if (!driven) {
           out[`default_${kind}_interface`] = null;

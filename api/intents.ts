@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import {
-  Conflict, InvalidParameterValue, NodeNotFound, NotAcceptable,
+  Conflict, InvalidParameterValue, NodeNotFound, NotAcceptable, PowerOffDisabled,
 } from '../common/errors.js';
 import {
   INTENT_CHANNEL, cancelIntent, clearSettledPowerTarget, enqueueIntentsOfNodes, findIntentByKey, getIntent, listNodeIntents, skipRestOfBatch, type Intent, type NewIntent,
@@ -346,6 +346,7 @@ export function registerIntentRoutes(app: FastifyInstance, deps: ApiDeps, accept
         if (n.provisionState === 'cleaning' || n.provisionState === 'clean wait') {
           throw new InvalidParameterValue(`Can not change power state of node ${n.uuid} while it is in state ${n.provisionState}.`);
         }
+        if (n.disablePowerOff && (args.target === 'power off' || args.target === 'soft power off')) throw new PowerOffDisabled(args.target);
         return { targetPowerState: args.target as string, lastError: null };
       },
     });

@@ -11,7 +11,8 @@ export const IRONIC_PROVISION_STATES: ReadonlySet<string> = new Set([
   'enroll', 'manageable', 'available', 'active', 'error', 'rescue', 'verifying', 'deploying',
   'wait call-back', 'deploy failed', 'cleaning', 'clean wait', 'clean failed', 'deleting',
   'inspecting', 'inspect failed', 'inspect wait', 'adopting', 'adopt failed', 'rescuing',
-  'rescue wait', 'rescue failed', 'unrescuing', 'unrescue failed',
+  'rescue wait', 'rescue failed', 'unrescuing', 'unrescue failed', 'deploy hold', 'clean hold',
+  'servicing', 'service wait', 'service failed', 'service hold',
 ]);
 
 /** Ironic's `faults.VALID_FAULTS`, in its order (the message shows them as a Python tuple). */
@@ -26,8 +27,7 @@ function minimal(minor: number): NotAcceptable {
 const FILTER_SINCE: ReadonlyArray<[string, number]> = [
   ['driver', 16], ['resource_class', 21], ['fault', 42], ['conductor_group', 46], ['conductor', 49],
   ['owner', 50], ['lessee', 65],
-  // Shards arrived in 1.82, past this API's maximum: always refused as too new.
-  ['shard', 82], ['sharded', 82],
+  ['shard', 82], ['sharded', 82], ['include_children', 83], ['parent_node', 83],
 ];
 
 /**

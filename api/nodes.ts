@@ -8,7 +8,7 @@ import {
 import { getChassis } from '../db/chassis.js';
 import { ProvisionState } from '../common/states.js';
 import {
-  createNode, deleteNodeIfUnchanged, getNode, getNodesByIds, listNodeStamps, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges,
+  createNode, deleteNodeIfUnchanged, getNode, getNodesByIds, listNodeStamps, maintenanceChanges, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges,
   type NodeFilters, type NodeStamp,
 } from '../db/nodes.js';
 import { INTERFACE_KINDS, type InterfaceKind } from '../drivers/interfaces.js';
@@ -27,6 +27,8 @@ import { patchInstanceUuid } from './allocations.js';
 import { checkNodeListQuery } from './list-gates.js';
 import { describeNode, validateAll } from '../drivers/validate-node.js';
 import { getInventory } from '../db/inventory.js';
+import { childAndShardFilters, resolveParentNode } from './node-relations.js';
+import { getNodeWithSuffix } from './json-suffix.js';
 
 /** The node field holding each interface kind. */
 export const INTERFACE_FIELDS = Object.fromEntries(
@@ -42,7 +44,7 @@ const WRITABLE: ReadonlyMap<string, keyof NodeChanges> = new Map([
   ['conductor_group', 'conductorGroup'], ['automated_clean', 'automatedClean'], ['protected', 'protected'],
   ['protected_reason', 'protectedReason'], ['owner', 'owner'], ['description', 'description'],
   ['retired', 'retired'], ['retired_reason', 'retiredReason'], ['lessee', 'lessee'], ['network_data', 'networkData'],
-  ['disable_power_off', 'disablePowerOff'],
+  ['disable_power_off', 'disablePowerOff'], ['maintenance', 'maintenance'], ['shard', 'shard'], ['parent_node', 'parentNode'],
 ]);
 
 const LIST_HEAD = Buffer.from('{"nodes":[');
@@ -138,10 +140,11 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       fault: param(q, 'fault'),
       retired: boolParam(q, 'retired'),
       descriptionContains: param(q, 'description_contains'),
+      ...childAndShardFilters(q),
     };
     const known = new Set(['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir', 'driver', 'provision_state',
       'maintenance', 'associated', 'owner', 'lessee', 'conductor_group', 'resource_class', 'fault', 'retired',
-      'description_contains', 'instance_uuid', 'conductor', ...(chassis === undefined ? ['chassis_uuid'] : [])]);
+      'description_contains', 'instance_uuid', 'conductor', 'shard', 'sharded', 'include_children', 'parent_node', ...(chassis === undefined ? ['chassis_uuid'] : [])]);
     const unknown = Object.keys(q).filter((k) => !known.has(k));
     if (unknown.length) throw new InvalidParameterValue(`Unknown query parameter(s): ${unknown.join(', ')}`);
     const instanceUuid = param(q, 'instance_uuid');
@@ -199,7 +202,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
 
   app.get('/v1/nodes/:node', async (req, reply) => {
     const fields = parseFields(param(req.query as Query, 'fields'), req.apiVersion);
-    const node = await getNode(db, ident(req));
+    const node = await getNodeWithSuffix(db, req, ident(req));
     // The version a later PATCH can send back in If-Match.
     reply.header('ETag', `"${node.version}"`);
     return view(req, node, fields);
@@ -210,6 +213,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     if (body.driver === undefined) throw new MissingParameterValue(`Schema error for node: 'driver' is a required property`);
     const changes = toChanges(body, req, true);
     await checkChassis(changes.chassisUuid);
+    if (changes.parentNode) changes.parentNode = await resolveParentNode(db, changes.parentNode, changes.owner ?? null);
     const group = changes.conductorGroup ?? '';
     const ifaces = resolveInterfaces(changes.driver as string, changes, group);
     const node = await createNode(db, {
@@ -249,7 +253,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     if (resetInterfaces && !ops.some((op) => (op as { path: string }).path === '/driver' && (op as { op: string }).op !== 'remove')) {
       throw new InvalidParameterValue("The reset_interfaces parameter can only be used when changing the node's driver.");
     }
-    const current = await getNode(db, ident(req));
+    const current = await getNodeWithSuffix(db, req, ident(req));
     // Replaced on success; on a 412 it tells the client which version it missed.
     reply.header('ETag', `"${current.version}"`);
     const ifMatch = req.headers['if-match'];
@@ -275,6 +279,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       if (JSON.stringify(value) !== JSON.stringify(doc[apiName])) body[apiName] = value;
     }
     const changes = toChanges(body, req, false);
+    if (changes.parentNode) changes.parentNode = await resolveParentNode(db, changes.parentNode, current.owner);
     if ('chassisUuid' in changes) {
       // Taking a node out of its chassis came with 1.25; before, only moving it was possible.
       if (changes.chassisUuid === null && current.chassisUuid !== null && !req.apiVersion.atLeast(25)) throw new NotAcceptable('Request not acceptable.');
@@ -299,11 +304,14 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       Object.assign(changes, interfaceChanges(ifaces));
     }
     checkUpdateRules(current, changes);
+    // Older clients (Metal3, tempest) set maintenance by PATCH: the same rule as the endpoint's.
+    if (changes.maintenance !== undefined) Object.assign(changes, maintenanceChanges(changes.maintenance));
+    const opts = { expectedVersion, maintenanceBumpsAccess: config.console.maintenance_closes_console };
     const updated = Object.keys(changes).length === 0 && expectedVersion === undefined
       ? current
       : 'instanceUuid' in changes
-        ? await patchInstanceUuid(db, current, changes, { expectedVersion })
-        : await updateNode(db, current.id, changes, { expectedVersion });
+        ? await patchInstanceUuid(db, current, changes, opts)
+        : await updateNode(db, current.id, changes, opts);
     reply.header('ETag', `"${updated.version}"`);
     return view(req, updated);
   });
@@ -313,7 +321,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.delete('/v1/nodes/:node', async (req, reply) => {
     const { node_locked_retry_attempts: attempts, node_locked_retry_interval: interval } = config.conductor;
     for (let attempt = 1; ; attempt++) {
-      const node = await getNode(db, ident(req));
+      const node = await getNodeWithSuffix(db, req, ident(req));
       if (node.reservation === null) {
         if (node.provisionState === ProvisionState.ACTIVE && !node.maintenance) {
           throw new InvalidState(`Can not delete node "${node.uuid}" while it is in provision state "${node.provisionState}". Valid provision states to start deletion are: available, enroll, manageable, clean failed, or any state in maintenance mode.`);

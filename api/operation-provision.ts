@@ -49,7 +49,9 @@ export function parseProvisionStep(raw: unknown, index: number, req: FastifyRequ
   const extra = Object.keys(args).filter((k) => !PROVISION_STEP_ARGS[verb].includes(k));
   if (extra.length) throw new InvalidParameterValue(`Unknown attribute(s) for the ${verb} step ${index}: ${extra.join(', ')}`);
   // The body PUT …/states/provision would get: its rules (microversion floors, configdrive) apply.
-  checkProvisionBody(args.configdrive === undefined ? { target: verb } : { target: verb, configdrive: args.configdrive }, req);
+  // Ironic takes a configdrive with `active` only (not its `deploy` alias): checked as that.
+  checkProvisionBody({ target: verb }, req);
+  if (args.configdrive !== undefined) checkProvisionBody({ target: 'active', configdrive: args.configdrive }, req);
   const out: ProvisionStepRequest = { verb };
   if (args.instance_info !== undefined) out.instanceInfo = requireObject(args.instance_info, `step ${index} instance_info`);
   if (args.node_instance_info !== undefined) {

@@ -27,12 +27,22 @@ export function normalizeMac(value: unknown): string {
 }
 
 const LLC_KEYS = new Set(['switch_id', 'port_id', 'switch_info', 'network_type']);
+/** An OVN VTEP switch (1.90): both keys or neither, with the port_id. */
+const LLC_VTEP_KEYS = ['vtep-logical-switch', 'vtep-physical-switch'];
 
-function checkLocalLinkConnection(v: unknown): Record<string, unknown> {
+function checkLocalLinkConnection(v: unknown, version: ApiVersion): Record<string, unknown> {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new InvalidParameterValue('local_link_connection must be a JSON object.');
   for (const [k, val] of Object.entries(v)) {
-    if (!LLC_KEYS.has(k)) throw new InvalidParameterValue(`Invalid key "${k}" in local_link_connection; allowed keys are ${[...LLC_KEYS].join(', ')}.`);
+    if (LLC_VTEP_KEYS.includes(k)) {
+      if (!version.atLeast(90)) throw new NotAcceptable('Request not acceptable.');
+    } else if (!LLC_KEYS.has(k)) {
+      throw new InvalidParameterValue(`Invalid key "${k}" in local_link_connection; allowed keys are ${[...LLC_KEYS, ...(version.atLeast(90) ? LLC_VTEP_KEYS : [])].join(', ')}.`);
+    }
     if (typeof val !== 'string') throw new InvalidParameterValue(`local_link_connection.${k} must be a string.`);
+  }
+  const vtep = LLC_VTEP_KEYS.filter((k) => k in v);
+  if (vtep.length === 1 || (vtep.length === 2 && !('port_id' in v))) {
+    throw new InvalidParameterValue(`local_link_connection for an OVN VTEP switch needs port_id, ${LLC_VTEP_KEYS.join(' and ')}.`);
   }
   return v as Record<string, unknown>;
 }
@@ -40,7 +50,7 @@ function checkLocalLinkConnection(v: unknown): Record<string, unknown> {
 /** Port fields with the microversion that introduced them. */
 const PORT_FIELDS: Record<string, number> = {
   uuid: 1, address: 1, node_uuid: 1, extra: 1, local_link_connection: 19, pxe_enabled: 19, internal_info: 18,
-  portgroup_uuid: 24, physical_network: 34, is_smartnic: 53, created_at: 1, updated_at: 1, links: 1,
+  portgroup_uuid: 24, physical_network: 34, is_smartnic: 53, name: 88, created_at: 1, updated_at: 1, links: 1,
 };
 const DEFAULT_LIST_FIELDS = ['uuid', 'address', 'links'];
 
@@ -52,10 +62,12 @@ function portView(p: Port, base: string, version: ApiVersion, fields?: readonly 
   const full: Record<string, unknown> = {
     uuid: p.uuid, address: p.address, node_uuid: p.nodeUuid, extra: p.extra,
     local_link_connection: p.localLinkConnection, pxe_enabled: p.pxeEnabled, internal_info: maskSecrets({}),
-    portgroup_uuid: p.portgroupUuid, physical_network: p.physicalNetwork, is_smartnic: p.isSmartnic,
+    portgroup_uuid: p.portgroupUuid, physical_network: p.physicalNetwork, is_smartnic: p.isSmartnic, name: p.name,
     created_at: iso(p.createdAt), updated_at: iso(p.updatedAt), links: resourceLinks(base, 'ports', p.uuid),
   };
   const names = fields ?? Object.keys(PORT_FIELDS).filter((k) => version.atLeast(PORT_FIELDS[k]));
+  // Below 1.90 a VTEP link is shown empty, as Ironic hides what older clients cannot parse.
+  if (!version.atLeast(90) && LLC_VTEP_KEYS.some((k) => k in p.localLinkConnection)) full.local_link_connection = {};
   return Object.fromEntries(names.map((k) => [k, full[k]]));
 }
 
@@ -83,7 +95,18 @@ function toPortChanges(body: Record<string, unknown>, version: ApiVersion): Port
       case 'address': out.address = normalizeMac(v); break;
       case 'node_uuid':
         if (typeof v !== 'string' || !isUuid(v)) throw new InvalidParameterValue(`Invalid input for field/attribute node_uuid. Value: ${JSON.stringify(v)}. Expected a UUID.`);
+        if (out.nodeIdent !== undefined) throw bothNodeIdents();
         out.nodeIdent = v; break;
+      case 'node_ident':
+        // 1.94: the node by UUID or name.
+        if (!version.atLeast(94)) throw new NotAcceptable('Request not acceptable.');
+        if (typeof v !== 'string') throw new InvalidParameterValue(`Invalid input for field/attribute node_ident. Value: ${JSON.stringify(v)}. Expected a string.`);
+        if (out.nodeIdent !== undefined) throw bothNodeIdents();
+        out.nodeIdent = v; break;
+      case 'name':
+        if (!version.atLeast(88)) throw new NotAcceptable('name requires API version 1.88 or later.');
+        if (v !== null && (typeof v !== 'string' || v.length > 255)) throw new InvalidParameterValue('Invalid input for field/attribute name. Expected a string of at most 255 characters.');
+        out.name = v as string | null; break;
       case 'uuid':
         if (typeof v !== 'string' || !isUuid(v)) throw new InvalidParameterValue(`Invalid input for field/attribute uuid. Value: ${JSON.stringify(v)}. Expected a UUID.`);
         out.uuid = v.toLowerCase(); break;
@@ -96,7 +119,7 @@ function toPortChanges(body: Record<string, unknown>, version: ApiVersion): Port
       }
       case 'local_link_connection':
         if (!version.atLeast(19)) throw new NotAcceptable('local_link_connection requires API version 1.19 or later.');
-        out.localLinkConnection = checkLocalLinkConnection(v); break;
+        out.localLinkConnection = checkLocalLinkConnection(v, version); break;
       case 'extra':
         if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new InvalidParameterValue('Invalid input for field/attribute extra. Expected a JSON object.');
         out.extra = v as Record<string, unknown>; break;
@@ -125,11 +148,21 @@ function toPortChanges(body: Record<string, unknown>, version: ApiVersion): Port
 /** Provision states in which a port's connectivity may change (Ironic's conductor rule). */
 const CONNECTIVITY_STATES = ['enroll', 'inspecting', 'inspect wait', 'manageable'];
 
-/** Ironic names a port by UUID only (names came with 1.88): anything else is a 400. */
-function portUuidParam(req: FastifyRequest): string {
+/** Ironic's schema for a body naming its node twice (oneOf node_uuid, node_ident). */
+function bothNodeIdents(): InvalidParameterValue {
+  return new InvalidParameterValue("Schema error for port: the body is valid under each of {'required': ['node_ident']}, {'required': ['node_uuid']}");
+}
+
+/** Ironic's is_valid_logical_name (RFC 3986 unreserved characters). */
+const LOGICAL_NAME = /^[A-Za-z0-9\-._~]+$/;
+
+/** A port by UUID or, from 1.88, by name; anything else is a 400, as in Ironic. */
+function portIdentParam(req: FastifyRequest): { ident: string; byName: boolean } {
   const ident = (req.params as { port: string }).port;
-  if (!isUuid(ident)) throw new InvalidParameterValue(`Expected UUID for port_uuid: ${ident}`);
-  return ident;
+  if (isUuid(ident)) return { ident, byName: false };
+  if (!req.apiVersion.atLeast(88)) throw new InvalidParameterValue(`Expected UUID for port_uuid: ${ident}`);
+  if (!LOGICAL_NAME.test(ident) || ident.length > 255) throw new InvalidParameterValue(`Expected UUID or name for port_ident: ${ident}`);
+  return { ident, byName: true };
 }
 
 /** Python's str() of an optional string, as Ironic's messages show it. */
@@ -234,15 +267,17 @@ export function registerPortRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.get('/v1/portgroups/:portgroup/ports/detail', (req) => list(req, true, pgParent(req)));
 
   app.get('/v1/ports/:port', async (req) => {
-    const uuid = portUuidParam(req);
+    const { ident, byName } = portIdentParam(req);
     const fields = parsePortFields(param(req.query as Query, 'fields'), req.apiVersion);
-    return portView(await getPort(db, uuid, false), base(req), req.apiVersion, fields);
+    return portView(await getPort(db, ident, byName), base(req), req.apiVersion, fields);
   });
 
   app.post('/v1/ports', async (req, reply) => {
     const body = requireObject(req.body, 'port');
     if (body.address === undefined) throw new MissingParameterValue(`Schema error for port: 'address' is a required property`);
-    if (body.node_uuid === undefined) throw new MissingParameterValue(`Schema error for port: 'node_uuid' is a required property`);
+    if (body.node_uuid === undefined && body.node_ident === undefined) {
+      throw new MissingParameterValue(`Schema error for port: 'node_uuid' is a required property`);
+    }
     const { nodeIdent, portgroupIdent, ...changes } = toPortChanges(body, req.apiVersion);
     const port = await withTransaction(db, async (trx) => {
       const node = await nodeForPort(trx, nodeIdent!);
@@ -260,14 +295,15 @@ export function registerPortRoutes(app: FastifyInstance, deps: ApiDeps): void {
   });
 
   app.patch('/v1/ports/:port', async (req) => {
-    const uuid = portUuidParam(req);
+    const { ident, byName } = portIdentParam(req);
     const ops = req.body;
     if (!Array.isArray(ops) || ops.length === 0) throw new PatchError('The request body must be a non-empty JSON patch (a list of operations).');
     const updated = await withTransaction(db, async (trx) => {
-      const port = await getPort(trx, uuid, false, { forUpdate: true });
+      const port = await getPort(trx, ident, byName, { forUpdate: true });
       const doc: Record<string, unknown> = {
         address: port.address, node_uuid: port.nodeUuid, extra: port.extra, local_link_connection: port.localLinkConnection,
         pxe_enabled: port.pxeEnabled, physical_network: port.physicalNetwork, is_smartnic: port.isSmartnic, portgroup_uuid: port.portgroupUuid,
+        name: port.name,
       };
       for (const op of ops) {
         const path = (op as { path?: unknown })?.path;
@@ -316,7 +352,8 @@ export function registerPortRoutes(app: FastifyInstance, deps: ApiDeps): void {
   });
 
   app.delete('/v1/ports/:port', async (req, reply) => {
-    const port = await getPort(db, portUuidParam(req), false);
+    const { ident, byName } = portIdentParam(req);
+    const port = await getPort(db, ident, byName);
     await deletePort(db, port.id);
     reply.code(204).send();
   });

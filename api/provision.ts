@@ -2,12 +2,15 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { NotAcceptable, InvalidParameterValue, MissingParameterValue } from '../common/errors.js';
 import { INTENT_CHANNEL, enqueueIntents } from '../db/intents.js';
 import type { IntentAcceptor } from './intents.js';
-import { getNode, updateNode, type NodeChanges } from '../db/nodes.js';
+import { getNode, updateNode, type Node, type NodeChanges } from '../db/nodes.js';
 import { withTransaction } from '../db/transaction.js';
 import { checkNodeForProvision, provisionTransition, transitionStartChanges } from '../drivers/provision-checks.js';
 import type { ApiDeps } from './deps.js';
 import { baseUrl } from './links.js';
 import { requireObject } from './body.js';
+import { getRunbook } from '../db/runbooks.js';
+import { traitsOfNode } from '../db/traits.js';
+import type { Knex } from 'knex';
 
 /** The microversion each verb needs (openstacksdk's PROVISIONING_VERSIONS). */
 const VERB_FLOORS: Record<string, number> = {
@@ -26,7 +29,7 @@ function own<T>(table: Record<string, T>, key: string): T | undefined {
   return Object.hasOwn(table, key) ? table[key] : undefined;
 }
 
-/** Ironic's configdrive rules: a string (gzip+base64 ISO or URL) always, a dict from 1.56. */
+/** Ironic's configdrive rules: a string (gzip+base64 ISO or URL) always, a dict from 1.56 (with vendor_data from 1.59). */
 function checkConfigdrive(value: unknown, req: FastifyRequest): void {
   if (value === null || value === undefined) return;
   if (typeof value === 'string') return;
@@ -34,10 +37,14 @@ function checkConfigdrive(value: unknown, req: FastifyRequest): void {
     throw new InvalidParameterValue('Invalid input for field/attribute configdrive. Value: ' + JSON.stringify(value) + '. Expected a string or an object.');
   }
   if (!req.apiVersion.atLeast(56)) {
-    throw new InvalidParameterValue('Invalid input for field/attribute configdrive: a dictionary is accepted from API version 1.56; send a string.');
+    throw new InvalidParameterValue('Providing a JSON object for configdrive is only supported starting with API version 1.56');
   }
   const bad = Object.keys(value).filter((k) => !CONFIGDRIVE_KEYS.has(k));
   if (bad.length) throw new InvalidParameterValue(`Invalid configdrive format: unexpected key(s) ${bad.join(', ')}; allowed are meta_data, network_data, user_data, vendor_data.`);
+  // Ironic's check_allow_configdrive: vendor_data came with 1.59.
+  if ('vendor_data' in value && !req.apiVersion.atLeast(59)) {
+    throw new InvalidParameterValue('Providing vendor_data in configdrive is only supported starting with API version 1.59');
+  }
   const d = value as Record<string, unknown>;
   for (const k of ['meta_data', 'network_data', 'vendor_data']) {
     if (d[k] !== undefined && (typeof d[k] !== 'object' || d[k] === null || Array.isArray(d[k]))) {
@@ -71,13 +78,27 @@ function checkSteps(value: unknown, name: string, withPriority: boolean): Array<
   });
 }
 
+/**
+ * A runbook's steps for a node (Ironic's _handle_runbook): the runbook must exist and the node
+ * carry a trait of its name; the steps run in the order they are listed.
+ */
+async function stepsOfRunbook(trx: Knex, node: Node, ident: string): Promise<ReturnType<typeof checkSteps>> {
+  const runbook = await getRunbook(trx, ident);
+  if (!(await traitsOfNode(trx, node.id)).includes(runbook.name)) {
+    throw new InvalidParameterValue(`This runbook has not been approved for use on this node ${node.uuid}. Please ask an administrator to add it to your node traits.`);
+  }
+  return runbook.steps.map((s) => ({ interface: s.interface, step: s.step, args: s.args }));
+}
+
 /** A checked provision state change body. */
 export interface ProvisionRequest {
   verb: string;
   /** Whether the verb deploys (active, deploy, rebuild). */
   deploying: boolean;
   configdrive?: unknown;
+  runbook?: string;
   cleanSteps?: ReturnType<typeof checkSteps>;
+  serviceSteps?: ReturnType<typeof checkSteps>;
 }
 
 /**
@@ -98,8 +119,12 @@ export function checkProvisionBody(body: Record<string, unknown>, req: FastifyRe
     throw new NotAcceptable(`The "${verb}" verb requires API version 1.${floor} or later.`);
   }
   const deploying = verb === 'active' || verb === 'deploy' || verb === 'rebuild';
-  if (body.configdrive !== undefined && body.configdrive !== null && !deploying) {
-    throw new InvalidParameterValue('Adding a config drive is only supported when setting provision state to active, deploy or rebuild');
+  if (body.configdrive !== undefined && body.configdrive !== null && body.configdrive !== '') {
+    // Ironic's check_allow_configdrive: `active`, and `rebuild` from 1.35 (not the 1.73 `deploy` alias).
+    const allowed = req.apiVersion.atLeast(35) ? ['active', 'rebuild'] : ['active'];
+    if (!allowed.includes(verb)) {
+      throw new InvalidParameterValue(`Adding a config drive is only supported when setting provision state to ${allowed.join(', ')}`);
+    }
   }
   checkConfigdrive(body.configdrive, req);
   if (body.deploy_steps !== undefined && body.deploy_steps !== null && !deploying) {
@@ -113,30 +138,53 @@ export function checkProvisionBody(body: Record<string, unknown>, req: FastifyRe
       }
     }
   }
+  const runbook = body.runbook === undefined || body.runbook === null ? undefined : body.runbook;
+  if (runbook !== undefined && typeof runbook !== 'string') throw new InvalidParameterValue('Invalid input for field/attribute runbook. Expected a string.');
   let cleanSteps: ReturnType<typeof checkSteps> | undefined;
   if (verb === 'clean') {
-    if (body.clean_steps === undefined || body.clean_steps === null) {
+    if ((body.clean_steps === undefined || body.clean_steps === null) && runbook === undefined) {
       throw new MissingParameterValue('"clean_steps" is required when setting target provision state to clean');
     }
-    cleanSteps = checkSteps(body.clean_steps, 'clean_steps', false);
+    if (body.clean_steps !== undefined && body.clean_steps !== null) cleanSteps = checkSteps(body.clean_steps, 'clean_steps', false);
   } else if (body.clean_steps !== undefined && body.clean_steps !== null) {
     throw new InvalidParameterValue('"clean_steps" is only valid when setting target provision state to clean');
+  }
+  let serviceSteps: ReturnType<typeof checkSteps> | undefined;
+  if (verb === 'service') {
+    if ((body.service_steps === undefined || body.service_steps === null) && runbook === undefined) {
+      throw new MissingParameterValue('"service_steps" is required when setting target provision state to service');
+    }
+    if (body.service_steps !== undefined && body.service_steps !== null) serviceSteps = checkSteps(body.service_steps, 'service_steps', false);
+  } else if (body.service_steps !== undefined && body.service_steps !== null) {
+    throw new InvalidParameterValue('"service_steps" is only valid when setting target provision state to service');
   }
   if (body.disable_ramdisk !== undefined && verb !== 'clean') {
     throw new InvalidParameterValue('"disable_ramdisk" is only valid when setting target provision state to clean');
   }
-  return { verb, deploying, configdrive: body.configdrive ?? undefined, cleanSteps };
+  return { verb, deploying, configdrive: body.configdrive ?? undefined, runbook, cleanSteps, serviceSteps };
 }
 
 export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acceptor: IntentAcceptor): void {
   const { db, config, registry } = deps;
 
   app.put('/v1/nodes/:node/states/provision', async (req, reply) => {
-    const { verb, deploying, configdrive, cleanSteps } = checkProvisionBody(requireObject(req.body, 'provision state change'), req);
+    const checked = checkProvisionBody(requireObject(req.body, 'provision state change'), req);
+    const { verb, deploying, configdrive, runbook } = checked;
+    let { cleanSteps, serviceSteps } = checked;
     const ident = (req.params as { node: string }).node;
     const node = await withTransaction(db, async (trx) => {
       const current = await getNode(trx, ident, { forUpdate: true });
       const t = provisionTransition(current, verb);
+      if (runbook !== undefined) {
+        const steps = await stepsOfRunbook(trx, current, runbook);
+        if (verb === 'clean') {
+          if (cleanSteps) throw new InvalidParameterValue('Please provide either "clean_steps" or a runbook, but not both.');
+          cleanSteps = steps;
+        } else if (verb === 'service') {
+          if (serviceSteps) throw new InvalidParameterValue('Please provide either "service_steps" or a runbook, but not both.');
+          serviceSteps = steps;
+        }
+      }
       checkNodeForProvision(registry, current, verb, t);
       // Ironic moves the node into the transitional state before answering 202.
       const changes: NodeChanges = transitionStartChanges(t);
@@ -149,6 +197,7 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
         args: {
           verb, target: t.target, onFail: t.onFail, work: t.work,
           ...(cleanSteps ? { cleanSteps } : {}),
+          ...(serviceSteps ? { serviceSteps } : {}),
           // Decided now, as Ironic decides it when the cleaning starts from this request.
           automatedClean: current.automatedClean ?? config.conductor.automated_clean,
         },

@@ -55,6 +55,9 @@ export function registerRootRoutes(app: FastifyInstance, deps: ApiDeps): void {
     if (req.apiVersion.atLeast(49)) out.conductors = link(b, 'conductors');
     if (req.apiVersion.atLeast(52)) out.allocations = link(b, 'allocations');
     if (req.apiVersion.atLeast(55)) out.deploy_templates = link(b, 'deploy_templates');
+    if (req.apiVersion.atLeast(82)) out.shards = link(b, 'shards');
+    if (req.apiVersion.atLeast(84)) out.continue_inspection = link(b, 'continue_inspection');
+    if (req.apiVersion.atLeast(92)) out.runbooks = link(b, 'runbooks');
     return out;
   };
   app.get('/v1', v1);

@@ -1,8 +1,8 @@
 import { InvalidParameterValue, NotAcceptable } from '../common/errors.js';
 
-/** The microversions this API speaks (python-ironicclient 5.0's cap is 1.78). */
+/** The microversions this API speaks: every change up to 1.95 (Metal3 needs 1.89 and uses 1.95). */
 export const MIN_VERSION = { major: 1, minor: 1 };
-export const MAX_VERSION = { major: 1, minor: 78 };
+export const MAX_VERSION = { major: 1, minor: 95 };
 export const MIN_VERSION_STRING = `${MIN_VERSION.major}.${MIN_VERSION.minor}`;
 export const MAX_VERSION_STRING = `${MAX_VERSION.major}.${MAX_VERSION.minor}`;
 

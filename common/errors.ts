@@ -444,3 +444,29 @@ export class RaidNotSupported extends NotFoundError {
     super(`Driver ${driver} does not support raid (disabled or not implemented).`);
   }
 }
+
+/** Runbooks (API 1.92), with Ironic's messages. */
+export class RunbookNotFound extends NotFoundError {
+  readonly code = 'RUNBOOK_NOT_FOUND';
+  constructor(ident: string) {
+    super(`Runbook ${ident} could not be found.`);
+  }
+}
+export class RunbookDuplicateName extends ConflictError {
+  readonly code = 'RUNBOOK_DUPLICATE_NAME';
+  constructor(name: string) {
+    super(`A runbook with name ${name} already exists.`);
+  }
+}
+export class RunbookAlreadyExists extends ConflictError {
+  readonly code = 'RUNBOOK_ALREADY_EXISTS';
+  constructor(uuid: string) {
+    super(`A runbook with UUID ${uuid} already exists.`);
+  }
+}
+/** Ironic's PowerStateFailure for a node whose disable_power_off forbids powering it off (API 1.95). */
+export class PowerOffDisabled extends InvalidState {
+  constructor(target: string) {
+    super(`Failed to set node power state to ${target}.`);
+  }
+}

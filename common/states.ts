@@ -22,6 +22,9 @@ export const ProvisionState = {
   ACTIVE: 'active',
   DELETING: 'deleting',
   ERROR: 'error',
+  SERVICING: 'servicing',
+  SERVICEWAIT: 'service wait',
+  SERVICEFAIL: 'service failed',
 } as const;
 export type ProvisionStateName = (typeof ProvisionState)[keyof typeof ProvisionState];
 
@@ -29,7 +32,7 @@ const S = ProvisionState;
 
 /** States in which nothing is under way. */
 export const STABLE_STATES: ReadonlySet<string> = new Set([
-  S.ENROLL, S.MANAGEABLE, S.AVAILABLE, S.ACTIVE, S.CLEANFAIL, S.INSPECTFAIL, S.DEPLOYFAIL, S.ERROR,
+  S.ENROLL, S.MANAGEABLE, S.AVAILABLE, S.ACTIVE, S.CLEANFAIL, S.INSPECTFAIL, S.DEPLOYFAIL, S.ERROR, S.SERVICEFAIL,
 ]);
 
 /** States that wait for a call-back, each failed after its `[conductor]` timeout. */
@@ -46,7 +49,7 @@ export const KNOWN_VERBS = [
 ] as const;
 
 /** What the conductor does for a transition. */
-export type ProvisionWork = 'verify' | 'inspect' | 'clean' | 'deploy' | 'tear_down' | 'none' | 'abort';
+export type ProvisionWork = 'verify' | 'inspect' | 'clean' | 'deploy' | 'tear_down' | 'none' | 'abort' | 'service';
 
 export interface Transition {
   /** State while the conductor works. */
@@ -62,6 +65,8 @@ const t = (via: string, target: string, onFail: string, work: ProvisionWork): Tr
 const deploy = t(S.DEPLOYING, S.ACTIVE, S.DEPLOYFAIL, 'deploy');
 // Undeploy: deleting, then automated cleaning (the conductor moves on to cleaning), then available.
 const tearDown = t(S.DELETING, S.AVAILABLE, S.ERROR, 'tear_down');
+// Servicing (1.87) runs steps on a deployed node and returns it to active.
+const service = t(S.SERVICING, S.ACTIVE, S.SERVICEFAIL, 'service');
 
 /** from-state → verb → transition. Anything not here is refused (Ironic has no manage → manage). */
 const TABLE: Record<string, Record<string, Transition>> = {
@@ -82,7 +87,11 @@ const TABLE: Record<string, Record<string, Transition>> = {
   },
   [S.INSPECTWAIT]: { abort: t(S.INSPECTFAIL, S.INSPECTFAIL, S.INSPECTFAIL, 'abort') },
   [S.CLEANWAIT]: { abort: t(S.CLEANFAIL, S.CLEANFAIL, S.CLEANFAIL, 'abort') },
-  [S.ACTIVE]: { rebuild: deploy, deleted: tearDown, undeploy: tearDown },
+  [S.ACTIVE]: { rebuild: deploy, deleted: tearDown, undeploy: tearDown, service },
+  // Ironic's abort from service failed goes straight back to active (do_node_service_abort).
+  [S.SERVICEFAIL]: { service, abort: t(S.ACTIVE, S.ACTIVE, S.SERVICEFAIL, 'none'), deleted: tearDown, undeploy: tearDown },
+  // Entered only by a step that waits for a ramdisk, which no interface Galvanic ships has.
+  [S.SERVICEWAIT]: { abort: t(S.SERVICEFAIL, S.SERVICEFAIL, S.SERVICEFAIL, 'abort'), deleted: tearDown, undeploy: tearDown },
   [S.DEPLOYFAIL]: { active: deploy, deploy, rebuild: deploy, deleted: tearDown, undeploy: tearDown },
   [S.DEPLOYWAIT]: { deleted: tearDown, undeploy: tearDown },
   [S.ERROR]: { rebuild: deploy, deleted: tearDown, undeploy: tearDown },

@@ -18,6 +18,7 @@ import { Allocator } from './allocations.js';
 import { ALLOCATION_CHANNEL } from '../db/allocations.js';
 import { OperationAdvancer } from './operations.js';
 import { PeriodicRunner } from './periodic.js';
+import { provisionChecksTask } from './tasks/provision-checks.js';
 import { TaskManager } from './task-manager.js';
 import { powerSyncTask } from './tasks/power-sync.js';
 import { sensorDataTask, type SensorDataTask, type SensorStats } from './sensors/task.js';
@@ -94,6 +95,9 @@ export class ConductorService {
       spacingSeconds: Math.max(0.5, c.orphaned_intent_timeout / 2),
       run: () => this.recoverOrphans(),
     });
+    this.periodic.register(provisionChecksTask({
+      db: deps.db, config: deps.config, hostname: this.hostname, log: this.log, owns: (uuid) => this.owns(uuid),
+    }));
     this.consoles = new ConsoleManager({
       config: deps.config, db: deps.db, connectionString: deps.connectionString, registry: deps.registry, log: this.log,
       hostname: this.hostname, drivers: this.drivers, owns: (uuid) => this.owns(uuid),

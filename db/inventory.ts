@@ -17,6 +17,6 @@ export async function storeInventory(db: Knex, nodeId: number, inv: NodeInventor
 /** @throws ResourceNotFound with Ironic's NodeInventoryNotFound message */
 export async function getInventory(db: Knex, nodeId: number, nodeUuid: string): Promise<NodeInventory> {
   const row = await db('node_inventory').where('node_id', nodeId).first();
-  if (!row) throw new ResourceNotFound(`Node inventory for node ${nodeUuid} could not be found.`);
+  if (!row) throw new ResourceNotFound(`Node inventory record for node ${nodeUuid} could not be found.`);
   return { inventory: row.inventory as Record<string, unknown>, pluginData: row.plugin_data as Record<string, unknown> };
 }

@@ -175,6 +175,13 @@ export interface NodeFilters {
   descriptionContains?: string;
   instanceUuid?: string;
   chassisUuid?: string;
+  /** Nodes in any of these shards. */
+  shardIn?: readonly string[];
+  /** Nodes with (true) or without (false) a shard. */
+  sharded?: boolean;
+  /** Children are left out unless asked for, or unless their parent is named (Ironic's rule). */
+  includeChildren?: boolean;
+  parentNode?: string;
 }
 
 export interface Page {
@@ -192,6 +199,7 @@ export const NODE_SORT_KEYS = new Set([
   'instance_uuid', 'target_provision_state', 'target_power_state', 'fault', 'reservation',
   'console_enabled', 'protected', 'retired', 'description', 'inspection_started_at',
   'inspection_finished_at', 'power_interface', 'management_interface', 'console_interface',
+  'shard', 'parent_node',
 ]);
 
 /** The filtered, sorted page of nodes, before any columns are chosen. */
@@ -214,6 +222,15 @@ function nodePage(db: Knex, filters: NodeFilters, page: Page): Knex.QueryBuilder
   if (filters.chassisUuid !== undefined) q.where('chassis_uuid', filters.chassisUuid.toLowerCase());
   if (filters.descriptionContains !== undefined) {
     q.whereRaw("description LIKE '%' || ? || '%'", [filters.descriptionContains]);
+  }
+  if (filters.shardIn !== undefined) q.whereIn('shard', filters.shardIn as string[]);
+  if (filters.sharded !== undefined) {
+    if (filters.sharded) q.whereNotNull('shard');
+    else q.whereNull('shard');
+  }
+  if (!filters.includeChildren) {
+    if (filters.parentNode !== undefined) q.where('parent_node', filters.parentNode);
+    else q.whereNull('parent_node');
   }
   applyPage(q, page, (n) => ({
     id: n.id,
@@ -300,6 +317,17 @@ export interface UpdateOptions {
 
 /** What every change of a node, one or many, is written by (see changeOf). */
 export type AccessOptions = Pick<UpdateOptions, 'maintenanceBumpsAccess'>;
+
+/**
+ * What entering or leaving maintenance writes, however it is asked (the maintenance endpoint,
+ * a PATCH of /maintenance): leaving clears the reason and the fault with it, as Ironic's
+ * update_node does; entering sets the reason only when one is given. Entering also bumps
+ * `access_epoch`, which `changeOf` decides for every writer.
+ */
+export function maintenanceChanges(maintenance: boolean, reason?: string | null): NodeChanges {
+  if (!maintenance) return { maintenance: false, maintenanceReason: null, fault: null };
+  return reason === undefined ? { maintenance: true } : { maintenance: true, maintenanceReason: reason };
+}
 
 /**
  * What a change of a node locked as `before` writes: the changed columns, and whether it
@@ -452,4 +480,62 @@ export async function nodesForSensorData(db: Knex, conductorGroup: string, opts:
     driverInfo: (r.driver_info ?? {}) as Record<string, unknown>,
     instanceUuid: r.instance_uuid as string | null,
   }));
+}
+
+/** Every shard with its node count, most nodes first; nodes without one count as "None" (Ironic's get_shard_list). */
+export async function listShards(db: Knex): Promise<Array<{ name: string; count: number }>> {
+  const rows: Array<{ shard: string | null; count: string }> = await db('nodes').select('shard').count('id as count').groupBy('shard');
+  return rows
+    .map((r) => ({ name: r.shard === null ? 'None' : r.shard, count: Number(r.count) }))
+    .sort((a, b) => b.count - a.count);
+}
+
+/** The UUIDs of the nodes whose parent_node is this node's UUID. */
+export async function listChildUuids(db: Knex, parentUuid: string): Promise<string[]> {
+  const rows: Array<{ uuid: string }> = await db('nodes').select('uuid').where('parent_node', parentUuid).orderBy('id');
+  return rows.map((r) => r.uuid);
+}
+
+/** A node waiting too long, or left in a transitional state with no work queued for it. */
+export interface StalledNode {
+  id: number;
+  uuid: string;
+  provisionState: string;
+}
+
+/**
+ * Nodes of a conductor group in one of `states` whose provision state last changed before
+ * `olderThan` (per state), that nobody holds and that have no queued or running intent. The
+ * caller checks each again under the row lock before it fails it.
+ */
+export async function stalledNodes(db: Knex, conductorGroup: string, olderThan: Readonly<Record<string, Date>>): Promise<StalledNode[]> {
+  const states = Object.keys(olderThan);
+  if (states.length === 0) return [];
+  const { rows } = await db.raw(
+    `SELECT n.id, n.uuid, n.provision_state
+       FROM nodes n JOIN unnest(?::text[], ?::timestamptz[]) AS s(state, before) ON n.provision_state = s.state
+      WHERE n.conductor_group = ? AND n.reservation IS NULL
+        AND COALESCE(n.provision_updated_at, n.updated_at, n.created_at) < s.before
+        AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.node_id = n.id AND i.state IN ('queued', 'running'))
+      ORDER BY n.id`,
+    [states, states.map((s) => olderThan[s].toISOString()), conductorGroup],
+  );
+  return (rows as Array<{ id: number; uuid: string; provision_state: string }>).map((r) => ({ id: r.id, uuid: r.uuid, provisionState: r.provision_state }));
+}
+
+/**
+ * Locks a stalled node (skipping one that is locked) and returns it if it is still stalled in
+ * `state` since before `olderThan`: unreserved, no open intent, the same provision state.
+ */
+export async function lockStalledNode(trx: Knex.Transaction, id: number, state: string, olderThan: Date): Promise<Node | undefined> {
+  const { rows } = await trx.raw(
+    `SELECT n.* FROM nodes n
+      WHERE n.id = ? AND n.provision_state = ? AND n.reservation IS NULL
+        AND COALESCE(n.provision_updated_at, n.updated_at, n.created_at) < ?
+        AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.node_id = n.id AND i.state IN ('queued', 'running'))
+      FOR UPDATE OF n SKIP LOCKED`,
+    [id, state, olderThan.toISOString()],
+  );
+  const row = (rows as Array<Record<string, unknown>>)[0];
+  return row ? nodeMapper.fromRow(row) : undefined;
 }

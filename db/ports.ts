@@ -130,3 +130,10 @@ export async function createMissingPorts(db: Knex, nodeId: number, macs: readonl
   const created = await db('ports').insert(rows).onConflict('address').ignore().returning('address');
   return (created as Array<{ address: string }>).map((r) => r.address);
 }
+
+/** The ids of the nodes owning ports with any of these addresses (lower-case MACs). */
+export async function nodeIdsByPortAddresses(db: Knex, addresses: readonly string[]): Promise<number[]> {
+  if (addresses.length === 0) return [];
+  const rows: Array<{ node_id: number }> = await db('ports').distinct('node_id').whereIn('address', addresses as string[]);
+  return rows.map((r) => r.node_id);
+}

@@ -102,6 +102,26 @@ export interface BootInterface {
   prepareInstance(ctx: DriverContext, req: InstanceBootRequest): Promise<void>;
   /** Ejects every medium this interface may have inserted and clears the boot override. */
   cleanUpInstance(ctx: DriverContext): Promise<void>;
+  /**
+   * Inserts `imageUrl` as a virtual medium of `device` (`POST /v1/nodes/{n}/vmedia`); absent
+   * when the interface has no virtual media. @throws DriverError
+   */
+  attachMedia?(ctx: DriverContext, device: VirtualMediaDevice, imageUrl: string): Promise<void>;
+  /** Ejects the media of these devices, or of every device when none are named. @throws DriverError */
+  detachMedia?(ctx: DriverContext, devices?: readonly VirtualMediaDevice[]): Promise<void>;
+  /** The virtual media slots as the BMC shows them now (`GET /v1/nodes/{n}/vmedia`). @throws DriverError */
+  getMedia?(ctx: DriverContext): Promise<VirtualMediaSlot[]>;
+}
+
+/** Ironic's boot_devices.VMEDIA_DEVICES. */
+export const VIRTUAL_MEDIA_DEVICES = ['disk', 'cdrom', 'floppy'] as const;
+export type VirtualMediaDevice = (typeof VIRTUAL_MEDIA_DEVICES)[number];
+
+/** One virtual media slot, in Ironic's shape. */
+export interface VirtualMediaSlot {
+  media_types: string[];
+  inserted: boolean;
+  image: string | null;
 }
 
 /** What out-of-band inspection found. */

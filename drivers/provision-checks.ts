@@ -5,8 +5,8 @@
  * `PUT /v1/nodes/{n}/states/provision`, by group operations when they are created, and by the
  * conductor when an operation's provision step starts. No I/O.
  */
-import { GalvanicError, InvalidParameterValue, InvalidStateRequested, NodeInMaintenance, NodeLocked, NodeProtected } from '../common/errors.js';
-import { KNOWN_VERBS, refusedMessage, transitionFor, type Transition } from '../common/states.js';
+import { GalvanicError, InvalidParameterValue, InvalidState, InvalidStateRequested, NodeInMaintenance, NodeLocked, NodeProtected } from '../common/errors.js';
+import { KNOWN_VERBS, ProvisionState, refusedMessage, transitionFor, type Transition } from '../common/states.js';
 import type { DriverRegistry } from './registry.js';
 import { describeNode, validateForDeploy, validateInterface, type NodeLike } from './validate-node.js';
 
@@ -44,6 +44,19 @@ export function checkNodeForProvision(registry: DriverRegistry, node: ProvisionN
     validateForDeploy(registry, desc);
   }
   if (t.work === 'tear_down' && node.protected) throw new NodeProtected(node.uuid);
+  if (t.work === 'service') {
+    if (node.maintenance) throw new NodeInMaintenance('service', node.uuid);
+    try {
+      validateInterface(registry, desc, 'power');
+      validateInterface(registry, desc, 'network');
+    } catch (err) {
+      if (!(err instanceof GalvanicError) || err.httpStatus !== 400) throw err;
+      throw new InvalidParameterValue(`Validation of node ${node.uuid} for servicing failed: ${err.message}`);
+    }
+  }
+  if (verb === 'abort' && node.provisionState === ProvisionState.SERVICEFAIL && node.maintenance) {
+    throw new InvalidState(`Can not abort service on node "${node.uuid}" while it is in maintenance mode. Please remove the node from maintenance prior to issuing the request to abort the service operation.`);
+  }
   if (t.work === 'inspect') {
     try {
       validateInterface(registry, desc, 'power');

@@ -4,6 +4,7 @@ import { getPowerStateAction, powerAction } from './power.js';
 import { provisionAction } from './provision.js';
 import { provisionStepAction } from './provision-step.js';
 import type { Action } from './types.js';
+import { attachVirtualMediaAction, detachVirtualMediaAction, getVirtualMediaAction } from './vmedia.js';
 
 /** Actions by intent kind. */
 export const ACTIONS: Record<string, Action> = {
@@ -16,10 +17,14 @@ export const ACTIONS: Record<string, Action> = {
   provision: provisionAction,
   provision_step: provisionStepAction,
   console: consoleAction,
+  attach_virtual_media: attachVirtualMediaAction,
+  detach_virtual_media: detachVirtualMediaAction,
+  get_virtual_media: getVirtualMediaAction,
 };
 
 /**
  * Kinds safe to run again when a conductor died mid-way (reboots excepted, see
  * recoverConductorLeftovers). Provision transitions are not: a half-done one needs a look.
  */
-export const IDEMPOTENT_KINDS = ['power', 'get_power_state', 'set_boot_device', 'get_boot_device', 'get_supported_boot_devices', 'maintenance', 'console'];
+export const IDEMPOTENT_KINDS = ['power', 'get_power_state', 'set_boot_device', 'get_boot_device', 'get_supported_boot_devices', 'maintenance', 'console',
+  'attach_virtual_media', 'detach_virtual_media', 'get_virtual_media'];

@@ -1,4 +1,5 @@
 import { InvalidParameterValue, UnsupportedDriverExtension } from '../../common/errors.js';
+import { maintenanceChanges } from '../../db/nodes.js';
 import type { Action, ActionContext } from './types.js';
 
 function managementOf(ctx: ActionContext) {
@@ -53,9 +54,7 @@ export const maintenanceAction: Action = {
   async run(ctx) {
     const { maintenance, reason } = ctx.intent.args as unknown as MaintenanceArgs;
     return {
-      changes: maintenance
-        ? { maintenance: true, maintenanceReason: reason ?? null }
-        : { maintenance: false, maintenanceReason: null, fault: null },
+      changes: maintenanceChanges(maintenance, reason ?? null),
       history: { severity: 'INFO', eventType: 'maintenance', event: maintenance ? `Maintenance set${reason ? `: ${reason}` : ''}.` : 'Maintenance unset.' },
     };
   },

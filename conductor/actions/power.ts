@@ -1,4 +1,4 @@
-import { InvalidParameterValue, UnsupportedDriverExtension } from '../../common/errors.js';
+import { InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../../common/errors.js';
 import type { PowerTarget } from '../../drivers/interfaces.js';
 import type { Action, ActionContext } from './types.js';
 
@@ -31,6 +31,8 @@ export const powerAction: Action = {
   async run(ctx) {
     const { target, timeout } = ctx.intent.args as unknown as PowerArgs;
     if (!POWER_TARGETS.includes(target)) throw new InvalidParameterValue(`Invalid power target ${target}`);
+    // Ironic's node_power_action refuses it under the lock, whatever the API saw.
+    if (ctx.node.disablePowerOff && resultingPowerState(target) === 'power off') throw new PowerOffDisabled(target);
     const power = powerOf(ctx);
     power.validate(ctx.node.driverInfo);
     await power.setPowerState(ctx.driver, target, timeout);

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { ProvisionState, type ProvisionWork } from '../../common/states.js';
-import { GalvanicError, InvalidDriverInfo, InvalidParameterValue, UnsupportedDriverExtension } from '../../common/errors.js';
+import { GalvanicError, InvalidDriverInfo, InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../../common/errors.js';
 import { storeInventory } from '../../db/inventory.js';
 import type { Node, NodeChanges } from '../../db/nodes.js';
 import { createMissingPorts } from '../../db/ports.js';
@@ -9,6 +9,7 @@ import { describeNode, ramdiskBootIso, validateForDeploy, validateInterface } fr
 import { parseCapabilities } from '../../common/capabilities.js';
 import { cleanStepsFor, type CleanStep } from '../clean-steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
+import { runServiceSteps } from '../servicing.js';
 
 /** What the API queued: the verb, the transition it started and its arguments. */
 export interface ProvisionArgs {
@@ -18,6 +19,8 @@ export interface ProvisionArgs {
   work?: ProvisionWork;
   /** Manual cleaning's steps (`clean` with `clean_steps`). */
   cleanSteps?: CleanStep[];
+  /** Servicing's steps (`service` with `service_steps`). */
+  serviceSteps?: CleanStep[];
   /** Whether tear-down is followed by automated cleaning (decided when it was asked). */
   automatedClean?: boolean;
 }
@@ -63,6 +66,8 @@ async function deploy(ctx: ActionContext): Promise<NodeChanges> {
   validateForDeploy(ctx.registry, describeNode(node));
   await ctx.task.progress({ deployStep: DEPLOY_STEP });
   if (node.deployInterface !== 'ramdisk') return { deployStep: {} };
+  // RamdiskDeploy.deploy powers off first, which a node with disable_power_off refuses.
+  if (node.disablePowerOff) throw new PowerOffDisabled('power off');
   const power = powerOf(ctx);
   const boot = bootOf(ctx);
   await power.setPowerState(ctx.driver, 'power off');
@@ -134,6 +139,7 @@ async function inspect(ctx: ActionContext): Promise<{ changes: NodeChanges; writ
 const FAILURE_WORDS: Record<ProvisionWork, string> = {
   verify: 'Failed to verify node', inspect: 'Failed to inspect hardware of node', clean: 'Failed to clean node',
   deploy: 'Failed to deploy node', tear_down: 'Failed to tear down node', none: 'Failed to move node', abort: 'Failed to abort on node',
+  service: 'Cannot service node',
 };
 
 /**
@@ -183,6 +189,10 @@ export const provisionAction: Action = {
         event = `Inspection done, node is ${args.target}.`;
         break;
       }
+      case 'service':
+        changes = await runServiceSteps(ctx, args.serviceSteps ?? []);
+        event = `Servicing (${(args.serviceSteps ?? []).length} step(s)) done, node is ${args.target}.`;
+        break;
       case 'abort':
       case 'none':
         break;

@@ -78,7 +78,8 @@ export function powerSyncTask(deps: PowerSyncDeps): PeriodicTask {
     try {
       // Re-checked under the lock, as Ironic's do_sync_power_state does after upgrade_lock.
       if (SYNC_EXCLUDED_STATES.includes(task.node.provisionState)) return true;
-      if (c.force_power_state_during_sync && node.powerState) {
+      // A node that must never be powered off is not forced either way (Ironic's do_sync_power_state).
+      if (c.force_power_state_during_sync && node.powerState && !task.node.disablePowerOff) {
         // Each forced change counts until a read finds the states agreeing: a BMC that does
         // not keep the state (or refuses it) ends in maintenance instead of flapping forever.
         const count = failures.get(node.uuid) ?? 0;

@@ -7,6 +7,7 @@ import * as m0005 from './0005_provisioning.js';
 import * as m0006 from './0006_chassis_portgroups.js';
 import * as m0007 from './0007_traits_allocations_templates.js';
 import * as m0008 from './0008_volume_raid.js';
+import * as m0009 from './0009_runbooks.js';
 
 export interface Migration {
   name: string;
@@ -28,4 +29,5 @@ export const migrations: Migration[] = [
   { name: '0006_chassis_portgroups', ...m0006 },
   { name: '0007_traits_allocations_templates', ...m0007 },
   { name: '0008_volume_raid', ...m0008 },
+  { name: '0009_runbooks', ...m0009 },
 ];

@@ -5,7 +5,7 @@
  * The ISO URL is handed to the BMC as is (Ironic's `ramdisk_image_download_source = http`).
  */
 import { BmcRejected, InvalidParameterValue, VirtualMediaUnavailable } from '../../common/errors.js';
-import type { BootInterface, DriverContext, InstanceBootRequest } from '../interfaces.js';
+import type { BootInterface, DriverContext, InstanceBootRequest, VirtualMediaDevice, VirtualMediaSlot } from '../interfaces.js';
 import { statusError, type RedfishCall, type RedfishClient } from './client.js';
 import { patchSystem } from './management.js';
 import { isObject, prop, str, type Json } from './odata.js';
@@ -16,6 +16,11 @@ import { DEFAULT_VMEDIA_RETRY, ejectAll, findCollections, insertImage, slotsFor,
 const OWN_MEDIA: readonly MediaType[] = ['CD', 'DVD', 'USBStick'];
 const REDFISH_BOOT_MODE = { uefi: 'UEFI', bios: 'Legacy' } as const;
 const IMAGE_URL = /^(https?|nfs|cifs):\/\//i;
+
+/** Ironic's VMEDIA_DEVICES_MAP_REV (cdrom → CD, disk → USB stick); a CD may go where only DVD is offered. */
+const DEVICE_MEDIA: Readonly<Record<VirtualMediaDevice, MediaType>> = { cdrom: 'CD', disk: 'USBStick', floppy: 'Floppy' };
+/** What ejecting a device's medium covers: a CD slot may be a DVD-only one (sushy's Cisco workaround). */
+const DEVICE_EJECT: Readonly<Record<VirtualMediaDevice, readonly MediaType[]>> = { cdrom: ['CD', 'DVD'], disk: ['USBStick'], floppy: ['Floppy'] };
 
 function bootOf(body: Json): Json | null {
   const b = prop(body, 'Boot');
@@ -108,6 +113,43 @@ export class RedfishVirtualMediaBoot implements BootInterface {
         call.log.warn({ bmc: call.info.origin, err: statusError(r, 'PATCH').message }, 'Redfish boot override not cleared');
       }
     }, this.extraMs);
+  }
+
+  /**
+   * Inserts an image as Ironic's RedfishManagement.attach_virtual_media does (insert_vmedia):
+   * into the first free slot fit for the device, on the system or its managers.
+   * @throws VirtualMediaUnavailable | BmcRejected | BmcTimeout | BmcUnreachable | BmcAuthFailed
+   */
+  async attachMedia(ctx: DriverContext, device: VirtualMediaDevice, imageUrl: string): Promise<void> {
+    await this.client.run(ctx, async (call) => {
+      const collections = await findCollections(call);
+      if (!collections.length) {
+        throw new VirtualMediaUnavailable(`No suitable virtual media device found for node ${ctx.nodeUuid} to mount image ${imageUrl}: the BMC at ${call.info.origin} has no VirtualMedia on the system or its managers.`);
+      }
+      await insertImage(call, ctx.nodeUuid, collections, DEVICE_MEDIA[device], imageUrl, this.retry);
+    }, this.extraMs);
+  }
+
+  /** Ejects the devices' media, or every medium when none are named (Ironic's eject_vmedia). */
+  async detachMedia(ctx: DriverContext, devices?: readonly VirtualMediaDevice[]): Promise<void> {
+    const types: MediaType[] = devices === undefined ? ['CD', 'DVD', 'USBStick', 'Floppy'] : devices.flatMap((d) => DEVICE_EJECT[d]);
+    await this.client.run(ctx, async (call) => {
+      await ejectAll(call, await findCollections(call), types, this.retry);
+    }, this.extraMs);
+  }
+
+  /**
+   * The slots of the system, or of the first manager that has any (Ironic's _get_vmedia).
+   * @throws InvalidParameterValue when the BMC has none
+   */
+  async getMedia(ctx: DriverContext): Promise<VirtualMediaSlot[]> {
+    return this.client.run(ctx, async (call) => {
+      for (const collection of await findCollections(call)) {
+        const slots = await readSlots(call, collection);
+        if (slots.length) return slots.map((slot) => ({ media_types: slot.mediaTypes, inserted: slot.inserted, image: slot.image }));
+      }
+      throw new InvalidParameterValue('No suitable virtual media device found');
+    });
   }
 
   /** PATCHes BootSourceOverrideMode when the node names a mode the BMC does not have. */

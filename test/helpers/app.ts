@@ -2,6 +2,7 @@
  * Helpers for API tests: an app built from a fresh database and a test config, and a
  * real Galvanic process for end-to-end tests.
  */
+import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -63,6 +64,20 @@ export async function buildTestApp(env: Record<string, string> = {}, opts: { con
 export function faultOf(body: string): { faultcode: string; faultstring: string } {
   const outer = JSON.parse(body) as { error_message: string };
   return JSON.parse(outer.error_message) as { faultcode: string; faultstring: string };
+}
+
+/**
+ * Checks that a response is Ironic's error of `status`: the error body with a faultcode that
+ * matches the status family, a faultstring that says something (and includes `message` when
+ * given). Returns the faultstring.
+ */
+export function expectFault(res: { statusCode: number; body: string }, status: number, message?: string): string {
+  expect(res.statusCode, res.body).to.equal(status);
+  const fault = faultOf(res.body);
+  expect(fault.faultcode).to.equal(status < 500 ? 'Client' : 'Server');
+  expect(fault.faultstring).to.be.a('string').and.not.equal('');
+  if (message !== undefined) expect(fault.faultstring).to.include(message);
+  return fault.faultstring;
 }
 
 export interface RunningGalvanic {

@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
 import { pino } from 'pino';
-import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { buildTestApp, expectFault, type TestApp } from '../helpers/app.js';
 import { Allocator } from '../../conductor/allocations.js';
 import { createKnex } from '../../db/connection.js';
 import { createAllocation } from '../../db/allocations.js';
@@ -15,10 +15,6 @@ import { freshDatabase } from '../helpers/database.js';
 type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
 type Obj = Record<string, unknown>;
 
-function expectFault(res: LightMyRequestResponse, status: number, message?: string): void {
-  expect(res.statusCode, res.body).to.equal(status);
-  if (message !== undefined) expect(faultOf(res.body).faultstring).to.include(message);
-}
 
 describe('allocations API', function () {
   let t: TestApp;

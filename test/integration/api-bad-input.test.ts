@@ -2,6 +2,7 @@
  * Malformed requests: each must get a 4xx with Ironic's error body and change nothing in the
  * database. One table, one test; the database is compared with a snapshot after every request.
  */
+import { MAX_VERSION_STRING } from '../../api/versioning.js';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
@@ -85,8 +86,8 @@ const CASES: BadRequest[] = [
   { name: 'a good patch with a bad microversion', method: 'PATCH', url: '/v1/nodes/{node}', body: [{ op: 'replace', path: '/description', value: 'changed' }], headers: { 'x-openstack-ironic-api-version': 'abc' }, status: 400 },
   // Microversions.
   { name: 'microversion 1.x', method: 'GET', url: '/v1/nodes', headers: { 'x-openstack-ironic-api-version': '1.x' }, status: 400 },
-  { name: 'microversion 1.999', method: 'GET', url: '/v1/nodes', headers: { 'x-openstack-ironic-api-version': '1.999' }, status: 406, message: 'The supported version range is: [1.1, 1.78]' },
-  { name: 'microversion 3.0', method: 'GET', url: '/v1/nodes', headers: { 'x-openstack-ironic-api-version': '3.0' }, status: 406, message: 'The supported version range is: [1.1, 1.78]' },
+  { name: 'microversion 1.999', method: 'GET', url: '/v1/nodes', headers: { 'x-openstack-ironic-api-version': '1.999' }, status: 406, message: `The supported version range is: [1.1, ${MAX_VERSION_STRING}]` },
+  { name: 'microversion 3.0', method: 'GET', url: '/v1/nodes', headers: { 'x-openstack-ironic-api-version': '3.0' }, status: 406, message: `The supported version range is: [1.1, ${MAX_VERSION_STRING}]` },
   { name: 'microversion abc', method: 'GET', url: '/v1/nodes', headers: { 'x-openstack-ironic-api-version': 'abc' }, status: 400 },
   { name: 'OpenStack-API-Version baremetal 1.x', method: 'GET', url: '/v1/nodes', headers: { 'openstack-api-version': 'baremetal 1.x' }, status: 400 },
   // Query strings.
@@ -154,10 +155,12 @@ const CASES: BadRequest[] = [
   { name: 'a conductor field that does not exist', method: 'GET', url: '/v1/conductors?fields=hostname,colour', status: 400, message: 'colour' },
   { name: 'an unknown driver', method: 'GET', url: '/v1/drivers/no-such-hw', status: 404 },
   { name: 'a method /v1 does not allow', method: 'POST', url: '/v1', body: {}, status: 405 },
-  { name: 'delete a port by something else than a UUID', method: 'DELETE', url: '/v1/ports/not-a-uuid', status: 400, message: 'Expected UUID for port_uuid: not-a-uuid' },
+  { name: 'delete a port by something else than a UUID before 1.88', method: 'DELETE', url: '/v1/ports/not-a-uuid', headers: { 'x-openstack-ironic-api-version': '1.87' }, status: 400, message: 'Expected UUID for port_uuid: not-a-uuid' },
+  { name: 'delete a port by a name no port has', method: 'DELETE', url: '/v1/ports/not-a-uuid', status: 404, message: 'Port not-a-uuid could not be found.' },
   { name: 'delete an unknown port', method: 'DELETE', url: `/v1/ports/${MISSING_UUID}`, status: 404, message: `Port ${MISSING_UUID} could not be found.` },
-  { name: 'show a port by MAC', method: 'GET', url: '/v1/ports/52:54:00:00:00:01', status: 400, message: 'Expected UUID for port_uuid' },
-  { name: 'patch a port by MAC', method: 'PATCH', url: '/v1/ports/52:54:00:00:00:01', body: [{ op: 'replace', path: '/extra/a', value: 1 }], status: 400, message: 'Expected UUID for port_uuid' },
+  { name: 'show a port by MAC', method: 'GET', url: '/v1/ports/52:54:00:00:00:01', status: 400, message: 'Expected UUID or name for port_ident' },
+  { name: 'show a port by MAC before 1.88', method: 'GET', url: '/v1/ports/52:54:00:00:00:01', headers: { 'x-openstack-ironic-api-version': '1.87' }, status: 400, message: 'Expected UUID for port_uuid' },
+  { name: 'patch a port by MAC', method: 'PATCH', url: '/v1/ports/52:54:00:00:00:01', body: [{ op: 'replace', path: '/extra/a', value: 1 }], status: 400, message: 'Expected UUID or name for port_ident' },
   { name: 'an empty physical_network', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', physical_network: '' }, status: 400, message: 'A non-empty value is required when setting physical_network' },
   { name: 'portgroup_uuid below 1.24', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', portgroup_uuid: '{pgUuid}' }, headers: { 'x-openstack-ironic-api-version': '1.23' }, status: 406 },
   { name: 'a port in a missing portgroup', method: 'POST', url: '/v1/ports', body: { address: '52:54:00:00:00:09', node_uuid: '{nodeUuid}', portgroup_uuid: MISSING_UUID }, status: 400, message: `Portgroup ${MISSING_UUID} could not be found.` },
@@ -288,6 +291,67 @@ const CASES: BadRequest[] = [
   { name: 'an unknown deploy template', method: 'GET', url: '/v1/deploy_templates/CUSTOM_NONE', status: 404 },
 ];
 
+/**
+ * Provisioning requests, on nodes seeded in the states they need (no conductor runs here):
+ * `prov-avail` (redfish, virtual media, ramdisk, available, no boot_iso), `prov-badiso`
+ * (same, boot_iso not a URL the BMC can fetch), `prov-kernel` (kernel and ramdisk, no ISO),
+ * `prov-active` (active and protected), `prov-maint` (fake-hardware, available, in maintenance).
+ */
+const PROVISION = (node: string, body: unknown, headers?: Record<string, string>) => ({ method: 'PUT' as const, url: `/v1/nodes/${node}/states/provision`, body, ...(headers ? { headers } : {}) });
+const PROVISION_CASES: BadRequest[] = [
+  { name: 'deploy without instance_info boot_iso', ...PROVISION('prov-avail', { target: 'active' }), status: 400, message: "Missing are: ['boot_iso']" },
+  { name: 'deploy (1.73 verb) without boot_iso', ...PROVISION('prov-avail', { target: 'deploy' }), status: 400, message: 'Failed to validate deploy or power info for node' },
+  { name: 'deploy with a boot_iso that is not a URL', ...PROVISION('prov-badiso', { target: 'active' }), status: 400, message: 'boot_iso' },
+  { name: 'deploy with kernel and ramdisk but no boot_iso', ...PROVISION('prov-kernel', { target: 'active' }), status: 400, message: 'boot_iso' },
+  { name: 'a config drive above [api] max_body_bytes', ...PROVISION('prov-avail', { target: 'active', configdrive: 'H4sI'.repeat(300_000) }), status: 413 },
+  { name: 'a config drive that is a number', ...PROVISION('prov-avail', { target: 'active', configdrive: 5 }), status: 400, message: 'configdrive' },
+  { name: 'a config drive that is a list', ...PROVISION('prov-avail', { target: 'active', configdrive: ['user_data'] }), status: 400, message: 'configdrive' },
+  { name: 'a config drive dict below 1.56', ...PROVISION('prov-avail', { target: 'active', configdrive: { user_data: 'x' } }, { 'x-openstack-ironic-api-version': '1.55' }), status: 400, message: '1.56' },
+  { name: 'config drive vendor_data below 1.59', ...PROVISION('prov-avail', { target: 'active', configdrive: { vendor_data: {} } }, { 'x-openstack-ironic-api-version': '1.58' }), status: 400, message: 'vendor_data' },
+  { name: 'a config drive dict with an unknown key', ...PROVISION('prov-avail', { target: 'active', configdrive: { user_data: 'x', colour: 'red' } }), status: 400, message: 'colour' },
+  { name: 'config drive meta_data that is a string', ...PROVISION('prov-avail', { target: 'active', configdrive: { meta_data: 'x' } }), status: 400, message: 'meta_data' },
+  { name: 'a config drive with manage', ...PROVISION('prov-avail', { target: 'manage', configdrive: 'H4sI' }), status: 400, message: 'config drive' },
+  { name: 'a config drive with undeploy', ...PROVISION('prov-active', { target: 'deleted', configdrive: 'H4sI' }), status: 400, message: 'config drive' },
+  { name: 'a config drive with the deploy alias (Ironic allows it only with active)', ...PROVISION('prov-avail', { target: 'deploy', configdrive: 'H4sI' }), status: 400, message: 'provision state to active, rebuild' },
+  { name: 'a config drive with rebuild below 1.35', ...PROVISION('prov-active', { target: 'rebuild', configdrive: 'H4sI' }, { 'x-openstack-ironic-api-version': '1.34' }), status: 400, message: 'provision state to active' },
+  { name: 'deploy_steps with provide', ...PROVISION('prov-avail', { target: 'provide', deploy_steps: [] }), status: 400, message: 'deploy_steps' },
+  { name: 'deploy_steps below 1.69', ...PROVISION('prov-avail', { target: 'active', deploy_steps: [] }, { 'x-openstack-ironic-api-version': '1.68' }), status: 406 },
+  { name: 'deploy_steps that is not a list', ...PROVISION('prov-avail', { target: 'active', deploy_steps: { step: 'deploy' } }), status: 400, message: 'deploy_steps' },
+  { name: 'a deploy step of an unknown interface', ...PROVISION('prov-avail', { target: 'active', deploy_steps: [{ interface: 'hyperdrive', step: 'deploy', priority: 100 }] }), status: 400, message: 'interface' },
+  { name: 'a deploy step with a negative priority', ...PROVISION('prov-avail', { target: 'active', deploy_steps: [{ interface: 'deploy', step: 'deploy', priority: -1 }] }), status: 400, message: 'priority' },
+  { name: 'a deploy step the node does not have', ...PROVISION('prov-avail', { target: 'active', deploy_steps: [{ interface: 'bios', step: 'apply_configuration', priority: 90 }] }), status: 400, message: 'apply_configuration' },
+  { name: 'clean without clean_steps', ...PROVISION('prov-avail', { target: 'clean' }), status: 400, message: '"clean_steps" is required' },
+  { name: 'clean_steps with manage', ...PROVISION('prov-avail', { target: 'manage', clean_steps: [] }), status: 400, message: 'clean_steps' },
+  { name: 'clean_steps that is not a list', ...PROVISION('seed', { target: 'clean', clean_steps: 'erase' }), status: 400, message: 'clean_steps' },
+  { name: 'a clean step without its step', ...PROVISION('seed', { target: 'clean', clean_steps: [{ interface: 'deploy' }] }), status: 400, message: 'step' },
+  { name: 'clean below 1.15', ...PROVISION('prov-avail', { target: 'clean', clean_steps: [] }, { 'x-openstack-ironic-api-version': '1.14' }), status: 406 },
+  { name: 'clean of an available node', ...PROVISION('prov-avail', { target: 'clean', clean_steps: [{ interface: 'deploy', step: 'erase_devices' }] }), status: 400, message: 'while it is in state "available"' },
+  { name: 'disable_ramdisk with deploy', ...PROVISION('prov-avail', { target: 'active', disable_ramdisk: true }), status: 400, message: 'disable_ramdisk' },
+  { name: 'target: null', ...PROVISION('prov-avail', { target: null }), status: 400 },
+  { name: 'deploy of an enrolled node', ...PROVISION('seed', { target: 'active' }), status: 400, message: 'while it is in state "enroll"' },
+  { name: 'undeploy of an available node', ...PROVISION('prov-avail', { target: 'deleted' }), status: 400, message: 'while it is in state "available"' },
+  { name: 'rebuild of an available node', ...PROVISION('prov-avail', { target: 'rebuild' }), status: 400, message: 'while it is in state "available"' },
+  { name: 'inspect of an available node', ...PROVISION('prov-avail', { target: 'inspect' }), status: 400, message: 'The requested action "inspect" can not be performed on node' },
+  { name: 'provide of an active node', ...PROVISION('prov-active', { target: 'provide' }), status: 400, message: 'while it is in state "active"' },
+  { name: 'deploy of an active node', ...PROVISION('prov-active', { target: 'active' }), status: 400, message: 'while it is in state "active"' },
+  { name: 'abort of an available node', ...PROVISION('prov-avail', { target: 'abort' }), status: 400, message: 'while it is in state "available"' },
+  { name: 'the deploy verb below 1.73', ...PROVISION('prov-avail', { target: 'deploy' }, { 'x-openstack-ironic-api-version': '1.72' }), status: 406 },
+  { name: 'the undeploy verb below 1.73', ...PROVISION('prov-active', { target: 'undeploy' }, { 'x-openstack-ironic-api-version': '1.72' }), status: 406 },
+  { name: 'rebuild of a protected node', ...PROVISION('prov-active', { target: 'rebuild' }), status: 403, message: 'protected' },
+  { name: 'undeploy of a protected node', ...PROVISION('prov-active', { target: 'deleted' }), status: 403, message: 'protected' },
+  { name: 'deploy of a node in maintenance', ...PROVISION('prov-maint', { target: 'active' }), status: 400, message: 'maintenance' },
+  { name: 'an unknown boot interface on create', method: 'POST', url: '/v1/nodes', body: { driver: 'redfish', boot_interface: 'floppy-net' }, status: 400, message: 'floppy-net' },
+  { name: 'an unknown deploy interface by patch', method: 'PATCH', url: '/v1/nodes/prov-avail', body: [{ op: 'replace', path: '/deploy_interface', value: 'direct-to-disk' }], status: 400, message: 'direct-to-disk' },
+  { name: 'an inspect interface the hardware type lacks', method: 'PATCH', url: '/v1/nodes/prov-maint', body: [{ op: 'replace', path: '/inspect_interface', value: 'redfish' }], status: 400, message: 'redfish' },
+  { name: 'an interface change on an active node', method: 'PATCH', url: '/v1/nodes/prov-active', body: [{ op: 'replace', path: '/inspect_interface', value: 'no-inspect' }], status: 409 },
+  { name: 'protected on an available node', method: 'PATCH', url: '/v1/nodes/prov-avail', body: [{ op: 'replace', path: '/protected', value: true }], status: 409, message: 'protected' },
+  { name: 'protected_reason without protected', method: 'PATCH', url: '/v1/nodes/prov-avail', body: [{ op: 'replace', path: '/protected_reason', value: 'mine' }], status: 400, message: 'protected_reason' },
+  { name: 'protected below 1.48', method: 'PATCH', url: '/v1/nodes/prov-active', body: [{ op: 'replace', path: '/protected', value: false }], headers: { 'x-openstack-ironic-api-version': '1.47' }, status: 406 },
+  { name: 'instance_uuid overwritten on an active node', method: 'PATCH', url: '/v1/nodes/prov-active', body: [{ op: 'replace', path: '/instance_uuid', value: MISSING_UUID }], status: 409, message: 'is associated with instance' },
+  { name: 'delete of an active node', method: 'DELETE', url: '/v1/nodes/prov-active', status: 409, message: 'while it is in provision state "active"' },
+];
+CASES.push(...PROVISION_CASES);
+
 interface Snapshot {
   nodes: Record<string, unknown>;
   ports: Record<string, unknown>;
@@ -348,6 +412,20 @@ describe('malformed API requests', function () {
     // The seed node's power state is unknown (no conductor): its volume records cannot change.
     connectorUuid = await create('/v1/volume/connectors', { node_uuid: nodeUuid, type: 'iqn', connector_id: 'iqn.x:seed' });
     targetUuid = await create('/v1/volume/targets', { node_uuid: nodeUuid, volume_type: 'iscsi', volume_id: 'vol-seed', boot_index: 0 });
+    // Provisioning: nodes put straight into the states the cases need.
+    const redfish = (name: string, instanceInfo: Record<string, unknown> = {}) => create('/v1/nodes', {
+      name, driver: 'redfish', boot_interface: 'redfish-virtual-media', deploy_interface: 'ramdisk', inspect_interface: 'redfish',
+      driver_info: { redfish_address: 'http://127.0.0.1:9', redfish_username: 'admin', redfish_password: 'pw' }, instance_info: instanceInfo,
+    });
+    await redfish('prov-avail');
+    await redfish('prov-badiso', { boot_iso: 'live.iso' });
+    await redfish('prov-kernel', { kernel: 'http://images.example/vmlinuz', ramdisk: 'http://images.example/initrd' });
+    await redfish('prov-active', { boot_iso: 'http://images.example/live.iso' });
+    await create('/v1/nodes', { name: 'prov-maint', driver: 'fake-hardware', boot_interface: 'fake', deploy_interface: 'fake' });
+    const db = t.tdb.knex;
+    await db('nodes').whereIn('name', ['prov-avail', 'prov-badiso', 'prov-kernel', 'prov-maint']).update({ provision_state: 'available', power_state: 'power off' });
+    await db('nodes').where({ name: 'prov-active' }).update({ provision_state: 'active', power_state: 'power on', protected: true, protected_reason: 'in use', instance_uuid: '5e0c2ef6-1f4d-4c3f-9a4e-0d1f7a9b2c3d' });
+    await db('nodes').where({ name: 'prov-maint' }).update({ maintenance: true, maintenance_reason: 'repairs' });
   });
 
   after(async () => {
@@ -360,7 +438,7 @@ describe('malformed API requests', function () {
       .replaceAll('{otherNodeUuid}', otherNodeUuid).replaceAll('{chassis}', chassisUuid).replaceAll('{pgUuid}', pgUuid)
       .replaceAll('{connector}', connectorUuid).replaceAll('{target}', targetUuid);
     const before = await snapshot(t.tdb.knex);
-    expect(before.nodes.count).to.equal(2);
+    expect(before.nodes.count).to.equal(2 + 5);
     expect(before.ports.count).to.equal(2);
     expect(before.chassis.count).to.equal(1);
     expect(before.portgroups.count).to.equal(1);

@@ -9,15 +9,17 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { recordHistory } from '../../db/node-history.js';
-import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { buildTestApp, expectFault, type TestApp } from '../helpers/app.js';
 import { captureLog } from '../helpers/log-capture.js';
+import { MAX_VERSION, MAX_VERSION_STRING } from '../../api/versioning.js';
 
 type Obj = { [key: string]: unknown };
 
 const MIN = 'x-openstack-ironic-api-minimum-version';
 const MAX = 'x-openstack-ironic-api-maximum-version';
 const CUR = 'x-openstack-ironic-api-version';
-const RANGE = 'The supported version range is: [1.1, 1.78]';
+const RANGE = `The supported version range is: [1.1, ${MAX_VERSION_STRING}]`;
+const TOO_NEW = `1.${MAX_VERSION.minor + 1}`;
 
 type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
 
@@ -27,18 +29,11 @@ function call(t: TestApp, method: Method, url: string, opts: { body?: unknown; h
 
 const at = (version: string): Record<string, string> => ({ [CUR]: version });
 
-function expectFault(res: LightMyRequestResponse, status: number, message?: string): void {
-  expect(res.statusCode, res.body).to.equal(status);
-  const fault = faultOf(res.body);
-  expect(fault.faultcode).to.equal('Client');
-  expect(fault.faultstring).to.be.a('string').and.not.equal('');
-  if (message !== undefined) expect(fault.faultstring).to.include(message);
-}
 
 /** The three version headers Ironic puts on every response, errors included. */
 function expectVersionHeaders(res: LightMyRequestResponse, version: string): void {
   expect(res.headers[MIN], `${MIN} on ${res.statusCode}`).to.equal('1.1');
-  expect(res.headers[MAX], `${MAX} on ${res.statusCode}`).to.equal('1.78');
+  expect(res.headers[MAX], `${MAX} on ${res.statusCode}`).to.equal(MAX_VERSION_STRING);
   expect(res.headers[CUR], `${CUR} on ${res.statusCode}`).to.equal(version);
 }
 
@@ -71,7 +66,7 @@ describe('API discovery, drivers, conductors and history', function () {
 
     it('serves the newest version for "latest"', async () => {
       const res = await call(t, 'GET', `/v1/nodes/${nodeUuid}`, { headers: at('latest') });
-      expectVersionHeaders(res, '1.78');
+      expectVersionHeaders(res, MAX_VERSION_STRING);
       expect(res.json()).to.include({ name: 'misc', owner: 'o', description: 'd', lessee: 'l' });
     });
 
@@ -88,13 +83,13 @@ describe('API discovery, drivers, conductors and history', function () {
 
     it('answers 406 with the supported range for versions outside it, with the version headers', async () => {
       const cases: Array<Record<string, string>> = [
-        at('1.79'), at('2.0'), at('1.0'), { 'openstack-api-version': 'baremetal 1.79' }, { 'openstack-api-version': 'baremetal 2.0' },
+        at(TOO_NEW), at('2.0'), at('1.0'), { 'openstack-api-version': `baremetal ${TOO_NEW}` }, { 'openstack-api-version': 'baremetal 2.0' },
       ];
       for (const headers of cases) {
         const res = await call(t, 'GET', '/v1/nodes', { headers });
         expectFault(res, 406, RANGE);
         expect(res.headers[MIN]).to.equal('1.1');
-        expect(res.headers[MAX]).to.equal('1.78');
+        expect(res.headers[MAX]).to.equal(MAX_VERSION_STRING);
         expect(res.headers[CUR]).to.be.a('string');
       }
     });
@@ -126,7 +121,7 @@ describe('API discovery, drivers, conductors and history', function () {
       const body = res.json<{ name: string; description: string; default_version: Obj; versions: Obj[] }>();
       expect(body.name).to.equal('OpenStack Ironic API');
       expect(body.description).to.be.a('string');
-      expect(body.default_version).to.deep.include({ id: 'v1', status: 'CURRENT', min_version: '1.1', version: '1.78' });
+      expect(body.default_version).to.deep.include({ id: 'v1', status: 'CURRENT', min_version: '1.1', version: MAX_VERSION_STRING });
       expect(body.default_version.links).to.deep.equal([{ href: 'http://localhost:80/v1/', rel: 'self' }]);
       expect(body.versions).to.deep.equal([body.default_version]);
     });
@@ -136,7 +131,7 @@ describe('API discovery, drivers, conductors and history', function () {
       expect(latest.statusCode).to.equal(200);
       const body = latest.json<Obj & { version: Obj; links: Array<{ rel: string }> }>();
       expect(body.id).to.equal('v1');
-      expect(body.version).to.deep.include({ id: 'v1', min_version: '1.1', version: '1.78', status: 'CURRENT' });
+      expect(body.version).to.deep.include({ id: 'v1', min_version: '1.1', version: MAX_VERSION_STRING, status: 'CURRENT' });
       expect(body.media_types).to.deep.equal({ base: 'application/json', type: 'application/vnd.openstack.ironic.v1+json' });
       expect(body.links.map((l) => l.rel)).to.deep.equal(['self', 'describedby']);
       expect(body).to.include.keys('chassis', 'nodes', 'ports', 'drivers', 'conductors');

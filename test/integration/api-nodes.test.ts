@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
 import { HashRing } from '../../common/hash-ring.js';
-import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { buildTestApp, expectFault, type TestApp } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 
@@ -44,14 +44,6 @@ function call(t: TestApp, method: Method, url: string, opts: CallOptions = {}): 
 }
 
 /** Asserts Ironic's error body and status; returns the faultstring. */
-function expectFault(res: LightMyRequestResponse, status: number, message?: string): string {
-  expect(res.statusCode, res.body).to.equal(status);
-  const fault = faultOf(res.body);
-  expect(fault.faultcode).to.equal(status < 500 ? 'Client' : 'Server');
-  expect(fault.faultstring).to.be.a('string').and.not.equal('');
-  if (message !== undefined) expect(fault.faultstring).to.include(message);
-  return fault.faultstring;
-}
 
 /** Rows in a table (bigint counts come back as numbers or strings depending on the pool). */
 async function countRows(t: TestApp, table: string): Promise<number> {
@@ -417,7 +409,7 @@ describe('nodes API', function () {
       const before = await rowOf(node.uuid);
       const cases: Array<[string, unknown]> = [
         ['/uuid', '0b4f8a4e-2222-4c4c-9c9c-0123456789ab'], ['/provision_state', 'active'], ['/power_state', 'power on'],
-        ['/reservation', 'somehost'], ['/maintenance', true], ['/target_provision_state', 'active'],
+        ['/reservation', 'somehost'], ['/maintenance_reason', 'x'], ['/target_provision_state', 'active'],
         ['/last_error', 'x'], ['/driver_internal_info', {}], ['/created_at', '2020-01-01T00:00:00+00:00'], ['/conductor', 'h'],
       ];
       for (const [path, value] of cases) {

@@ -4,7 +4,7 @@
  */
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
-import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { buildTestApp, expectFault, type TestApp } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 
@@ -30,13 +30,6 @@ function call(t: TestApp, method: Method, url: string, opts: { body?: unknown; v
   });
 }
 
-function expectFault(res: LightMyRequestResponse, status: number, message?: string): void {
-  expect(res.statusCode, res.body).to.equal(status);
-  const fault = faultOf(res.body);
-  expect(fault.faultcode).to.equal('Client');
-  expect(fault.faultstring).to.be.a('string').and.not.equal('');
-  if (message !== undefined) expect(fault.faultstring).to.include(message);
-}
 
 describe('ports API', function () {
   let t: TestApp;

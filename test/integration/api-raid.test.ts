@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
 import { LOGICAL_DISK_PROPERTIES } from '../../common/raid.js';
-import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { buildTestApp, expectFault, type TestApp } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 
@@ -18,12 +18,6 @@ function call(t: TestApp, method: 'GET' | 'PUT', url: string, opts: { body?: unk
   });
 }
 
-function expectFault(res: LightMyRequestResponse, status: number, message?: string): void {
-  expect(res.statusCode, res.body).to.equal(status);
-  const fault = faultOf(res.body);
-  expect(fault.faultcode).to.equal('Client');
-  if (message !== undefined) expect(fault.faultstring).to.include(message);
-}
 
 describe('RAID configuration API', function () {
   let t: TestApp;

@@ -5,7 +5,7 @@
  */
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
-import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { buildTestApp, expectFault, type TestApp } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
@@ -20,12 +20,6 @@ function call(t: TestApp, method: Method, url: string, opts: { body?: unknown; v
   });
 }
 
-function expectFault(res: LightMyRequestResponse, status: number, message?: string): void {
-  expect(res.statusCode, res.body).to.equal(status);
-  const fault = faultOf(res.body);
-  expect(fault.faultcode).to.equal('Client');
-  if (message !== undefined) expect(fault.faultstring).to.include(message);
-}
 
 describe('volume API', function () {
   let t: TestApp;

@@ -383,11 +383,15 @@ describe('conductor races (real processes, real Postgres)', function () {
       // the victim is the conductor with the most work running at that moment.
       let host: string | undefined;
       for (let tries = 0; !host && tries < 6000; tries++) {
-        const { rows } = await tdb.knex.raw<{ rows: Array<{ conductor: string | null; open: number }> }>(
-          `SELECT (SELECT conductor FROM intents WHERE state = 'running' GROUP BY conductor ORDER BY count(*) DESC LIMIT 1) AS conductor,
-                  (SELECT count(*)::int FROM intents WHERE state IN ('queued', 'running')) AS open`,
+        const { rows } = await tdb.knex.raw<{ rows: Array<{ conductor: string | null; running: number | null; open: number }> }>(
+          `SELECT busiest.conductor, busiest.running,
+                  (SELECT count(*)::int FROM intents WHERE state IN ('queued', 'running')) AS open
+             FROM (SELECT NULL) AS one
+             LEFT JOIN (SELECT conductor, count(*)::int AS running FROM intents WHERE state = 'running'
+                         GROUP BY conductor ORDER BY count(*) DESC LIMIT 1) AS busiest ON true`,
         );
-        if (rows[0].open <= 400) host = rows[0].conductor ?? undefined;
+        // Several running, not one: on a loaded machine a lone intent can end between this read and the kill.
+        if (rows[0].open <= 400 && (rows[0].running ?? 0) >= 5) host = rows[0].conductor ?? undefined;
         if (!host) await new Promise((r) => setTimeout(r, 5));
       }
       expect(host, 'a conductor with running intents').to.be.a('string');

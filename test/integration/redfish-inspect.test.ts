@@ -73,6 +73,9 @@ const EXPECT: Record<string, (o: Outcome) => void> = {
   },
 };
 
+/** Trees without a usable NIC: inspection fails on them, as Ironic's does. */
+const UNINSPECTABLE = new Set(['intel-bmc', 'openbmc-bmcweb']);
+
 async function inspect(driver: RedfishDriver, url: string, caps?: string): Promise<Outcome> {
   try {
     return { result: await driver.inspect.inspectHardware(ctxFor(url), caps) };
@@ -112,9 +115,11 @@ describe('redfish inspection against the mockup trees', function () {
         expect(writes).to.deep.equal([]);
       });
 
-      it('keeps a boot_mode capability the node already has and merges into the others', async function () {
+      // Only the trees that can be inspected at all (the others fail for want of a NIC, above).
+      if (!UNINSPECTABLE.has(tree)) it('keeps a boot_mode capability the node already has and merges into the others', async () => {
         const o = await inspect(driver, sim.bmcs[0].url, 'boot_mode:bios,secure_boot:true');
-        if (!('result' in o)) this.skip();
+        expect(o, 'inspection result').to.have.property('result');
+        if (!('result' in o)) return;
         expect(o.result.properties).to.not.have.property('capabilities');
         const merged = await inspect(driver, sim.bmcs[0].url, 'secure_boot:true');
         expect((merged as { result: InspectionResult }).result.properties.capabilities).to.match(/^secure_boot:true,boot_mode:(uefi|bios)$/);

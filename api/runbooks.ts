@@ -1,0 +1,221 @@
+/**
+ * Runbooks (API 1.92, Ironic's controllers/v1/runbook.py as it was at 1.92): named step lists
+ * that manual cleaning and servicing run in place of explicit steps, on nodes that carry a
+ * trait of the runbook's name. Created, listed, patched and deleted like deploy templates.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import jsonpatch from 'fast-json-patch';
+import { InvalidParameterValue, MethodNotAllowed, PatchError, ResourceNotFound } from '../common/errors.js';
+import {
+  createRunbook, deleteRunbook, getRunbook, listRunbooks, RUNBOOK_SORT_KEYS, updateRunbook, type Runbook, type RunbookChanges,
+  type RunbookStep,
+} from '../db/runbooks.js';
+import type { ApiDeps } from './deps.js';
+import { baseUrl, resourceLinks } from './links.js';
+import { maskSecrets } from './masking.js';
+import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
+import { isUuid, requireObject } from './body.js';
+import { checkTrait } from './traits.js';
+
+export const RUNBOOKS_VERSION = 92;
+
+/** Interfaces a runbook step may belong to (Ironic's CLEANING_INTERFACE_PRIORITY). */
+const STEP_INTERFACES = ['vendor', 'power', 'management', 'firmware', 'deploy', 'bios', 'raid'];
+const BODY_KEYS = ['uuid', 'name', 'description', 'steps', 'disable_ramdisk', 'extra', 'public', 'owner'];
+const PATCH_ALLOWED = ['extra', 'name', 'steps', 'description', 'public', 'owner'];
+const FIELDS = ['uuid', 'name', 'extra', 'public', 'owner', 'disable_ramdisk', 'steps', 'created_at', 'updated_at', 'links'];
+const DEFAULT_LIST_FIELDS = ['uuid', 'name', 'links'];
+
+function iso(d: Date | null): string | null {
+  return d ? d.toISOString().replace('Z', '+00:00') : null;
+}
+
+function runbookView(r: Runbook, base: string, fields?: readonly string[]): Record<string, unknown> {
+  const full: Record<string, unknown> = {
+    uuid: r.uuid, name: r.name, extra: r.extra, public: r.public, owner: r.owner, disable_ramdisk: r.disableRamdisk,
+    steps: r.steps.map((s) => ({ interface: s.interface, step: s.step, args: maskSecrets(s.args), order: s.order })),
+    created_at: iso(r.createdAt), updated_at: iso(r.updatedAt), links: resourceLinks(base, 'runbooks', r.uuid),
+  };
+  return Object.fromEntries((fields ?? FIELDS).map((k) => [k, full[k]]));
+}
+
+function parseFields(raw: string | undefined): string[] | undefined {
+  if (raw === undefined) return undefined;
+  const names = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const bad = names.filter((n) => !FIELDS.includes(n));
+  if (bad.length || names.length === 0) throw new InvalidParameterValue(`Field(s) "${bad.join(', ')}" are not valid`);
+  for (const always of ['uuid', 'links']) if (!names.includes(always)) names.push(always);
+  return names;
+}
+
+const invalid = (attr: string, v: unknown, why: string) =>
+  new InvalidParameterValue(`Invalid input for field/attribute ${attr}. Value: ${JSON.stringify(v)}. ${why}`);
+
+/** One step as Ironic's RUNBOOK_STEP_SCHEMA has it; a numeric string order becomes a number. */
+function checkStep(v: unknown): RunbookStep {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw invalid('steps', v, `${JSON.stringify(v)} is not of type 'object'`);
+  const s = v as Record<string, unknown>;
+  for (const req of ['interface', 'step', 'order']) {
+    if (!(req in s)) throw invalid('steps', v, `'${req}' is a required property`);
+  }
+  const extra = Object.keys(s).filter((k) => !['interface', 'step', 'args', 'order'].includes(k));
+  if (extra.length) throw invalid('steps', v, `Additional properties are not allowed ('${extra[0]}' was unexpected)`);
+  if (typeof s.interface !== 'string' || !STEP_INTERFACES.includes(s.interface)) {
+    throw invalid('steps', v, `${JSON.stringify(s.interface)} is not one of ${JSON.stringify(STEP_INTERFACES)}`);
+  }
+  if (typeof s.step !== 'string' || s.step.length === 0) throw invalid('steps', v, `${JSON.stringify(s.step)} is not a non-empty string`);
+  const args = s.args ?? {};
+  if (args === null || typeof args !== 'object' || Array.isArray(args)) throw invalid('steps', v, `${JSON.stringify(s.args)} is not of type 'object'`);
+  const o = s.order;
+  const order = typeof o === 'number' && Number.isInteger(o) && o >= 0 ? o
+    : typeof o === 'string' && /^[0-9]+$/.test(o) ? Number(o) : undefined;
+  if (order === undefined || !Number.isSafeInteger(order)) throw invalid('steps', v, `${JSON.stringify(o)} is not valid under any of the given schemas`);
+  return { interface: s.interface, step: s.step, args: args as Record<string, unknown>, order };
+}
+
+const optionalBoolean = (body: Record<string, unknown>, key: string): boolean | undefined => {
+  const v = body[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'boolean') throw invalid(key, v, `${JSON.stringify(v)} is not of type 'boolean', 'null'`);
+  return v;
+};
+
+/** Ironic's RUNBOOK_SCHEMA and duplicate-step rule over a whole runbook. */
+function checkRunbook(body: Record<string, unknown>): RunbookChanges & { name: string; steps: RunbookStep[] } {
+  const extraKeys = Object.keys(body).filter((k) => !BODY_KEYS.includes(k));
+  if (extraKeys.length) throw new InvalidParameterValue(`Additional properties are not allowed ('${extraKeys[0]}' was unexpected)`);
+  for (const req of ['steps', 'name']) {
+    if (body[req] === undefined) throw new InvalidParameterValue(`'${req}' is a required property`);
+  }
+  const name = checkTrait(body.name, 'name');
+  if (body.description !== undefined && body.description !== null && (typeof body.description !== 'string' || body.description.length > 255)) {
+    throw invalid('description', body.description, `${JSON.stringify(body.description)} is not of type 'string', 'null'`);
+  }
+  if (!Array.isArray(body.steps)) throw invalid('steps', body.steps, `${JSON.stringify(body.steps)} is not of type 'array'`);
+  if (body.steps.length === 0) throw invalid('steps', body.steps, '[] should be non-empty');
+  const steps = body.steps.map(checkStep);
+  const seen = new Map<string, number>();
+  for (const s of steps) seen.set(`interface: ${s.interface}, step: ${s.step}`, (seen.get(`interface: ${s.interface}, step: ${s.step}`) ?? 0) + 1);
+  const duplicates = [...seen].filter(([, n]) => n > 1).map(([k]) => k);
+  if (duplicates.length) {
+    // Ironic checks runbooks with the deploy templates' rule, message included.
+    throw new InvalidParameterValue(`Deploy template invalid: Duplicate deploy steps. A template cannot have multiple deploy steps with the same interface and step. Duplicates: ${duplicates.join('; ')}.`);
+  }
+  const extra = body.extra ?? {};
+  if (extra === null || typeof extra !== 'object' || Array.isArray(extra)) throw invalid('extra', extra, `${JSON.stringify(extra)} is not of type 'object', 'null'`);
+  const owner = body.owner ?? null;
+  if (owner !== null && (typeof owner !== 'string' || owner.length > 255)) throw invalid('owner', owner, `${JSON.stringify(owner)} is not of type 'string', 'null'`);
+  let uuid: string | undefined;
+  if (body.uuid !== undefined && body.uuid !== null) {
+    if (typeof body.uuid !== 'string' || !isUuid(body.uuid)) throw new InvalidParameterValue(`Expected UUID for uuid: ${JSON.stringify(body.uuid)}`);
+    uuid = body.uuid.toLowerCase();
+  }
+  return {
+    uuid, name, steps, extra: extra as Record<string, unknown>, owner: owner as string | null,
+    public: optionalBoolean(body, 'public') ?? false, disableRamdisk: optionalBoolean(body, 'disable_ramdisk') ?? false,
+  };
+}
+
+export function registerRunbookRoutes(app: FastifyInstance, deps: ApiDeps): void {
+  const { db, config } = deps;
+  const base = (req: FastifyRequest) => baseUrl(req, config.api.public_endpoint);
+  const ident = (req: FastifyRequest) => (req.params as { runbook: string }).runbook;
+
+  // Before 1.92: reads are not found, writes not allowed (Ironic's _route).
+  function gate(req: FastifyRequest): void {
+    if (req.apiVersion.atLeast(RUNBOOKS_VERSION)) return;
+    const message = 'The API version does not allow runbooks';
+    if (req.method === 'GET') throw new ResourceNotFound(message);
+    throw new MethodNotAllowed(message);
+  }
+
+  async function list(req: FastifyRequest, detailPath: boolean) {
+    gate(req);
+    const q = req.query as Query;
+    const known = new Set(['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir', 'project']);
+    const unknown = Object.keys(q).filter((k) => !known.has(k));
+    if (unknown.length) throw new InvalidParameterValue(`Unknown query parameter(s): ${unknown.join(', ')}`);
+    // `project` narrows to the caller's project; a standalone caller has none, so it changes nothing.
+    boolParam(q, 'project');
+    const detail = detailPath || boolParam(q, 'detail') === true;
+    const fieldsRaw = param(q, 'fields');
+    if (detail && fieldsRaw !== undefined) throw new InvalidParameterValue('Can not specify ?detail=True and fields in the same request.');
+    const fields = parseFields(fieldsRaw) ?? (detail ? undefined : DEFAULT_LIST_FIELDS);
+    const limit = limitParam(q, config.api.max_limit);
+    const sortKey = param(q, 'sort_key');
+    if (sortKey === 'extra' || sortKey === 'steps') throw new InvalidParameterValue(`The sort_key value ${sortKey} is an invalid field for sorting`);
+    const sort = sortParams(q, RUNBOOK_SORT_KEYS, 'runbooks');
+    const markerIdent = param(q, 'marker');
+    const marker = markerIdent !== undefined ? await getRunbook(db, markerIdent) : undefined;
+    const runbooks = await listRunbooks(db, { limit, marker, ...sort });
+    const b = base(req);
+    const out: Record<string, unknown> = { runbooks: runbooks.map((r) => runbookView(r, b, fields)) };
+    const next = nextLink(b, detailPath ? 'runbooks/detail' : 'runbooks', q, runbooks.length, limit, runbooks.at(-1)?.uuid);
+    if (next) out.next = next;
+    return out;
+  }
+
+  app.get('/v1/runbooks', (req) => list(req, false));
+  app.get('/v1/runbooks/detail', (req) => list(req, true));
+
+  app.get('/v1/runbooks/:runbook', async (req) => {
+    gate(req);
+    const fields = parseFields(param(req.query as Query, 'fields'));
+    return runbookView(await getRunbook(db, ident(req)), base(req), fields);
+  });
+
+  app.post('/v1/runbooks', async (req, reply) => {
+    gate(req);
+    const checked = checkRunbook(requireObject(req.body, 'runbook'));
+    // Ironic gives a runbook the caller's project unless the caller is system-scoped; a
+    // standalone caller (noauth, http_basic) has neither, so no owner can be asked for here.
+    if (checked.owner) throw new InvalidParameterValue('Cannot create a runbook as a project scoped admin with an owner other than your own project.');
+    const r = await createRunbook(db, { ...checked, owner: null });
+    reply.code(201).header('Location', `${base(req)}/v1/runbooks/${r.uuid}`);
+    return runbookView(r, base(req));
+  });
+
+  app.patch('/v1/runbooks/:runbook', async (req) => {
+    gate(req);
+    const ops = req.body;
+    if (!Array.isArray(ops) || ops.length === 0) throw new PatchError('The request body must be a non-empty JSON patch (a list of operations).');
+    for (const op of ops) {
+      const { op: kind, path } = (op ?? {}) as { op?: unknown; path?: unknown };
+      if (kind !== 'add' && kind !== 'replace' && kind !== 'remove') throw new PatchError(`Invalid patch operation ${JSON.stringify(kind)}: only add, replace and remove are supported.`);
+      if (typeof path !== 'string' || !/^\/[^/]/.test(path)) throw new PatchError(`Invalid patch path ${JSON.stringify(path)}.`);
+      if (!PATCH_ALLOWED.includes(path.split('/')[1])) throw new InvalidParameterValue(`Cannot patch ${path}. Only the following can be updated: ${PATCH_ALLOWED.join(', ')}`);
+    }
+    const r = await getRunbook(db, ident(req));
+    const valuesOf = (path: string) => (ops as Array<{ op: string; path: string; value?: unknown }>).filter((o) => o.path === path && o.op !== 'remove').map((o) => o.value);
+    const owner = valuesOf('/owner');
+    const pub = valuesOf('/public');
+    // An owned runbook may be made private and given an owner at once; a public one has none.
+    if (owner.length && ((r.public && !pub.length) || pub[0] === true)) throw new PatchError('There cannot be an owner for a public runbook');
+    const doc: Record<string, unknown> = {
+      uuid: r.uuid, name: r.name, steps: r.steps, extra: r.extra, public: r.public, owner: pub.length ? null : r.owner, disable_ramdisk: r.disableRamdisk,
+    };
+    let patched: Record<string, unknown>;
+    try {
+      patched = jsonpatch.applyPatch(structuredClone(doc), ops as jsonpatch.Operation[], true, false).newDocument;
+    } catch (err) {
+      throw new PatchError(`Invalid patch: ${(err as Error).message.split('\n')[0]}`);
+    }
+    // `description` passes the schema but Ironic's runbook object has no such field: it is dropped.
+    const checked = checkRunbook(patched);
+    const changes: RunbookChanges = {};
+    if (checked.name !== r.name) changes.name = checked.name;
+    if (JSON.stringify(checked.steps) !== JSON.stringify(r.steps)) changes.steps = checked.steps;
+    if (JSON.stringify(checked.extra) !== JSON.stringify(r.extra)) changes.extra = checked.extra;
+    if (checked.public !== r.public) changes.public = checked.public;
+    if (checked.owner !== r.owner) changes.owner = checked.owner;
+    const updated = Object.keys(changes).length ? await updateRunbook(db, r.id, changes) : r;
+    return runbookView(updated, base(req));
+  });
+
+  app.delete('/v1/runbooks/:runbook', async (req, reply) => {
+    gate(req);
+    const r = await getRunbook(db, ident(req));
+    await deleteRunbook(db, r.id);
+    reply.code(204).send();
+  });
+}

@@ -1,0 +1,80 @@
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import type { Config } from '../../common/config.js';
+import { ProvisionState, WAIT_STATES } from '../../common/states.js';
+import { recordHistory } from '../../db/node-history.js';
+import { lockStalledNode, stalledNodes, updateNode } from '../../db/nodes.js';
+import { withTransaction } from '../../db/transaction.js';
+import type { PeriodicTask } from '../periodic.js';
+
+/**
+ * Transitional states and where a node left in one ends. The conductor doing the work holds
+ * the node's reservation and a running intent; a node in such a state with neither (past a
+ * grace period) has nobody working on it — Ironic's _check_orphan_nodes.
+ */
+const TRANSITIONAL: Record<string, string> = {
+  [ProvisionState.VERIFYING]: ProvisionState.ENROLL,
+  [ProvisionState.INSPECTING]: ProvisionState.INSPECTFAIL,
+  [ProvisionState.CLEANING]: ProvisionState.CLEANFAIL,
+  [ProvisionState.DEPLOYING]: ProvisionState.DEPLOYFAIL,
+  [ProvisionState.DELETING]: ProvisionState.ERROR,
+  [ProvisionState.SERVICING]: ProvisionState.SERVICEFAIL,
+};
+
+export interface ProvisionChecksDeps {
+  db: Knex;
+  config: Readonly<Config>;
+  hostname: string;
+  log: Logger;
+  /** Whether this conductor manages the node (the hash ring). */
+  owns(nodeUuid: string): boolean;
+}
+
+/**
+ * Fails what waits too long: nodes in a wait state past its `[conductor]` timeout (Ironic's
+ * _check_deploy_timeouts, _check_cleanwait_timeouts, _check_inspect_wait_timeouts), and nodes
+ * left in a transitional state with no work queued and no holder. Each is checked again under
+ * its row lock and changed in one transaction with its history.
+ */
+export function provisionChecksTask(deps: ProvisionChecksDeps): PeriodicTask {
+  const c = deps.config.conductor;
+  return {
+    name: 'check_provision_states',
+    spacingSeconds: c.check_provision_state_interval,
+    async run() {
+      const now = Date.now();
+      const olderThan: Record<string, Date> = {};
+      for (const [state, wait] of Object.entries(WAIT_STATES)) {
+        const timeout = c[wait.timeoutOption];
+        if (timeout > 0) olderThan[state] = new Date(now - timeout * 1000);
+      }
+      // Work being done holds a reservation or an intent: an orphan has neither for this long.
+      const grace = new Date(now - Math.max(c.heartbeat_timeout, c.orphaned_intent_timeout) * 1000);
+      for (const state of Object.keys(TRANSITIONAL)) olderThan[state] = grace;
+      const candidates = (await stalledNodes(deps.db, c.conductor_group, olderThan)).filter((n) => deps.owns(n.uuid));
+      let failed = 0;
+      for (const cand of candidates) {
+        const wait = Object.hasOwn(WAIT_STATES, cand.provisionState) ? WAIT_STATES[cand.provisionState] : undefined;
+        const onFail = wait?.onTimeout ?? TRANSITIONAL[cand.provisionState];
+        const message = wait
+          ? `Timeout reached while waiting for callback for node ${cand.uuid} (${wait.what}, [conductor] ${wait.timeoutOption} = ${c[wait.timeoutOption]} s).`
+          : `Node ${cand.uuid} was left in "${cand.provisionState}" with no conductor working on it; failing it.`;
+        const done = await withTransaction(deps.db, async (trx) => {
+          const node = await lockStalledNode(trx, cand.id, cand.provisionState, olderThan[cand.provisionState]);
+          if (!node) return false;
+          await updateNode(trx, node.id, {
+            provisionState: onFail, targetProvisionState: null, provisionUpdatedAt: new Date(), lastError: message,
+            deployStep: {}, cleanStep: {},
+          });
+          await recordHistory(trx, { nodeId: node.id, severity: 'ERROR', eventType: 'provisioning', conductor: deps.hostname, user: null, operation: null, event: message });
+          return true;
+        });
+        if (done) {
+          failed++;
+          deps.log.warn({ node: cand.uuid, state: cand.provisionState, to: onFail }, message);
+        }
+      }
+      return { nodes: candidates.length, errors: failed };
+    },
+  };
+}

@@ -1,0 +1,72 @@
+/**
+ * The conductor's check of provision states: a node that waits longer than its [conductor]
+ * timeout, or that is left in a transitional state with nobody working on it, is failed with a
+ * clear last_error and history; nodes that are waiting within their time, or being worked on,
+ * are left alone.
+ */
+import { expect } from 'chai';
+import { buildTestApp, type TestApp } from '../helpers/app.js';
+
+describe('conductor: provision state timeouts and orphaned transitions', function () {
+  this.timeout(60_000);
+  let t: TestApp;
+
+  before(async () => {
+    t = await buildTestApp({
+      GALVANIC_CONDUCTOR__CHECK_PROVISION_STATE_INTERVAL: '1',
+      GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '5',
+      GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '5',
+      GALVANIC_CONDUCTOR__INSPECT_WAIT_TIMEOUT: '5',
+      GALVANIC_CONDUCTOR__HEARTBEAT_TIMEOUT: '5',
+      GALVANIC_CONDUCTOR__ORPHANED_INTENT_TIMEOUT: '5',
+      GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
+    });
+  });
+
+  after(async () => {
+    await t?.close();
+  });
+
+  async function node(name: string, state: string, secondsAgo: number, extra: Record<string, unknown> = {}): Promise<string> {
+    const res = await t.app.inject({ method: 'POST', url: '/v1/nodes', headers: { 'x-openstack-ironic-api-version': 'latest' }, payload: { driver: 'fake-hardware', name } });
+    expect(res.statusCode, res.body).to.equal(201);
+    const uuid = res.json<{ uuid: string }>().uuid;
+    await t.tdb.knex('nodes').where({ uuid }).update({
+      provision_state: state, target_provision_state: 'active', provision_updated_at: new Date(Date.now() - secondsAgo * 1000), ...extra,
+    });
+    return uuid;
+  }
+
+  async function state(uuid: string) {
+    return t.tdb.knex('nodes').where({ uuid }).first('provision_state', 'target_provision_state', 'last_error', 'id');
+  }
+
+  it('fails nodes past their wait timeout and orphaned transitions, and nothing else', async () => {
+    const deployWait = await node('deploy-wait-late', 'wait call-back', 60);
+    const cleanWait = await node('clean-wait-late', 'clean wait', 60);
+    const inspectWait = await node('inspect-wait-late', 'inspect wait', 60);
+    const orphan = await node('deploying-orphan', 'deploying', 60);
+    const recent = await node('deploy-wait-recent', 'wait call-back', 0);
+    const held = await node('deploying-held', 'deploying', 60, { reservation: 'some-conductor' });
+    const stable = await node('active-old', 'active', 600, { target_provision_state: null });
+
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline && (await state(orphan)).provision_state === 'deploying') await new Promise((r) => setTimeout(r, 200));
+
+    const dw = await state(deployWait);
+    expect(dw.provision_state).to.equal('deploy failed');
+    expect(dw.target_provision_state).to.equal(null);
+    expect(dw.last_error).to.include('Timeout reached while waiting for callback').and.include('deploy_callback_timeout');
+    expect((await state(cleanWait)).provision_state).to.equal('clean failed');
+    expect((await state(inspectWait)).provision_state).to.equal('inspect failed');
+    const o = await state(orphan);
+    expect(o.provision_state).to.equal('deploy failed');
+    expect(o.last_error).to.include('no conductor working on it');
+    const history = await t.tdb.knex('node_history').where({ node_id: o.id }).select('severity', 'event');
+    expect(history.map((h) => h.severity)).to.include('ERROR');
+
+    expect((await state(recent)).provision_state).to.equal('wait call-back');
+    expect((await state(held)).provision_state).to.equal('deploying');
+    expect((await state(stable)).provision_state).to.equal('active');
+  });
+});
