@@ -1,11 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import jsonpatch from 'fast-json-patch';
-import { InvalidParameterValue, MethodNotAllowed, PatchError, ResourceNotFound } from '../common/errors.js';
+import { InvalidParameterValue, MethodNotAllowed, ResourceNotFound } from '../common/errors.js';
 import {
   createDeployTemplate, deleteDeployTemplate, DEPLOY_TEMPLATE_SORT_KEYS, getDeployTemplate, listDeployTemplates,
   updateDeployTemplate, type DeployStep, type DeployTemplate,
 } from '../db/deploy-templates.js';
 import type { ApiDeps } from './deps.js';
+import { applyPatch, checkPatch, checkQueryNames } from './resource.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { maskSecrets } from './masking.js';
 import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
@@ -111,9 +111,7 @@ export function registerDeployTemplateRoutes(app: FastifyInstance, deps: ApiDeps
   async function list(req: FastifyRequest, detailPath: boolean) {
     gate(req);
     const q = req.query as Query;
-    const known = new Set(['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir']);
-    const unknown = Object.keys(q).filter((k) => !known.has(k));
-    if (unknown.length) throw new InvalidParameterValue(`Unknown query parameter(s): ${unknown.join(', ')}`);
+    checkQueryNames(q, ['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir']);
     const detail = detailPath || boolParam(q, 'detail') === true;
     const fieldsRaw = param(q, 'fields');
     if (detail && fieldsRaw !== undefined) throw new InvalidParameterValue('Can not specify ?detail=True and fields in the same request.');
@@ -150,23 +148,10 @@ export function registerDeployTemplateRoutes(app: FastifyInstance, deps: ApiDeps
 
   app.patch('/v1/deploy_templates/:template', async (req) => {
     gate(req);
-    const ops = req.body;
-    if (!Array.isArray(ops) || ops.length === 0) throw new PatchError('The request body must be a non-empty JSON patch (a list of operations).');
-    const allowed = ['extra', 'name', 'steps'];
-    for (const op of ops) {
-      const { op: kind, path } = (op ?? {}) as { op?: unknown; path?: unknown };
-      if (kind !== 'add' && kind !== 'replace' && kind !== 'remove') throw new PatchError(`Invalid patch operation ${JSON.stringify(kind)}: only add, replace and remove are supported.`);
-      if (typeof path !== 'string' || !/^\/[^/]/.test(path)) throw new PatchError(`Invalid patch path ${JSON.stringify(path)}.`);
-      if (!allowed.includes(path.split('/')[1])) throw new InvalidParameterValue(`Cannot patch ${path}. Only the following can be updated: ${allowed.join(', ')}`);
-    }
+    const ops = checkPatch(req.body, ['extra', 'name', 'steps']);
     const t = await getDeployTemplate(db, ident(req));
     const doc: Record<string, unknown> = { uuid: t.uuid, name: t.name, steps: t.steps, extra: t.extra };
-    let patched: Record<string, unknown>;
-    try {
-      patched = jsonpatch.applyPatch(structuredClone(doc), ops as jsonpatch.Operation[], true, false).newDocument;
-    } catch (err) {
-      throw new PatchError(`Invalid patch: ${(err as Error).message.split('\n')[0]}`);
-    }
+    const patched = applyPatch(doc, ops);
     const checked = checkTemplate(patched);
     const changes: Record<string, unknown> = {};
     if (checked.name !== t.name) changes.name = checked.name;

@@ -4,13 +4,13 @@
  * trait of the runbook's name. Created, listed, patched and deleted like deploy templates.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import jsonpatch from 'fast-json-patch';
 import { InvalidParameterValue, MethodNotAllowed, PatchError, ResourceNotFound } from '../common/errors.js';
 import {
   createRunbook, deleteRunbook, getRunbook, listRunbooks, RUNBOOK_SORT_KEYS, updateRunbook, type Runbook, type RunbookChanges,
   type RunbookStep,
 } from '../db/runbooks.js';
 import type { ApiDeps } from './deps.js';
+import { applyPatch, checkPatch, checkQueryNames } from './resource.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { maskSecrets } from './masking.js';
 import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
@@ -132,9 +132,7 @@ export function registerRunbookRoutes(app: FastifyInstance, deps: ApiDeps): void
   async function list(req: FastifyRequest, detailPath: boolean) {
     gate(req);
     const q = req.query as Query;
-    const known = new Set(['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir', 'project']);
-    const unknown = Object.keys(q).filter((k) => !known.has(k));
-    if (unknown.length) throw new InvalidParameterValue(`Unknown query parameter(s): ${unknown.join(', ')}`);
+    checkQueryNames(q, ['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir', 'project']);
     // `project` narrows to the caller's project; a standalone caller has none, so it changes nothing.
     boolParam(q, 'project');
     const detail = detailPath || boolParam(q, 'detail') === true;
@@ -177,16 +175,9 @@ export function registerRunbookRoutes(app: FastifyInstance, deps: ApiDeps): void
 
   app.patch('/v1/runbooks/:runbook', async (req) => {
     gate(req);
-    const ops = req.body;
-    if (!Array.isArray(ops) || ops.length === 0) throw new PatchError('The request body must be a non-empty JSON patch (a list of operations).');
-    for (const op of ops) {
-      const { op: kind, path } = (op ?? {}) as { op?: unknown; path?: unknown };
-      if (kind !== 'add' && kind !== 'replace' && kind !== 'remove') throw new PatchError(`Invalid patch operation ${JSON.stringify(kind)}: only add, replace and remove are supported.`);
-      if (typeof path !== 'string' || !/^\/[^/]/.test(path)) throw new PatchError(`Invalid patch path ${JSON.stringify(path)}.`);
-      if (!PATCH_ALLOWED.includes(path.split('/')[1])) throw new InvalidParameterValue(`Cannot patch ${path}. Only the following can be updated: ${PATCH_ALLOWED.join(', ')}`);
-    }
+    const ops = checkPatch(req.body, PATCH_ALLOWED);
     const r = await getRunbook(db, ident(req));
-    const valuesOf = (path: string) => (ops as Array<{ op: string; path: string; value?: unknown }>).filter((o) => o.path === path && o.op !== 'remove').map((o) => o.value);
+    const valuesOf = (path: string) => ops.filter((o) => o.path === path && o.op !== 'remove').map((o) => o.value);
     const owner = valuesOf('/owner');
     const pub = valuesOf('/public');
     // An owned runbook may be made private and given an owner at once; a public one has none.
@@ -194,12 +185,7 @@ export function registerRunbookRoutes(app: FastifyInstance, deps: ApiDeps): void
     const doc: Record<string, unknown> = {
       uuid: r.uuid, name: r.name, steps: r.steps, extra: r.extra, public: r.public, owner: pub.length ? null : r.owner, disable_ramdisk: r.disableRamdisk,
     };
-    let patched: Record<string, unknown>;
-    try {
-      patched = jsonpatch.applyPatch(structuredClone(doc), ops as jsonpatch.Operation[], true, false).newDocument;
-    } catch (err) {
-      throw new PatchError(`Invalid patch: ${(err as Error).message.split('\n')[0]}`);
-    }
+    const patched = applyPatch(doc, ops);
     // `description` passes the schema but Ironic's runbook object has no such field: it is dropped.
     const checked = checkRunbook(patched);
     const changes: RunbookChanges = {};
