@@ -172,6 +172,8 @@ export class SimBmc {
    */
   chainMs = 0;
   chainRequests = 0;
+  /** Latency of requests answered during the boot in progress, which the boot's time overlaps. */
+  private bootOverlapMs = 0;
   log: LogEntry[] = [];
   /** Virtual media slots by normalised path, made on first use. */
   readonly media = new Map<string, MediaState>();
@@ -212,6 +214,13 @@ export class SimBmc {
   delayed(ms: number): void {
     this.chainMs += ms;
     this.chainRequests++;
+    // A request made while the host boots (a client polling for On) overlaps the boot.
+    for (const system of this.systems.values()) {
+      if (system.bootStartedAt !== undefined) {
+        this.bootOverlapMs += ms;
+        break;
+      }
+    }
   }
 
   setFaults(patch: Partial<SimFaults>): void {
@@ -259,6 +268,7 @@ export class SimBmc {
     this.unauthorized = 0;
     this.chainMs = 0;
     this.chainRequests = 0;
+    this.bootOverlapMs = 0;
     this.log = [];
     this.events = [];
   }
@@ -362,7 +372,10 @@ export class SimBmc {
   endBoot(system: SystemState, finished: boolean): void {
     if (system.bootStartedAt === undefined) return;
     const took = Math.min(system.bootMs ?? 0, Math.max(0, now() - system.bootStartedAt));
-    this.chainMs += finished ? (system.bootMs ?? 0) : took;
+    // Only the part of the boot that no request of the chain already covers: a client that
+    // polls one request at a time waits for the boot and its polls at once, not one after the other.
+    this.chainMs += Math.max(0, (finished ? (system.bootMs ?? 0) : took) - this.bootOverlapMs);
+    this.bootOverlapMs = 0;
     system.bootStartedAt = undefined;
     system.bootMs = undefined;
     const r = system.running;

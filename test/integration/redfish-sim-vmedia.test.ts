@@ -267,6 +267,25 @@ describe('Redfish simulator: provisioning', function () {
       expect(await story(url)).to.deep.equal(['reset ForceRestart', 'boot-started Hdd', 'reset ForceOff']);
     });
 
+    it('counts a boot in the chain only where no request already covers it (polls during the boot overlap it)', async () => {
+      const sysUrl = `${url}${SYSTEM}`;
+      await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'ForceOff' });
+      await setFaults(url, { bootMs: [400, 400], latencyMs: [100, 100] });
+      try {
+        await fetch(`${url}/_sim/chains`, { method: 'POST' });
+        await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'On' });
+        // Three polls one after another, all made while the host boots: 300 ms of the 400 ms boot.
+        for (let i = 0; i < 3; i++) expect((await get(sysUrl)).body.PowerState).to.equal('PoweringOn');
+        await sleep(300);
+        const chains = (await (await fetch(`${url}/_sim/chains`)).json()) as { longest: Array<[number, number, number]> };
+        // 100 (the reset) + 300 (the polls) + the 100 ms of the boot no poll covered; not 100 + 300 + 400.
+        expect(chains.longest[0][1]).to.equal(500);
+        expect(chains.longest[0][2]).to.equal(4);
+      } finally {
+        await setFaults(url, { latencyMs: [0, 0], bootMs: [0, 0] });
+      }
+    });
+
     it('refuses InsertMedia by fault, and loses power: connections drop, the host is off, the media gone', async () => {
       await setFaults(url, { insertMediaStatus: 500 });
       expect((await post(`${url}${CD}/Actions/VirtualMedia.InsertMedia`, { Image: ISO })).status).to.equal(500);
