@@ -4,29 +4,17 @@
  * reports (no NIC, essential properties missing, BMC down).
  */
 import { expect } from 'chai';
-import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { BmcUnreachable, HardwareInspectionFailure } from '../../common/errors.js';
 import type { InspectionResult } from '../../drivers/interfaces.js';
 import type { RedfishDriver } from '../../drivers/redfish/index.js';
 import { inspectionResult } from '../../drivers/redfish/inspect.js';
 import type { Hardware } from '../../drivers/redfish/inventory.js';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
+import { MOCKUPS, mockupTrees } from '../helpers/mockups.js';
 import { ctxFor, makeDriver, rejection, resourceRequests, simControl, simStats } from '../helpers/redfish.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-/** The mockups live beside the checkout; GALVANIC_REDFISH_MOCKUPS names them elsewhere. */
-export const MOCKUPS = process.env.GALVANIC_REDFISH_MOCKUPS ?? path.resolve(ROOT, '../shared/redfish-mockups');
 const NODE = '1be26c0b-03f2-4d2e-ae87-c02d7f33c123';
-
-export function mockupTrees(): string[] {
-  if (!existsSync(MOCKUPS)) return [];
-  return readdirSync(MOCKUPS, { withFileTypes: true })
-    .filter((d) => d.isDirectory() && existsSync(path.join(MOCKUPS, d.name, 'index.json')))
-    .map((d) => d.name)
-    .sort();
-}
 
 type Outcome = { result: InspectionResult } | { error: Error };
 
