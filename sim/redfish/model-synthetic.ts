@@ -19,6 +19,17 @@ const SESSIONS = `${V1}/SessionService/Sessions`;
 const RESET_TYPES = ['On', 'ForceOff', 'GracefulShutdown', 'GracefulRestart', 'ForceRestart', 'Nmi', 'ForceOn', 'PushPowerButton'];
 const BOOT_TARGETS = STANDARD_BOOT_TARGETS.filter((t) => t !== 'UefiTarget');
 
+const CPUS = ['CPU1', 'CPU2'];
+const CPU_MODEL = 'Intel(R) Xeon(R) Gold 6330 CPU @ 2.00GHz';
+const MEMORY_GIB = 384;
+const DRIVES = [
+  { id: 'Disk.Bay.0', name: 'SSD 0', model: 'SIM-SSD-960', serial: 'SIMSSD0000', bytes: 960197124096 },
+  { id: 'Disk.Bay.1', name: 'SSD 1', model: 'SIM-SSD-960', serial: 'SIMSSD0001', bytes: 960197124096 },
+];
+const NICS = [
+  { id: 'NIC.Integrated.1-1', name: 'Integrated NIC 1 Port 1', speed: 25000 },
+  { id: 'NIC.Integrated.1-2', name: 'Integrated NIC 1 Port 2', speed: 25000 },
+] as const;
 const ref = (id: string) => ({ '@odata.id': id });
 const status = (state = 'Enabled', health: string | null = 'OK') => (health === null ? { State: state } : { State: state, Health: health });
 const collection = (type: string, id: string, name: string, members: string[]) => ({
@@ -130,6 +141,117 @@ function sensors(): Array<{ id: string; body: object }> {
   return out;
 }
 
+/** What out-of-band inspection reads: processors, storage with drives and volumes (NICs are per BMC). */
+function inventory(put: (path: string, body: object) => void): void {
+  put(`${SYSTEM}/Processors`, collection('Processor', `${SYSTEM}/Processors`, 'Processors Collection', CPUS.map((c) => `${SYSTEM}/Processors/${c}`)));
+  CPUS.forEach((id, i) =>
+    put(`${SYSTEM}/Processors/${id}`, {
+      '@odata.type': '#Processor.v1_11_0.Processor',
+      '@odata.id': `${SYSTEM}/Processors/${id}`,
+      Id: id,
+      Name: 'Processor',
+      Socket: `CPU ${i + 1}`,
+      ProcessorType: 'CPU',
+      ProcessorArchitecture: 'x86',
+      InstructionSet: 'x86-64',
+      Manufacturer: 'Intel(R) Corporation',
+      Model: CPU_MODEL,
+      MaxSpeedMHz: 3400,
+      OperatingSpeedMHz: 2100,
+      TotalCores: 24,
+      TotalEnabledCores: 24,
+      TotalThreads: 48,
+      ProcessorId: { VendorId: 'GenuineIntel', IdentificationRegisters: '0x000606A6' },
+      Status: status(),
+    }),
+  );
+  const storage = `${SYSTEM}/Storage`;
+  const ctl = `${storage}/RAID.Integrated.1`;
+  put(storage, collection('Storage', storage, 'Storage Collection', [ctl]));
+  put(ctl, {
+    '@odata.type': '#Storage.v1_13_0.Storage',
+    '@odata.id': ctl,
+    Id: 'RAID.Integrated.1',
+    Name: 'Integrated RAID Controller',
+    Status: status(),
+    StorageControllers: [
+      {
+        '@odata.id': `${ctl}#/StorageControllers/0`,
+        MemberId: '0',
+        Name: 'SIM RAID 9560',
+        Manufacturer: 'Galvanic',
+        Model: 'SIM RAID 9560',
+        SpeedGbps: 12,
+        SupportedControllerProtocols: ['PCIe'],
+        SupportedDeviceProtocols: ['SAS', 'SATA'],
+        Status: status(),
+      },
+    ],
+    Drives: DRIVES.map((d) => ref(`${ctl}/Drives/${d.id}`)),
+    'Drives@odata.count': DRIVES.length,
+    Volumes: ref(`${ctl}/Volumes`),
+  });
+  for (const d of DRIVES) {
+    put(`${ctl}/Drives/${d.id}`, {
+      '@odata.type': '#Drive.v1_12_0.Drive',
+      '@odata.id': `${ctl}/Drives/${d.id}`,
+      Id: d.id,
+      Name: d.name,
+      Model: d.model,
+      Manufacturer: 'Galvanic',
+      SerialNumber: d.serial,
+      MediaType: 'SSD',
+      Protocol: 'SATA',
+      CapacityBytes: d.bytes,
+      BlockSizeBytes: 512,
+      Status: status(),
+    });
+  }
+  put(`${ctl}/Volumes`, collection('Volume', `${ctl}/Volumes`, 'Volume Collection', [`${ctl}/Volumes/Disk.Virtual.0`]));
+  put(`${ctl}/Volumes/Disk.Virtual.0`, {
+    '@odata.type': '#Volume.v1_6_2.Volume',
+    '@odata.id': `${ctl}/Volumes/Disk.Virtual.0`,
+    Id: 'Disk.Virtual.0',
+    Name: 'Virtual Disk 0',
+    RAIDType: 'RAID1',
+    VolumeType: 'Mirrored',
+    CapacityBytes: DRIVES[0].bytes,
+    Encrypted: false,
+    Links: { Drives: DRIVES.map((d) => ref(`${ctl}/Drives/${d.id}`)) },
+    Status: status(),
+  });
+}
+
+/**
+ * The two NICs of BMC `index`. MACs are locally administered, derived from the fleet id and
+ * the index so that they are stable across runs and unique over a fleet (and over fleets of
+ * different ids): 02:<fleet>:<index, 3 bytes>:<nic>.
+ */
+export function nicMacs(fleet: number, index: number): string[] {
+  const hex = (n: number) => (n & 0xff).toString(16).padStart(2, '0');
+  const base = `02:${hex(fleet)}:${hex(index >> 16)}:${hex(index >> 8)}:${hex(index)}`;
+  return NICS.map((_, i) => `${base}:${hex(i + 1)}`);
+}
+
+function nicBody(id: string, mac: string, nic: (typeof NICS)[number]): object {
+  return {
+    '@odata.type': '#EthernetInterface.v1_9_0.EthernetInterface',
+    '@odata.id': `${SYSTEM}/EthernetInterfaces/${id}`,
+    Id: id,
+    Name: nic.name,
+    Description: nic.name,
+    MACAddress: mac,
+    PermanentMACAddress: mac,
+    SpeedMbps: nic.speed,
+    FullDuplex: true,
+    AutoNeg: true,
+    LinkStatus: 'LinkUp',
+    InterfaceEnabled: true,
+    MTUSize: 1500,
+    Status: status(),
+  };
+}
+
 /**
  * Static bodies by normalised path; an expanded variant (`$expand=.($levels=1)`: a resource's
  * own subordinate resources inline, not its Links) under `<path>?expand` when `expand` is on.
@@ -157,6 +279,7 @@ function buildStatic(model: ChassisModel, expand: boolean): Map<string, string> 
     Links: { Sessions: ref(SESSIONS) },
   });
   put(`${V1}/Systems`, collection('ComputerSystem', `${V1}/Systems`, 'Computer System Collection', [SYSTEM]));
+  inventory(put);
   put(`${SYSTEM}/SimpleStorage`, collection('SimpleStorage', `${SYSTEM}/SimpleStorage`, 'Simple Storage Collection', [`${SYSTEM}/SimpleStorage/1`]));
   put(`${SYSTEM}/SimpleStorage/1`, {
     '@odata.type': '#SimpleStorage.v1_3_1.SimpleStorage',
@@ -240,14 +363,26 @@ function buildStatic(model: ChassisModel, expand: boolean): Map<string, string> 
 }
 
 const STATIC_CACHE = new Map<string, Map<string, string>>();
+const NICS_PATH = `${SYSTEM}/EthernetInterfaces`.toLowerCase();
+const NICS_COLLECTION = JSON.stringify(
+  collection('EthernetInterface', `${SYSTEM}/EthernetInterfaces`, 'Ethernet Network Interface Collection', NICS.map((n) => `${SYSTEM}/EthernetInterfaces/${n.id}`)),
+);
 
 export class SyntheticModel implements SimModel {
   readonly systemPaths: ReadonlySet<string> = new Set([SYSTEM.toLowerCase()]);
   readonly sessionsPath = SESSIONS.toLowerCase();
   private readonly bodies: Map<string, string>;
 
-  /** `expand`: the service root advertises `$expand=.` and chassis and collections honour it. */
-  constructor(model: ChassisModel = 'both', expand = true) {
+  /**
+   * `expand`: the service root advertises `$expand=.` and chassis and collections honour it.
+   * `fleet` (0-255) goes into the NICs' MACs and the system UUID, so that fleets started with
+   * different ids never share a MAC.
+   */
+  constructor(
+    model: ChassisModel = 'both',
+    expand = true,
+    private readonly fleet = 0,
+  ) {
     const key = `${model}:${String(expand)}`;
     let bodies = STATIC_CACHE.get(key);
     if (!bodies) {
@@ -262,7 +397,7 @@ export class SyntheticModel implements SimModel {
   }
 
   systemBody(_path: string, state: SystemState, bmcIndex: number): string {
-    const uuid = `5a1f0000-0000-4000-8000-${bmcIndex.toString(16).padStart(12, '0')}`;
+    const uuid = `5a1f00${(this.fleet & 0xff).toString(16).padStart(2, '0')}-0000-4000-8000-${bmcIndex.toString(16).padStart(12, '0')}`;
     return JSON.stringify({
       '@odata.type': '#ComputerSystem.v1_20_0.ComputerSystem',
       '@odata.id': SYSTEM,
@@ -275,8 +410,17 @@ export class SyntheticModel implements SimModel {
       UUID: uuid,
       Status: status(),
       PowerState: state.power,
-      Boot: { ...state.boot, 'BootSourceOverrideTarget@Redfish.AllowableValues': BOOT_TARGETS },
+      Boot: {
+        ...state.boot,
+        'BootSourceOverrideTarget@Redfish.AllowableValues': BOOT_TARGETS,
+        'BootSourceOverrideMode@Redfish.AllowableValues': ['Legacy', 'UEFI'],
+      },
+      ProcessorSummary: { Count: CPUS.length, LogicalProcessorCount: CPUS.length * 48, Model: CPU_MODEL, Status: status() },
+      MemorySummary: { TotalSystemMemoryGiB: MEMORY_GIB, MemoryMirroring: 'None', Status: status() },
+      Processors: ref(`${SYSTEM}/Processors`),
+      EthernetInterfaces: ref(`${SYSTEM}/EthernetInterfaces`),
       SimpleStorage: ref(`${SYSTEM}/SimpleStorage`),
+      Storage: ref(`${SYSTEM}/Storage`),
       Links: { Chassis: [ref(ENCLOSURE), ref(BOARD)], ManagedBy: [ref(MANAGER)] },
       Actions: {
         '#ComputerSystem.Reset': { target: `${SYSTEM}/Actions/ComputerSystem.Reset`, 'ResetType@Redfish.AllowableValues': RESET_TYPES },
@@ -296,12 +440,20 @@ export class SyntheticModel implements SimModel {
     return BOOT_TARGETS;
   }
 
-  get(path: string, query: string): string | null {
+  get(path: string, query: string, bmcIndex: number): string | null {
+    if (path.startsWith(NICS_PATH)) return this.nics(path, bmcIndex);
     if (query.includes('$expand')) {
       const expanded = this.bodies.get(`${path}?expand`);
       if (expanded) return expanded;
     }
     return this.bodies.get(path) ?? null;
+  }
+
+  private nics(path: string, bmcIndex: number): string | null {
+    if (path === NICS_PATH) return NICS_COLLECTION;
+    const i = NICS.findIndex((n) => `${NICS_PATH}/${n.id.toLowerCase()}` === path);
+    if (i < 0) return null;
+    return JSON.stringify(nicBody(NICS[i].id, nicMacs(this.fleet, bmcIndex)[i], NICS[i]));
   }
 
   isPublic(path: string): boolean {

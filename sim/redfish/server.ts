@@ -36,6 +36,11 @@ export interface RedfishSimOptions extends Partial<Omit<SimFaults, 'unavailable'
   chassis?: ChassisModel;
   /** Synthetic BMC only: advertise and honour `$expand=.` (default true). */
   expand?: boolean;
+  /**
+   * Synthetic BMC only: 0-255, part of every NIC's MAC and of the system UUID (default 0).
+   * Give fleets that register in the same conductor different ids, so that their MACs differ.
+   */
+  fleetId?: number;
   /** Entries kept in each BMC's request log (default 10,000; 0 keeps none). */
   logLimit?: number;
   /**
@@ -184,7 +189,7 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
   const host = opts.host ?? '127.0.0.1';
   const base = opts.basePort ?? 0;
   const creds: Credentials = { username: opts.username ?? 'admin', password: opts.password ?? 'password' };
-  const model: SimModel = opts.mockup ? new MockupModel(path.resolve(opts.mockup)) : new SyntheticModel(opts.chassis ?? 'both', opts.expand ?? true);
+  const model: SimModel = opts.mockup ? new MockupModel(path.resolve(opts.mockup)) : new SyntheticModel(opts.chassis ?? 'both', opts.expand ?? true, opts.fleetId ?? 0);
   const handler = new RedfishHandler(model, creds);
   const faults: SimFaults = { ...DEFAULT_FAULTS };
   for (const key of Object.keys(DEFAULT_FAULTS) as Array<keyof SimFaults>) {
