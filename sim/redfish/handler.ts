@@ -5,7 +5,9 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { normalisePath, type SimModel } from './model.js';
+import { NO_QUIRKS, type VmediaQuirks } from './quirks.js';
 import { etagOf, redfishError, type SimBmc, type SystemState } from './state.js';
+import { VirtualMedia, type ImageCheck, type Reply } from './vmedia.js';
 
 export interface Credentials {
   username: string;
@@ -31,6 +33,10 @@ export function send(res: ServerResponse, status: number, body?: string, headers
   }
   h['content-length'] = Buffer.byteLength(body);
   res.writeHead(status, h).end(body);
+}
+
+function reply(res: ServerResponse, r: Reply): void {
+  send(res, r.status, r.body, r.headers);
 }
 
 export function readBody(req: IncomingMessage, limit = 1 << 20): Promise<string> {
@@ -67,10 +73,16 @@ function stripWeak(tag: string): string {
 }
 
 export class RedfishHandler {
+  readonly vmedia: VirtualMedia;
+
   constructor(
     private readonly model: SimModel,
     private readonly creds: Credentials,
-  ) {}
+    private readonly quirks: Readonly<VmediaQuirks> = NO_QUIRKS,
+    imageCheck: ImageCheck = 'none',
+  ) {
+    this.vmedia = new VirtualMedia(model, quirks, imageCheck);
+  }
 
   private system(bmc: SimBmc, p: string): SystemState {
     let s = bmc.systems.get(p);
@@ -96,6 +108,11 @@ export class RedfishHandler {
   async handle(bmc: SimBmc, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = req.url ?? '/';
     const method = req.method ?? 'GET';
+    if (bmc.faults.powerLost) {
+      // No BMC to answer: the connection drops at once, and nothing is counted.
+      req.socket.destroy();
+      return;
+    }
     const end = bmc.begin(method, url);
     res.once('close', () => end(res.writableFinished ? res.statusCode : 0));
     const body = method === 'POST' || method === 'PATCH' || method === 'PUT' ? await readBody(req).catch(() => '') : '';
@@ -126,10 +143,10 @@ export class RedfishHandler {
       send(res, 200, GARBAGE[Math.floor(Math.random() * GARBAGE.length)]);
       return;
     }
-    this.route(bmc, req, res, method, url, body);
+    await this.route(bmc, req, res, method, url, body);
   }
 
-  private route(bmc: SimBmc, req: IncomingMessage, res: ServerResponse, method: string, url: string, body: string): void {
+  private async route(bmc: SimBmc, req: IncomingMessage, res: ServerResponse, method: string, url: string, body: string): Promise<void> {
     const p = normalisePath(url);
     const qi = url.indexOf('?');
     const query = qi >= 0 ? url.slice(qi + 1) : '';
@@ -155,6 +172,19 @@ export class RedfishHandler {
         if (method !== 'POST') return send(res, 405, redfishError('OperationNotAllowed', 'Actions need POST'), { allow: 'POST' });
         return this.reset(bmc, res, sys, body);
       }
+    }
+    const slot = this.model.mediaSlots.get(p);
+    if (slot) {
+      if (method === 'GET') return reply(res, this.vmedia.get(bmc, slot));
+      const ifMatch = req.headers['if-match'];
+      if (method === 'PATCH') return reply(res, await this.vmedia.patch(bmc, slot, typeof ifMatch === 'string' ? ifMatch : undefined, body));
+      return send(res, 405, redfishError('OperationNotAllowed', `${method} is not allowed on ${url}`), { allow: 'GET, PATCH' });
+    }
+    const action = this.model.mediaActions.get(p);
+    if (action) {
+      if (method !== 'POST') return send(res, 405, redfishError('OperationNotAllowed', 'Actions need POST'), { allow: 'POST' });
+      if (action.action === 'insert') return reply(res, await this.vmedia.insertAction(bmc, action.slot, body));
+      return reply(res, this.vmedia.ejectAction(bmc, action.slot, body));
     }
     if (method !== 'GET') return send(res, 405, redfishError('OperationNotAllowed', `${method} is not allowed on ${url}`), { allow: 'GET' });
     const text = this.model.get(p, query, bmc.index);
@@ -214,7 +244,9 @@ export class RedfishHandler {
     if (!this.model.resetTypes(sys).includes(type)) {
       return send(res, 400, redfishError('ActionParameterNotSupported', `The parameter ResetType with value ${type} is not supported by the action ComputerSystem.Reset.`));
     }
-    bmc.reset(this.system(bmc, sys), type);
+    const s = this.system(bmc, sys);
+    bmc.reset(s, type, () => this.vmedia.bootPlan(bmc, sys, s));
+    this.vmedia.checkBoot(bmc, s);
     send(res, 204);
   }
 
@@ -246,11 +278,15 @@ export class RedfishHandler {
       };
       const problem =
         check('BootSourceOverrideTarget', allowed) ??
-        check('BootSourceOverrideEnabled', ['Disabled', 'Once', 'Continuous']) ??
+        check('BootSourceOverrideEnabled', this.quirks.noContinuous ? ['Disabled', 'Once'] : ['Disabled', 'Once', 'Continuous']) ??
         check('BootSourceOverrideMode', ['UEFI', 'Legacy']);
-      if (problem) return send(res, 400, redfishError('PropertyValueNotInList', problem));
+      if (problem) {
+        bmc.event('refused', { call: 'PATCH Boot', status: 400, messageId: 'PropertyValueNotInList', boot: b });
+        return send(res, 400, redfishError('PropertyValueNotInList', problem, ['#/Boot']));
+      }
       s.boot = next;
       s.version++;
+      bmc.event('boot-override', { target: next.BootSourceOverrideTarget, enabled: next.BootSourceOverrideEnabled, mode: next.BootSourceOverrideMode });
     }
     send(res, 204);
   }

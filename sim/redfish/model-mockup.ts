@@ -10,8 +10,8 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { defaultBoot, normalisePath, STANDARD_BOOT_TARGETS, STANDARD_RESET_TYPES, type SimModel } from './model.js';
-import type { SystemState } from './state.js';
+import { defaultBoot, emptyMedia, normalisePath, STANDARD_BOOT_TARGETS, STANDARD_RESET_TYPES, type MediaSlot, type SimModel } from './model.js';
+import { etagOf, type MediaState, type SystemState } from './state.js';
 
 type Json = Record<string, unknown>;
 
@@ -54,6 +54,8 @@ export class MockupModel implements SimModel {
   private readonly expandedText = new Map<string, string>();
   /** The root advertises `$expand=.` (ProtocolFeaturesSupported.ExpandQuery.NoLinks). */
   private readonly expands: boolean;
+  readonly mediaSlots: ReadonlyMap<string, MediaSlot>;
+  readonly mediaActions: ReadonlyMap<string, { slot: MediaSlot; action: 'insert' | 'eject' }>;
 
   constructor(readonly dir: string) {
     this.files = indexTree(dir);
@@ -67,6 +69,89 @@ export class MockupModel implements SimModel {
     this.sessionsPath = normalisePath(odataId(links.Sessions) ?? '/redfish/v1/SessionService/Sessions');
     const features = isObject(root.ProtocolFeaturesSupported) ? root.ProtocolFeaturesSupported : {};
     this.expands = isObject(features.ExpandQuery) && features.ExpandQuery.NoLinks === true;
+    const slots = new Map<string, MediaSlot>();
+    const actions = new Map<string, { slot: MediaSlot; action: 'insert' | 'eject' }>();
+    for (const sys of systems) {
+      for (const slot of this.findSlots(sys)) {
+        if (slots.has(slot.path)) continue;
+        slots.set(slot.path, slot);
+        if (slot.insertTarget) actions.set(slot.insertTarget, { slot, action: 'insert' });
+        if (slot.ejectTarget) actions.set(slot.ejectTarget, { slot, action: 'eject' });
+      }
+    }
+    this.mediaSlots = slots;
+    this.mediaActions = actions;
+  }
+
+  /**
+   * The recorded VirtualMedia of a system, found as Ironic looks: the system's own
+   * `VirtualMedia` collection (newer iDRAC, DMTF), else those of the managers in
+   * `Links.ManagedBy`.
+   */
+  private findSlots(sys: string): MediaSlot[] {
+    const body = this.json(sys) ?? {};
+    const collections: string[] = [];
+    const own = odataId(body.VirtualMedia);
+    if (own) collections.push(own);
+    else {
+      const links = isObject(body.Links) ? body.Links : {};
+      const managers = Array.isArray(links.ManagedBy) ? links.ManagedBy : [];
+      for (const m of managers) {
+        const id = odataId(m);
+        const vm = id ? odataId(this.json(normalisePath(id))?.VirtualMedia) : null;
+        if (vm) collections.push(vm);
+      }
+    }
+    const out: MediaSlot[] = [];
+    for (const c of collections) {
+      const members = this.json(normalisePath(c))?.Members;
+      if (!Array.isArray(members)) continue;
+      for (const member of members) {
+        const id = odataId(member);
+        const slotBody = id ? this.json(normalisePath(id)) : null;
+        if (!id || !slotBody) continue;
+        const acts = isObject(slotBody.Actions) ? slotBody.Actions : {};
+        const target = (name: string): string | null => {
+          const a = acts[name];
+          return isObject(a) && typeof a.target === 'string' ? normalisePath(a.target) : null;
+        };
+        out.push({
+          id: typeof slotBody['@odata.id'] === 'string' ? slotBody['@odata.id'] : id,
+          path: normalisePath(id),
+          system: sys,
+          mediaTypes: Array.isArray(slotBody.MediaTypes) ? slotBody.MediaTypes.filter((t): t is string => typeof t === 'string') : [],
+          insertTarget: target('#VirtualMedia.InsertMedia'),
+          ejectTarget: target('#VirtualMedia.EjectMedia'),
+        });
+      }
+    }
+    return out;
+  }
+
+  /** The recorded media of a slot (the DMTF mockup ships with its CD inserted). */
+  initialMedia(slot: MediaSlot): MediaState {
+    const b = this.json(slot.path) ?? {};
+    const m = emptyMedia();
+    if (typeof b.Image === 'string') m.image = b.Image;
+    if (typeof b.ImageName === 'string') m.imageName = b.ImageName;
+    if (typeof b.Inserted === 'boolean') m.inserted = b.Inserted;
+    if (typeof b.WriteProtected === 'boolean') m.writeProtected = b.WriteProtected;
+    if (typeof b.ConnectedVia === 'string') m.connectedVia = b.ConnectedVia;
+    if (typeof b.TransferProtocolType === 'string') m.transferProtocolType = b.TransferProtocolType;
+    return m;
+  }
+
+  /** The recorded body with the live media state; keys the vendor does not have stay absent. */
+  mediaBody(slot: MediaSlot, v: MediaState): string {
+    const body = { ...(this.json(slot.path) ?? {}) };
+    body.Image = v.image;
+    if ('ImageName' in body) body.ImageName = v.imageName;
+    body.Inserted = v.inserted;
+    body.WriteProtected = v.writeProtected;
+    if ('ConnectedVia' in body) body.ConnectedVia = v.connectedVia;
+    if ('TransferProtocolType' in body || v.transferProtocolType) body.TransferProtocolType = v.transferProtocolType;
+    if ('@odata.etag' in body) body['@odata.etag'] = etagOf(v);
+    return JSON.stringify(body);
   }
 
   private raw(p: string): string | null {
@@ -113,6 +198,7 @@ export class MockupModel implements SimModel {
         BootSourceOverrideMode: typeof boot.BootSourceOverrideMode === 'string' ? boot.BootSourceOverrideMode : d.BootSourceOverrideMode,
       },
       version: 1,
+      running: body.PowerState === 'Off' ? null : { device: 'Hdd', image: null, slot: null, phase: 'up', since: Math.round(Date.now()) },
     };
   }
 

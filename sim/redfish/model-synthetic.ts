@@ -4,8 +4,9 @@
  * sensors), a manager and a SessionService. Static bodies are serialised once per process and
  * shared by every BMC; only the system body is built per request.
  */
-import { defaultBoot, STANDARD_BOOT_TARGETS, type SimModel } from './model.js';
-import type { SystemState } from './state.js';
+import { defaultBoot, emptyMedia, STANDARD_BOOT_TARGETS, type MediaSlot, type SimModel } from './model.js';
+import { NO_QUIRKS, type VmediaQuirks } from './quirks.js';
+import type { MediaState, SystemState } from './state.js';
 
 /** Which sensor resources the chassis offers: legacy Thermal/Power, the newer Sensors, or both. */
 export type ChassisModel = 'both' | 'legacy' | 'sensors';
@@ -256,7 +257,7 @@ function nicBody(id: string, mac: string, nic: (typeof NICS)[number]): object {
  * Static bodies by normalised path; an expanded variant (`$expand=.($levels=1)`: a resource's
  * own subordinate resources inline, not its Links) under `<path>?expand` when `expand` is on.
  */
-function buildStatic(model: ChassisModel, expand: boolean): Map<string, string> {
+function buildStatic(model: ChassisModel, expand: boolean, vmedia: string): Map<string, string> {
   const m = new Map<string, string>();
   const put = (path: string, body: object) => m.set(path.toLowerCase(), JSON.stringify(body));
   put('/redfish', { v1: `${V1}/` });
@@ -348,6 +349,7 @@ function buildStatic(model: ChassisModel, expand: boolean): Map<string, string> 
     ManagerType: 'BMC',
     FirmwareVersion: '1.0.0-sim',
     Status: status(),
+    ...(vmedia.startsWith(MANAGER) ? { VirtualMedia: ref(vmedia) } : {}),
     Links: { ManagerForServers: [ref(SYSTEM)], ManagerForChassis: [ref(ENCLOSURE), ref(BOARD)] },
   });
   put(`${V1}/SessionService`, {
@@ -363,6 +365,28 @@ function buildStatic(model: ChassisModel, expand: boolean): Map<string, string> 
 }
 
 const STATIC_CACHE = new Map<string, Map<string, string>>();
+const TRANSFER_PROTOCOLS = ['CIFS', 'FTP', 'SFTP', 'HTTP', 'HTTPS', 'NFS', 'SCP', 'TFTP', 'OEM'];
+
+/** The two slots, where the quirks put them: a CD/DVD drive and a USB stick. */
+function syntheticSlots(q: Readonly<VmediaQuirks>): Array<MediaSlot & { name: string; slotId: string }> {
+  const base = q.underSystems ? `${SYSTEM}/VirtualMedia` : `${MANAGER}/VirtualMedia`;
+  const ids = q.underSystems ? ['1', '2'] : ['Cd', 'USB'];
+  const defs = [
+    { slotId: ids[0], name: 'Virtual CD', mediaTypes: q.dvdOnly ? ['DVD'] : ['CD', 'DVD'] },
+    { slotId: ids[1], name: 'Virtual Removable Media', mediaTypes: ['USBStick'] },
+  ];
+  return defs.map((d) => {
+    const id = `${base}/${d.slotId}`;
+    return {
+      ...d,
+      id,
+      path: id.toLowerCase(),
+      system: SYSTEM.toLowerCase(),
+      insertTarget: q.patchOnly ? null : `${id}/Actions/VirtualMedia.InsertMedia`.toLowerCase(),
+      ejectTarget: q.patchOnly || q.noEjectAction ? null : `${id}/Actions/VirtualMedia.EjectMedia`.toLowerCase(),
+    };
+  });
+}
 const NICS_PATH = `${SYSTEM}/EthernetInterfaces`.toLowerCase();
 const NICS_COLLECTION = JSON.stringify(
   collection('EthernetInterface', `${SYSTEM}/EthernetInterfaces`, 'Ethernet Network Interface Collection', NICS.map((n) => `${SYSTEM}/EthernetInterfaces/${n.id}`)),
@@ -372,6 +396,11 @@ export class SyntheticModel implements SimModel {
   readonly systemPaths: ReadonlySet<string> = new Set([SYSTEM.toLowerCase()]);
   readonly sessionsPath = SESSIONS.toLowerCase();
   private readonly bodies: Map<string, string>;
+  readonly mediaSlots: ReadonlyMap<string, MediaSlot>;
+  readonly mediaActions: ReadonlyMap<string, { slot: MediaSlot; action: 'insert' | 'eject' }>;
+  private readonly slotInfo = new Map<string, { name: string; slotId: string }>();
+  private readonly vmediaPath: string;
+  private readonly bootTargetList: readonly string[];
 
   /**
    * `expand`: the service root advertises `$expand=.` and chassis and collections honour it.
@@ -382,18 +411,69 @@ export class SyntheticModel implements SimModel {
     model: ChassisModel = 'both',
     expand = true,
     private readonly fleet = 0,
+    private readonly quirks: Readonly<VmediaQuirks> = NO_QUIRKS,
   ) {
-    const key = `${model}:${String(expand)}`;
+    this.vmediaPath = quirks.underSystems ? `${SYSTEM}/VirtualMedia` : `${MANAGER}/VirtualMedia`;
+    const slots = syntheticSlots(quirks);
+    const key = `${model}:${String(expand)}:${this.vmediaPath}:${slots.map((sl) => sl.mediaTypes.join('+')).join(',')}`;
     let bodies = STATIC_CACHE.get(key);
     if (!bodies) {
-      bodies = buildStatic(model, expand);
+      bodies = buildStatic(model, expand, this.vmediaPath);
+      bodies.set(this.vmediaPath.toLowerCase(), JSON.stringify(collection('VirtualMedia', this.vmediaPath, 'Virtual Media Services', slots.map((sl) => sl.id))));
       STATIC_CACHE.set(key, bodies);
     }
     this.bodies = bodies;
+    const byPath = new Map<string, MediaSlot>();
+    const actions = new Map<string, { slot: MediaSlot; action: 'insert' | 'eject' }>();
+    for (const { name, slotId, ...slot } of slots) {
+      byPath.set(slot.path, slot);
+      this.slotInfo.set(slot.path, { name, slotId });
+      if (slot.insertTarget) actions.set(slot.insertTarget, { slot, action: 'insert' });
+      if (slot.ejectTarget) actions.set(slot.ejectTarget, { slot, action: 'eject' });
+    }
+    this.mediaSlots = byPath;
+    this.mediaActions = actions;
+    // SuperMicro names the virtual CD UsbCd (sushy rewrites Cd for it).
+    this.bootTargetList = quirks.supermicro ? BOOT_TARGETS.map((t) => (t === 'Cd' ? 'UsbCd' : t)) : BOOT_TARGETS;
+  }
+
+  initialMedia(): MediaState {
+    return emptyMedia();
+  }
+
+  mediaBody(slot: MediaSlot, v: MediaState): string {
+    const info = this.slotInfo.get(slot.path) ?? { name: 'Virtual Media', slotId: slot.id };
+    const actions: Record<string, unknown> = {};
+    if (slot.ejectTarget) actions['#VirtualMedia.EjectMedia'] = { target: `${slot.id}/Actions/VirtualMedia.EjectMedia` };
+    if (slot.insertTarget) {
+      actions['#VirtualMedia.InsertMedia'] = {
+        target: `${slot.id}/Actions/VirtualMedia.InsertMedia`,
+        'TransferProtocolType@Redfish.AllowableValues': TRANSFER_PROTOCOLS,
+        'TransferMethod@Redfish.AllowableValues': ['Stream', 'Upload'],
+      };
+    }
+    return JSON.stringify({
+      '@odata.type': '#VirtualMedia.v1_6_0.VirtualMedia',
+      '@odata.id': slot.id,
+      Id: info.slotId,
+      Name: info.name,
+      Description: info.name,
+      MediaTypes: slot.mediaTypes,
+      Image: v.image,
+      ImageName: v.imageName,
+      Inserted: v.inserted,
+      WriteProtected: v.writeProtected,
+      ConnectedVia: v.connectedVia,
+      TransferProtocolType: v.transferProtocolType,
+      TransferMethod: v.inserted ? 'Stream' : null,
+      UserName: v.userName,
+      Password: null,
+      ...(Object.keys(actions).length ? { Actions: actions } : {}),
+    });
   }
 
   initialSystem(): SystemState {
-    return { power: 'On', boot: defaultBoot(), version: 1 };
+    return { power: 'On', boot: defaultBoot(), version: 1, running: { device: 'Hdd', image: null, slot: null, phase: 'up', since: Math.round(Date.now()) } };
   }
 
   systemBody(_path: string, state: SystemState, bmcIndex: number): string {
@@ -412,7 +492,7 @@ export class SyntheticModel implements SimModel {
       PowerState: state.power,
       Boot: {
         ...state.boot,
-        'BootSourceOverrideTarget@Redfish.AllowableValues': BOOT_TARGETS,
+        'BootSourceOverrideTarget@Redfish.AllowableValues': this.bootTargetList,
         'BootSourceOverrideMode@Redfish.AllowableValues': ['Legacy', 'UEFI'],
       },
       ProcessorSummary: { Count: CPUS.length, LogicalProcessorCount: CPUS.length * 48, Model: CPU_MODEL, Status: status() },
@@ -421,6 +501,7 @@ export class SyntheticModel implements SimModel {
       EthernetInterfaces: ref(`${SYSTEM}/EthernetInterfaces`),
       SimpleStorage: ref(`${SYSTEM}/SimpleStorage`),
       Storage: ref(`${SYSTEM}/Storage`),
+      ...(this.quirks.underSystems ? { VirtualMedia: ref(this.vmediaPath) } : {}),
       Links: { Chassis: [ref(ENCLOSURE), ref(BOARD)], ManagedBy: [ref(MANAGER)] },
       Actions: {
         '#ComputerSystem.Reset': { target: `${SYSTEM}/Actions/ComputerSystem.Reset`, 'ResetType@Redfish.AllowableValues': RESET_TYPES },
@@ -437,7 +518,7 @@ export class SyntheticModel implements SimModel {
   }
 
   bootTargets(): readonly string[] {
-    return BOOT_TARGETS;
+    return this.bootTargetList;
   }
 
   get(path: string, query: string, bmcIndex: number): string | null {

@@ -4,7 +4,21 @@
  * (model-mockup.ts). Paths given to a model are normalised: lower case, no query, no
  * fragment, no trailing slash.
  */
-import type { BootOverride, SystemState } from './state.js';
+import type { BootOverride, MediaState, SystemState } from './state.js';
+
+/** A virtual media slot (a VirtualMedia resource) as the model serves it. */
+export interface MediaSlot {
+  /** `@odata.id` as served (canonical case). */
+  id: string;
+  /** Normalised path. */
+  path: string;
+  /** Normalised path of the system that boots from it. */
+  system: string;
+  mediaTypes: readonly string[];
+  /** Normalised action targets; null when the slot has no such action. */
+  insertTarget: string | null;
+  ejectTarget: string | null;
+}
 
 export interface SimModel {
   /** Normalised paths of the ComputerSystems whose power and boot the simulator changes. */
@@ -20,6 +34,14 @@ export interface SimModel {
   resetTypes(path: string): readonly string[];
   /** Allowed BootSourceOverrideTarget values; null when the system has no Boot object. */
   bootTargets(path: string): readonly string[] | null;
+  /** Virtual media slots by normalised path. */
+  readonly mediaSlots: ReadonlyMap<string, MediaSlot>;
+  /** Normalised InsertMedia/EjectMedia targets → their slot. */
+  readonly mediaActions: ReadonlyMap<string, { slot: MediaSlot; action: 'insert' | 'eject' }>;
+  /** The state a slot starts in. */
+  initialMedia(slot: MediaSlot): MediaState;
+  /** The body of a slot showing `view` (what a GET shows, which a sticky eject may hold back). */
+  mediaBody(slot: MediaSlot, view: MediaState): string;
   /** The body of any other resource, or null when there is none. `query` is the raw query string. */
   get(path: string, query: string, bmcIndex: number): string | null;
   /** Paths that answer without authentication (service root and friends). */
@@ -43,6 +65,11 @@ export function normalisePath(raw: string): string {
 
 export const STANDARD_RESET_TYPES = ['On', 'ForceOff', 'GracefulShutdown', 'GracefulRestart', 'ForceRestart', 'Nmi', 'ForceOn', 'PushPowerButton', 'PowerCycle'];
 export const STANDARD_BOOT_TARGETS = ['None', 'Pxe', 'Cd', 'Usb', 'Hdd', 'BiosSetup', 'Utilities', 'Diags', 'UefiShell', 'UefiTarget', 'UefiHttp'];
+
+/** An empty slot. */
+export function emptyMedia(): MediaState {
+  return { image: '', imageName: '', inserted: false, writeProtected: true, connectedVia: 'NotConnected', transferProtocolType: null, userName: '', version: 1, ejectedAt: 0 };
+}
 
 export function defaultBoot(): BootOverride {
   return { BootSourceOverrideTarget: 'None', BootSourceOverrideEnabled: 'Disabled', BootSourceOverrideMode: 'UEFI' };

@@ -7,7 +7,10 @@
  *   POST /_sim/reset           zero the counters and the log
  *   POST /_sim/expire-sessions forget every session (the next request with a token gets 401)
  *   GET|POST /_sim/faults      read or change this BMC's fault knobs (JSON, merged)
- *   GET|POST /_sim/state       read or set power ("On"/"Off") and boot override of its systems
+ *   GET|POST /_sim/state       read or set power ("On"/"Off"), boot override and what runs on its
+ *                              systems, and its virtual media slots (see docs/operations.md)
+ *   GET|POST /_sim/events[?since=SEQ]  the ordered log of inserts, ejects, refusals, boot
+ *                              overrides, resets and boots (bounded); POST empties it
  *   GET  /_sim/totals          counters summed over every BMC of the process
  *   GET|POST /_sim/chains      over every BMC of the process: the longest request chain (the
  *                              sum of the latencies imposed on one BMC's requests) since the
@@ -19,8 +22,10 @@ import path from 'node:path';
 import { RedfishHandler, readBody, send, type Credentials } from './handler.js';
 import { MockupModel } from './model-mockup.js';
 import { SyntheticModel, type ChassisModel } from './model-synthetic.js';
-import type { SimModel } from './model.js';
-import { DEFAULT_FAULTS, SimBmc, etagOf, type BmcCounters, type SimFaults } from './state.js';
+import { emptyMedia, normalisePath, type SimModel } from './model.js';
+import { NO_QUIRKS, parseQuirks, type VmediaQuirks } from './quirks.js';
+import { DEFAULT_FAULTS, SimBmc, etagOf, type BmcCounters, type MediaState, type SimFaults } from './state.js';
+import type { ImageCheck, VirtualMedia } from './vmedia.js';
 
 export interface RedfishSimOptions extends Partial<Omit<SimFaults, 'unavailable'>> {
   /** Number of BMCs. */
@@ -41,6 +46,13 @@ export interface RedfishSimOptions extends Partial<Omit<SimFaults, 'unavailable'
    * Give fleets that register in the same conductor different ids, so that their MACs differ.
    */
   fleetId?: number;
+  /**
+   * Vendor behaviours of virtual media and boot for the whole fleet: quirk names (quirks.ts,
+   * `sticky-inserted=SECONDS`) or a parsed set.
+   */
+  vmediaQuirks?: readonly string[] | Readonly<VmediaQuirks>;
+  /** When the BMC fetches an inserted image, so that a 404 fails: never (default), at insert, at boot. */
+  vmediaCheckImage?: ImageCheck;
   /** Entries kept in each BMC's request log (default 10,000; 0 keeps none). */
   logLimit?: number;
   /**
@@ -108,7 +120,11 @@ function chainSummary(bmcs: SimBmc[], mark: boolean): ChainSummary {
 const FAULT_KEYS = new Set<string>(Object.keys(DEFAULT_FAULTS));
 const LISTEN_BATCH = 256;
 
-async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, req: IncomingMessage, res: ServerResponse, port: number): Promise<void> {
+function mediaOut(m: MediaState, view: MediaState): Record<string, unknown> {
+  return { image: m.image, inserted: m.inserted, writeProtected: m.writeProtected, transferProtocolType: m.transferProtocolType, etag: etagOf(m), ...(view !== m ? { shownInserted: view.inserted } : {}) };
+}
+
+async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: VirtualMedia, req: IncomingMessage, res: ServerResponse, port: number): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://sim');
   const write = req.method === 'POST' || req.method === 'PUT';
   const body = write ? await readBody(req) : '';
@@ -142,12 +158,19 @@ async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, req: Incomin
       }
       return send(res, 200, JSON.stringify(bmc.faults));
     }
+    case '/_sim/events': {
+      if (write) bmc.events = [];
+      const since = Number(url.searchParams.get('since') ?? 0);
+      return send(res, 200, JSON.stringify({ events: since > 0 ? bmc.events.filter((e) => e.seq > since) : bmc.events }));
+    }
     case '/_sim/state': {
       const systems = [...model.systemPaths];
       if (write) {
+        if (input.media !== undefined && (typeof input.media !== 'object' || input.media === null)) return send(res, 400, JSON.stringify({ error: 'media must be an object' }));
         for (const p of systems) {
           let s = bmc.systems.get(p);
-          if (!s) {
+          if (!s || input.initial === true) {
+            if (s?.timer) clearTimeout(s.timer);
             s = model.initialSystem(p);
             bmc.systems.set(p, s);
           }
@@ -155,22 +178,47 @@ async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, req: Incomin
             // A state set from outside wins over a transition still pending from an earlier reset.
             if (s.timer) clearTimeout(s.timer);
             s.timer = undefined;
+            s.bootStartedAt = undefined;
             s.power = input.power;
+            s.running = input.power === 'Off' ? null : (s.running ?? { device: 'Hdd', image: null, slot: null, phase: 'up', since: Date.now() });
           }
           if (typeof input.boot === 'object' && input.boot !== null) s.boot = { ...s.boot, ...(input.boot as object) };
           s.version++;
+        }
+        if (input.initial === true) bmc.media.clear();
+        // media: {"<slot @odata.id or Id>": {"Image": url, "Inserted": bool} | null (empty)}
+        for (const [key, v] of Object.entries((input.media ?? {}) as Record<string, unknown>)) {
+          const k = normalisePath(key);
+          const slot = model.mediaSlots.get(k) ?? [...model.mediaSlots.values()].find((sl) => sl.path.endsWith(`/${k}`));
+          if (!slot) return send(res, 400, JSON.stringify({ error: `no virtual media slot ${key}` }));
+          const m = vmedia.state(bmc, slot);
+          const next = emptyMedia();
+          if (v !== null && typeof v === 'object') {
+            const o = v as Record<string, unknown>;
+            if (typeof o.Image === 'string') next.image = o.Image;
+            next.inserted = typeof o.Inserted === 'boolean' ? o.Inserted : Boolean(next.image);
+            if (next.inserted) next.connectedVia = 'URI';
+          }
+          Object.assign(m, { ...next, version: m.version + 1, ejectedAt: 0, before: undefined });
         }
       }
       const out: Record<string, unknown> = {};
       for (const p of systems) {
         const s = bmc.systems.get(p) ?? model.initialSystem(p);
-        out[p] = { power: s.power, boot: s.boot, etag: etagOf(s) };
+        out[p] = { power: s.power, boot: s.boot, running: s.running, etag: etagOf(s) };
       }
-      return send(res, 200, JSON.stringify({ systems: out }));
+      const media: Record<string, unknown> = {};
+      for (const slot of model.mediaSlots.values()) media[slot.id] = mediaOut(vmedia.state(bmc, slot), vmedia.view(bmc, slot));
+      return send(res, 200, JSON.stringify({ systems: out, media }));
     }
     default:
       return send(res, 404, JSON.stringify({ error: `no control endpoint ${url.pathname}` }));
   }
+}
+
+function quirksOf(opts: RedfishSimOptions): Readonly<VmediaQuirks> {
+  if (opts.vmediaQuirks === undefined) return NO_QUIRKS;
+  return Array.isArray(opts.vmediaQuirks) ? parseQuirks(opts.vmediaQuirks as readonly string[]) : (opts.vmediaQuirks as VmediaQuirks);
 }
 
 function listen(server: http.Server, port: number, host: string): Promise<number> {
@@ -189,8 +237,9 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
   const host = opts.host ?? '127.0.0.1';
   const base = opts.basePort ?? 0;
   const creds: Credentials = { username: opts.username ?? 'admin', password: opts.password ?? 'password' };
-  const model: SimModel = opts.mockup ? new MockupModel(path.resolve(opts.mockup)) : new SyntheticModel(opts.chassis ?? 'both', opts.expand ?? true, opts.fleetId ?? 0);
-  const handler = new RedfishHandler(model, creds);
+  const quirks = quirksOf(opts);
+  const model: SimModel = opts.mockup ? new MockupModel(path.resolve(opts.mockup)) : new SyntheticModel(opts.chassis ?? 'both', opts.expand ?? true, opts.fleetId ?? 0, quirks);
+  const handler = new RedfishHandler(model, creds, quirks, opts.vmediaCheckImage ?? 'none');
   const faults: SimFaults = { ...DEFAULT_FAULTS };
   for (const key of Object.keys(DEFAULT_FAULTS) as Array<keyof SimFaults>) {
     const v = (opts as Partial<SimFaults>)[key];
@@ -212,7 +261,7 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
     let port = 0;
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       const p = req.url ?? '';
-      const work = p.startsWith('/_sim/') ? control(bmc, bmcs, model, req, res, port) : handler.handle(bmc, req, res);
+      const work = p.startsWith('/_sim/') ? control(bmc, bmcs, model, handler.vmedia, req, res, port) : handler.handle(bmc, req, res);
       work.catch((err: unknown) => send(res, 500, JSON.stringify({ error: String(err) })));
     });
     // Keep idle keep-alive sockets longer than clients' pools do, so clients close first.

@@ -32,6 +32,18 @@ export interface SimFaults {
   requireIfMatch: boolean;
   /** A Reset goes through PoweringOn/PoweringOff for this long before reaching its state. */
   powerDelayMs: number;
+  /**
+   * A boot (a power on or a restart) takes a uniformly random time in [min, max] ms, during
+   * which PowerState is PoweringOn (after `powerDelayMs`, when both are set).
+   */
+  bootMs: [number, number];
+  /** 0, or the status every InsertMedia (and inserting PATCH) is refused with: 400 or 500. */
+  insertMediaStatus: number;
+  /**
+   * The BMC has lost power: every Redfish request has its connection reset, the host is off
+   * and the virtual media are gone. Clearing it brings the BMC back with the host off.
+   */
+  powerLost: boolean;
 }
 
 export const DEFAULT_FAULTS: Readonly<SimFaults> = Object.freeze({
@@ -48,6 +60,9 @@ export const DEFAULT_FAULTS: Readonly<SimFaults> = Object.freeze({
   sessionLimitStatus: 503,
   requireIfMatch: false,
   powerDelayMs: 0,
+  bootMs: [0, 0] as [number, number],
+  insertMediaStatus: 0,
+  powerLost: false,
 });
 
 export type PowerState = 'On' | 'Off' | 'PoweringOn' | 'PoweringOff';
@@ -58,6 +73,23 @@ export interface BootOverride {
   BootSourceOverrideMode: string;
 }
 
+/** What a powered-on system runs, as the last boot left it. */
+export interface Running {
+  /** The device booted: `Cd`, `UsbCd`, `Usb`, `Hdd`, `Pxe`, … (`Hdd` when an override found no media). */
+  device: string;
+  /** The ISO or image booted from virtual media, else null. */
+  image: string | null;
+  /** The `@odata.id` of the virtual media slot booted from, else null. */
+  slot: string | null;
+  /** The override target asked for, when it differs from `device`. */
+  requested?: string;
+  phase: 'booting' | 'up' | 'failed';
+  /** Why the boot failed (the image URL answered 404, …). */
+  error?: string;
+  /** Epoch ms at which the boot started. */
+  since: number;
+}
+
 /** The mutable part of one ComputerSystem. */
 export interface SystemState {
   power: PowerState;
@@ -65,7 +97,40 @@ export interface SystemState {
   /** Bumped on every change; the ETag is derived from it. */
   version: number;
   timer?: NodeJS.Timeout;
+  /** Null while off. */
+  running: Running | null;
+  /** While a boot is in progress: when it started and how long it takes (ms), for the chain. */
+  bootStartedAt?: number;
+  bootMs?: number;
 }
+
+/** One virtual media slot. */
+export interface MediaState {
+  image: string;
+  imageName: string;
+  inserted: boolean;
+  writeProtected: boolean;
+  connectedVia: string;
+  transferProtocolType: string | null;
+  userName: string;
+  version: number;
+  /** Epoch ms of the last eject (0: never), for the sticky-inserted and eject-in-progress quirks. */
+  ejectedAt: number;
+  /** What the slot held before the last eject, shown while it is sticky. */
+  before?: Pick<MediaState, 'image' | 'imageName' | 'inserted' | 'writeProtected' | 'connectedVia' | 'transferProtocolType'>;
+}
+
+/** An entry of a BMC's event log: the calls that matter to provisioning, in order. */
+export interface SimEvent {
+  seq: number;
+  /** Epoch ms. */
+  at: number;
+  type: 'insert' | 'eject' | 'refused' | 'boot-override' | 'reset' | 'boot-started' | 'boot-finished' | 'boot-failed' | 'power-lost' | 'power-restored';
+  [detail: string]: unknown;
+}
+
+/** Events kept per BMC; the oldest half goes when it is full, so memory stays bounded. */
+export const EVENT_LIMIT = 512;
 
 export interface Session {
   id: string;
@@ -108,6 +173,10 @@ export class SimBmc {
   chainMs = 0;
   chainRequests = 0;
   log: LogEntry[] = [];
+  /** Virtual media slots by normalised path, made on first use. */
+  readonly media = new Map<string, MediaState>();
+  events: SimEvent[] = [];
+  private eventSeq = 0;
 
   constructor(
     readonly index: number,
@@ -146,7 +215,28 @@ export class SimBmc {
   }
 
   setFaults(patch: Partial<SimFaults>): void {
+    const wasLost = this.faults.powerLost;
     this.faults = { ...this.faults, ...patch, unavailable: { ...this.faults.unavailable, ...(patch.unavailable ?? {}) } };
+    if (this.faults.powerLost && !wasLost) {
+      for (const s of this.systems.values()) {
+        this.endBoot(s, false);
+        if (s.timer) clearTimeout(s.timer);
+        s.timer = undefined;
+        s.power = 'Off';
+        s.running = null;
+        s.version++;
+      }
+      this.media.clear();
+      this.event('power-lost', {});
+    } else if (wasLost && !this.faults.powerLost) {
+      this.event('power-restored', {});
+    }
+  }
+
+  /** Appends to the event log. */
+  event(type: SimEvent['type'], detail: Record<string, unknown>): void {
+    if (this.events.length >= EVENT_LIMIT) this.events = this.events.slice(this.events.length - EVENT_LIMIT / 2);
+    this.events.push({ seq: ++this.eventSeq, at: Math.round(now()), type, ...detail });
   }
 
   counters(): BmcCounters {
@@ -170,6 +260,7 @@ export class SimBmc {
     this.chainMs = 0;
     this.chainRequests = 0;
     this.log = [];
+    this.events = [];
   }
 
   /** Opens a session, or returns null when the session limit is reached. */
@@ -193,17 +284,26 @@ export class SimBmc {
     return n;
   }
 
-  /** Applies a reset to a system; with `powerDelayMs` it passes through a transitional state. */
-  reset(system: SystemState, type: string): void {
+  /**
+   * Applies a reset to a system. A reset that ends On from Off, and every restart, is a boot:
+   * `boot` (called then) says what the system boots, and consumes a Once override. With
+   * `powerDelayMs` or `bootMs` the system passes through PoweringOn/PoweringOff first.
+   * Returns the state the reset leads to, or null when the type changes nothing.
+   */
+  reset(system: SystemState, type: string, boot: () => Omit<Running, 'phase' | 'since'>): 'On' | 'Off' | null {
     const current = system.power === 'On' || system.power === 'PoweringOn';
     let target: 'On' | 'Off' | null;
+    let restart = false;
     switch (type) {
       case 'On':
       case 'ForceOn':
+        target = 'On';
+        break;
       case 'ForceRestart':
       case 'GracefulRestart':
       case 'PowerCycle':
         target = 'On';
+        restart = true;
         break;
       case 'ForceOff':
       case 'GracefulShutdown':
@@ -216,14 +316,32 @@ export class SimBmc {
       default:
         target = null;
     }
-    if (target === null) return;
+    if (target === null) return null;
+    this.event('reset', { resetType: type, from: system.power, to: target });
     system.version++;
     if (system.timer) clearTimeout(system.timer);
     system.timer = undefined;
-    const delay = this.faults.powerDelayMs;
+    const boots = target === 'On' && (restart || !current);
+    if (target === 'Off' || boots) this.endBoot(system, false);
+    if (target === 'Off') system.running = null;
+    let delay = this.faults.powerDelayMs;
+    let bootMs = 0;
+    if (boots) {
+      const [lo, hi] = this.faults.bootMs;
+      bootMs = Math.round(lo + Math.random() * Math.max(0, hi - lo));
+      delay += bootMs;
+      system.running = { ...boot(), phase: 'booting', since: Math.round(now()) };
+      system.bootStartedAt = now();
+      system.bootMs = bootMs;
+      this.event('boot-started', { device: system.running.device, image: system.running.image, slot: system.running.slot, ...(system.running.requested ? { requested: system.running.requested } : {}), bootMs });
+    } else if (target === 'On' && system.power === 'PoweringOn' && system.bootStartedAt !== undefined) {
+      // An On during a boot lets the boot go on: the rest of it is still to wait.
+      delay = Math.max(0, (system.bootStartedAt + (system.bootMs ?? 0)) - now());
+    }
     if (delay <= 0) {
       system.power = target;
-      return;
+      if (boots) this.endBoot(system, true);
+      return target;
     }
     system.power = target === 'On' ? 'PoweringOn' : 'PoweringOff';
     const final = target;
@@ -231,8 +349,31 @@ export class SimBmc {
       system.power = final;
       system.version++;
       system.timer = undefined;
+      if (final === 'On') this.endBoot(system, true);
     }, delay);
     system.timer.unref();
+    return target;
+  }
+
+  /**
+   * Ends the boot in progress, finished or interrupted. The time it took counts in the
+   * request chain: a client that waits for PowerState On cannot see it sooner.
+   */
+  endBoot(system: SystemState, finished: boolean): void {
+    if (system.bootStartedAt === undefined) return;
+    const took = Math.min(system.bootMs ?? 0, Math.max(0, now() - system.bootStartedAt));
+    this.chainMs += finished ? (system.bootMs ?? 0) : took;
+    system.bootStartedAt = undefined;
+    system.bootMs = undefined;
+    const r = system.running;
+    if (!finished || !r || r.phase !== 'booting') return;
+    if (r.error) {
+      r.phase = 'failed';
+      this.event('boot-failed', { device: r.device, image: r.image, slot: r.slot, error: r.error });
+    } else {
+      r.phase = 'up';
+      this.event('boot-finished', { device: r.device, image: r.image, slot: r.slot });
+    }
   }
 
   stop(): void {
@@ -240,20 +381,14 @@ export class SimBmc {
   }
 }
 
-/** A weak ETag derived from the system's version. */
-export function etagOf(system: SystemState): string {
-  return `W/"${system.version.toString(16).padStart(8, '0')}"`;
+/** A weak ETag derived from the version of a system or a slot. */
+export function etagOf(resource: { version: number }): string {
+  return `W/"${resource.version.toString(16).padStart(8, '0')}"`;
 }
 
-/** A Redfish error body, as real BMCs send with 4xx/5xx. */
-export function redfishError(messageId: string, message: string): string {
-  return JSON.stringify({
-    error: {
-      code: `Base.1.8.${messageId}`,
-      message,
-      '@Message.ExtendedInfo': [
-        { '@odata.type': '#Message.v1_1_1.Message', MessageId: `Base.1.8.${messageId}`, Message: message, Severity: 'Warning', Resolution: 'None.' },
-      ],
-    },
-  });
+/** A Redfish error body, as real BMCs send with 4xx/5xx; `related` fills RelatedProperties. */
+export function redfishError(messageId: string, message: string, related?: string[]): string {
+  const info: Record<string, unknown> = { '@odata.type': '#Message.v1_1_1.Message', MessageId: `Base.1.8.${messageId}`, Message: message, Severity: 'Warning', Resolution: 'None.' };
+  if (related) info.RelatedProperties = related;
+  return JSON.stringify({ error: { code: `Base.1.8.${messageId}`, message, '@Message.ExtendedInfo': [info] } });
 }

@@ -4,7 +4,10 @@
  * profiles, and the same on the recorded mockup trees.
  */
 import { expect } from 'chai';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
+import { setFaults, simControl } from '../helpers/redfish.js';
 
 const BASIC = { authorization: `Basic ${Buffer.from('admin:password').toString('base64')}` };
 const SYSTEM = '/redfish/v1/Systems/System.Embedded.1';
@@ -29,6 +32,48 @@ async function call(url: string, method: string, body?: unknown, headers: Record
 }
 
 const get = (url: string) => call(url, 'GET');
+const post = (url: string, body?: unknown) => call(url, 'POST', body);
+const CD = '/redfish/v1/Managers/BMC/VirtualMedia/Cd';
+const ISO = 'http://images.example/deploy/live.iso';
+
+async function events(url: string): Promise<Json[]> {
+  return ((await (await fetch(`${url}/_sim/events`)).json()) as { events: Json[] }).events;
+}
+
+async function simState(url: string): Promise<Json> {
+  return (await (await fetch(`${url}/_sim/state`)).json()) as Json;
+}
+
+/** Events as short strings: "insert live.iso", "boot-override Cd/Continuous", "reset On", … */
+async function story(url: string): Promise<string[]> {
+  return (await events(url)).map((e) => {
+    switch (e.type) {
+      case 'insert':
+      case 'eject':
+        return `${e.type as string} ${String(e.image).split('/').pop() as string}`;
+      case 'boot-override':
+        return `boot-override ${e.target as string}/${e.enabled as string}${e.consumed ? ' (consumed)' : ''}`;
+      case 'reset':
+        return `reset ${e.resetType as string}`;
+      case 'boot-started':
+      case 'boot-finished':
+      case 'boot-failed':
+        return `${e.type as string} ${e.device as string}${e.image ? ` ${String(e.image).split('/').pop() as string}` : ''}`;
+      case 'refused':
+        return `refused ${e.call as string} ${e.status as number}`;
+      default:
+        return e.type as string;
+    }
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function fresh(url: string): Promise<void> {
+  await setFaults(url, { bootMs: [0, 0], powerDelayMs: 0, insertMediaStatus: 0, powerLost: false, requireIfMatch: false });
+  await simControl(url, 'state', { initial: true });
+  await simControl(url, 'reset');
+}
 
 describe('Redfish simulator: provisioning', function () {
   this.timeout(60_000);
@@ -92,6 +137,197 @@ describe('Redfish simulator: provisioning', function () {
       } finally {
         await again.stop();
         await other.stop();
+      }
+    });
+  });
+
+  describe('virtual media and boot on the synthetic BMC', () => {
+    let sim: RedfishSim;
+    let url: string;
+    before(async () => {
+      sim = await startRedfishSim({ count: 2 });
+      url = sim.bmcs[0].url;
+    });
+    after(() => sim.stop());
+    beforeEach(() => fresh(url));
+
+    it('lists a CD and a USB slot under the manager, in the shape sushy reads', async () => {
+      const mgr = (await get(`${url}/redfish/v1/Managers/BMC`)).body;
+      const coll = (await get(`${url}${mgr.VirtualMedia['@odata.id']}`)).body;
+      expect(coll.Members.map((m: Json) => m['@odata.id'])).to.deep.equal([CD, '/redfish/v1/Managers/BMC/VirtualMedia/USB']);
+      const cd = await get(`${url}${CD}`);
+      expect(cd.headers.get('etag')).to.match(/^W\/"/);
+      expect(cd.body).to.include({ Id: 'Cd', Image: '', Inserted: false, WriteProtected: true, ConnectedVia: 'NotConnected', TransferProtocolType: null });
+      expect(cd.body.MediaTypes).to.deep.equal(['CD', 'DVD']);
+      expect(cd.body.Actions['#VirtualMedia.InsertMedia'].target).to.equal(`${CD}/Actions/VirtualMedia.InsertMedia`);
+      expect(cd.body.Actions['#VirtualMedia.EjectMedia'].target).to.equal(`${CD}/Actions/VirtualMedia.EjectMedia`);
+      expect(cd.body.Actions['#VirtualMedia.InsertMedia']['TransferProtocolType@Redfish.AllowableValues']).to.include('HTTPS');
+      const usb = (await get(`${url}/redfish/v1/Managers/BMC/VirtualMedia/USB`)).body;
+      expect(usb.MediaTypes).to.deep.equal(['USBStick']);
+    });
+
+    it('inserts with InsertMedia, refuses a second insert, and ejects with or without a body', async () => {
+      const before = (await get(`${url}${CD}`)).headers.get('etag');
+      expect((await post(`${url}${CD}/Actions/VirtualMedia.InsertMedia`, { Image: ISO })).status).to.equal(204);
+      const cd = await get(`${url}${CD}`);
+      expect(cd.body).to.include({ Image: ISO, ImageName: 'live.iso', Inserted: true, WriteProtected: true, ConnectedVia: 'URI', TransferProtocolType: 'HTTP' });
+      expect(cd.headers.get('etag')).to.not.equal(before);
+      const again = await post(`${url}${CD}/Actions/VirtualMedia.InsertMedia`, { Image: ISO });
+      expect(again.status).to.equal(400);
+      expect(again.body.error['@Message.ExtendedInfo'][0].MessageId).to.match(/ResourceInUse$/);
+      expect((await post(`${url}${CD}/Actions/VirtualMedia.InsertMedia`, {})).status).to.equal(400);
+      expect((await post(`${url}${CD}/Actions/VirtualMedia.EjectMedia`)).status).to.equal(204);
+      expect((await get(`${url}${CD}`)).body).to.include({ Image: '', Inserted: false });
+      expect((await post(`${url}${CD}/Actions/VirtualMedia.EjectMedia`, {})).status).to.equal(204);
+      expect(await story(url)).to.deep.equal(['insert live.iso', 'refused InsertMedia 400', 'refused InsertMedia 400', 'eject live.iso']);
+    });
+
+    it('inserts and ejects by PATCH, honouring If-Match', async () => {
+      const etag = (await get(`${url}${CD}`)).headers.get('etag') ?? '';
+      const patch = (body: object, h: Record<string, string>) => call(`${url}${CD}`, 'PATCH', body, h);
+      expect((await patch({ Image: ISO, Inserted: true, WriteProtected: true }, { 'if-match': 'W/"00000000"' })).status).to.equal(412);
+      expect((await patch({ Image: ISO, Inserted: true, WriteProtected: true }, { 'if-match': etag })).status).to.equal(204);
+      expect((await get(`${url}${CD}`)).body).to.include({ Image: ISO, Inserted: true });
+      expect((await patch({ Image: null, Inserted: false }, { 'if-match': etag })).status).to.equal(412);
+      const now = (await get(`${url}${CD}`)).headers.get('etag') ?? '';
+      expect((await patch({ Image: null, Inserted: false }, { 'if-match': now })).status).to.equal(204);
+      expect((await get(`${url}${CD}`)).body).to.include({ Image: '', Inserted: false });
+    });
+
+    it('boots the inserted ISO on a Continuous Cd override, again after a restart, and logs it in order', async () => {
+      const sysUrl = `${url}${SYSTEM}`;
+      await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'ForceOff' });
+      await post(`${url}${CD}/Actions/VirtualMedia.InsertMedia`, { Image: ISO });
+      expect((await call(sysUrl, 'PATCH', { Boot: { BootSourceOverrideTarget: 'Cd', BootSourceOverrideEnabled: 'Continuous' } })).status).to.equal(204);
+      await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'On' });
+      let st = (await simState(url)).systems[SYSTEM.toLowerCase()];
+      expect(st.running).to.include({ device: 'Cd', image: ISO, slot: CD, phase: 'up' });
+      await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'ForceRestart' });
+      st = (await simState(url)).systems[SYSTEM.toLowerCase()];
+      expect(st.running).to.include({ device: 'Cd', image: ISO });
+      expect((await get(sysUrl)).body.Boot).to.include({ BootSourceOverrideTarget: 'Cd', BootSourceOverrideEnabled: 'Continuous' });
+      expect(await story(url)).to.deep.equal([
+        'reset ForceOff',
+        'insert live.iso',
+        'boot-override Cd/Continuous',
+        'reset On',
+        'boot-started Cd live.iso',
+        'boot-finished Cd live.iso',
+        'reset ForceRestart',
+        'boot-started Cd live.iso',
+        'boot-finished Cd live.iso',
+      ]);
+    });
+
+    it('consumes a Once override at boot and then boots the disk; an override with no media falls through to the disk', async () => {
+      const sysUrl = `${url}${SYSTEM}`;
+      await post(`${url}${CD}/Actions/VirtualMedia.InsertMedia`, { Image: ISO });
+      await call(sysUrl, 'PATCH', { Boot: { BootSourceOverrideTarget: 'Cd', BootSourceOverrideEnabled: 'Once' } });
+      await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'ForceRestart' });
+      expect((await get(sysUrl)).body.Boot).to.include({ BootSourceOverrideTarget: 'None', BootSourceOverrideEnabled: 'Disabled' });
+      expect((await simState(url)).systems[SYSTEM.toLowerCase()].running).to.include({ device: 'Cd', image: ISO });
+      await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'ForceRestart' });
+      expect((await simState(url)).systems[SYSTEM.toLowerCase()].running).to.include({ device: 'Hdd', image: null });
+      await post(`${url}${CD}/Actions/VirtualMedia.EjectMedia`);
+      await call(sysUrl, 'PATCH', { Boot: { BootSourceOverrideTarget: 'Cd', BootSourceOverrideEnabled: 'Continuous' } });
+      await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'ForceRestart' });
+      expect((await simState(url)).systems[SYSTEM.toLowerCase()].running).to.include({ device: 'Hdd', requested: 'Cd' });
+      const s = await story(url);
+      expect(s.slice(0, 5)).to.deep.equal(['insert live.iso', 'boot-override Cd/Once', 'reset ForceRestart', 'boot-override None/Disabled (consumed)', 'boot-started Cd live.iso']);
+    });
+
+    it('stays PoweringOn for the boot time, counts it in the chain, and an off ends it', async () => {
+      const sysUrl = `${url}${SYSTEM}`;
+      await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'ForceOff' });
+      await setFaults(url, { bootMs: [400, 400] });
+      await fetch(`${url}/_sim/chains`, { method: 'POST' });
+      await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'On' });
+      expect((await get(sysUrl)).body.PowerState).to.equal('PoweringOn');
+      expect((await simState(url)).systems[SYSTEM.toLowerCase()].running).to.include({ device: 'Hdd', phase: 'booting' });
+      // A second On while booting does not start another boot.
+      expect((await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'On' })).status).to.equal(204);
+      await sleep(550);
+      expect((await get(sysUrl)).body.PowerState).to.equal('On');
+      const chains = (await (await fetch(`${url}/_sim/chains`)).json()) as { longest: Array<[number, number, number]> };
+      expect(chains.longest[0][0]).to.equal(0);
+      expect(chains.longest[0][1]).to.equal(400);
+      expect((await story(url)).filter((e) => e.startsWith('boot-'))).to.deep.equal(['boot-started Hdd', 'boot-finished Hdd']);
+
+      await simControl(url, 'reset');
+      await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'ForceRestart' });
+      await sleep(100);
+      await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'ForceOff' });
+      expect((await get(sysUrl)).body.PowerState).to.equal('Off');
+      expect((await simState(url)).systems[SYSTEM.toLowerCase()].running).to.equal(null);
+      expect(await story(url)).to.deep.equal(['reset ForceRestart', 'boot-started Hdd', 'reset ForceOff']);
+    });
+
+    it('refuses InsertMedia by fault, and loses power: connections drop, the host is off, the media gone', async () => {
+      await setFaults(url, { insertMediaStatus: 500 });
+      expect((await post(`${url}${CD}/Actions/VirtualMedia.InsertMedia`, { Image: ISO })).status).to.equal(500);
+      await setFaults(url, { insertMediaStatus: 400 });
+      expect((await post(`${url}${CD}/Actions/VirtualMedia.InsertMedia`, { Image: ISO })).status).to.equal(400);
+      await setFaults(url, { insertMediaStatus: 0 });
+      expect((await post(`${url}${CD}/Actions/VirtualMedia.InsertMedia`, { Image: ISO })).status).to.equal(204);
+      await setFaults(url, { powerLost: true });
+      const lost = await fetch(`${url}${SYSTEM}`, { headers: BASIC }).then(
+        () => 'answered',
+        () => 'dropped',
+      );
+      expect(lost).to.equal('dropped');
+      expect((await get(`${sim.bmcs[1].url}${SYSTEM}`)).status).to.equal(200);
+      await setFaults(url, { powerLost: false });
+      expect((await get(`${url}${SYSTEM}`)).body.PowerState).to.equal('Off');
+      expect((await get(`${url}${CD}`)).body.Inserted).to.equal(false);
+      expect(await story(url)).to.deep.equal(['refused InsertMedia 500', 'refused InsertMedia 400', 'insert live.iso', 'power-lost', 'power-restored']);
+    });
+
+    it('sets media from the control API and reports it with the running state', async () => {
+      await simControl(url, 'state', { media: { Cd: { Image: ISO } } });
+      const st = await simState(url);
+      expect(st.media[CD]).to.include({ image: ISO, inserted: true });
+      expect((await get(`${url}${CD}`)).body.Inserted).to.equal(true);
+      expect((await fetch(`${url}/_sim/state`, { method: 'POST', body: JSON.stringify({ media: { Nope: null } }) })).status).to.equal(400);
+    });
+  });
+
+  describe('image checks', () => {
+    let images: http.Server;
+    let base: string;
+    before(async () => {
+      images = http.createServer((req, res) => res.writeHead(req.url === '/there.iso' ? 200 : 404).end());
+      await new Promise<void>((r) => images.listen(0, '127.0.0.1', r));
+      base = `http://127.0.0.1:${(images.address() as AddressInfo).port}`;
+    });
+    after(() => new Promise<void>((r) => images.close(() => r())));
+
+    it('at insert: refuses an image that answers 404', async () => {
+      const sim = await startRedfishSim({ count: 1, vmediaCheckImage: 'insert' });
+      try {
+        const url = sim.bmcs[0].url;
+        const missing = await post(`${url}${CD}/Actions/VirtualMedia.InsertMedia`, { Image: `${base}/missing.iso` });
+        expect(missing.status).to.equal(400);
+        expect(missing.body.error.message).to.contain('404');
+        expect((await post(`${url}${CD}/Actions/VirtualMedia.InsertMedia`, { Image: `${base}/there.iso` })).status).to.equal(204);
+      } finally {
+        await sim.stop();
+      }
+    });
+
+    it('at boot: the boot of an image that answers 404 fails', async () => {
+      const sim = await startRedfishSim({ count: 1, vmediaCheckImage: 'boot', bootMs: [200, 200] });
+      try {
+        const url = sim.bmcs[0].url;
+        expect((await post(`${url}${CD}/Actions/VirtualMedia.InsertMedia`, { Image: `${base}/missing.iso` })).status).to.equal(204);
+        await call(`${url}${SYSTEM}`, 'PATCH', { Boot: { BootSourceOverrideTarget: 'Cd', BootSourceOverrideEnabled: 'Continuous' } });
+        await post(`${url}${SYSTEM}/Actions/ComputerSystem.Reset`, { ResetType: 'ForceRestart' });
+        await sleep(350);
+        const running = (await simState(url)).systems[SYSTEM.toLowerCase()].running as Json;
+        expect(running).to.include({ device: 'Cd', phase: 'failed' });
+        expect(running.error).to.contain('404');
+        expect((await story(url)).slice(-2)).to.deep.equal(['boot-started Cd missing.iso', 'boot-failed Cd missing.iso']);
+      } finally {
+        await sim.stop();
       }
     });
   });
