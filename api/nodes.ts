@@ -3,44 +3,46 @@ import jsonpatch from 'fast-json-patch';
 import { randomUUID } from 'node:crypto';
 import {
   InterfaceNotFoundInEntrypoint, InvalidParameterValue, MissingParameterValue, PatchError, InvalidState, NodeLocked, NotAcceptable,
+  NodeProtected, ResourceNotFound,
 } from '../common/errors.js';
 import { ProvisionState } from '../common/states.js';
 import {
   createNode, deleteNode, getNode, getNodesByIds, listNodeStamps, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges,
   type NodeFilters, type NodeStamp,
 } from '../db/nodes.js';
-import type { InterfaceKind } from '../drivers/interfaces.js';
+import { INTERFACE_KINDS, type InterfaceKind } from '../drivers/interfaces.js';
 import type { ApiDeps } from './deps.js';
 import { baseUrl } from './links.js';
 import { nodeView, parseFields } from './node-view.js';
-import { NODE_FIELDS, NODE_FIELD_BY_NAME, DEFAULT_LIST_FIELDS } from './node-fields.js';
+import { NODE_FIELD_BY_NAME, DEFAULT_LIST_FIELDS } from './node-fields.js';
 import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
 import { checkFieldValue, checkFieldVersion, checkName, ironicBoolean, isUuid, requireObject } from './body.js';
 import { noValidHost } from './drivers.js';
 import { ConductorLocator } from './conductor-locator.js';
 import { RenderedNodes } from './rendered-nodes.js';
+import { describeNode, validateAll } from '../drivers/validate-node.js';
+import { getInventory } from '../db/inventory.js';
+
+/** The node field holding each interface kind. */
+export const INTERFACE_FIELDS = Object.fromEntries(
+  INTERFACE_KINDS.map((k) => [k, `${k}Interface`]),
+) as Record<InterfaceKind, `${InterfaceKind}Interface` & keyof NodeChanges>;
 
 /** API field name → domain field name, for the writable fields. */
 const WRITABLE: ReadonlyMap<string, keyof NodeChanges> = new Map([
   ['uuid', 'uuid'], ['name', 'name'], ['driver', 'driver'], ['driver_info', 'driverInfo'], ['properties', 'properties'],
   ['instance_info', 'instanceInfo'], ['instance_uuid', 'instanceUuid'], ['extra', 'extra'], ['chassis_uuid', 'chassisUuid'],
-  ['resource_class', 'resourceClass'], ['console_interface', 'consoleInterface'],
-  ['management_interface', 'managementInterface'], ['power_interface', 'powerInterface'],
+  ['resource_class', 'resourceClass'],
+  ...INTERFACE_KINDS.map((k): [string, keyof NodeChanges] => [`${k}_interface`, INTERFACE_FIELDS[k]]),
   ['conductor_group', 'conductorGroup'], ['automated_clean', 'automatedClean'], ['protected', 'protected'],
   ['protected_reason', 'protectedReason'], ['owner', 'owner'], ['description', 'description'],
-  ['retired', 'retired'], ['retired_reason', 'retiredReason'], ['lessee', 'lessee'],
+  ['retired', 'retired'], ['retired_reason', 'retiredReason'], ['lessee', 'lessee'], ['network_data', 'networkData'],
+  ['disable_power_off', 'disablePowerOff'],
 ]);
-
-const INTERFACE_FIELDS: Record<InterfaceKind, 'powerInterface' | 'managementInterface' | 'consoleInterface'> = {
-  power: 'powerInterface', management: 'managementInterface', console: 'consoleInterface',
-};
 
 const LIST_HEAD = Buffer.from('{"nodes":[');
 const LIST_TAIL = Buffer.from(']}');
 const COMMA = Buffer.from(',');
-
-/** Interfaces the API shows but Galvanic does not drive: only null (the default) is accepted. */
-const FIXED_INTERFACES = NODE_FIELDS.filter((f) => f.type === 'interface' && !f.writable).map((f) => f.name);
 
 function ident(req: FastifyRequest): string {
   return (req.params as { node: string }).node;
@@ -51,13 +53,6 @@ function toChanges(body: Record<string, unknown>, req: FastifyRequest, allowUuid
   const changes: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(body)) {
     const field = NODE_FIELD_BY_NAME.get(key);
-    if (field && FIXED_INTERFACES.includes(key)) {
-      checkFieldVersion(field, req.apiVersion);
-      if (value !== null && value !== undefined) {
-        throw new InvalidParameterValue(`Galvanic does not support setting ${key}; leave it unset.`);
-      }
-      continue;
-    }
     const target = WRITABLE.get(key);
     if (!field || !target || (key === 'uuid' && !allowUuid)) {
       if (field && !field.writable) throw new InvalidParameterValue(`'/${key}' is an internal attribute and can not be updated`);
@@ -85,9 +80,9 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
 
   function resolveInterfaces(driver: string, changes: NodeChanges, conductorGroup: string): Record<InterfaceKind, string> {
     if (!registry.hardwareTypes().some((t) => t.name === driver)) throw noValidHost(driver, conductorGroup);
-    return registry.resolve(driver, {
-      power: changes.powerInterface, management: changes.managementInterface, console: changes.consoleInterface,
-    });
+    const requested: Partial<Record<InterfaceKind, string | null>> = {};
+    for (const kind of INTERFACE_KINDS) requested[kind] = changes[INTERFACE_FIELDS[kind]] as string | null | undefined;
+    return registry.resolve(driver, requested);
   }
 
   async function view(req: FastifyRequest, node: Node, fields?: readonly string[]) {
@@ -180,9 +175,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const node = await createNode(db, {
       ...changes,
       driver: changes.driver as string,
-      powerInterface: ifaces.power,
-      managementInterface: ifaces.management,
-      consoleInterface: ifaces.console,
+      ...interfaceChanges(ifaces),
       // Before 1.11 nodes were born available; since then in enroll.
       provisionState: req.apiVersion.atLeast(11) ? ProvisionState.ENROLL : ProvisionState.AVAILABLE,
     });
@@ -258,8 +251,9 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
         if (changes.driver === undefined || kept.length === 0 || !(err instanceof InterfaceNotFoundInEntrypoint)) throw err;
         throw new InterfaceNotFoundInEntrypoint(`${err.message} Changing the driver keeps the node's ${kept.join(', ')}: set the incompatible ones in the same request, or pass reset_interfaces=True (baremetal node set --reset-interfaces) to reset them to the new hardware type's defaults.`);
       }
-      for (const [kind, f] of Object.entries(INTERFACE_FIELDS)) changes[f] = ifaces[kind as InterfaceKind];
+      Object.assign(changes, interfaceChanges(ifaces));
     }
+    checkUpdateRules(current, changes);
     const updated = Object.keys(changes).length === 0 && expectedVersion === undefined
       ? current
       : await updateNode(db, current.id, changes, { expectedVersion });
@@ -273,7 +267,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     if (node.provisionState === ProvisionState.ACTIVE && !node.maintenance) {
       throw new InvalidState(`Can not delete node "${node.uuid}" while it is in provision state "${node.provisionState}". Valid provision states to start deletion are: available, enroll, manageable, clean failed, or any state in maintenance mode.`);
     }
-    if (node.protected) throw new InvalidState(`Node ${node.uuid} is protected and cannot be undeployed, rebuilt or deleted`);
+    if (node.protected) throw new NodeProtected(node.uuid);
     await deleteNode(db, node.id);
     reply.code(204).send();
   });
@@ -297,27 +291,68 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
 
   app.get('/v1/nodes/:node/validate', async (req) => {
     const n = await getNode(db, ident(req));
-    const result: Record<string, { result: boolean | null; reason: string | null }> = {};
-    const check = (kind: InterfaceKind, name: string | null) => {
-      const impl = name ? registry.implementations[kind][name] : undefined;
-      if (!impl) return { result: false, reason: `${kind} interface ${name ?? 'none'} is not enabled` };
-      try {
-        impl.validate(n.driverInfo);
-        return { result: true, reason: null };
-      } catch (err) {
-        return { result: false, reason: (err as Error).message };
-      }
-    };
-    for (const iface of ['bios', 'boot', 'deploy', 'inspect', 'network', 'raid', 'rescue', 'storage']) {
-      result[iface] = { result: null, reason: 'not supported' };
-    }
-    result.power = check('power', n.powerInterface);
-    result.management = check('management', n.managementInterface);
-    result.console = n.consoleInterface === 'no-console'
-      ? { result: null, reason: 'not supported' }
-      : check('console', n.consoleInterface);
-    return result;
+    return validateAll(registry, describeNode(n));
   });
+
+  app.get('/v1/nodes/:node/inventory', async (req) => {
+    if (!req.apiVersion.atLeast(81)) throw new ResourceNotFound('The resource could not be found.');
+    const n = await getNode(db, ident(req));
+    const inv = await getInventory(db, n.id, n.uuid);
+    return { inventory: inv.inventory, plugin_data: inv.pluginData };
+  });
+}
+
+/** Where a node's interfaces and resource class may change (Ironic's allowed_update_states). */
+const UPDATE_STATES = ['enroll', 'inspecting', 'inspect wait', 'manageable', 'available'];
+
+/**
+ * The rules Ironic's conductor applies to an update before writing it (update_node):
+ * protection only while deployed, retirement not while available, interfaces only in the
+ * update states or in maintenance, an instance_uuid never overwritten. Adjusts `changes`
+ * (clearing a reason with its flag) as Ironic does.
+ */
+function checkUpdateRules(current: Node, changes: NodeChanges): void {
+  const state = current.provisionState;
+  if ('protected' in changes) {
+    if (!changes.protected) changes.protectedReason = null;
+    else if (state !== 'active' && state !== 'rescue') {
+      throw new InvalidState(`Node ${current.uuid} can only be made protected in provision states 'active' or 'rescue', the current state is '${state}'`);
+    }
+  }
+  const isProtected = changes.protected ?? current.protected;
+  if ('protectedReason' in changes && changes.protectedReason && !isProtected) {
+    throw new InvalidParameterValue('The protected_reason field can only be set when protected is True');
+  }
+  if ('retired' in changes) {
+    if (!changes.retired) changes.retiredReason = null;
+    else if (state === 'available') {
+      throw new InvalidState(`Node ${current.uuid} can not have 'retired' set in provision state 'available', the current state is '${state}'`);
+    }
+  }
+  const isRetired = changes.retired ?? current.retired;
+  if ('retiredReason' in changes && changes.retiredReason && !isRetired) {
+    throw new InvalidParameterValue('The retired_reason field can only be set when retired is True');
+  }
+  const allowed = UPDATE_STATES.includes(state);
+  for (const kind of INTERFACE_KINDS) {
+    const f = INTERFACE_FIELDS[kind];
+    if (f in changes && changes[f] !== current[f] && !allowed && !current.maintenance) {
+      throw new InvalidState(`Node ${current.uuid} can not have ${kind}_interface updated unless it is in one of allowed (${UPDATE_STATES.join(', ')}) states or in maintenance mode. Current state is '${state}'.`);
+    }
+  }
+  if (changes.instanceUuid && current.instanceUuid && changes.instanceUuid !== current.instanceUuid) {
+    throw new InvalidState(`Node ${current.uuid} is associated with instance ${current.instanceUuid}.`);
+  }
+  if ('resourceClass' in changes && current.resourceClass && !allowed) {
+    throw new InvalidState(`Node ${current.uuid} can not have resource_class updated unless it is in one of allowed (${UPDATE_STATES.join(', ')}) states. Current state is '${state}'.`);
+  }
+}
+
+/** Resolved interfaces as node changes. */
+function interfaceChanges(ifaces: Record<InterfaceKind, string>): NodeChanges {
+  const out: Record<string, string> = {};
+  for (const kind of INTERFACE_KINDS) out[INTERFACE_FIELDS[kind]] = ifaces[kind];
+  return out as NodeChanges;
 }
 
 /** Request ids as Ironic sends them. */

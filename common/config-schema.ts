@@ -85,6 +85,56 @@ export const SCHEMA = {
       default: ['no-console', 'fake', 'ipmitool-sol'],
       help: 'Console interfaces that nodes may use.',
     },
+    enabled_bios_interfaces: {
+      type: 'list',
+      default: ['fake', 'no-bios'],
+      help: 'BIOS interfaces that nodes may use.',
+    },
+    enabled_boot_interfaces: {
+      type: 'list',
+      default: ['fake', 'redfish-virtual-media', 'pxe'],
+      help: 'Boot interfaces that nodes may use.',
+    },
+    enabled_deploy_interfaces: {
+      type: 'list',
+      default: ['fake', 'ramdisk'],
+      help: 'Deploy interfaces that nodes may use.',
+    },
+    enabled_firmware_interfaces: {
+      type: 'list',
+      default: ['fake', 'no-firmware'],
+      help: 'Firmware interfaces that nodes may use.',
+    },
+    enabled_inspect_interfaces: {
+      type: 'list',
+      default: ['fake', 'redfish', 'no-inspect'],
+      help: 'Inspect interfaces that nodes may use.',
+    },
+    enabled_network_interfaces: {
+      type: 'list',
+      default: ['noop'],
+      help: 'Network interfaces that nodes may use.',
+    },
+    enabled_raid_interfaces: {
+      type: 'list',
+      default: ['fake', 'no-raid'],
+      help: 'RAID interfaces that nodes may use.',
+    },
+    enabled_rescue_interfaces: {
+      type: 'list',
+      default: ['fake', 'no-rescue'],
+      help: 'Rescue interfaces that nodes may use.',
+    },
+    enabled_storage_interfaces: {
+      type: 'list',
+      default: ['noop'],
+      help: 'Storage interfaces that nodes may use.',
+    },
+    enabled_vendor_interfaces: {
+      type: 'list',
+      default: ['fake', 'no-vendor'],
+      help: 'Vendor interfaces that nodes may use.',
+    },
     default_power_interface: {
       type: 'string',
       default: '',
@@ -99,6 +149,56 @@ export const SCHEMA = {
       type: 'string',
       default: '',
       help: "Console interface given to new nodes that do not name one. Empty means the hardware type's default.",
+    },
+    default_bios_interface: {
+      type: 'string',
+      default: '',
+      help: "BIOS interface given to new nodes that do not name one. Empty means the hardware type's default.",
+    },
+    default_boot_interface: {
+      type: 'string',
+      default: '',
+      help: "Boot interface given to new nodes that do not name one. Empty means the hardware type's default.",
+    },
+    default_deploy_interface: {
+      type: 'string',
+      default: '',
+      help: "Deploy interface given to new nodes that do not name one. Empty means the hardware type's default.",
+    },
+    default_firmware_interface: {
+      type: 'string',
+      default: '',
+      help: "Firmware interface given to new nodes that do not name one. Empty means the hardware type's default.",
+    },
+    default_inspect_interface: {
+      type: 'string',
+      default: '',
+      help: "Inspect interface given to new nodes that do not name one. Empty means the hardware type's default.",
+    },
+    default_network_interface: {
+      type: 'string',
+      default: '',
+      help: "Network interface given to new nodes that do not name one. Empty means the hardware type's default.",
+    },
+    default_raid_interface: {
+      type: 'string',
+      default: '',
+      help: "RAID interface given to new nodes that do not name one. Empty means the hardware type's default.",
+    },
+    default_rescue_interface: {
+      type: 'string',
+      default: '',
+      help: "Rescue interface given to new nodes that do not name one. Empty means the hardware type's default.",
+    },
+    default_storage_interface: {
+      type: 'string',
+      default: '',
+      help: "Storage interface given to new nodes that do not name one. Empty means the hardware type's default.",
+    },
+    default_vendor_interface: {
+      type: 'string',
+      default: '',
+      help: "Vendor interface given to new nodes that do not name one. Empty means the hardware type's default.",
     },
   },
 
@@ -184,6 +284,35 @@ export const SCHEMA = {
       type: 'string',
       default: '',
       help: 'Conductor group this conductor serves; it only manages nodes whose conductor_group matches.',
+    },
+    automated_clean: {
+      type: 'bool',
+      default: true,
+      help: "Whether nodes are cleaned automatically on provide and after undeploy. A node's own automated_clean overrides it. Only out-of-band clean steps with a priority above 0 run automatically, and the interfaces Galvanic ships have none: automated cleaning passes straight through cleaning to available.",
+    },
+    deploy_callback_timeout: {
+      type: 'int',
+      default: 1800,
+      min: 0,
+      help: 'Seconds a node may wait in wait call-back before its deploy is failed. 0 disables the check.',
+    },
+    inspect_wait_timeout: {
+      type: 'int',
+      default: 1800,
+      min: 0,
+      help: 'Seconds a node may wait in inspect wait before its inspection is failed. 0 disables the check.',
+    },
+    clean_callback_timeout: {
+      type: 'int',
+      default: 1800,
+      min: 0,
+      help: 'Seconds a node may wait in clean wait before its cleaning is failed. 0 disables the check.',
+    },
+    check_provision_state_interval: {
+      type: 'int',
+      default: 60,
+      min: 1,
+      help: 'Seconds between two checks for nodes that have waited too long in a wait state, or are left in a transitional provision state with no work queued for them.',
     },
     heartbeat_interval: {
       type: 'int',

@@ -252,3 +252,18 @@ export class HardwareInspectionFailure extends DriverError {
 export class VirtualMediaUnavailable extends DriverError {
   readonly code = 'VIRTUAL_MEDIA_UNAVAILABLE';
 }
+/** Ironic's NodeProtected (403). */
+export class NodeProtected extends GalvanicError {
+  readonly code = 'NODE_PROTECTED';
+  override readonly httpStatus: number = 403;
+  constructor(node: string) {
+    super(`Node ${node} is protected and cannot be undeployed, rebuilt or deleted`);
+  }
+}
+/** Ironic's NodeInMaintenance (400). */
+export class NodeInMaintenance extends BadRequestError {
+  readonly code = 'NODE_IN_MAINTENANCE';
+  constructor(op: string, node: string) {
+    super(`The ${op} operation can't be performed on node ${node} because it's in maintenance mode.`);
+  }
+}

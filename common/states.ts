@@ -1,24 +1,43 @@
 /**
- * Provision states and the one transition table (Ironic's names, the part before deploy).
- * An API verb moves a stable state into a transitional one with a target; the conductor
- * ends the transition with `done` or `fail`.
+ * Provision states and the one transition table (Ironic 21.4's state machine, the parts a
+ * standalone deployment reaches). An API verb moves a stable state into a transitional one
+ * with a target; the conductor ends the transition (`target` on success, `onFail` on failure)
+ * or moves it into a wait state that a later event or a timeout ends.
  */
 
 export const ProvisionState = {
   ENROLL: 'enroll',
   VERIFYING: 'verifying',
   MANAGEABLE: 'manageable',
+  INSPECTING: 'inspecting',
+  INSPECTWAIT: 'inspect wait',
+  INSPECTFAIL: 'inspect failed',
   CLEANING: 'cleaning',
+  CLEANWAIT: 'clean wait',
   CLEANFAIL: 'clean failed',
   AVAILABLE: 'available',
+  DEPLOYING: 'deploying',
+  DEPLOYWAIT: 'wait call-back',
+  DEPLOYFAIL: 'deploy failed',
   ACTIVE: 'active',
+  DELETING: 'deleting',
+  ERROR: 'error',
 } as const;
 export type ProvisionStateName = (typeof ProvisionState)[keyof typeof ProvisionState];
 
+const S = ProvisionState;
+
+/** States in which nothing is under way. */
 export const STABLE_STATES: ReadonlySet<string> = new Set([
-  ProvisionState.ENROLL, ProvisionState.MANAGEABLE, ProvisionState.AVAILABLE, ProvisionState.ACTIVE,
-  ProvisionState.CLEANFAIL,
+  S.ENROLL, S.MANAGEABLE, S.AVAILABLE, S.ACTIVE, S.CLEANFAIL, S.INSPECTFAIL, S.DEPLOYFAIL, S.ERROR,
 ]);
+
+/** States that wait for a call-back, each failed after its `[conductor]` timeout. */
+export const WAIT_STATES: Readonly<Record<string, { timeoutOption: 'deploy_callback_timeout' | 'inspect_wait_timeout' | 'clean_callback_timeout'; onTimeout: string; what: string }>> = {
+  [S.DEPLOYWAIT]: { timeoutOption: 'deploy_callback_timeout', onTimeout: S.DEPLOYFAIL, what: 'deploy' },
+  [S.INSPECTWAIT]: { timeoutOption: 'inspect_wait_timeout', onTimeout: S.INSPECTFAIL, what: 'inspection' },
+  [S.CLEANWAIT]: { timeoutOption: 'clean_callback_timeout', onTimeout: S.CLEANFAIL, what: 'cleaning' },
+};
 
 /** Verbs the API accepts on `PUT …/states/provision` (Ironic's full list, for its messages). */
 export const KNOWN_VERBS = [
@@ -26,36 +45,53 @@ export const KNOWN_VERBS = [
   'abort', 'adopt', 'rescue', 'unrescue', 'service', 'unhold',
 ] as const;
 
-interface Transition {
+/** What the conductor does for a transition. */
+export type ProvisionWork = 'verify' | 'inspect' | 'clean' | 'deploy' | 'tear_down' | 'none' | 'abort';
+
+export interface Transition {
   /** State while the conductor works. */
   via: string;
   /** Stable state on success. */
   target: string;
   /** Stable state on failure. */
   onFail: string;
+  work: ProvisionWork;
 }
 
-/** from-state → verb → transition. Anything not here is refused. */
+const t = (via: string, target: string, onFail: string, work: ProvisionWork): Transition => ({ via, target, onFail, work });
+const deploy = t(S.DEPLOYING, S.ACTIVE, S.DEPLOYFAIL, 'deploy');
+// Undeploy: deleting, then automated cleaning (the conductor moves on to cleaning), then available.
+const tearDown = t(S.DELETING, S.AVAILABLE, S.ERROR, 'tear_down');
+
+/** from-state → verb → transition. Anything not here is refused (Ironic has no manage → manage). */
 const TABLE: Record<string, Record<string, Transition>> = {
-  [ProvisionState.ENROLL]: {
-    manage: { via: ProvisionState.VERIFYING, target: ProvisionState.MANAGEABLE, onFail: ProvisionState.ENROLL },
+  [S.ENROLL]: { manage: t(S.VERIFYING, S.MANAGEABLE, S.ENROLL, 'verify') },
+  [S.MANAGEABLE]: {
+    provide: t(S.CLEANING, S.AVAILABLE, S.CLEANFAIL, 'clean'),
+    inspect: t(S.INSPECTING, S.MANAGEABLE, S.INSPECTFAIL, 'inspect'),
+    clean: t(S.CLEANING, S.MANAGEABLE, S.CLEANFAIL, 'clean'),
   },
-  [ProvisionState.MANAGEABLE]: {
-    // Galvanic has no cleaning ramdisk: cleaning here is the (empty) automated clean.
-    provide: { via: ProvisionState.CLEANING, target: ProvisionState.AVAILABLE, onFail: ProvisionState.CLEANFAIL },
-    manage: { via: ProvisionState.VERIFYING, target: ProvisionState.MANAGEABLE, onFail: ProvisionState.MANAGEABLE },
+  [S.AVAILABLE]: {
+    manage: t(S.MANAGEABLE, S.MANAGEABLE, S.AVAILABLE, 'none'),
+    active: deploy, deploy,
   },
-  [ProvisionState.AVAILABLE]: {
-    manage: { via: ProvisionState.MANAGEABLE, target: ProvisionState.MANAGEABLE, onFail: ProvisionState.AVAILABLE },
+  [S.CLEANFAIL]: { manage: t(S.MANAGEABLE, S.MANAGEABLE, S.CLEANFAIL, 'none') },
+  [S.INSPECTFAIL]: {
+    manage: t(S.MANAGEABLE, S.MANAGEABLE, S.INSPECTFAIL, 'none'),
+    inspect: t(S.INSPECTING, S.MANAGEABLE, S.INSPECTFAIL, 'inspect'),
   },
-  [ProvisionState.CLEANFAIL]: {
-    manage: { via: ProvisionState.MANAGEABLE, target: ProvisionState.MANAGEABLE, onFail: ProvisionState.CLEANFAIL },
-  },
+  [S.INSPECTWAIT]: { abort: t(S.INSPECTFAIL, S.INSPECTFAIL, S.INSPECTFAIL, 'abort') },
+  [S.CLEANWAIT]: { abort: t(S.CLEANFAIL, S.CLEANFAIL, S.CLEANFAIL, 'abort') },
+  [S.ACTIVE]: { rebuild: deploy, deleted: tearDown, undeploy: tearDown },
+  [S.DEPLOYFAIL]: { active: deploy, deploy, rebuild: deploy, deleted: tearDown, undeploy: tearDown },
+  [S.DEPLOYWAIT]: { deleted: tearDown, undeploy: tearDown },
+  [S.ERROR]: { rebuild: deploy, deleted: tearDown, undeploy: tearDown },
 };
 
 /** The transition for `verb` from `state`, or undefined when the verb is not allowed there. */
 export function transitionFor(state: string, verb: string): Transition | undefined {
-  return TABLE[state]?.[verb];
+  const row = Object.hasOwn(TABLE, state) ? TABLE[state] : undefined;
+  return row && Object.hasOwn(row, verb) ? row[verb] : undefined;
 }
 
 /** Ironic's message for a verb refused in the node's current state. */

@@ -173,7 +173,11 @@ export class IntentRunner {
     const node = task.node;
     const action = this.actions[intent.kind];
     const ctx: ActionContext = {
-      task, node, intent, registry: this.registry, log,
+      task, intent, registry: this.registry, log,
+      // The node as the task last wrote it: long actions record progress (the step running now).
+      get node() {
+        return task.node;
+      },
       driver: { nodeUuid: node.uuid, driverInfo: node.driverInfo, log, trace: `${intent.uuid}#${intent.attempts}`, attempt: intent.attempts },
     };
     const note = action?.notification;
@@ -192,7 +196,7 @@ export class IntentRunner {
       if (res !== undefined) {
         const done = res;
         const history = done.history && { nodeId: node.id, conductor: host, user: intent.requester, operation: intent.operation, ...done.history };
-        const updated = await withCommitRetries(log, () => this.successes.record({ task, intent, changes: done.changes ?? {}, result: done.result, history }));
+        const updated = await withCommitRetries(log, () => this.successes.record({ task, intent, changes: done.changes ?? {}, result: done.result, history, write: done.write }));
         this.wake.notify(INTENT_DONE_CHANNEL, intent.uuid);
         if (note) this.notifier.emit(`${note.prefix}.end`, 'info', note.payloadName, nodePayload(updated, note.extra(ctx)));
       } else {

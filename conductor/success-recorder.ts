@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import { Batcher, type BatchOutcome } from '../common/batcher.js';
 import type { Intent } from '../db/intents.js';
 import { finishSucceededIntents } from '../db/intents.js';
@@ -12,6 +13,8 @@ export interface Success {
   changes: NodeChanges;
   result: unknown;
   history?: NewHistoryEvent;
+  /** More rows to write with the outcome (inventory, ports found by inspection). */
+  write?: (trx: Knex.Transaction, node: Node) => Promise<void>;
 }
 
 /**
@@ -29,6 +32,7 @@ export class SuccessRecorder {
         const done = held.map((h) => batch[h.index]);
         await finishSucceededIntents(trx, done.map((s) => ({ id: s.intent.id, result: s.result })));
         await recordHistories(trx, done.flatMap((s) => (s.history ? [s.history] : [])));
+        for (const h of held) await batch[h.index].write?.(trx, h.node);
       }, update);
       return out.map((r): BatchOutcome<Node> => (r instanceof LockLost ? { error: r } : { value: r }));
     }, maxBatch);

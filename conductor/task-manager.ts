@@ -31,7 +31,8 @@ export class Task {
 
   constructor(
     private readonly db: Knex,
-    readonly node: Node,
+    /** The node as last written by this task (claim, then each `progress`). */
+    public node: Node,
     readonly mode: LockMode,
     readonly purpose: string,
     private readonly hostname: string,
@@ -60,6 +61,17 @@ export class Task {
       if (more && held.length) await more(trx, held[0].node);
     }, update);
     if (outcome instanceof LockLost) throw outcome;
+    return outcome;
+  }
+
+  /**
+   * Writes `changes` while keeping the reservation: progress of long work (the step running
+   * now), seen by clients before the outcome. Throws LockLost when the node is no longer ours.
+   */
+  async progress(changes: NodeChanges): Promise<Node> {
+    const [outcome] = await commitTasks(this.db, this.hostname, [{ task: this, changes }], async () => {}, {}, false);
+    if (outcome instanceof LockLost) throw outcome;
+    this.node = outcome;
     return outcome;
   }
 
@@ -128,6 +140,7 @@ export async function commitTasks(
   outcomes: readonly TaskOutcome[],
   more: (trx: Knex.Transaction, held: Array<{ index: number; node: Node }>) => Promise<void>,
   update: AccessOptions = {},
+  release = true,
 ): Promise<Array<Node | LockLost>> {
   for (const o of outcomes) o.task.requireExclusive();
   const result = await db.transaction(async (trx) => {
@@ -145,7 +158,7 @@ export async function commitTasks(
     const out = new Array<Node | LockLost>(outcomes.length);
     outcomes.forEach((o, index) => {
       const row = locked.get(o.task.node.id);
-      if (row?.held_by_task === true) held.push({ index, change: { before: nodeMapper.fromRow(row), changes: { ...o.changes, reservation: null } } });
+      if (row?.held_by_task === true) held.push({ index, change: { before: nodeMapper.fromRow(row), changes: release ? { ...o.changes, reservation: null } : o.changes } });
       else out[index] = o.task.lockLost();
     });
     const nodes = await updateLockedNodes(trx, held.map((h) => h.change), update);
@@ -153,7 +166,7 @@ export async function commitTasks(
     await more(trx, held.map((h, k) => ({ index: h.index, node: nodes[k] })));
     return out;
   });
-  result.forEach((r, i) => { if (!(r instanceof LockLost)) outcomes[i].task.markCommitted(); });
+  if (release) result.forEach((r, i) => { if (!(r instanceof LockLost)) outcomes[i].task.markCommitted(); });
   return result;
 }
 

@@ -13,6 +13,16 @@ export interface Node {
   powerInterface: string | null;
   managementInterface: string | null;
   consoleInterface: string | null;
+  biosInterface: string | null;
+  bootInterface: string | null;
+  deployInterface: string | null;
+  firmwareInterface: string | null;
+  inspectInterface: string | null;
+  networkInterface: string | null;
+  raidInterface: string | null;
+  rescueInterface: string | null;
+  storageInterface: string | null;
+  vendorInterface: string | null;
   driverInfo: Record<string, unknown>;
   driverInternalInfo: Record<string, unknown>;
   properties: Record<string, unknown>;
@@ -45,6 +55,11 @@ export interface Node {
   parentNode: string | null;
   inspectionStartedAt: Date | null;
   inspectionFinishedAt: Date | null;
+  /** The deploy step running now ({} when none), as Ironic shows it. */
+  deployStep: Record<string, unknown>;
+  cleanStep: Record<string, unknown>;
+  networkData: Record<string, unknown>;
+  disablePowerOff: boolean;
   version: number;
   accessEpoch: number;
   createdAt: Date;
@@ -54,9 +69,11 @@ export interface Node {
 /** Fields a caller may set; the rest are managed here (ids, version, timestamps). */
 export type NodeChanges = Partial<Omit<Node, 'id' | 'version' | 'accessEpoch' | 'createdAt' | 'updatedAt'>>;
 
-const JSON_COLUMNS = ['driver_info', 'driver_internal_info', 'properties', 'instance_info', 'extra'];
+const JSON_COLUMNS = ['driver_info', 'driver_internal_info', 'properties', 'instance_info', 'extra', 'deploy_step', 'clean_step', 'network_data'];
 export const NODE_COLUMNS = [
   'id', 'uuid', 'name', 'driver', 'power_interface', 'management_interface', 'console_interface',
+  'bios_interface', 'boot_interface', 'deploy_interface', 'firmware_interface', 'inspect_interface', 'network_interface',
+  'raid_interface', 'rescue_interface', 'storage_interface', 'vendor_interface', 'disable_power_off',
   ...JSON_COLUMNS, 'instance_uuid', 'description', 'provision_state', 'target_provision_state',
   'provision_updated_at', 'power_state', 'target_power_state', 'maintenance', 'maintenance_reason',
   'fault', 'last_error', 'reservation', 'conductor_group', 'owner', 'lessee', 'resource_class',

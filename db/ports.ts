@@ -105,3 +105,15 @@ export async function updatePort(db: Knex, id: number, changes: PortChanges): Pr
 export async function deletePort(db: Knex, id: number): Promise<void> {
   await db('ports').where('id', id).delete();
 }
+
+/**
+ * Creates a port for each MAC that has none yet (inspection's "create ports if not exist"); a
+ * MAC that already belongs to any node is left alone. Returns the MACs that got a port.
+ */
+export async function createMissingPorts(db: Knex, nodeId: number, macs: readonly string[]): Promise<string[]> {
+  const wanted = [...new Set(macs.map((m) => m.toLowerCase()))];
+  if (wanted.length === 0) return [];
+  const rows = wanted.map((address) => ({ uuid: randomUUID(), address, node_id: nodeId }));
+  const created = await db('ports').insert(rows).onConflict('address').ignore().returning('address');
+  return (created as Array<{ address: string }>).map((r) => r.address);
+}

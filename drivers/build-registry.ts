@@ -1,11 +1,13 @@
 import { pino, type Logger } from 'pino';
 import type { Config } from '../common/config.js';
 import { DriverRegistry } from './registry.js';
-import { FakeBmcs, FakeConsole, FakeManagement, FakePower, NoConsole, fakeHardware } from './fake/fake.js';
+import { FakeBmcs, FakeBoot, FakeConsole, FakeInspect, FakeManagement, FakePower, NoConsole, fakeHardware } from './fake/fake.js';
 import { IpmitoolSolConsole } from './ipmi/console.js';
-import type { HardwareType, InterfaceImplementations } from './interfaces.js';
+import { INTERFACE_KINDS, type BootInterface, type HardwareType, type InspectInterface, type InterfaceImplementations, type InterfaceKind } from './interfaces.js';
 import { createIpmiInterfaces, ipmiHardware, ipmiRunnerOptions } from './ipmi/hardware.js';
 import { RedfishDriver, redfishHardware, redfishOptions } from './redfish/index.js';
+import { GenericImpl, PxeBoot, fakeAndNone } from './generic.js';
+import { UnsupportedDriverExtension } from '../common/errors.js';
 
 /** Every hardware type this build of Galvanic knows; the config enables a subset. */
 export const KNOWN_HARDWARE_TYPES: readonly HardwareType[] = [fakeHardware, redfishHardware, ipmiHardware];
@@ -15,32 +17,52 @@ export const KNOWN_HARDWARE_TYPES: readonly HardwareType[] = [fakeHardware, redf
  * enabled are still constructed cheaply (no pools or workers start until first use).
  */
 export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverRegistry {
-  void log;
   const bmcs = new FakeBmcs(config.fake.record_file);
   const ipmi = createIpmiInterfaces(ipmiRunnerOptions(config, log));
   // No pool or session exists until the first call to a Redfish BMC.
   const redfish = new RedfishDriver(redfishOptions(config), log ?? pino({ level: 'silent' }));
+  const redfishExtra = redfish as unknown as { boot?: BootInterface; inspect?: InspectInterface };
+  const boot: Record<string, BootInterface> = { fake: new FakeBoot(bmcs), pxe: new PxeBoot() };
+  if (redfishExtra.boot) boot['redfish-virtual-media'] = redfishExtra.boot;
+  const inspect: Record<string, InspectInterface> = { fake: new FakeInspect(), 'no-inspect': new NoInspect() };
+  if (redfishExtra.inspect) inspect.redfish = redfishExtra.inspect;
   const impls: InterfaceImplementations = {
-    power: { fake: new FakePower(bmcs), redfish: redfish.power, ipmitool: ipmi.power },
-    management: { fake: new FakeManagement(bmcs), redfish: redfish.management, ipmitool: ipmi.management },
+    bios: fakeAndNone('bios'),
+    boot,
     console: { fake: new FakeConsole(), 'no-console': new NoConsole(), 'ipmitool-sol': new IpmitoolSolConsole() },
+    deploy: { fake: new GenericImpl(true), ramdisk: new GenericImpl(true) },
+    firmware: fakeAndNone('firmware'),
+    inspect,
+    management: { fake: new FakeManagement(bmcs), redfish: redfish.management, ipmitool: ipmi.management },
+    network: { noop: new GenericImpl(true) },
+    power: { fake: new FakePower(bmcs), redfish: redfish.power, ipmitool: ipmi.power },
+    raid: fakeAndNone('raid'),
+    rescue: fakeAndNone('rescue'),
+    storage: { noop: new GenericImpl(true) },
+    vendor: fakeAndNone('vendor'),
   };
-  const d = config.DEFAULT;
+  const d = config.DEFAULT as unknown as Record<string, unknown>;
+  const enabled = {} as Record<InterfaceKind, readonly string[]>;
+  const defaults = {} as Record<InterfaceKind, string>;
+  for (const kind of INTERFACE_KINDS) {
+    enabled[kind] = d[`enabled_${kind}_interfaces`] as string[];
+    defaults[kind] = d[`default_${kind}_interface`] as string;
+  }
   const registry = new DriverRegistry(KNOWN_HARDWARE_TYPES, impls, {
-    enabledHardwareTypes: d.enabled_hardware_types,
-    enabled: {
-      power: d.enabled_power_interfaces,
-      management: d.enabled_management_interfaces,
-      console: d.enabled_console_interfaces,
-    },
-    defaults: {
-      power: d.default_power_interface,
-      management: d.default_management_interface,
-      console: d.default_console_interface,
-    },
+    enabledHardwareTypes: config.DEFAULT.enabled_hardware_types, enabled, defaults,
   });
   // The pool itself starts on the first IPMI command; closing kills running ipmitools first.
   registry.onClose(ipmi.close);
   registry.onClose(() => redfish.close());
   return registry;
+}
+
+/** Ironic's no-inspect: inspection is refused before it starts. */
+class NoInspect implements InspectInterface {
+  validate(): void {
+    throw new UnsupportedDriverExtension('Inspection is not supported by the no-inspect interface.');
+  }
+  inspectHardware(): Promise<null> {
+    return Promise.reject(new UnsupportedDriverExtension('Inspection is not supported by the no-inspect interface.'));
+  }
 }

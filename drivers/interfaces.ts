@@ -116,9 +116,10 @@ export interface InspectInterface {
   validate(driverInfo: Readonly<Record<string, unknown>>): void;
   /**
    * Reads the hardware. `existingCapabilities` is the node's `properties.capabilities`, so that
-   * a boot_mode already set is kept. @throws HardwareInspectionFailure | DriverError
+   * a boot_mode already set is kept. Null: nothing was read and nothing is to change (fake).
+   * @throws HardwareInspectionFailure | DriverError
    */
-  inspectHardware(ctx: DriverContext, existingCapabilities: string | undefined): Promise<InspectionResult>;
+  inspectHardware(ctx: DriverContext, existingCapabilities: string | undefined): Promise<InspectionResult | null>;
 }
 
 /**

@@ -36,7 +36,7 @@ export class DriverRegistry {
     }
     for (const kind of INTERFACE_KINDS) {
       for (const iface of opts.enabled[kind]) {
-        if (!(iface in implementations[kind])) {
+        if (!Object.hasOwn(implementations[kind], iface)) {
           problems.push(`[DEFAULT] enabled_${kind}_interfaces: unknown ${kind} interface "${iface}" (known: ${Object.keys(implementations[kind]).join(', ')})`);
         }
       }
@@ -106,6 +106,12 @@ export class DriverRegistry {
       out[kind] = chosen;
     }
     return out;
+  }
+
+  /** The implementation of `kind` named `name`, or undefined when it is not enabled here. */
+  impl<K extends InterfaceKind>(kind: K, name: string | null | undefined): InterfaceImplementations[K][string] | undefined {
+    if (!name || !this.opts.enabled[kind].includes(name) || !Object.hasOwn(this.implementations[kind], name)) return undefined;
+    return this.implementations[kind][name] as InterfaceImplementations[K][string] | undefined;
   }
 
   power(name: string) {

@@ -1,48 +1,213 @@
-import { ProvisionState } from '../../common/states.js';
-import { InvalidDriverInfo } from '../../common/errors.js';
-import type { Action, ActionContext } from './types.js';
+import type { Knex } from 'knex';
+import { ProvisionState, type ProvisionWork } from '../../common/states.js';
+import { GalvanicError, InvalidDriverInfo, InvalidParameterValue, UnsupportedDriverExtension } from '../../common/errors.js';
+import { storeInventory } from '../../db/inventory.js';
+import type { Node, NodeChanges } from '../../db/nodes.js';
+import { createMissingPorts } from '../../db/ports.js';
+import type { InstanceBootRequest } from '../../drivers/interfaces.js';
+import { describeNode, ramdiskBootIso, validateForDeploy, validateInterface } from '../../drivers/validate-node.js';
+import { parseCapabilities } from '../../common/capabilities.js';
+import { cleanStepsFor, type CleanStep } from '../clean-steps.js';
+import type { Action, ActionContext, ActionResult } from './types.js';
 
-interface ProvisionArgs {
+/** What the API queued: the verb, the transition it started and its arguments. */
+export interface ProvisionArgs {
   verb: string;
   target: string;
   onFail: string;
+  work?: ProvisionWork;
+  /** Manual cleaning's steps (`clean` with `clean_steps`). */
+  cleanSteps?: CleanStep[];
+  /** Whether tear-down is followed by automated cleaning (decided when it was asked). */
+  automatedClean?: boolean;
+}
+
+function argsOf(ctx: Pick<ActionContext, 'intent'>): ProvisionArgs {
+  return ctx.intent.args as unknown as ProvisionArgs;
+}
+
+/** The work of an intent; intents queued before `work` existed only verified or confirmed. */
+function workOf(ctx: Pick<ActionContext, 'intent' | 'node'>): ProvisionWork {
+  return argsOf(ctx).work ?? (ctx.node.provisionState === ProvisionState.VERIFYING ? 'verify' : 'none');
+}
+
+const DEPLOY_STEP = { step: 'deploy', interface: 'deploy', priority: 100, args: {} };
+
+function powerOf(ctx: ActionContext) {
+  const power = ctx.registry.impl('power', ctx.node.powerInterface);
+  if (!power) throw new UnsupportedDriverExtension(`Power interface ${ctx.node.powerInterface} is not enabled on this conductor.`);
+  return power;
+}
+
+function bootOf(ctx: ActionContext) {
+  const boot = ctx.registry.impl('boot', ctx.node.bootInterface);
+  if (!boot) throw new UnsupportedDriverExtension(`Boot interface ${ctx.node.bootInterface} is not enabled on this conductor.`);
+  return boot;
+}
+
+/** `manage` from enroll: the power interface must accept driver_info and answer a power-state read. */
+async function verify(ctx: ActionContext): Promise<NodeChanges> {
+  const power = ctx.registry.impl('power', ctx.node.powerInterface);
+  if (!power) throw new InvalidDriverInfo(`Power interface ${ctx.node.powerInterface} is not enabled on this conductor.`);
+  power.validate(ctx.node.driverInfo);
+  return { powerState: await power.getPowerState(ctx.driver) };
 }
 
 /**
- * Ends a provision transition the API started. `manage` from enroll verifies: the power
- * interface must accept driver_info and answer a power-state read.
+ * The deploy step of the node's deploy interface. `ramdisk` is Ironic's RamdiskDeploy.deploy:
+ * power off, boot.prepare_instance (eject, insert the ISO, boot from it), power on; there is
+ * no call-back, so the node is active when it returns. `fake` does nothing, as Ironic's.
+ */
+async function deploy(ctx: ActionContext): Promise<NodeChanges> {
+  const node = ctx.node;
+  validateForDeploy(ctx.registry, describeNode(node));
+  await ctx.task.progress({ deployStep: DEPLOY_STEP });
+  if (node.deployInterface !== 'ramdisk') return { deployStep: {} };
+  const power = powerOf(ctx);
+  const boot = bootOf(ctx);
+  await power.setPowerState(ctx.driver, 'power off');
+  const req: InstanceBootRequest = { bootIso: ramdiskBootIso(node.instanceInfo) };
+  const mode = parseCapabilities(node.properties.capabilities).boot_mode ?? parseCapabilities(node.instanceInfo.capabilities).boot_mode;
+  if (mode === 'uefi' || mode === 'bios') req.bootMode = mode;
+  if (typeof node.instanceInfo.configdrive === 'string') req.configdrive = node.instanceInfo.configdrive;
+  const force = node.driverInfo.force_persistent_boot_device;
+  if (force === 'Default' || force === 'Always' || force === 'Never') req.forcePersistentBootDevice = force;
+  await boot.prepareInstance(ctx.driver, req);
+  await power.setPowerState(ctx.driver, 'power on');
+  return { deployStep: {}, powerState: 'power on' };
+}
+
+/**
+ * Ironic's _do_node_tear_down: the boot interface ejects what it inserted, the node is powered
+ * off (unless disable_power_off), and instance_info and instance_uuid are wiped.
+ */
+async function tearDown(ctx: ActionContext): Promise<NodeChanges> {
+  const node = ctx.node;
+  const changes: NodeChanges = { instanceInfo: {}, instanceUuid: null, deployStep: {} };
+  if (node.deployInterface === 'ramdisk') await bootOf(ctx).cleanUpInstance(ctx.driver);
+  if (!node.disablePowerOff && node.deployInterface !== 'fake') {
+    await powerOf(ctx).setPowerState(ctx.driver, 'power off');
+    changes.powerState = 'power off';
+  }
+  return changes;
+}
+
+/**
+ * Cleaning: the node's out-of-band steps, in priority order. Automated cleaning runs those with
+ * a priority above 0 (the interfaces Galvanic ships have none, so it passes straight through);
+ * manual cleaning runs the steps asked for, each of which must exist.
+ */
+async function clean(ctx: ActionContext, manual: CleanStep[] | undefined): Promise<NodeChanges> {
+  const available = cleanStepsFor(ctx.node);
+  const steps: CleanStep[] = manual ?? available.filter((s) => s.priority > 0).sort((a, b) => b.priority - a.priority)
+    .map((s) => ({ interface: s.interface, step: s.step, priority: s.priority, args: {} }));
+  for (const step of steps) {
+    const known = available.find((s) => s.interface === step.interface && s.step === step.step);
+    if (!known) {
+      throw new InvalidParameterValue(`Node ${ctx.node.uuid} has no clean step "${step.step}" on its ${step.interface} interface (${ctx.node[`${step.interface}Interface` as keyof Node] as string ?? 'none'}).`);
+    }
+    await ctx.task.progress({ cleanStep: { ...step, args: step.args ?? {} } });
+    await known.run(ctx, step.args ?? {});
+  }
+  return { cleanStep: {} };
+}
+
+/** Out-of-band inspection: properties merged, ports created for new MACs, the inventory stored. */
+async function inspect(ctx: ActionContext): Promise<{ changes: NodeChanges; write?: ActionResult['write'] }> {
+  const node = ctx.node;
+  validateInterface(ctx.registry, describeNode(node), 'inspect');
+  const iface = ctx.registry.impl('inspect', node.inspectInterface)!;
+  const started = new Date();
+  const found = await iface.inspectHardware(ctx.driver, typeof node.properties.capabilities === 'string' ? node.properties.capabilities : undefined);
+  const changes: NodeChanges = { inspectionStartedAt: started, inspectionFinishedAt: new Date() };
+  if (!found) return { changes };
+  changes.properties = { ...node.properties, ...found.properties };
+  return {
+    changes,
+    write: async (trx: Knex.Transaction, held: Node) => {
+      await storeInventory(trx, held.id, { inventory: found.inventory, pluginData: found.pluginData });
+      await createMissingPorts(trx, held.id, found.macs);
+    },
+  };
+}
+
+const FAILURE_WORDS: Record<ProvisionWork, string> = {
+  verify: 'Failed to verify node', inspect: 'Failed to inspect hardware of node', clean: 'Failed to clean node',
+  deploy: 'Failed to deploy node', tear_down: 'Failed to tear down node', none: 'Failed to move node', abort: 'Failed to abort on node',
+};
+
+/**
+ * Runs the work of a provision transition the API started, and ends it in its target state.
+ * Each phase is one intent holding the node's reservation; a conductor that dies mid-way
+ * leaves the intent to the survivors, who fail it into the transition's failure state.
  */
 export const provisionAction: Action = {
   notification: {
     prefix: 'baremetal.node.provision_set',
     payloadName: 'NodeSetProvisionStatePayload',
-    extra: (ctx) => ({ event: (ctx.intent.args as unknown as ProvisionArgs).verb, previous_provision_state: ctx.node.provisionState }),
+    extra: (ctx) => ({ event: argsOf(ctx).verb, previous_provision_state: ctx.node.provisionState }),
   },
 
-  async run(ctx: ActionContext) {
-    const args = ctx.intent.args as unknown as ProvisionArgs;
-    const changes: Record<string, unknown> = { provisionState: args.target, targetProvisionState: null, provisionUpdatedAt: new Date() };
-    if (ctx.node.provisionState === ProvisionState.VERIFYING) {
-      const power = ctx.registry.power(ctx.node.powerInterface ?? '');
-      if (!power) throw new InvalidDriverInfo(`Power interface ${ctx.node.powerInterface} is not enabled on this conductor.`);
-      power.validate(ctx.node.driverInfo);
-      changes.powerState = await power.getPowerState(ctx.driver);
+  async run(ctx: ActionContext): Promise<ActionResult> {
+    const args = argsOf(ctx);
+    const work = workOf(ctx);
+    let changes: NodeChanges = {};
+    let write: ActionResult['write'];
+    let event = `Node moved to ${args.target} (${args.verb}).`;
+    switch (work) {
+      case 'verify':
+        changes = await verify(ctx);
+        break;
+      case 'deploy':
+        changes = await deploy(ctx);
+        event = `Deployed (${ctx.node.deployInterface} deploy), node is ${args.target}.`;
+        break;
+      case 'tear_down': {
+        changes = await tearDown(ctx);
+        // Then automated cleaning, as Ironic's DELETING --clean--> CLEANING.
+        await ctx.task.progress({ ...changes, provisionState: ProvisionState.CLEANING, targetProvisionState: ProvisionState.AVAILABLE });
+        if (args.automatedClean ?? true) Object.assign(changes, await clean(ctx, undefined));
+        event = `Torn down and cleaned, node is ${args.target}.`;
+        break;
+      }
+      case 'clean': {
+        const automated = args.cleanSteps === undefined;
+        if (!automated || (args.automatedClean ?? true)) changes = await clean(ctx, args.cleanSteps);
+        event = automated ? `Automated cleaning done, node is ${args.target}.` : `Manual cleaning (${args.cleanSteps!.length} step(s)) done.`;
+        break;
+      }
+      case 'inspect': {
+        const r = await inspect(ctx);
+        changes = r.changes;
+        write = r.write;
+        event = `Inspection done, node is ${args.target}.`;
+        break;
+      }
+      case 'abort':
+      case 'none':
+        break;
     }
     return {
-      changes,
-      history: { severity: 'INFO', eventType: 'provisioning', event: `Node moved to ${args.target} (${args.verb}).` },
+      changes: { ...changes, provisionState: args.target, targetProvisionState: null, provisionUpdatedAt: new Date() },
+      write,
+      history: { severity: 'INFO', eventType: 'provisioning', event },
     };
   },
 
   onFailure(ctx: Pick<ActionContext, 'node' | 'intent'>, error: Error, final: boolean) {
     if (!final) return {};
-    const args = ctx.intent.args as unknown as ProvisionArgs;
-    const what = ctx.node.provisionState === ProvisionState.VERIFYING ? 'Failed to verify node' : `Failed to ${args.verb} node`;
+    const args = argsOf(ctx);
+    const work = workOf(ctx);
+    // A tear-down that got as far as cleaning fails as cleaning does.
+    const onFail = work === 'tear_down' && ctx.node.provisionState === ProvisionState.CLEANING ? ProvisionState.CLEANFAIL : args.onFail;
+    const reason = error instanceof GalvanicError || error.message ? error.message : String(error);
     return {
-      provisionState: args.onFail,
+      provisionState: onFail,
       targetProvisionState: null,
       provisionUpdatedAt: new Date(),
-      lastError: `${what} ${ctx.node.uuid}: ${error.message}`,
+      deployStep: {},
+      cleanStep: {},
+      lastError: `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}`,
     };
   },
 };

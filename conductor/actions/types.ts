@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Intent } from '../../db/intents.js';
 import type { Node, NodeChanges } from '../../db/nodes.js';
@@ -20,6 +21,8 @@ export interface ActionResult {
   changes?: NodeChanges;
   result?: unknown;
   history?: { severity: 'INFO' | 'WARNING' | 'ERROR'; eventType: string; event: string };
+  /** More rows to write in the outcome's transaction, while the node is still held. */
+  write?: (trx: Knex.Transaction, node: Node) => Promise<void>;
 }
 
 /** Ironic notification an action emits around its work: `<prefix>.start|end|error`. */

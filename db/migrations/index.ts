@@ -3,6 +3,7 @@ import * as m0001 from './0001_initial.js';
 import * as m0002 from './0002_hot_path_indexes.js';
 import * as m0003 from './0003_operations.js';
 import * as m0004 from './0004_console.js';
+import * as m0005 from './0005_provisioning.js';
 
 export interface Migration {
   name: string;
@@ -20,4 +21,5 @@ export const migrations: Migration[] = [
   { name: '0002_hot_path_indexes', ...m0002 },
   { name: '0003_operations', ...m0003 },
   { name: '0004_console', ...m0004 },
+  { name: '0005_provisioning', ...m0005 },
 ];

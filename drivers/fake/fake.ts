@@ -2,7 +2,7 @@ import { appendFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { BmcTimeout, BmcUnreachable, InvalidDriverInfo } from '../../common/errors.js';
 import type {
-  BootDevice, ConsoleCommand, ConsoleInterface, DriverContext, HardwareType, ManagementInterface, PowerInterface,
+  BootInterface, InspectInterface, InspectionResult, InstanceBootRequest, BootDevice, ConsoleCommand, ConsoleInterface, DriverContext, HardwareType, ManagementInterface, PowerInterface,
   PowerStateValue, PowerTarget,
 } from '../interfaces.js';
 
@@ -24,7 +24,11 @@ export const FAKE_PROPERTIES = {
 
 export const fakeHardware: HardwareType = {
   name: 'fake-hardware',
-  supported: { power: ['fake'], management: ['fake'], console: ['fake', 'no-console'] },
+  supported: {
+    bios: ['fake', 'no-bios'], boot: ['fake'], console: ['fake', 'no-console'], deploy: ['fake', 'ramdisk'],
+    firmware: ['fake', 'no-firmware'], inspect: ['fake', 'no-inspect'], management: ['fake'], network: ['noop'],
+    power: ['fake'], raid: ['fake', 'no-raid'], rescue: ['fake', 'no-rescue'], storage: ['noop'], vendor: ['fake', 'no-vendor'],
+  },
   properties: FAKE_PROPERTIES,
 };
 
@@ -169,4 +173,28 @@ function consoleInterval(info: Readonly<Record<string, unknown>>): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0) throw new InvalidDriverInfo(`fake_console_interval_ms must be a non-negative integer, got ${JSON.stringify(v)}`);
   return n;
+}
+
+/**
+ * Ironic's fake boot: nothing to insert. It records the calls, so that tests of the ramdisk
+ * deploy on fake-hardware can see the order of power and boot steps.
+ */
+export class FakeBoot implements BootInterface {
+  readonly ramdiskBoot = true;
+  constructor(private readonly bmcs: FakeBmcs) {}
+  validate(): void {}
+  async prepareInstance(ctx: DriverContext, req: InstanceBootRequest): Promise<void> {
+    await this.bmcs.act(ctx, 'prepare_instance', { boot_iso: req.bootIso });
+  }
+  async cleanUpInstance(ctx: DriverContext): Promise<void> {
+    await this.bmcs.act(ctx, 'clean_up_instance');
+  }
+}
+
+/** Ironic's fake inspection: finds nothing and changes nothing. */
+export class FakeInspect implements InspectInterface {
+  validate(): void {}
+  async inspectHardware(): Promise<InspectionResult | null> {
+    return null;
+  }
 }

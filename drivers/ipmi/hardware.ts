@@ -6,10 +6,17 @@ import { IpmitoolManagement } from './management.js';
 import { IpmitoolPower } from './power.js';
 import { IpmitoolRunner, type IpmitoolRunnerOptions } from './runner.js';
 
-/** Ironic's `ipmi` hardware type; no-console first so that a console is asked for, as in Ironic. */
+/**
+ * Ironic's `ipmi` hardware type; no-console first so that a console is asked for, as in Ironic.
+ * Its boot interface is network boot, which Galvanic cannot serve (see drivers/generic.ts).
+ */
 export const ipmiHardware: HardwareType = {
   name: 'ipmi',
-  supported: { power: ['ipmitool'], management: ['ipmitool'], console: ['no-console', 'ipmitool-sol'] },
+  supported: {
+    bios: ['no-bios'], boot: ['pxe'], console: ['no-console', 'ipmitool-sol'], deploy: ['ramdisk'], firmware: ['no-firmware'],
+    inspect: ['no-inspect'], management: ['ipmitool'], network: ['noop'], power: ['ipmitool'], raid: ['no-raid'],
+    rescue: ['no-rescue'], storage: ['noop'], vendor: ['no-vendor'],
+  },
   properties: IPMI_PROPERTIES,
 };
 

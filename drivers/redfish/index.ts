@@ -1,5 +1,5 @@
 /**
- * The `redfish` hardware type: power `redfish`, management `redfish`, console `no-console`.
+ * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media`, inspect `redfish`.
  * `RedfishDriver` owns the client shared by both interfaces; constructing it opens nothing
  * (pools and sessions appear on the first call to a BMC), `close()` logs out and closes.
  */
@@ -17,7 +17,11 @@ export type { RedfishOptions } from './client.js';
 
 export const redfishHardware: HardwareType = {
   name: 'redfish',
-  supported: { power: ['redfish'], management: ['redfish'], console: ['no-console'] },
+  supported: {
+    bios: ['no-bios'], boot: ['redfish-virtual-media'], console: ['no-console'], deploy: ['ramdisk'], firmware: ['no-firmware'],
+    inspect: ['redfish', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['no-raid'],
+    rescue: ['no-rescue'], storage: ['noop'], vendor: ['no-vendor'],
+  },
   properties: REDFISH_PROPERTIES,
 };
 
