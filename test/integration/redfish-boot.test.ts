@@ -185,6 +185,27 @@ describe('redfish virtual media boot under each quirk profile', function () {
   }
 });
 
+describe('redfish virtual media boot, end to end', () => {
+  it('makes the host boot the ISO at the next power on, and the disk after clean up', async () => {
+    const sim = await simFor('none');
+    const driver = makeDriver({ vmediaRetry: RETRY });
+    const url = sim.bmcs[0].url;
+    const running = async () => ((await (await fetch(`${url}/_sim/state`)).json()) as { systems: Record<string, { running: { device: string; image: string | null } | null }> }).systems;
+    try {
+      await driver.power.setPowerState(ctxFor(url), 'power off');
+      await prepare(driver, url);
+      await driver.power.setPowerState(ctxFor(url), 'power on');
+      expect(Object.values(await running())[0].running).to.include({ device: 'Cd', image: ISO });
+      await driver.boot.cleanUpInstance(ctxFor(url));
+      await driver.power.setPowerState(ctxFor(url), 'rebooting');
+      expect(Object.values(await running())[0].running?.image).to.equal(null);
+    } finally {
+      await driver.close();
+      await sim.stop();
+    }
+  });
+});
+
 describe('redfish virtual media boot on the mockup trees', function () {
   this.timeout(60_000);
   const trees = mockupTrees();
