@@ -54,7 +54,6 @@ export function registerRaidRoutes(app: FastifyInstance, deps: ApiDeps): void {
     if (raid === null || raid === NO_RAID) throw new RaidNotSupported(driver);
     return { ...LOGICAL_DISK_PROPERTIES };
   };
+  // A path without the version (as ironic-tempest-plugin asks for this one) reaches it through routingUrl.
   app.get('/v1/drivers/:name/raid/logical_disk_properties', logicalDiskProperties);
-  // Ironic serves a path without a version as v1; ironic-tempest-plugin asks for this one so.
-  app.get('/drivers/:name/raid/logical_disk_properties', logicalDiskProperties);
 }

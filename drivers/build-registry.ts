@@ -3,11 +3,10 @@ import type { Config } from '../common/config.js';
 import { DriverRegistry } from './registry.js';
 import { FakeBmcs, FakeBoot, FakeConsole, FakeInspect, FakeManagement, FakePower, NoConsole, fakeHardware } from './fake/fake.js';
 import { IpmitoolSolConsole } from './ipmi/console.js';
-import { INTERFACE_KINDS, type HardwareType, type InspectInterface, type InterfaceImplementations, type InterfaceKind } from './interfaces.js';
+import { INTERFACE_KINDS, type HardwareType, type InterfaceImplementations, type InterfaceKind } from './interfaces.js';
 import { createIpmiInterfaces, ipmiHardware, ipmiRunnerOptions } from './ipmi/hardware.js';
 import { RedfishDriver, redfishHardware, redfishOptions } from './redfish/index.js';
-import { GenericImpl, PxeBoot, fakeAndNone } from './generic.js';
-import { UnsupportedDriverExtension } from '../common/errors.js';
+import { GenericImpl, NoInspect, PxeBoot, fakeAndNone } from './generic.js';
 
 /** Every hardware type this build of Galvanic knows; the config enables a subset. */
 export const KNOWN_HARDWARE_TYPES: readonly HardwareType[] = [fakeHardware, redfishHardware, ipmiHardware];
@@ -52,12 +51,3 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
   return registry;
 }
 
-/** Ironic's no-inspect: inspection is refused before it starts. */
-class NoInspect implements InspectInterface {
-  validate(): void {
-    throw new UnsupportedDriverExtension('Inspection is not supported by the no-inspect interface.');
-  }
-  inspectHardware(): Promise<null> {
-    return Promise.reject(new UnsupportedDriverExtension('Inspection is not supported by the no-inspect interface.'));
-  }
-}

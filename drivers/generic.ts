@@ -5,7 +5,7 @@
  * interfaces, whose steps the conductor runs from the node's power and boot interfaces.
  */
 import { UnsupportedDriverExtension } from '../common/errors.js';
-import type { BootInterface, DriverContext, GenericInterface } from './interfaces.js';
+import type { BootInterface, DriverContext, GenericInterface, InspectInterface } from './interfaces.js';
 
 /** An interface that accepts any driver_info; `supported: false` for the no-* ones. */
 export class GenericImpl implements GenericInterface {
@@ -28,4 +28,13 @@ export class PxeBoot implements BootInterface {
     return Promise.reject(new UnsupportedDriverExtension('PXE boot is not available in Galvanic.'));
   }
   async cleanUpInstance(): Promise<void> {}
+}
+
+/** Ironic's no-inspect: validation reports inspection as unsupported, as for every no-* interface. */
+export class NoInspect implements InspectInterface {
+  readonly supported = false;
+  validate(): void {}
+  inspectHardware(): Promise<null> {
+    return Promise.reject(new UnsupportedDriverExtension('Inspection is not supported by the no-inspect interface.'));
+  }
 }

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { ProvisionState, type ProvisionWork } from '../../common/states.js';
-import { GalvanicError, InvalidDriverInfo, InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../../common/errors.js';
+import { InvalidDriverInfo, InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../../common/errors.js';
 import { storeInventory } from '../../db/inventory.js';
 import type { Node, NodeChanges } from '../../db/nodes.js';
 import { createMissingPorts } from '../../db/ports.js';
@@ -210,7 +210,7 @@ export const provisionAction: Action = {
     const work = workOf(ctx);
     // A tear-down that got as far as cleaning fails as cleaning does.
     const onFail = work === 'tear_down' && ctx.node.provisionState === ProvisionState.CLEANING ? ProvisionState.CLEANFAIL : args.onFail;
-    const reason = error instanceof GalvanicError || error.message ? error.message : String(error);
+    const reason = error.message || String(error);
     return {
       provisionState: onFail,
       targetProvisionState: null,

@@ -253,6 +253,10 @@ describe('driver configuration: enabled hardware types and interfaces', function
         expect(v[kind].reason, kind).to.include('redfish_address');
       }
       expect(v.console).to.deep.equal({ result: false, reason: 'Driver redfish does not support console (disabled or not implemented).' });
+      // Every no-* interface answers as Ironic's do, no-inspect included.
+      const noInspect = await create(t, { driver: 'redfish', inspect_interface: 'no-inspect', driver_info: { redfish_address: 'https://10.0.0.1' } });
+      const vi = (await call(t, 'GET', `/v1/nodes/${noInspect.uuid}/validate`)).json<Validation>();
+      expect(vi.inspect).to.deep.equal({ result: false, reason: 'Driver redfish does not support inspect (disabled or not implemented).' });
 
       // A bad value names its key too.
       await call(t, 'PATCH', url, [{ op: 'add', path: '/driver_info/redfish_address', value: 'ftp://bmc' }]);
