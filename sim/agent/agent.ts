@@ -135,6 +135,8 @@ class Life {
 interface CommandSpec {
   async: boolean;
   required: readonly string[];
+  /** Runs before the command is recorded: its IpaError refuses the call (IPA's command validators). */
+  validate?(params: Record<string, unknown>): void;
   run(params: Record<string, unknown>, life: Life): Promise<unknown> | unknown;
 }
 
@@ -528,6 +530,7 @@ export class AgentHost {
     if (!spec) throw invalidCommand(`Unknown command: ${command}`);
     const missing = spec.required.filter((k) => !(k in params));
     if (missing.length) throw invalidParams(`${name}() missing required argument(s): ${missing.join(', ')}`);
+    spec.validate?.(params);
     const result: CommandResult = { id: randomUUID(), command_name: command, command_status: 'RUNNING', command_error: null, command_result: null };
     const finish = (value: unknown, err?: unknown) => {
       if (err === undefined) {
@@ -596,7 +599,7 @@ export class AgentHost {
       },
       standby: {
         get_partition_uuids: { async: false, required: [], run: (_p, life) => life.partitionUuids ?? {} },
-        prepare_image: { async: true, required: ['image_info'], run: async (p, life) => ({ result: `prepare_image: ${await this.writeImage(p, life)}` }) },
+        prepare_image: { async: true, required: ['image_info'], validate: (p) => void validateImageInfo(p.image_info), run: async (p, life) => ({ result: `prepare_image: ${await this.writeImage(p, life)}` }) },
         power_off: shutdown('ForceOff'),
         run_image: shutdown('ForceRestart'),
         reboot: shutdown('ForceRestart'),

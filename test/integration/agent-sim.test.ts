@@ -512,6 +512,17 @@ describe('agent simulator', function () {
       expect((await agentWitness(bmc)).disk?.imageUrl ?? null).to.not.equal(`${peer.url}/images/gone.img`);
     });
 
+    it('standby.prepare_image: a bad image_info is a 400, a good one writes the disk', async () => {
+      const w = await booted();
+      const bad = await agentCommand(w.callbackUrl, w.token, 'standby.prepare_image', { image_info: { id: 'x', urls: [] } });
+      expect(bad.status).to.equal(400);
+      expect(bad.body).to.include({ type: 'InvalidCommandParamsError', details: "Image 'urls' must be a list with at least one element." });
+      const ok = (await agentCommand(w.callbackUrl, w.token, 'standby.prepare_image', { image_info: { id: 'img-2', urls: [`${peer.url}/images/small.img`], checksum: sha256(small) } }, true)).body as CommandResult;
+      expect(ok.command_status).to.equal('SUCCEEDED');
+      expect((ok.command_result as { result: string }).result).to.match(/^prepare_image: image \(img-2\) written to device \/dev\/sda root_uuid=0x/);
+      expect((await agentWitness(bmc)).disk).to.include({ bytes: small.length, sha256: sha256(small) });
+    });
+
     it('erase_devices_metadata empties the disk', async () => {
       const w = await booted();
       await agentCommand(w.callbackUrl, w.token, 'deploy.execute_deploy_step', writeStep({ urls: [`${peer.url}/images/small.img`], os_hash_algo: 'sha256', os_hash_value: sha256(small) }), true);
