@@ -566,6 +566,18 @@ describe('agent simulator', function () {
       expect((await agentCommand(w.callbackUrl, w.token, 'standby.sync')).status).to.equal(409);
     });
 
+    it('a command waited on (wait=true) when the agent dies has its connection reset', async () => {
+      const w = await booted();
+      await setAgentFaults(bmc, { hangStep: 'erase_devices' });
+      const pending = agentCommand(w.callbackUrl, w.token, 'clean.execute_clean_step', cleanStep('erase_devices'), true).then(
+        () => 'answered',
+        () => 'reset',
+      );
+      await sleep(200);
+      await resetHost(bmc, 'ForceOff');
+      expect(await pending).to.equal('reset');
+    });
+
     it('crashDuringStep: the agent dies mid-step, heartbeats stop, the host stays on', async () => {
       peer.heartbeatTimeout = 1;
       const w = await booted();
