@@ -3,7 +3,7 @@
  * (root, lookup, heartbeat, continue_inspection) and an image server: boot and death, lookup,
  * tokens, heartbeats, every command's shape, the API's errors, write_image and the faults.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -19,6 +19,7 @@ import {
   bootIso,
   resetHost,
   setAgentFaults,
+  spawnSim,
   startAgentFleet,
   waitFor,
   waitForAgent,
@@ -674,28 +675,16 @@ describe('agent simulator', function () {
     });
 
     it('galvanic sim redfish --agent-api-url runs agents and prints their server', async () => {
-      const child = spawn(process.execPath, [path.resolve('dist/cli/main.js'), 'sim', 'redfish', '--count', '1', '--agent-api-url', peer.url, '--agent-boot-seconds', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const sim2 = await spawnSim(['--count', '1', '--agent-api-url', peer.url, '--agent-boot-seconds', '0']);
       try {
-        const line = await new Promise<string>((resolve, reject) => {
-          let out = '';
-          child.stdout.on('data', (c: Buffer) => {
-            out += c.toString();
-            if (out.includes('\n')) resolve(out.split('\n')[0]);
-          });
-          child.once('exit', (code) => reject(new Error(`exited ${code}`)));
-        });
-        const info = JSON.parse(line) as { firstPort: number; agentUrl: string };
+        const info = sim2.info as { firstPort: number; agentUrl: string };
         expect(info.agentUrl).to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
         const url = `http://127.0.0.1:${info.firstPort}`;
         await bootIso(url, ISO);
         const w = await waitForAgent(url);
         expect(w.callbackUrl.startsWith(info.agentUrl)).to.equal(true);
       } finally {
-        if (child.exitCode === null && child.signalCode === null) {
-          const exited = new Promise((r) => child.once('exit', r));
-          child.kill('SIGTERM');
-          await exited;
-        }
+        await sim2.stop();
       }
       const help = spawnSync(process.execPath, [path.resolve('dist/cli/main.js'), 'sim', 'redfish', '--help'], { encoding: 'utf8' });
       expect(help.stdout).to.include('--agent-api-url').and.include('--agent-write-mbps');
