@@ -140,12 +140,13 @@ describe('agent simulator', function () {
   });
 
   beforeEach(async () => {
-    peer.reset();
+    // Every agent dead first, so that nothing of the last test reaches the stand-in after its reset.
     for (const b of sim.bmcs) {
       await setAgentFaults(b.url, {});
       await resetHost(b.url, 'ForceOff');
       await fetch(`${b.url}/_sim/reset`, { method: 'POST' });
     }
+    peer.reset();
   });
 
   /** After a restart into the ISO: a new agent has booted, looked itself up, and has no commands. */
@@ -307,8 +308,10 @@ describe('agent simulator', function () {
       expect(post.body).to.include.keys('root_disk', 'configuration', 'logs', 'error');
       expect(w.token).to.equal(peer.token);
       expect(w.inspectionStatuses).to.deep.equal({ 202: 1 });
-      // The lookup after it gets "******" and the agent keeps its token.
+      // The token comes before the lookup; the lookup after it gets "******" and the agent keeps its token.
+      await waitFor('the lookup', async () => (await agentWitness(bmc)).lookups === 1);
       expect(peer.of('/v1/lookup')).to.have.length(1);
+      expect((await agentWitness(bmc)).token).to.equal(peer.token);
     });
 
     it('a 4xx from continue_inspection is ignored', async () => {
