@@ -4,7 +4,7 @@ import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
 import { claimIntents, type ClaimedIntent, type ClaimScope } from '../db/intents.js';
 import { getNodeById, getNodesByIds, LOCKED_STATE_COLUMNS, nodeMapper, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type AccessOptions } from '../db/nodes.js';
 import { clearStaleReservation } from '../db/conductors.js';
-import { preparedRaw } from '../db/prepared.js';
+import { preparedRaw, useGenericPlans } from '../db/prepared.js';
 import { Batcher, type BatchOutcome } from '../common/batcher.js';
 
 export type LockMode = 'exclusive' | 'shared';
@@ -154,6 +154,7 @@ export async function commitTasks(
 ): Promise<Array<Node | LockLost>> {
   for (const o of outcomes) o.task.requireExclusive();
   const result = await db.transaction(async (trx) => {
+    await useGenericPlans(trx);
     const { rows } = await preparedRaw(
       trx,
       // Only what the change depends on: these rows are read per outcome, on the hot path.

@@ -19,3 +19,14 @@ export function preparedRaw(db: Knex, sql: string, bindings: readonly unknown[])
   }
   return db.raw(sql, bindings as Knex.RawBinding[]).options({ name });
 }
+
+/**
+ * For the rest of the transaction, prepared statements run their generic plan, made once per
+ * connection. Left to itself (plan_cache_mode = auto) Postgres went on planning the outcome
+ * batch and the acceptor's statements nearly every time, their custom plans being estimated
+ * cheaper (known array lengths) though no better. Unnamed statements in the transaction are
+ * planned generically too: only for transactions whose statements are key lookups.
+ */
+export async function useGenericPlans(trx: Knex.Transaction): Promise<void> {
+  await trx.raw('SET LOCAL plan_cache_mode = force_generic_plan');
+}
