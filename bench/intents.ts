@@ -253,7 +253,7 @@ async function startFleet(opts: Options, k: number, dbUrl: string, knex: Knex, l
 // Database-side measurements
 
 async function openCount(knex: Knex): Promise<number> {
-  const { rows } = (await knex.raw("SELECT count(*) AS n FROM intents WHERE state IN ('queued','running')")) as { rows: Array<{ n: number }> };
+  const { rows } = (await knex.raw('SELECT count(*) AS n FROM intents WHERE finished_at IS NULL')) as { rows: Array<{ n: number }> };
   return Number(rows[0].n);
 }
 
@@ -265,6 +265,9 @@ interface StatementStat {
   maxMs: number;
   /** Planning time of all calls (a prepared statement plans once, or rarely). */
   planMs: number;
+  /** How many times it was planned, and the mean planning time of those. */
+  plans: number;
+  meanPlanMs: number;
   rows: number;
 }
 
@@ -276,12 +279,13 @@ async function resetStatements(knex: Knex, enabled: boolean): Promise<void> {
 async function topStatements(knex: Knex, enabled: boolean, limit = 15): Promise<StatementStat[] | undefined> {
   if (!enabled) return undefined;
   const { rows } = (await knex.raw(
-    `SELECT query, calls, total_exec_time AS total, mean_exec_time AS mean, max_exec_time AS max, total_plan_time AS plan, rows
+    `SELECT query, calls, total_exec_time AS total, mean_exec_time AS mean, max_exec_time AS max, total_plan_time AS plan, plans,
+            mean_plan_time AS mean_plan, rows
        FROM pg_stat_statements
       WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
       ORDER BY total_exec_time + total_plan_time DESC LIMIT ?`,
     [limit],
-  )) as { rows: Array<{ query: string; calls: number; total: number; mean: number; max: number; plan: number; rows: number }> };
+  )) as { rows: Array<{ query: string; calls: number; total: number; mean: number; max: number; plan: number; plans: number; mean_plan: number; rows: number }> };
   return rows.map((r) => ({
     query: r.query.replace(/\s+/g, ' ').slice(0, 240),
     calls: Number(r.calls),
@@ -289,6 +293,8 @@ async function topStatements(knex: Knex, enabled: boolean, limit = 15): Promise<
     meanMs: round2(r.mean),
     maxMs: round2(r.max),
     planMs: round2(r.plan),
+    plans: Number(r.plans),
+    meanPlanMs: Math.round(r.mean_plan * 1000) / 1000,
     rows: Number(r.rows),
   }));
 }
@@ -745,9 +751,11 @@ async function runWithConductors(opts: Options, server: DatabaseServer, k: numbe
 async function captureClaimSql(conductor: string, limit: number, scope: ClaimScope): Promise<{ sql: string; bindings: unknown[]; settings: string[] }> {
   const captured: Array<{ sql: string; bindings: unknown[] }> = [];
   const fake = {
-    raw: async (sql: string, bindings: unknown[] = []) => {
+    raw: (sql: string, bindings: unknown[] = []) => {
       captured.push({ sql, bindings });
-      return { rows: [] };
+      // A prepared statement's options (its name) change nothing here.
+      const result = Promise.resolve({ rows: [] });
+      return Object.assign(result, { options: () => result });
     },
     transaction: async (work: (trx: unknown) => Promise<unknown>) => work(fake),
   } as unknown as Knex;
@@ -806,6 +814,16 @@ async function explainClaim(opts: Options, server: DatabaseServer, log: (m: stri
         const { rows } = (await trx.raw(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, bindings as Knex.RawBinding[])) as { rows: Array<{ 'QUERY PLAN': string }> };
         plan = rows.map((r) => r['QUERY PLAN']).join('\n');
       });
+      // The plan every claim runs: the prepared statement's one generic plan (Postgres 16 or later).
+      let genericPlan = '';
+      await inRolledBackTransaction(knex, async (trx) => {
+        for (const setting of settings) await trx.raw(setting);
+        const native = trx.raw(sql, bindings as Knex.RawBinding[]).toSQL().toNative();
+        const { rows } = (await trx.raw(`EXPLAIN (GENERIC_PLAN) ${native.sql.replace(/\?/g, '\\?')}`)) as { rows: Array<{ 'QUERY PLAN': string }> };
+        genericPlan = rows.map((r) => r['QUERY PLAN']).join('\n');
+      }).catch((err: Error) => {
+        genericPlan = `(not shown: ${err.message})`;
+      });
       // The real statement, rolled back each time: what one claim costs with this queue.
       for (let i = 0; i < 5; i++) {
         const t0 = performance.now();
@@ -819,8 +837,9 @@ async function explainClaim(opts: Options, server: DatabaseServer, log: (m: stri
       // The ring's range arrays make some lines kilobytes long; the JSON keeps them whole.
       const shown = plan.split('\n').map((l) => (l.length > 300 ? `${l.slice(0, 300)}…` : l)).join('\n');
       process.stdout.write(`\n=== claim query, ${label}, limit ${limit}, ${opts.intents} queued ===\n${shown}\n`);
+      process.stdout.write(`--- its generic plan (prepared, planned once per connection) ---\n${genericPlan.split('\n').map((l) => (l.length > 300 ? `${l.slice(0, 300)}…` : l)).join('\n')}\n`);
       process.stdout.write(`claimIntents() wall time over 5 runs (rolled back): ${timings.map((x) => x.toFixed(1)).join(', ')} ms\n`);
-      (out.scopes as unknown[]).push({ label, plan: plan.split('\n'), claimWallMs: timings.map(round2) });
+      (out.scopes as unknown[]).push({ label, plan: plan.split('\n'), genericPlan: genericPlan.split('\n'), claimWallMs: timings.map(round2) });
     }
     return out;
   } finally {
@@ -1020,8 +1039,14 @@ async function main(): Promise<number> {
     }
     if (opts.pgStatStatements && tp?.topStatements) {
       out.push('', `K=${r.conductors} throughput phase, top statements by execution + planning time (pg_stat_statements):`);
-      out.push(table([['query', 'exec ms', 'plan ms', 'calls', 'mean exec ms'],
-        ...tp.topStatements.slice(0, 12).map((s) => [s.query.slice(0, 100), fmt(s.totalMs, 0), fmt(s.planMs, 0), String(s.calls), fmt(s.meanMs, 3)])]));
+      out.push(table([['query', 'exec ms', 'plan ms', 'calls', 'plans', 'rows', 'mean exec ms', 'mean plan ms'],
+        ...tp.topStatements.slice(0, 12).map((s) => [s.query.slice(0, 100), fmt(s.totalMs, 0), fmt(s.planMs, 0), String(s.calls), String(s.plans),
+          String(s.rows), fmt(s.meanMs, 3), fmt(s.meanPlanMs, 3)])]));
+      const claim = tp.topStatements.find((s) => s.query.includes('WITH cand AS'));
+      if (claim) {
+        out.push(`K=${r.conductors} claim: ${claim.calls} calls for ${tp.intents} intents, ${fmt(claim.rows / Math.max(1, claim.calls), 1)} intents per claim, `
+          + `planned ${claim.plans} times (mean ${fmt(claim.meanPlanMs, 3)} ms), mean exec ${fmt(claim.meanMs, 3)} ms`);
+      }
     }
   }
   out.push('');

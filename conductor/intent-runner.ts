@@ -3,7 +3,7 @@ import { lazyChild } from '../common/logger.js';
 import { DriverError, GalvanicError } from '../common/errors.js';
 import type { Notifier } from '../common/notifier.js';
 import { retryPolicyOf } from '../db/operations.js';
-import { INTENT_DONE_CHANNEL, clearSettledPowerTarget, finishIntent, skipRestOfBatch, type ClaimScope, type Intent } from '../db/intents.js';
+import { INTENT_DONE_CHANNEL, clearSettledPowerTarget, finishIntent, skipRestOfBatch, type ClaimedIntent, type ClaimScope, type Intent } from '../db/intents.js';
 import type { PgNotifyBatcher } from '../db/notify.js';
 import { recordHistory } from '../db/node-history.js';
 import type { NodeChanges, AccessOptions } from '../db/nodes.js';
@@ -75,6 +75,17 @@ export class IntentRunner {
   private readonly active = new Set<number>();
   private pumping = false;
   private again = false;
+  /**
+   * The nodes running here, by UUID: `more` once another intent of the node is known to be
+   * queued (the claim said so, or a wake-up came while it ran), so its end claims again.
+   */
+  private readonly activeNodes = new Map<string, { more: boolean }>();
+  /** Nodes not running here woken since the last claim began; those it misses keep `backlog`. */
+  private wokenBeforeClaim = new Set<string>();
+  /** Set while a claim statement runs: a node woken then may be claimed with its older intent. */
+  private wokenDuringClaim?: Set<string>;
+  /** This conductor's share may hold runnable intents no claim took yet: an end claims again. */
+  private backlog = true;
   private stopped = false;
   private readonly idle = new Set<() => void>();
   private readonly successes: SuccessRecorder;
@@ -95,6 +106,24 @@ export class IntentRunner {
 
   get running(): number {
     return this.inflight;
+  }
+
+  /**
+   * A wake-up: the node (by UUID; undefined = any node) has a new intent. For a node running
+   * here it is remembered (its end claims again); otherwise it claims, as pump does.
+   */
+  newWork(nodeUuid?: string): void {
+    if (nodeUuid === undefined) {
+      this.backlog = true;
+    } else {
+      const running = this.activeNodes.get(nodeUuid);
+      if (running) {
+        running.more = true;
+        return;
+      }
+      (this.wokenDuringClaim ?? this.wokenBeforeClaim).add(nodeUuid);
+    }
+    this.pump();
   }
 
   /**
@@ -135,24 +164,48 @@ export class IntentRunner {
           this.log.error({ err }, 'advancing group operations failed');
         }
       }
-      let claimed: Array<{ intent: Intent; task: Task }>;
+      const before = this.wokenBeforeClaim;
+      const during = new Set<string>();
+      this.wokenBeforeClaim = new Set();
+      this.wokenDuringClaim = during;
+      let claimed: Array<{ intent: ClaimedIntent; task: Task }>;
       try {
         claimed = await this.tasks.claimIntents(want, scope);
       } catch (err) {
         this.log.error({ err }, 'claiming intents failed');
+        this.backlog = true;
         return;
+      } finally {
+        this.wokenDuringClaim = undefined;
+        for (const uuid of during) this.wokenBeforeClaim.add(uuid);
       }
       for (const { intent, task } of claimed) {
+        const uuid = task.node.uuid;
+        // Woken during the claim: its new intent may have come after the claim's snapshot.
+        const entry = { more: intent.queuedBehind || during.has(uuid) };
+        before.delete(uuid);
+        this.wokenBeforeClaim.delete(uuid);
+        this.activeNodes.set(uuid, entry);
         this.inflight++;
         this.active.add(intent.id);
         void this.execute(intent, task).finally(() => {
           this.active.delete(intent.id);
+          if (this.activeNodes.get(uuid) === entry) this.activeNodes.delete(uuid);
           this.inflight--;
           if (this.inflight === 0) for (const resolve of [...this.idle]) resolve();
-          this.pump();
+          // Claim again only where there is work to find: the node's next intent, more of the
+          // share than the last claim could take, or a group operation's next nodes (admitted
+          // in the claim pass). Anything else arrives with a wake-up.
+          if (entry.more || this.backlog || intent.operation !== null) this.pump();
         });
       }
-      if (claimed.length < want) return;
+      if (claimed.length < want) {
+        // A woken node this claim missed is reserved (another task holds it), held or not due:
+        // look again at the next end rather than wait for the poll.
+        this.backlog = before.size > 0;
+        return;
+      }
+      this.backlog = true;
     }
   }
 

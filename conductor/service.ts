@@ -181,7 +181,7 @@ export class ConductorService {
     this.listener.on('notification', (msg) => {
       // Any conductor may take any allocation: no ring check.
       if (msg.channel === ALLOCATION_CHANNEL) this.allocator.pump();
-      else if (this.mayOwn(msg.payload)) this.runner.pump();
+      else if (this.mayOwn(msg.payload)) this.runner.newWork(msg.payload && isUuid(msg.payload) ? msg.payload : undefined);
     });
     await this.listener.query(`LISTEN ${INTENT_CHANNEL}`);
     await this.listener.query(`LISTEN ${ALLOCATION_CHANNEL}`);

@@ -1,9 +1,10 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
-import { claimIntents, type ClaimScope, type Intent } from '../db/intents.js';
+import { claimIntents, type ClaimedIntent, type ClaimScope } from '../db/intents.js';
 import { getNodeById, getNodesByIds, LOCKED_STATE_COLUMNS, nodeMapper, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type AccessOptions } from '../db/nodes.js';
 import { clearStaleReservation } from '../db/conductors.js';
+import { preparedRaw, useGenericPlans } from '../db/prepared.js';
 import { Batcher, type BatchOutcome } from '../common/batcher.js';
 
 export type LockMode = 'exclusive' | 'shared';
@@ -153,7 +154,9 @@ export async function commitTasks(
 ): Promise<Array<Node | LockLost>> {
   for (const o of outcomes) o.task.requireExclusive();
   const result = await db.transaction(async (trx) => {
-    const { rows } = await trx.raw(
+    await useGenericPlans(trx);
+    const { rows } = await preparedRaw(
+      trx,
       // Only what the change depends on: these rows are read per outcome, on the hot path.
       `SELECT ${LOCKED_STATE_COLUMNS.map((c) => `nodes.${c}`).join(', ')}, ${HELD_SQL} AS held_by_task
          FROM nodes JOIN unnest(?::int[], ?::bigint[], ?::int[]) AS v(node_id, intent_id, attempts) ON nodes.id = v.node_id
@@ -237,11 +240,11 @@ export class TaskManager {
   }
 
   /** Claims runnable intents with their nodes reserved: one exclusive task per intent. */
-  async claimIntents(limit: number, scope: ClaimScope): Promise<Array<{ intent: Intent; task: Task }>> {
+  async claimIntents(limit: number, scope: ClaimScope): Promise<Array<{ intent: ClaimedIntent; task: Task }>> {
     const intents = await claimIntents(this.db, this.hostname, limit, scope);
     // Reserved by the claim: nobody else changes these rows until the tasks release them.
     const nodes = new Map((await getNodesByIds(this.db, intents.map((i) => i.nodeId))).map((n) => [n.id, n]));
-    const out: Array<{ intent: Intent; task: Task }> = [];
+    const out: Array<{ intent: ClaimedIntent; task: Task }> = [];
     for (const intent of intents) {
       const node = nodes.get(intent.nodeId) ?? await getNodeById(this.db, intent.nodeId);
       out.push({

@@ -78,7 +78,7 @@ export async function findDeadConductors(db: Knex, timeoutSeconds: number): Prom
     .whereRaw('heartbeat_at <= now() - make_interval(secs => ?)', [timeoutSeconds])
     .andWhere((w) => w.where('online', true)
       .orWhereExists(db('nodes').select(db.raw('1')).whereRaw('nodes.reservation = conductors.hostname'))
-      .orWhereExists(db('intents').select(db.raw('1')).whereRaw("intents.conductor = conductors.hostname AND intents.state = 'running'")));
+      .orWhereExists(db('intents').select(db.raw('1')).whereRaw("intents.conductor = conductors.hostname AND intents.state = 'running' AND intents.finished_at IS NULL")));
   return rows.map((r: { hostname: string }) => r.hostname);
 }
 

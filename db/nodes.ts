@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import {
   ChassisNotFound, DuplicateName, NodeAlreadyExists, NodeNotFound, Conflict, PreconditionFailed, ReferencedResourceNotFound,
 } from '../common/errors.js';
+import { preparedRaw } from './prepared.js';
 import { RowMapper } from './rows.js';
 import { isUniqueViolation, pgError } from './transaction.js';
 
@@ -148,7 +149,8 @@ export async function findNode(db: Knex, ident: string, opts: { forUpdate?: bool
 export async function lockNodesByIdent(trx: Knex.Transaction, idents: readonly string[]): Promise<Node[]> {
   const uuids = [...new Set(idents.filter(isUuid).map((u) => u.toLowerCase()))];
   const names = [...new Set(idents.filter((i) => !isUuid(i)))];
-  const { rows } = await trx.raw(
+  const { rows } = await preparedRaw(
+    trx,
     'SELECT * FROM nodes WHERE uuid = ANY(?::uuid[]) OR name = ANY(?::text[]) ORDER BY id FOR UPDATE',
     [uuids, names],
   );
@@ -263,8 +265,8 @@ export async function listNodeStamps(db: Knex, filters: NodeFilters, page: Page)
 /** Nodes by id, in no particular order; ids that no longer exist are left out. */
 export async function getNodesByIds(db: Knex, ids: readonly number[]): Promise<Node[]> {
   if (ids.length === 0) return [];
-  const rows = await db('nodes').select('*').whereRaw('id = any(?::int[])', [ids as number[]]);
-  return rows.map((r: Record<string, unknown>) => nodeMapper.fromRow(r));
+  const { rows } = await preparedRaw(db, 'SELECT * FROM nodes WHERE id = any(?::int[])', [ids as number[]]);
+  return (rows as Array<Record<string, unknown>>).map((r: Record<string, unknown>) => nodeMapper.fromRow(r));
 }
 
 /**
@@ -401,7 +403,9 @@ export async function updateLockedNodes(trx: Knex.Transaction, updates: readonly
   const out: Node[] = new Array(updates.length);
   for (const [key, group] of groups) {
     const set = key.split(',').filter((c) => c !== 'id').map((c) => `"${c}" = v."${c}"`);
-    const { rows } = await trx.raw(
+    // A few column sets recur (one per kind of outcome): each is one prepared statement.
+    const { rows } = await preparedRaw(
+      trx,
       `UPDATE nodes AS n SET ${[...set, 'updated_at = now()'].join(', ')}
          FROM jsonb_populate_recordset(NULL::nodes, ?::jsonb) AS v
         WHERE n.id = v.id
@@ -444,7 +448,7 @@ export async function nodesForPowerSync(db: Knex, conductorGroup: string): Promi
     .where('conductor_group', conductorGroup)
     .whereNull('reservation')
     .whereNotIn('provision_state', SYNC_EXCLUDED_STATES)
-    .whereNotExists(db('intents').select(db.raw('1')).whereRaw("intents.node_id = nodes.id AND intents.state IN ('queued', 'running')"))
+    .whereNotExists(db('intents').select(db.raw('1')).whereRaw('intents.node_id = nodes.id AND intents.finished_at IS NULL'))
     .orderBy('id');
 }
 
@@ -516,7 +520,7 @@ export async function stalledNodes(db: Knex, conductorGroup: string, olderThan: 
        FROM nodes n JOIN unnest(?::text[], ?::timestamptz[]) AS s(state, before) ON n.provision_state = s.state
       WHERE n.conductor_group = ? AND n.reservation IS NULL
         AND COALESCE(n.provision_updated_at, n.updated_at, n.created_at) < s.before
-        AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.node_id = n.id AND i.state IN ('queued', 'running'))
+        AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.node_id = n.id AND i.finished_at IS NULL)
       ORDER BY n.id`,
     [states, states.map((s) => olderThan[s].toISOString()), conductorGroup],
   );
@@ -532,7 +536,7 @@ export async function lockStalledNode(trx: Knex.Transaction, id: number, state: 
     `SELECT n.* FROM nodes n
       WHERE n.id = ? AND n.provision_state = ? AND n.reservation IS NULL
         AND COALESCE(n.provision_updated_at, n.updated_at, n.created_at) < ?
-        AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.node_id = n.id AND i.state IN ('queued', 'running'))
+        AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.node_id = n.id AND i.finished_at IS NULL)
       FOR UPDATE OF n SKIP LOCKED`,
     [id, state, olderThan.toISOString()],
   );

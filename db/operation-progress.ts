@@ -168,7 +168,7 @@ async function advanceOne(trx: Knex.Transaction, id: number, progressIntervalMs:
   }
 
   const { rows: openRows } = await trx.raw<{ rows: unknown[] }>(
-    "SELECT 1 FROM intents WHERE operation = ? AND state IN ('queued', 'running') LIMIT 1", [op.uuid],
+    'SELECT 1 FROM intents WHERE operation = ? AND finished_at IS NULL LIMIT 1', [op.uuid],
   );
   if (openRows.length === 0) {
     const counts = (await operationCounts(trx, [op.id])).get(op.id)!;
@@ -205,12 +205,12 @@ async function admitNodes(trx: Knex.Transaction, op: Operation): Promise<number[
     `WITH active AS (
        SELECT count(*) AS n FROM operation_nodes o
         WHERE o.operation_id = ? AND o.admitted_at IS NOT NULL
-          AND EXISTS (SELECT 1 FROM intents i WHERE i.node_id = o.node_id AND i.batch = o.batch AND i.state IN ('queued', 'running'))
+          AND EXISTS (SELECT 1 FROM intents i WHERE i.node_id = o.node_id AND i.batch = o.batch AND i.finished_at IS NULL)
      ), cand AS (
        SELECT o.node_id, o.head_intent_id
          FROM operation_nodes o JOIN intents h ON h.id = o.head_intent_id
         WHERE o.operation_id = ? AND o.admitted_at IS NULL AND h.held AND h.state = 'queued'
-          AND NOT EXISTS (SELECT 1 FROM intents p WHERE p.node_id = o.node_id AND p.seq < h.seq AND p.state IN ('queued', 'running'))
+          AND NOT EXISTS (SELECT 1 FROM intents p WHERE p.node_id = o.node_id AND p.seq < h.seq AND p.finished_at IS NULL)
         ORDER BY o.position
         LIMIT greatest(0, ? - (SELECT n FROM active))
      ), admitted AS (

@@ -108,7 +108,7 @@ export async function assertNodesFree(trx: Knex.Transaction, nodeIds: readonly n
     .select('i.operation', 'n.uuid')
     .whereIn('i.node_id', nodeIds as number[])
     .whereNotNull('i.operation')
-    .whereIn('i.state', ['queued', 'running'])
+    .whereNull('i.finished_at')
     .first();
   if (except) q.whereNot('i.operation', except);
   const busy = await q;
@@ -233,6 +233,6 @@ export async function retryPolicyOf(trx: Knex.Transaction, uuid: string): Promis
 /** Which of the nodes have intents queued or running (work a queued operation waits behind). */
 export async function nodesWithOpenIntents(trx: Knex.Transaction, nodeIds: readonly number[]): Promise<Set<number>> {
   const rows: Array<{ node_id: number }> = await trx('intents').distinct('node_id')
-    .whereRaw('node_id = any(?::int[])', [nodeIds as number[]]).whereIn('state', ['queued', 'running']);
+    .whereRaw('node_id = any(?::int[])', [nodeIds as number[]]).whereNull('finished_at');
   return new Set(rows.map((r) => r.node_id));
 }

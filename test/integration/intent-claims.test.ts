@@ -1,0 +1,135 @@
+/**
+ * Claims that find work, and cheap intent rows:
+ *  - the claim says which claimed intents have another of their node queued behind them;
+ *  - starting an intent is a HOT update (no index entry written);
+ *  - with polling out of the way (60 s), the runner still starts a node's next intent as soon
+ *    as the one before it ends, whether the claim said it was queued behind (two steps of one
+ *    request) or a wake-up came while the node was running (remembered until its end).
+ */
+import { expect } from 'chai';
+import type { Knex } from 'knex';
+import type { LightMyRequestResponse } from 'fastify';
+import { ringHashSql } from '../../common/hash-ring.js';
+import { createKnex } from '../../db/connection.js';
+import { claimIntents, enqueueIntents, finishSucceededIntents, type ClaimScope } from '../../db/intents.js';
+import { createNode } from '../../db/nodes.js';
+import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+
+interface IntentBody {
+  uuid: string;
+  state: string;
+  started_at: string | null;
+  finished_at: string | null;
+}
+
+const SCOPE: ClaimScope = { conductorGroup: '', drivers: ['fake-hardware'], hashSql: ringHashSql('n.uuid') };
+const POWER_ON = { kind: 'power', args: { target: 'power on' }, maxAttempts: 1 };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('intent claims', function () {
+  this.timeout(60_000);
+
+  describe('the claim statement', () => {
+    let tdb: TestDatabase;
+    before(async () => {
+      tdb = await freshDatabase();
+    });
+    after(async () => {
+      await tdb?.drop();
+    });
+
+    it('says which claimed intents have another intent of their node queued behind them', async () => {
+      const two = await createNode(tdb.knex, { driver: 'fake-hardware', provisionState: 'enroll' });
+      const one = await createNode(tdb.knex, { driver: 'fake-hardware', provisionState: 'enroll' });
+      await tdb.knex.transaction((trx) => enqueueIntents(trx, two.id, [POWER_ON, { ...POWER_ON, args: { target: 'power off' } }]));
+      await tdb.knex.transaction((trx) => enqueueIntents(trx, one.id, [POWER_ON]));
+      const claimed = await claimIntents(tdb.knex, 'claims-host', 10, SCOPE);
+      expect(claimed.map((c) => [c.nodeId, c.seq, c.queuedBehind])).to.deep.equal([[two.id, 1, true], [one.id, 1, false]]);
+      await finishSucceededIntents(tdb.knex, claimed.map((c) => ({ id: c.id, result: null })));
+      await tdb.knex('nodes').update({ reservation: null });
+      const [last] = await claimIntents(tdb.knex, 'claims-host', 10, SCOPE);
+      expect([last.nodeId, last.seq, last.queuedBehind]).to.deep.equal([two.id, 2, false]);
+    });
+
+    it('starts an intent with a HOT update: its state changes but no index entry is written', async () => {
+      // One connection, so that this backend's statistics are the ones flushed and read.
+      const db: Knex = createKnex(tdb.url, { poolMax: 1 });
+      try {
+        const node = await createNode(db, { driver: 'fake-hardware', provisionState: 'enroll' });
+        await db.transaction((trx) => enqueueIntents(trx, node.id, [POWER_ON]));
+        const counts = async () => {
+          await db.raw('SELECT pg_stat_force_next_flush()');
+          const { rows } = await db.raw("SELECT n_tup_upd AS upd, n_tup_hot_upd AS hot FROM pg_stat_user_tables WHERE relname = 'intents'");
+          return { upd: Number(rows[0].upd), hot: Number(rows[0].hot) };
+        };
+        const before = await counts();
+        const claimed = await claimIntents(db, 'hot-host', 10, SCOPE);
+        expect(claimed.map((c) => c.nodeId)).to.deep.equal([node.id]);
+        const after = await counts();
+        expect(after.upd - before.upd, 'updates').to.equal(1);
+        expect(after.hot - before.hot, 'HOT updates').to.equal(1);
+      } finally {
+        await db.destroy();
+      }
+    });
+  });
+
+  describe('the runner, with a 60 s poll', () => {
+    let t: TestApp;
+    let counter = 0;
+    before(async () => {
+      t = await buildTestApp({ GALVANIC_CONDUCTOR__POLL_INTERVAL: '60' });
+      // The conductor's first pass at start; from here on only wake-ups and ends claim.
+      await sleep(200);
+    });
+    after(async () => {
+      await t?.close();
+    });
+
+    const call = (method: 'GET' | 'POST' | 'PUT', url: string, body?: object): Promise<LightMyRequestResponse> => t.app.inject({
+      method, url, headers: { 'x-openstack-ironic-api-version': 'latest' }, ...(body === undefined ? {} : { payload: body }),
+    });
+    const createApiNode = async (delayMs: number): Promise<string> => {
+      counter += 1;
+      const res = await call('POST', '/v1/nodes', { name: `claims-node-${counter}`, driver: 'fake-hardware', driver_info: { fake_delay_ms: delayMs } });
+      expect(res.statusCode, res.body).to.equal(201);
+      return res.json<{ uuid: string }>().uuid;
+    };
+    const intentOf = async (uuid: string, waitS = 0): Promise<IntentBody> => {
+      const res = await call('GET', `/v1/intents/${uuid}${waitS ? `?wait=${waitS}` : ''}`);
+      expect(res.statusCode, res.body).to.equal(200);
+      return res.json<IntentBody>();
+    };
+    const gapMs = (earlier: IntentBody, later: IntentBody) => Date.parse(later.started_at!) - Date.parse(earlier.finished_at!);
+
+    it('starts the next step of a request as soon as the step before it ends (the claim said it was queued behind)', async () => {
+      const node = await createApiNode(300);
+      const res = await call('POST', `/v1/nodes/${node}/intents?wait=10`, {
+        steps: [{ action: 'power', args: { target: 'power on' } }, { action: 'power', args: { target: 'power off' } }],
+      });
+      expect(res.statusCode, res.body).to.equal(200);
+      const [first, second] = res.json<{ intents: IntentBody[] }>().intents;
+      expect([first.state, second.state]).to.deep.equal(['succeeded', 'succeeded']);
+      expect(gapMs(first, second)).to.be.below(1000);
+    });
+
+    it('starts an intent queued while its node runs another as soon as that one ends (the wake-up was remembered)', async () => {
+      const node = await createApiNode(800);
+      const a = await call('PUT', `/v1/nodes/${node}/states/power`, { target: 'power on' });
+      expect(a.statusCode, a.body).to.equal(202);
+      const first = new URL(a.headers.location as string).pathname.split('/').pop()!;
+      const deadline = Date.now() + 5000;
+      while ((await intentOf(first)).state !== 'running') {
+        if (Date.now() > deadline) throw new Error('the first intent never started');
+        await sleep(20);
+      }
+      const b = await call('PUT', `/v1/nodes/${node}/states/power`, { target: 'power off' });
+      expect(b.statusCode, b.body).to.equal(202);
+      const second = new URL(b.headers.location as string).pathname.split('/').pop()!;
+      const done = await intentOf(second, 10);
+      expect(done.state).to.equal('succeeded');
+      expect(gapMs(await intentOf(first), done)).to.be.below(1000);
+    });
+  });
+});
