@@ -165,7 +165,6 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   registerNodeRoutes(app, deps);
   registerNodeRelationRoutes(app, deps);
   registerRunbookRoutes(app, deps);
-  registerInspectionRoutes(app, deps);
   registerPortRoutes(app, deps);
   registerChassisRoutes(app, deps);
   registerPortgroupRoutes(app, deps);
@@ -178,6 +177,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   const acceptor = new IntentAcceptor(deps);
   registerIntentRoutes(app, deps, acceptor);
   registerProvisionRoutes(app, deps, acceptor);
+  registerInspectionRoutes(app, deps, acceptor);
   registerOperationRoutes(app, deps, acceptor);
   registerVolumeRoutes(app, deps, acceptor);
   registerVmediaRoutes(app, deps, acceptor);

@@ -11,6 +11,13 @@ import { requireObject } from './body.js';
 import { getRunbook } from '../db/runbooks.js';
 import { traitsOfNode } from '../db/traits.js';
 import type { Knex } from 'knex';
+import { ProvisionState } from '../common/states.js';
+import type { Config } from '../common/config.js';
+
+/** The `[inspector]` options an in-band inspection runs with, fixed when it is asked for. */
+export function inspectorArgs(config: Readonly<Config>): { powerOff: boolean; preCreatePorts: boolean } {
+  return { powerOff: config.inspector.power_off, preCreatePorts: config.inspector.pre_create_ports };
+}
 
 /** The microversion each verb needs (openstacksdk's PROVISIONING_VERSIONS). */
 const VERB_FLOORS: Record<string, number> = {
@@ -175,6 +182,10 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
     const node = await withTransaction(db, async (trx) => {
       const current = await getNode(trx, ident, { forUpdate: true });
       const t = provisionTransition(current, verb);
+      // Aborting an inspection that waits for its agent came with 1.41.
+      if (verb === 'abort' && current.provisionState === ProvisionState.INSPECTWAIT && !req.apiVersion.atLeast(41)) {
+        throw new NotAcceptable('Request not acceptable.');
+      }
       if (runbook !== undefined) {
         const steps = await stepsOfRunbook(trx, current, runbook);
         if (verb === 'clean') {
@@ -200,6 +211,7 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
           ...(serviceSteps ? { serviceSteps } : {}),
           // Decided now, as Ironic decides it when the cleaning starts from this request.
           automatedClean: current.automatedClean ?? config.conductor.automated_clean,
+          ...(t.work === 'inspect' ? { inspector: inspectorArgs(config) } : {}),
         },
         maxAttempts: config.conductor.intent_max_attempts,
         requester: req.user,

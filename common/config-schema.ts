@@ -419,6 +419,51 @@ export const SCHEMA = {
     },
   },
 
+  inspector: {
+    power_off: {
+      type: 'bool',
+      default: true,
+      help: 'Whether to power a node off when in-band (agent) inspection ends; a node with disable_power_off is rebooted instead.',
+    },
+    pre_create_ports: {
+      type: 'bool',
+      default: true,
+      help: 'Whether to create ports for the MACs the BMC reports before booting the agent for in-band inspection, so that the agent can be found by them.',
+    },
+    add_ports: {
+      type: 'enum',
+      choices: ['all', 'active', 'pxe', 'disabled'],
+      default: 'pxe',
+      help: 'Which MACs of the inspected inventory get ports (the "ports" hook): all, active (with an IP address), pxe (the PXE NIC only, or every NIC when the inventory names none), or disabled.',
+    },
+    keep_ports: {
+      type: 'enum',
+      choices: ['all', 'present', 'added'],
+      default: 'all',
+      help: 'Which existing ports to keep after in-band inspection: all, present (MACs in the inventory), or added (MACs that add_ports selects).',
+    },
+    update_pxe_enabled: {
+      type: 'bool',
+      default: true,
+      help: "Whether in-band inspection sets the ports' pxe_enabled from the inventory's PXE NIC.",
+    },
+    default_hooks: {
+      type: 'string',
+      default: 'ramdisk-error,validate-interfaces,ports,architecture',
+      help: 'Inspection hooks run by default for the agent inspect interface.',
+    },
+    hooks: {
+      type: 'string',
+      default: '$default_hooks',
+      help: 'Inspection hooks the agent inspect interface runs, in order; $default_hooks stands for default_hooks. Also available: memory, cpus, boot-mode, root-device.',
+    },
+    disk_partitioning_spacing: {
+      type: 'bool',
+      default: true,
+      help: 'Whether the root-device hook leaves 1 GiB of the root disk out of local_gb for partitioning.',
+    },
+  },
+
   notifications: {
     driver: {
       type: 'enum',

@@ -6,6 +6,7 @@
 import { GalvanicError, InvalidParameterValue, MissingParameterValue, UnsupportedDriverExtension } from '../common/errors.js';
 import { INTERFACE_KINDS, type InterfaceKind } from './interfaces.js';
 import type { DriverRegistry } from './registry.js';
+import { agentIso } from './agent-boot.js';
 
 /** The parts of a node that validation reads. */
 export interface NodeDescription {
@@ -53,6 +54,22 @@ export function validateInterface(registry: DriverRegistry, node: NodeDescriptio
   if ('supported' in impl && !impl.supported) throw unsupported(node, kind);
   impl.validate(node.driverInfo);
   if (kind === 'deploy' && name === 'ramdisk') validateRamdiskDeploy(registry, node);
+  if (kind === 'inspect' && 'inBand' in impl && impl.inBand) validateInspectionBoot(registry, node);
+}
+
+/**
+ * Ironic's boot.validate_inspection, required for in-band inspection ([inspector]
+ * require_managed_boot): a boot interface that boots the agent ISO over virtual media, and the ISO.
+ */
+export function validateInspectionBoot(registry: DriverRegistry, node: NodeDescription): void {
+  const name = node.interfaces.boot;
+  const boot = registry.impl('boot', name);
+  if (!boot) throw new UnsupportedDriverExtension(`The boot interface ${name ?? '(none)'} of node ${node.uuid} is not enabled.`);
+  boot.validate(node.driverInfo);
+  if (name !== 'redfish-virtual-media') {
+    throw new UnsupportedDriverExtension(`Driver ${node.driver} does not support validate_inspection (disabled or not implemented).`);
+  }
+  agentIso(node.driverInfo);
 }
 
 /** Ironic's RamdiskDeploy.validate: a boot interface that can boot an ISO, and an ISO to boot. */

@@ -1,11 +1,13 @@
 import type { Knex } from 'knex';
 import { ProvisionState, type ProvisionWork } from '../../common/states.js';
-import { InvalidDriverInfo, InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../../common/errors.js';
+import { HardwareInspectionFailure, InvalidDriverInfo, InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../../common/errors.js';
 import { storeInventory } from '../../db/inventory.js';
 import type { Node, NodeChanges } from '../../db/nodes.js';
-import { createMissingPorts } from '../../db/ports.js';
+import { applyInspectedPorts, createMissingPorts, portsOfNode } from '../../db/ports.js';
 import type { InstanceBootRequest } from '../../drivers/interfaces.js';
 import { describeNode, ramdiskBootIso, validateForDeploy, validateInterface } from '../../drivers/validate-node.js';
+import { agentIso } from '../../drivers/agent-boot.js';
+import type { ExistingPort } from '../../drivers/inspection-hooks.js';
 import { parseCapabilities } from '../../common/capabilities.js';
 import { cleanStepsFor, type CleanStep } from '../clean-steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
@@ -23,6 +25,11 @@ export interface ProvisionArgs {
   serviceSteps?: CleanStep[];
   /** Whether tear-down is followed by automated cleaning (decided when it was asked). */
   automatedClean?: boolean;
+  /** What the agent posted to /v1/continue_inspection (`process_inspection`). */
+  inventory?: Record<string, unknown>;
+  pluginData?: Record<string, unknown>;
+  /** `[inspector]` options in force when the inspection was asked for or continued. */
+  inspector?: { powerOff: boolean; preCreatePorts: boolean };
 }
 
 function argsOf(ctx: Pick<ActionContext, 'intent'>): ProvisionArgs {
@@ -117,11 +124,101 @@ async function clean(ctx: ActionContext, manual: CleanStep[] | undefined): Promi
   return { cleanStep: {} };
 }
 
+/** The boot mode the node asks for (its boot_mode capability), if any. */
+function bootModeOf(node: Node): 'uefi' | 'bios' | undefined {
+  const mode = parseCapabilities(node.properties.capabilities).boot_mode ?? parseCapabilities(node.instanceInfo.capabilities).boot_mode;
+  return mode === 'uefi' || mode === 'bios' ? mode : undefined;
+}
+
+/**
+ * In-band inspection's start (Ironic's inspector Common.inspect_hardware with a managed boot):
+ * ports for the MACs the BMC reports, so that the agent finds its node by them; power off;
+ * the agent ISO inserted and booted once; `inspect wait` written before the power on, so that
+ * an agent quicker than this intent finds its node waiting.
+ */
+async function startInBandInspection(ctx: ActionContext): Promise<NodeChanges> {
+  const node = ctx.node;
+  const opts = argsOf(ctx).inspector ?? { powerOff: true, preCreatePorts: true };
+  const iso = agentIso(node.driverInfo);
+  const power = powerOf(ctx);
+  const boot = bootOf(ctx);
+  if (opts.preCreatePorts) {
+    const management = ctx.registry.impl('management', node.managementInterface);
+    const macs = management?.getMacAddresses ? await management.getMacAddresses(ctx.driver) : [];
+    if (macs.length) await ctx.task.progressWith({}, async (trx, held) => void (await createMissingPorts(trx, held.id, macs)));
+  }
+  if (!node.disablePowerOff) await power.setPowerState(ctx.driver, 'power off');
+  await boot.prepareInstance(ctx.driver, { bootIso: iso, bootMode: bootModeOf(node), forcePersistentBootDevice: 'Never' });
+  await ctx.task.progress({ provisionState: ProvisionState.INSPECTWAIT, provisionUpdatedAt: new Date() });
+  await power.setPowerState(ctx.driver, node.disablePowerOff ? 'rebooting' : 'power on');
+  return { powerState: 'power on' };
+}
+
+/**
+ * Ironic's tear_down_managed_boot for in-band inspection: the agent ISO ejected, and the node
+ * powered off ([inspector] power_off), or rebooted when it may not be powered off.
+ */
+async function tearDownInspectionBoot(ctx: ActionContext, powerOff: boolean): Promise<NodeChanges> {
+  await bootOf(ctx).cleanUpInstance(ctx.driver);
+  if (!powerOff) return {};
+  const power = powerOf(ctx);
+  if (ctx.node.disablePowerOff) {
+    await power.setPowerState(ctx.driver, 'rebooting');
+    return { powerState: 'power on' };
+  }
+  await power.setPowerState(ctx.driver, 'power off');
+  return { powerState: 'power off' };
+}
+
+/**
+ * An agent's inventory processed (Ironic's conductor continue_inspection with AgentInspect):
+ * the inspection hooks run over it; their changes to properties and ports and the inventory
+ * are written with the outcome; the boot is torn down. A hook's failure tears the boot down
+ * too and fails the inspection with Ironic's message.
+ */
+async function processInspection(ctx: ActionContext): Promise<{ changes: NodeChanges; write: ActionResult['write'] }> {
+  const node = ctx.node;
+  const args = argsOf(ctx);
+  const iface = ctx.registry.impl('inspect', node.inspectInterface);
+  if (!iface?.processInventory) {
+    throw new UnsupportedDriverExtension(`Inspect interface ${node.inspectInterface} does not support processing inspection data for node ${node.uuid}.`);
+  }
+  let ports: ExistingPort[] = [];
+  await ctx.task.progressWith({}, async (trx, held) => {
+    ports = await portsOfNode(trx, held.id);
+  });
+  const inventory = args.inventory ?? {};
+  const powerOff = args.inspector?.powerOff ?? true;
+  let outcome;
+  try {
+    outcome = iface.processInventory(node, inventory, args.pluginData ?? {}, ports);
+  } catch (err) {
+    if (!(err instanceof HardwareInspectionFailure)) throw err;
+    try {
+      // Recorded now: the failure's outcome carries no power state.
+      await ctx.task.progress(await tearDownInspectionBoot(ctx, powerOff));
+    } catch (cleanup) {
+      ctx.log.warn({ node: node.uuid, err: (cleanup as Error).message }, 'Cleaning up the inspection boot failed');
+    }
+    throw new HardwareInspectionFailure(`Failed to finish inspection: ${err.message}`);
+  }
+  const changes: NodeChanges = { ...(await tearDownInspectionBoot(ctx, powerOff)), properties: outcome.properties, inspectionFinishedAt: new Date() };
+  const { logs: _logs, ...pluginData } = outcome.pluginData;
+  return {
+    changes,
+    write: async (trx: Knex.Transaction, held: Node) => {
+      await applyInspectedPorts(trx, held.id, outcome);
+      await storeInventory(trx, held.id, { inventory, pluginData });
+    },
+  };
+}
+
 /** Out-of-band inspection: properties merged, ports created for new MACs, the inventory stored. */
-async function inspect(ctx: ActionContext): Promise<{ changes: NodeChanges; write?: ActionResult['write'] }> {
+async function inspect(ctx: ActionContext): Promise<{ changes: NodeChanges; write?: ActionResult['write']; waiting?: boolean }> {
   const node = ctx.node;
   validateInterface(ctx.registry, describeNode(node), 'inspect');
   const iface = ctx.registry.impl('inspect', node.inspectInterface)!;
+  if (iface.inBand) return { changes: await startInBandInspection(ctx), waiting: true };
   const started = new Date();
   const found = await iface.inspectHardware(ctx.driver, typeof node.properties.capabilities === 'string' ? node.properties.capabilities : undefined);
   const changes: NodeChanges = { inspectionStartedAt: started, inspectionFinishedAt: new Date() };
@@ -137,7 +234,8 @@ async function inspect(ctx: ActionContext): Promise<{ changes: NodeChanges; writ
 }
 
 const FAILURE_WORDS: Record<ProvisionWork, string> = {
-  verify: 'Failed to verify node', inspect: 'Failed to inspect hardware of node', clean: 'Failed to clean node',
+  verify: 'Failed to verify node', inspect: 'Failed to inspect hardware of node', process_inspection: 'Failed to finish inspection of node',
+  clean: 'Failed to clean node',
   deploy: 'Failed to deploy node', tear_down: 'Failed to tear down node', none: 'Failed to move node', abort: 'Failed to abort on node',
   service: 'Cannot service node',
 };
@@ -187,13 +285,34 @@ export const provisionAction: Action = {
         changes = r.changes;
         write = r.write;
         event = `Inspection done, node is ${args.target}.`;
+        if (r.waiting) {
+          // The node stays in inspect wait (or the agent has already answered): only the power state changes.
+          return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: 'Agent booted for in-band inspection, node is inspect wait.' } };
+        }
+        break;
+      }
+      case 'process_inspection': {
+        const r = await processInspection(ctx);
+        changes = r.changes;
+        write = r.write;
+        event = `Inspection data processed, node is ${args.target}.`;
         break;
       }
       case 'service':
         changes = await runServiceSteps(ctx, args.serviceSteps ?? []);
         event = `Servicing (${(args.serviceSteps ?? []).length} step(s)) done, node is ${args.target}.`;
         break;
-      case 'abort':
+      case 'abort': {
+        // An in-band inspection aborted (or timed out) leaves the agent ISO to eject and the node to power off.
+        const iface = ctx.registry.impl('inspect', ctx.node.inspectInterface);
+        if (iface?.inBand && args.target === ProvisionState.INSPECTFAIL) {
+          changes = await tearDownInspectionBoot(ctx, true);
+          event = 'Inspection boot cleaned up (agent ISO ejected, node powered off).';
+        }
+        // The node may have moved on (manage) while this waited: its state is no longer this intent's.
+        if (ctx.node.provisionState !== args.target) return { changes, history: { severity: 'INFO', eventType: 'provisioning', event } };
+        break;
+      }
       case 'none':
         break;
     }
@@ -211,13 +330,16 @@ export const provisionAction: Action = {
     // A tear-down that got as far as cleaning fails as cleaning does.
     const onFail = work === 'tear_down' && ctx.node.provisionState === ProvisionState.CLEANING ? ProvisionState.CLEANFAIL : args.onFail;
     const reason = error.message || String(error);
+    // Processing an agent's inventory fails with Ironic's own message, or in the boot's clean-up.
+    const lastError = work !== 'process_inspection' ? `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}`
+      : error instanceof HardwareInspectionFailure ? reason : `Inspection clean up failed: ${reason}`;
     return {
       provisionState: onFail,
       targetProvisionState: null,
       provisionUpdatedAt: new Date(),
       deployStep: {},
       cleanStep: {},
-      lastError: `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}`,
+      lastError,
     };
   },
 };
