@@ -137,3 +137,8 @@ export async function nodeIdsByPortAddresses(db: Knex, addresses: readonly strin
   const rows: Array<{ node_id: number }> = await db('ports').distinct('node_id').whereIn('address', addresses as string[]);
   return rows.map((r) => r.node_id);
 }
+
+/** The MAC addresses of a node's ports, as the agent is sent them. */
+export async function portAddressesOfNode(db: Knex, nodeId: number): Promise<Array<{ address: string }>> {
+  return db('ports').where({ node_id: nodeId }).orderBy('id').select('address');
+}

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { ProvisionState, type ProvisionWork } from '../../common/states.js';
-import { InvalidDriverInfo, InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../../common/errors.js';
+import { InvalidDriverInfo, InvalidParameterValue, PowerOffDisabled } from '../../common/errors.js';
 import { storeInventory } from '../../db/inventory.js';
 import type { Node, NodeChanges } from '../../db/nodes.js';
 import { createMissingPorts } from '../../db/ports.js';
@@ -10,6 +10,8 @@ import { parseCapabilities } from '../../common/capabilities.js';
 import { cleanStepsFor, type CleanStep } from '../clean-steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 import { runServiceSteps } from '../servicing.js';
+import { bootOf, cleaningNeedsAgent, powerOf, startAgentCleaning, startDirectDeploy, tearDownCleaning, wipedInternalInfo } from '../agent-steps.js';
+import { failureChanges } from './agent-continue.js';
 
 /** What the API queued: the verb, the transition it started and its arguments. */
 export interface ProvisionArgs {
@@ -23,6 +25,10 @@ export interface ProvisionArgs {
   serviceSteps?: CleanStep[];
   /** Whether tear-down is followed by automated cleaning (decided when it was asked). */
   automatedClean?: boolean;
+  /** The user's deploy steps (1.69). */
+  deploySteps?: CleanStep[];
+  /** Manual cleaning without booting the agent (1.70). */
+  disableRamdisk?: boolean;
 }
 
 function argsOf(ctx: Pick<ActionContext, 'intent'>): ProvisionArgs {
@@ -35,18 +41,6 @@ function workOf(ctx: Pick<ActionContext, 'intent' | 'node'>): ProvisionWork {
 }
 
 const DEPLOY_STEP = { step: 'deploy', interface: 'deploy', priority: 100, args: {} };
-
-function powerOf(ctx: ActionContext) {
-  const power = ctx.registry.impl('power', ctx.node.powerInterface);
-  if (!power) throw new UnsupportedDriverExtension(`Power interface ${ctx.node.powerInterface} is not enabled on this conductor.`);
-  return power;
-}
-
-function bootOf(ctx: ActionContext) {
-  const boot = ctx.registry.impl('boot', ctx.node.bootInterface);
-  if (!boot) throw new UnsupportedDriverExtension(`Boot interface ${ctx.node.bootInterface} is not enabled on this conductor.`);
-  return boot;
-}
 
 /** `manage` from enroll: the power interface must accept driver_info and answer a power-state read. */
 async function verify(ctx: ActionContext): Promise<NodeChanges> {
@@ -64,6 +58,10 @@ async function verify(ctx: ActionContext): Promise<NodeChanges> {
 async function deploy(ctx: ActionContext): Promise<NodeChanges> {
   const node = ctx.node;
   validateForDeploy(ctx.registry, describeNode(node));
+  if (node.deployInterface === 'direct') {
+    await startDirectDeploy(ctx, argsOf(ctx).deploySteps);
+    return { provisionState: ProvisionState.DEPLOYWAIT };
+  }
   await ctx.task.progress({ deployStep: DEPLOY_STEP });
   if (node.deployInterface !== 'ramdisk') return { deployStep: {} };
   // RamdiskDeploy.deploy powers off first, which a node with disable_power_off refuses.
@@ -89,7 +87,7 @@ async function deploy(ctx: ActionContext): Promise<NodeChanges> {
 async function tearDown(ctx: ActionContext): Promise<NodeChanges> {
   const node = ctx.node;
   const changes: NodeChanges = { instanceInfo: {}, instanceUuid: null, deployStep: {} };
-  if (node.deployInterface === 'ramdisk') await bootOf(ctx).cleanUpInstance(ctx.driver);
+  if (node.deployInterface === 'ramdisk' || node.deployInterface === 'direct') await bootOf(ctx).cleanUpInstance(ctx.driver);
   if (!node.disablePowerOff && node.deployInterface !== 'fake') {
     await powerOf(ctx).setPowerState(ctx.driver, 'power off');
     changes.powerState = 'power off';
@@ -103,6 +101,10 @@ async function tearDown(ctx: ActionContext): Promise<NodeChanges> {
  * manual cleaning runs the steps asked for, each of which must exist.
  */
 async function clean(ctx: ActionContext, manual: CleanStep[] | undefined): Promise<NodeChanges> {
+  if (cleaningNeedsAgent(ctx.node, manual, argsOf(ctx).disableRamdisk === true)) {
+    await startAgentCleaning(ctx, manual);
+    return { provisionState: ProvisionState.CLEANWAIT };
+  }
   const available = cleanStepsFor(ctx.node);
   const steps: CleanStep[] = manual ?? available.filter((s) => s.priority > 0).sort((a, b) => b.priority - a.priority)
     .map((s) => ({ interface: s.interface, step: s.step, priority: s.priority, args: {} }));
@@ -115,6 +117,18 @@ async function clean(ctx: ActionContext, manual: CleanStep[] | undefined): Promi
     await known.run(ctx, step.args ?? {});
   }
   return { cleanStep: {} };
+}
+
+/**
+ * Abort in `clean wait` (1.13): Ironic's do_node_clean_abort tears the cleaning down (the
+ * agent's CD ejected, the node off, the token gone) and says which step it stopped at.
+ */
+async function abortCleaning(ctx: ActionContext): Promise<NodeChanges> {
+  const step = ctx.node.cleanStep;
+  await tearDownCleaning(ctx);
+  let lastError = 'By request, the clean operation was aborted';
+  if (step && Object.keys(step).length) lastError += ` during or after the completion of step "${String(step.interface)}.${String(step.step)}"`;
+  return { lastError, cleanStep: {}, driverInternalInfo: wipedInternalInfo(ctx.node.driverInternalInfo ?? {}, 'clean') };
 }
 
 /** Out-of-band inspection: properties merged, ports created for new MACs, the inventory stored. */
@@ -194,11 +208,21 @@ export const provisionAction: Action = {
         event = `Servicing (${(args.serviceSteps ?? []).length} step(s)) done, node is ${args.target}.`;
         break;
       case 'abort':
+        if (ctx.node.provisionState === ProvisionState.CLEANFAIL && ctx.node.deployInterface === 'direct') {
+          changes = await abortCleaning(ctx);
+          event = changes.lastError as string;
+        }
+        break;
       case 'none':
         break;
     }
+    // A run that waits for its agent keeps its target; the agent's heartbeats carry it on.
+    const waiting = changes.provisionState === ProvisionState.DEPLOYWAIT || changes.provisionState === ProvisionState.CLEANWAIT;
+    if (waiting) event = `Waiting for the agent of node ${ctx.node.uuid} (${changes.provisionState}).`;
     return {
-      changes: { ...changes, provisionState: args.target, targetProvisionState: null, provisionUpdatedAt: new Date() },
+      changes: {
+        ...changes, provisionState: changes.provisionState ?? args.target, targetProvisionState: waiting ? args.target : null, provisionUpdatedAt: new Date(),
+      },
       write,
       history: { severity: 'INFO', eventType: 'provisioning', event },
     };
@@ -211,6 +235,11 @@ export const provisionAction: Action = {
     // A tear-down that got as far as cleaning fails as cleaning does.
     const onFail = work === 'tear_down' && ctx.node.provisionState === ProvisionState.CLEANING ? ProvisionState.CLEANFAIL : args.onFail;
     const reason = error.message || String(error);
+    if (ctx.node.deployInterface === 'direct' && (work === 'deploy' || work === 'clean' || work === 'tear_down')) {
+      const failed = failureChanges(ctx.node, onFail === ProvisionState.DEPLOYFAIL ? 'deploy' : 'clean', error);
+      if (onFail !== ProvisionState.DEPLOYFAIL && onFail !== ProvisionState.CLEANFAIL) failed.provisionState = onFail;
+      return { ...failed, lastError: `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}` };
+    }
     return {
       provisionState: onFail,
       targetProvisionState: null,
