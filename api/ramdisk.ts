@@ -33,8 +33,12 @@ const LOOKUP_ALLOWED: ReadonlySet<string> = new Set([
 const HEARTBEAT_ALLOWED: ReadonlySet<string> = new Set([
   S.DEPLOYWAIT, S.CLEANWAIT, 'rescue wait', S.DEPLOYING, S.CLEANING, 'rescuing', 'deploy hold', 'clean hold', S.SERVICING, S.SERVICEWAIT, 'service hold',
 ]);
-/** States in which a heartbeat makes the conductor carry the run on. */
-const CONTINUES: ReadonlySet<string> = new Set([S.DEPLOYWAIT, S.CLEANWAIT]);
+/**
+ * States in which a heartbeat makes the conductor carry the run on. In deploying / cleaning the
+ * conductor is at a step that may end in a wait: the continue queued behind it then looks.
+ */
+const CONTINUES: ReadonlySet<string> = new Set([S.DEPLOYWAIT, S.CLEANWAIT, S.DEPLOYING, S.CLEANING]);
+const WAITS: ReadonlySet<string> = new Set([S.DEPLOYWAIT, S.CLEANWAIT]);
 const AGENT_STATUSES = ['start', 'end', 'error'];
 
 /** Heartbeat body fields and the microversion that introduced each. */
@@ -169,9 +173,8 @@ export function registerRamdiskRoutes(app: FastifyInstance, deps: ApiDeps, accep
       if (b.agent_verify_ca) next.agent_verify_ca = b.agent_verify_ca;
       if (status !== undefined) next.agent_status = status;
       if (field('agent_status_message') !== undefined) next.agent_status_message = field('agent_status_message');
-      const waits = CONTINUES.has(node.provisionState);
-      await updateNode(trx, node.id, { driverInternalInfo: next, ...(waits ? { provisionUpdatedAt: new Date() } : {}) });
-      if (!waits || await hasQueuedIntent(trx, node.id, 'agent_continue')) return false;
+      await updateNode(trx, node.id, { driverInternalInfo: next, ...(WAITS.has(node.provisionState) ? { provisionUpdatedAt: new Date() } : {}) });
+      if (!CONTINUES.has(node.provisionState) || await hasQueuedIntent(trx, node.id, 'agent_continue')) return false;
       await enqueueIntents(trx, node.id, [{ kind: 'agent_continue', args: {}, maxAttempts: 1, requester: null, requestId: req.id }]);
       return true;
     });

@@ -33,11 +33,13 @@ export const agentContinueAction: Action = {
       const changes: NodeChanges = { ...endOfRunChanges(node, type), targetProvisionState: null, provisionUpdatedAt: new Date() };
       if (type === 'deploy') {
         changes.provisionState = ProvisionState.ACTIVE;
+        changes.powerState = 'power on';
         return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: 'Deployed (direct deploy), node is active.' } };
       }
       await tearDownCleaning(ctx);
       const target = node.targetProvisionState === ProvisionState.MANAGEABLE ? ProvisionState.MANAGEABLE : ProvisionState.AVAILABLE;
       changes.provisionState = target;
+      if (!node.disablePowerOff) changes.powerState = 'power off';
       return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: `Cleaning through the agent done, node is ${target}.` } };
     } catch (err) {
       await failRun(ctx, type, err);

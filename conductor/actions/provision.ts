@@ -60,7 +60,7 @@ async function deploy(ctx: ActionContext): Promise<NodeChanges> {
   validateForDeploy(ctx.registry, describeNode(node));
   if (node.deployInterface === 'direct') {
     await startDirectDeploy(ctx, argsOf(ctx).deploySteps);
-    return { provisionState: ProvisionState.DEPLOYWAIT };
+    return { provisionState: ProvisionState.DEPLOYWAIT, powerState: 'power on' };
   }
   await ctx.task.progress({ deployStep: DEPLOY_STEP });
   if (node.deployInterface !== 'ramdisk') return { deployStep: {} };
@@ -103,7 +103,7 @@ async function tearDown(ctx: ActionContext): Promise<NodeChanges> {
 async function clean(ctx: ActionContext, manual: CleanStep[] | undefined): Promise<NodeChanges> {
   if (cleaningNeedsAgent(ctx.node, manual, argsOf(ctx).disableRamdisk === true)) {
     await startAgentCleaning(ctx, manual);
-    return { provisionState: ProvisionState.CLEANWAIT };
+    return { provisionState: ProvisionState.CLEANWAIT, powerState: 'power on' };
   }
   const available = cleanStepsFor(ctx.node);
   const steps: CleanStep[] = manual ?? available.filter((s) => s.priority > 0).sort((a, b) => b.priority - a.priority)
