@@ -4,6 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { parseQuirks, QUIRK_NAMES } from './quirks.js';
+import { DEFAULT_ISO_PATTERN, type AgentSimOptions } from '../agent/types.js';
 import { startRedfishSim, type RedfishSimOptions } from './server.js';
 
 export const SIM_REDFISH_USAGE = `Usage: galvanic sim redfish --count N --base-port P [options]
@@ -32,8 +33,17 @@ export const SIM_REDFISH_USAGE = `Usage: galvanic sim redfish --count N --base-p
   --insert-media-status S 400 or 500: refuse every InsertMedia (default: accept)
   --username U --password P   credentials (default admin / password)
 
+ironic-python-agent simulation (docs/agent-simulator.md), off unless --agent-api-url is given:
+  --agent-api-url URL     Galvanic's API (ipa-api-url): a host that boots an agent ISO from Cd runs an agent
+  --agent-iso REGEX       which virtual-media URLs are agent ISOs (default ${DEFAULT_ISO_PATTERN.source}, case-insensitive)
+  --agent-boot-seconds MIN-MAX  the agent comes up this long after its host booted the ISO (default 1-2)
+  --agent-write-mbps N    write_image writes at most N MB/s (10^6 bytes; default 200)
+  --agent-heartbeat-min-gap-ms N  a forced heartbeat comes at least N ms after the previous (default 5000)
+  --agent-lookup-retry-ms N  longest wait between lookup retries (default 2000)
+  --agent-port P          port of the agents' shared HTTP server (default: a free port)
+
 Control API per BMC: /_sim/stats, /_sim/reset, /_sim/expire-sessions, /_sim/faults, /_sim/state,
-/_sim/events, /_sim/totals, /_sim/chains (docs/operations.md).`;
+/_sim/events, /_sim/totals, /_sim/chains (docs/operations.md), /_sim/agent, /_sim/agent/faults.`;
 
 function fraction(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -75,6 +85,13 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
       'insert-media-status': { type: 'string' },
       username: { type: 'string' },
       password: { type: 'string' },
+      'agent-api-url': { type: 'string' },
+      'agent-iso': { type: 'string' },
+      'agent-boot-seconds': { type: 'string' },
+      'agent-write-mbps': { type: 'string' },
+      'agent-heartbeat-min-gap-ms': { type: 'string' },
+      'agent-lookup-retry-ms': { type: 'string' },
+      'agent-port': { type: 'string' },
     },
     allowPositionals: false,
   });
@@ -91,15 +108,8 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
   if (chassis !== undefined && chassis !== 'both' && chassis !== 'legacy' && chassis !== 'sensors') {
     throw new Error(`--chassis must be both, legacy or sensors, got "${chassis}"`);
   }
-  let bootMs: [number, number] | undefined;
-  if (values['boot-seconds'] !== undefined) {
-    const m = /^(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?$/.exec(values['boot-seconds']);
-    if (!m) throw new Error(`--boot-seconds must be S or MIN-MAX in seconds, got "${values['boot-seconds']}"`);
-    const lo = Number(m[1]);
-    const hi = m[2] === undefined ? lo : Number(m[2]);
-    if (hi < lo) throw new Error(`--boot-seconds: ${hi} is below ${lo}`);
-    bootMs = [Math.round(lo * 1000), Math.round(hi * 1000)];
-  }
+  const bootSeconds = seconds('boot-seconds', values['boot-seconds']);
+  const bootMs: [number, number] | undefined = bootSeconds ? [Math.round(bootSeconds[0] * 1000), Math.round(bootSeconds[1] * 1000)] : undefined;
   const check = values['vmedia-check-image'];
   if (check !== undefined && check !== 'none' && check !== 'insert' && check !== 'boot') {
     throw new Error(`--vmedia-check-image must be none, insert or boot, got "${check}"`);
@@ -144,6 +154,51 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
     insertMediaStatus: insertStatus === undefined ? undefined : Number(insertStatus),
     username: values.username,
     password: values.password,
+    agent: agentOptions(values),
+  };
+}
+
+function seconds(name: string, v: string | undefined): [number, number] | undefined {
+  if (v === undefined) return undefined;
+  const m = /^(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?$/.exec(v);
+  if (!m) throw new Error(`--${name} must be S or MIN-MAX in seconds, got "${v}"`);
+  const lo = Number(m[1]);
+  const hi = m[2] === undefined ? lo : Number(m[2]);
+  if (hi < lo) throw new Error(`--${name}: ${hi} is below ${lo}`);
+  return [lo, hi];
+}
+
+function agentOptions(values: Record<string, string | boolean | undefined>): AgentSimOptions | undefined {
+  const str = (k: string) => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
+  const url = str('agent-api-url');
+  const others = ['agent-iso', 'agent-boot-seconds', 'agent-write-mbps', 'agent-heartbeat-min-gap-ms', 'agent-lookup-retry-ms', 'agent-port'].filter((k) => str(k) !== undefined);
+  if (url === undefined) {
+    if (others.length) throw new Error(`--${others[0]} needs --agent-api-url`);
+    return undefined;
+  }
+  if (!/^https?:\/\/[^/]+/i.test(url)) throw new Error(`--agent-api-url must be an http(s) URL, got "${url}"`);
+  let isoPattern: RegExp | undefined;
+  const iso = str('agent-iso');
+  if (iso !== undefined) {
+    try {
+      isoPattern = new RegExp(iso, 'i');
+    } catch (err) {
+      throw new Error(`--agent-iso: ${(err as Error).message}`);
+    }
+  }
+  const mbps = str('agent-write-mbps');
+  const writeMBps = mbps === undefined ? undefined : Number(mbps);
+  if (writeMBps !== undefined && !(Number.isFinite(writeMBps) && writeMBps > 0)) throw new Error(`--agent-write-mbps must be a number above 0, got "${mbps}"`);
+  const port = count('agent-port', str('agent-port'), 0);
+  if (port !== undefined && port > 65535) throw new Error(`--agent-port must be at most 65535, got ${port}`);
+  return {
+    apiUrl: url,
+    isoPattern,
+    bootSeconds: seconds('agent-boot-seconds', str('agent-boot-seconds')),
+    writeMBps,
+    heartbeatMinGapMs: count('agent-heartbeat-min-gap-ms', str('agent-heartbeat-min-gap-ms'), 0),
+    lookupRetryMs: count('agent-lookup-retry-ms', str('agent-lookup-retry-ms'), 1),
+    port,
   };
 }
 
@@ -162,7 +217,7 @@ export async function runRedfishSim(argv: string[]): Promise<number> {
   }
   const sim = await startRedfishSim(opts);
   const ports = sim.bmcs.map((b) => b.port);
-  process.stdout.write(`${JSON.stringify({ listening: sim.bmcs.length, host: '127.0.0.1', firstPort: ports[0], lastPort: ports[ports.length - 1], mockup: opts.mockup ?? null })}\n`);
+  process.stdout.write(`${JSON.stringify({ listening: sim.bmcs.length, host: '127.0.0.1', firstPort: ports[0], lastPort: ports[ports.length - 1], mockup: opts.mockup ?? null, agentUrl: sim.agentUrl ?? null })}\n`);
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', () => resolve());
     process.once('SIGINT', () => resolve());

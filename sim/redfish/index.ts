@@ -4,3 +4,4 @@ export type { SimFaults, BmcCounters, LogEntry, SimEvent, Running } from './stat
 export { parseQuirks, QUIRK_NAMES, type VmediaQuirks } from './quirks.js';
 export type { ImageCheck } from './vmedia.js';
 export { runRedfishSim } from './cli.js';
+export type { AgentFaults, AgentSimOptions, AgentWitness, CommandResult } from '../agent/types.js';

@@ -16,6 +16,8 @@
  *                              (the sum of the latencies imposed on one BMC's requests) since
  *                              the last POST, which starts a new count; with all=1 also every
  *                              BMC's chain, by port
+ *   GET  /_sim/agent           with `agent`: what the host's agent did and holds (docs/agent-simulator.md)
+ *   GET|POST /_sim/agent/faults  read or set the agent's faults ({} clears them)
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -25,6 +27,8 @@ import { MockupModel } from './model-mockup.js';
 import { SyntheticModel, type ChassisModel } from './model-synthetic.js';
 import { emptyMedia, normalisePath, type SimModel } from './model.js';
 import { NO_QUIRKS, parseQuirks, type VmediaQuirks } from './quirks.js';
+import { AgentFleet } from '../agent/fleet.js';
+import { FAULT_KEYS as AGENT_FAULT_KEYS, type AgentFaults, type AgentSimOptions } from '../agent/types.js';
 import { DEFAULT_FAULTS, SimBmc, etagOf, type BmcCounters, type MediaState, type SimFaults } from './state.js';
 import type { ImageCheck, VirtualMedia } from './vmedia.js';
 
@@ -61,6 +65,11 @@ export interface RedfishSimOptions extends Partial<Omit<SimFaults, 'unavailable'
    * `slowMs`: slow BMCs, where `slowFraction` makes slow requests on any BMC.
    */
   slowBmcFraction?: number;
+  /**
+   * Simulate ironic-python-agent: a system that boots an agent ISO from virtual media runs an
+   * agent that looks itself up at `apiUrl`, heartbeats and serves IPA's command API.
+   */
+  agent?: AgentSimOptions;
 }
 
 export interface SimBmcHandle {
@@ -74,6 +83,8 @@ export interface RedfishSim {
   bmcs: SimBmcHandle[];
   /** Counters summed over every BMC. */
   totals(): BmcCounters & { bmcs: number };
+  /** With `agent`: `http://127.0.0.1:<port>` of the agents' shared server, else undefined. */
+  agentUrl?: string;
   stop(): Promise<void>;
 }
 
@@ -128,7 +139,30 @@ function mediaOut(m: MediaState, view: MediaState): Record<string, unknown> {
   return { image: m.image, inserted: m.inserted, writeProtected: m.writeProtected, transferProtocolType: m.transferProtocolType, etag: etagOf(m), ...(view !== m ? { shownInserted: view.inserted } : {}) };
 }
 
-async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: VirtualMedia, req: IncomingMessage, res: ServerResponse, port: number, handles: readonly SimBmcHandle[]): Promise<void> {
+function systemOf(bmc: SimBmc, model: SimModel, p: string) {
+  let s = bmc.systems.get(p);
+  if (!s) {
+    s = model.initialSystem(p);
+    bmc.systems.set(p, s);
+  }
+  return s;
+}
+
+function agentControl(bmc: SimBmc, model: SimModel, agents: AgentFleet | null, res: ServerResponse, pathname: string, write: boolean, input: Record<string, unknown>): void {
+  if (!agents) return send(res, 404, JSON.stringify({ error: 'this simulator runs no agents (start it with an agent API URL)' }));
+  // The first system's agent: the synthetic BMC has one system.
+  const sysPath = [...model.systemPaths][0];
+  const host = agents.host(bmc, sysPath, systemOf(bmc, model, sysPath));
+  if (pathname === '/_sim/agent') return send(res, 200, JSON.stringify(host.witness()));
+  if (write) {
+    const unknown = Object.keys(input).filter((k) => !AGENT_FAULT_KEYS.has(k));
+    if (unknown.length) return send(res, 400, JSON.stringify({ error: `unknown agent fault keys: ${unknown.join(', ')}` }));
+    host.faults = Object.keys(input).length ? { ...host.faults, ...(input as AgentFaults) } : {};
+  }
+  send(res, 200, JSON.stringify(host.faults));
+}
+
+async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: VirtualMedia, req: IncomingMessage, res: ServerResponse, port: number, handles: readonly SimBmcHandle[], agents: AgentFleet | null): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://sim');
   const write = req.method === 'POST' || req.method === 'PUT';
   const body = write ? await readBody(req) : '';
@@ -149,8 +183,12 @@ async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: Virt
       return send(res, 200, JSON.stringify(sumCounters(all)));
     case '/_sim/chains':
       return send(res, 200, JSON.stringify(chainSummary(all, write, url.searchParams.get('all') === '1' ? handles : undefined)));
+    case '/_sim/agent':
+    case '/_sim/agent/faults':
+      return agentControl(bmc, model, agents, res, url.pathname, write, input);
     case '/_sim/reset':
       bmc.resetCounters();
+      if (agents) for (const p of model.systemPaths) agents.host(bmc, p, systemOf(bmc, model, p)).resetCounters();
       return send(res, 200, JSON.stringify(bmc.counters()));
     case '/_sim/expire-sessions':
       return send(res, 200, JSON.stringify({ expired: bmc.expireSessions() }));
@@ -184,7 +222,10 @@ async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: Virt
             s.timer = undefined;
             s.bootStartedAt = undefined;
             s.power = input.power;
+            const wasRunning = s.running;
             s.running = input.power === 'Off' ? null : (s.running ?? { device: 'Hdd', image: null, slot: null, phase: 'up', since: Date.now() });
+            if (input.power === 'Off') bmc.hooks?.stopped(bmc, s);
+            else if (!wasRunning) bmc.hooks?.booted(bmc, s);
           }
           if (typeof input.boot === 'object' && input.boot !== null) s.boot = { ...s.boot, ...(input.boot as object) };
           s.version++;
@@ -254,18 +295,26 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
   const slowFaults: SimFaults = Object.freeze({ ...faults, latencyMs: [faults.slowMs, faults.slowMs] as [number, number], slowFraction: 0 });
   const isSlow = (i: number) => slowBmcs > 0 && Math.floor((i + 1) * slowBmcs) > Math.floor(i * slowBmcs);
   const logLimit = opts.logLimit ?? 10_000;
+  const agents = opts.agent
+    ? await AgentFleet.start(opts.agent, model, host, (bmc, sysPath, type) => {
+        const s = systemOf(bmc, model, sysPath);
+        bmc.reset(s, type, () => handler.vmedia.bootPlan(bmc, sysPath, s));
+        handler.vmedia.checkBoot(bmc, s);
+      })
+    : null;
   const bmcs: SimBmc[] = [];
   const servers: http.Server[] = [];
   const handles: SimBmcHandle[] = [];
   const startOne = async (i: number): Promise<void> => {
     const bmc = new SimBmc(i, isSlow(i) ? slowFaults : faults, logLimit);
+    if (agents) bmc.hooks = agents;
     bmcs[i] = bmc;
     const server = http.createServer();
     servers[i] = server;
     let port = 0;
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       const p = req.url ?? '';
-      const work = p.startsWith('/_sim/') ? control(bmc, bmcs, model, handler.vmedia, req, res, port, handles) : handler.handle(bmc, req, res);
+      const work = p.startsWith('/_sim/') ? control(bmc, bmcs, model, handler.vmedia, req, res, port, handles, agents) : handler.handle(bmc, req, res);
       work.catch((err: unknown) => send(res, 500, JSON.stringify({ error: String(err) })));
     });
     // Keep idle keep-alive sockets longer than clients' pools do, so clients close first.
@@ -284,13 +333,16 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
     }
   } catch (err) {
     await closeAll(servers);
+    await agents?.stop();
     throw err;
   }
   return {
     bmcs: handles,
     totals: () => sumCounters(bmcs),
+    ...(agents ? { agentUrl: agents.url } : {}),
     async stop() {
       for (const b of bmcs) b?.stop();
+      await agents?.stop();
       await closeAll(servers);
     },
   };

@@ -125,7 +125,7 @@ export interface SimEvent {
   seq: number;
   /** Epoch ms. */
   at: number;
-  type: 'insert' | 'eject' | 'refused' | 'boot-override' | 'reset' | 'boot-started' | 'boot-finished' | 'boot-failed' | 'power-lost' | 'power-restored';
+  type: 'insert' | 'eject' | 'refused' | 'boot-override' | 'reset' | 'boot-started' | 'boot-finished' | 'boot-failed' | 'power-lost' | 'power-restored' | 'agent-started' | 'agent-stopped';
   [detail: string]: unknown;
 }
 
@@ -149,6 +149,15 @@ export interface BmcCounters {
   sessionsCreated: number;
   logins: number;
   unauthorized: number;
+}
+
+/**
+ * Told when a system has finished booting (its `running.phase` is `up`) and when whatever ran
+ * on it stops (power off, restart, lost power, a failed boot): the agent simulator's hook.
+ */
+export interface SystemHooks {
+  booted(bmc: SimBmc, system: SystemState): void;
+  stopped(bmc: SimBmc, system: SystemState): void;
 }
 
 function now(): number {
@@ -179,6 +188,8 @@ export class SimBmc {
   readonly media = new Map<string, MediaState>();
   events: SimEvent[] = [];
   private eventSeq = 0;
+  /** Set by the fleet when it simulates agents. */
+  hooks?: SystemHooks;
 
   constructor(
     readonly index: number,
@@ -229,6 +240,7 @@ export class SimBmc {
     if (this.faults.powerLost && !wasLost) {
       for (const s of this.systems.values()) {
         this.endBoot(s, false);
+        this.hooks?.stopped(this, s);
         if (s.timer) clearTimeout(s.timer);
         s.timer = undefined;
         s.power = 'Off';
@@ -332,7 +344,10 @@ export class SimBmc {
     if (system.timer) clearTimeout(system.timer);
     system.timer = undefined;
     const boots = target === 'On' && (restart || !current);
-    if (target === 'Off' || boots) this.endBoot(system, false);
+    if (target === 'Off' || boots) {
+      this.endBoot(system, false);
+      this.hooks?.stopped(this, system);
+    }
     if (target === 'Off') system.running = null;
     let delay = this.faults.powerDelayMs;
     let bootMs = 0;
@@ -386,6 +401,7 @@ export class SimBmc {
     } else {
       r.phase = 'up';
       this.event('boot-finished', { device: r.device, image: r.image, slot: r.slot });
+      this.hooks?.booted(this, system);
     }
   }
 

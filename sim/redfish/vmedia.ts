@@ -245,6 +245,7 @@ export class VirtualMedia {
       if (r.phase !== 'up') return;
       r.phase = 'failed';
       bmc.event('boot-failed', { device: r.device, image: r.image, slot: r.slot, error: problem });
+      bmc.hooks?.stopped(bmc, s);
     });
   }
 }

@@ -1,0 +1,125 @@
+/**
+ * Options, fault knobs and the witness read-out of the ironic-python-agent simulator.
+ */
+
+/** How the agents of a Redfish simulator fleet behave (`startRedfishSim({agent})`). */
+export interface AgentSimOptions {
+  /** Galvanic's API, as IPA's `ipa-api-url` kernel argument: `http://127.0.0.1:6385`. */
+  apiUrl: string;
+  /** A booted virtual-media image whose URL matches this is an agent ISO. */
+  isoPattern?: RegExp;
+  /** An agent comes up this long (s, uniform in [min, max]) after its host booted the ISO (default [1, 2]). */
+  bootSeconds?: [number, number];
+  /** write_image takes image bytes / (writeMBps × 10⁶) s at least (default 200). */
+  writeMBps?: number;
+  /** A forced heartbeat (after an async command) comes at least this long after the previous one (ms, default 5000). */
+  heartbeatMinGapMs?: number;
+  /** The longest wait between lookup retries (ms, default 2000); waits grow exponentially with jitter up to it. */
+  lookupRetryMs?: number;
+  /** Address and port of the agents' shared HTTP server (default 127.0.0.1, a free port). */
+  host?: string;
+  port?: number;
+}
+
+export const DEFAULT_ISO_PATTERN = /(^|[/_.-])(ipa|agent)([/_.-]|$)/i;
+
+/** Faults of one host's agent, set with `POST /_sim/agent/faults` on its BMC; `{}` clears them. */
+export interface AgentFaults {
+  /** This step (clean or deploy, by name) fails: FAILED with a CleaningError/DeploymentError. */
+  failStep?: string;
+  /** The error details of `failStep` (default: "Simulated failure of step <name>"). */
+  failMessage?: string;
+  /** This step never ends: RUNNING until the agent dies. */
+  hangStep?: string;
+  /** The agent dies halfway through this step: its API answers 404, its heartbeats stop; the host stays on. */
+  crashDuringStep?: string;
+  /** The host restarts halfway through this step (a ForceRestart at its BMC). */
+  rebootDuringStep?: string;
+  /** The next n command POSTs are executed but their responses are lost (the connection is reset). */
+  loseResponse?: number;
+  /**
+   * The next execute_*_step that carries a hardware manager version answers
+   * CLEAN_VERSION_MISMATCH, and the agent reports a newer version from then on (as a newer
+   * agent would); the fault then clears itself.
+   */
+  versionMismatch?: boolean;
+  /** `agent_version` sent in heartbeats (default "10.1.0"). */
+  agentVersion?: string;
+  /** Heartbeats carry a token that is not the one the agent was given. */
+  wrongToken?: boolean;
+  /** The agent never comes up, whatever the host boots. */
+  noBoot?: boolean;
+  /** Overrides the fleet's boot delay for this host (s). */
+  bootSeconds?: [number, number];
+}
+
+export const FAULT_KEYS: ReadonlySet<string> = new Set([
+  'failStep',
+  'failMessage',
+  'hangStep',
+  'crashDuringStep',
+  'rebootDuringStep',
+  'loseResponse',
+  'versionMismatch',
+  'agentVersion',
+  'wrongToken',
+  'noBoot',
+  'bootSeconds',
+]);
+
+export type CommandStatus = 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'CLEAN_VERSION_MISMATCH';
+
+/** IPA's serialised RESTError. */
+export interface CommandError {
+  type: string;
+  code: number;
+  message: string;
+  details: string;
+}
+
+/** A command as IPA serialises it (`BaseCommandResult`). */
+export interface CommandResult {
+  id: string;
+  command_name: string;
+  command_status: CommandStatus;
+  command_error: CommandError | null;
+  command_result: unknown;
+}
+
+/** What the host's disk holds; it outlives the agent. */
+export interface DiskState {
+  imageUrl: string;
+  bytes: number;
+  sha256: string;
+  /** Epoch ms. */
+  writtenAt: number;
+}
+
+/** `GET /_sim/agent` on a BMC's port. */
+export interface AgentWitness {
+  running: boolean;
+  /** Epoch ms at which the current (or last) agent came up; null when none ever did. */
+  bootedAt: number | null;
+  /** Agents started on this host so far. */
+  boots: number;
+  /** `http://<host>:<port>/<id>`: the agent's callback_url (also when it is not running). */
+  callbackUrl: string;
+  /** The node UUID the last lookup gave, else null. */
+  nodeUuid: string | null;
+  lookups: number;
+  lookupStatuses: Record<string, number>;
+  inspections: number;
+  inspectionStatuses: Record<string, number>;
+  heartbeats: number;
+  heartbeatStatuses: Record<string, number>;
+  /** The token the agent holds, or null. */
+  token: string | null;
+  /** The current (or last) agent's commands, in order. */
+  commands: CommandResult[];
+  /** The agent locked itself down (system.lockdown): no API, no heartbeats. */
+  lockedDown: boolean;
+  disk: DiskState | null;
+  /** What the host runs from its disk; null when the disk is empty. */
+  instance: { running: boolean; imageUrl: string } | null;
+  faults: AgentFaults;
+}

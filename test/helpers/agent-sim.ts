@@ -1,0 +1,99 @@
+/**
+ * Helpers for tests that need simulated ironic-python-agents: a Redfish fleet with agents,
+ * booting a host into the agent ISO over real Redfish calls, the agent witness and faults,
+ * and calls to an agent's command API.
+ */
+import { startRedfishSim, type RedfishSim, type RedfishSimOptions } from '../../sim/redfish/index.js';
+import type { AgentFaults, AgentSimOptions, AgentWitness, CommandResult } from '../../sim/agent/index.js';
+
+export type { AgentFaults, AgentWitness, CommandResult };
+
+/** Starts `count` BMCs whose hosts run an agent when they boot an agent ISO. */
+export function startAgentFleet(count: number, agent: AgentSimOptions, redfish: Partial<RedfishSimOptions> = {}): Promise<RedfishSim> {
+  return startRedfishSim({ count, ...redfish, agent: { bootSeconds: [0, 0], ...agent } });
+}
+
+/** `GET /_sim/agent` of a BMC. */
+export async function agentWitness(bmcUrl: string): Promise<AgentWitness> {
+  const res = await fetch(`${bmcUrl}/_sim/agent`);
+  if (!res.ok) throw new Error(`/_sim/agent: ${res.status} ${await res.text()}`);
+  return (await res.json()) as AgentWitness;
+}
+
+/** Sets (merges) the faults of a BMC's agent; `{}` clears them. */
+export async function setAgentFaults(bmcUrl: string, faults: AgentFaults): Promise<AgentFaults> {
+  const res = await fetch(`${bmcUrl}/_sim/agent/faults`, { method: 'POST', body: JSON.stringify(faults) });
+  if (!res.ok) throw new Error(`/_sim/agent/faults: ${res.status} ${await res.text()}`);
+  return (await res.json()) as AgentFaults;
+}
+
+const AUTH = { authorization: `Basic ${Buffer.from('admin:password').toString('base64')}`, 'content-type': 'application/json' };
+const SYSTEM = '/redfish/v1/Systems/System.Embedded.1';
+const CD = '/redfish/v1/Managers/BMC/VirtualMedia/Cd';
+
+async function redfish(bmcUrl: string, method: string, path: string, body?: object): Promise<void> {
+  const res = await fetch(`${bmcUrl}${path}`, { method, headers: AUTH, body: body ? JSON.stringify(body) : undefined });
+  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+}
+
+/** Does what a conductor does to boot a synthetic BMC's host from an ISO: eject, insert, Cd once, restart. */
+export async function bootIso(bmcUrl: string, isoUrl: string, reset: 'ForceRestart' | 'On' = 'ForceRestart'): Promise<void> {
+  await redfish(bmcUrl, 'POST', `${CD}/Actions/VirtualMedia.EjectMedia`, {});
+  await redfish(bmcUrl, 'POST', `${CD}/Actions/VirtualMedia.InsertMedia`, { Image: isoUrl });
+  await redfish(bmcUrl, 'PATCH', SYSTEM, { Boot: { BootSourceOverrideTarget: 'Cd', BootSourceOverrideEnabled: 'Once' } });
+  await redfish(bmcUrl, 'POST', `${SYSTEM}/Actions/ComputerSystem.Reset`, { ResetType: reset });
+}
+
+/** Resets the host (`ForceOff`, `ForceRestart`, `On`, …) through Redfish. */
+export function resetHost(bmcUrl: string, type: string): Promise<void> {
+  return redfish(bmcUrl, 'POST', `${SYSTEM}/Actions/ComputerSystem.Reset`, { ResetType: type });
+}
+
+/** Polls `fn` until it returns something truthy, or fails after `timeoutMs`. */
+export async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 10_000, everyMs = 25): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** Waits until the BMC's agent runs and holds a token; returns its witness. */
+export function waitForAgent(bmcUrl: string, timeoutMs = 10_000): Promise<AgentWitness> {
+  return waitFor('the agent to look itself up', async () => {
+    const w = await agentWitness(bmcUrl);
+    return w.running && w.token ? w : null;
+  }, timeoutMs);
+}
+
+export interface AgentReply {
+  status: number;
+  body: unknown;
+}
+
+/** `POST {callback}/v1/commands/?wait=…&agent_token=…` with `{name, params}`. */
+export async function agentCommand(callbackUrl: string, token: string | null, name: string, params: object = {}, wait = false): Promise<AgentReply> {
+  const q = new URLSearchParams({ wait: String(wait) });
+  if (token !== null) q.set('agent_token', token);
+  const res = await fetch(`${callbackUrl}/v1/commands/?${q.toString()}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, params }) });
+  return { status: res.status, body: await res.json().catch(() => null) };
+}
+
+/** `GET {callback}/v1/commands/?agent_token=…`: the agent's commands, in order. */
+export async function agentCommands(callbackUrl: string, token: string | null): Promise<AgentReply> {
+  const q = token === null ? '' : `?agent_token=${encodeURIComponent(token)}`;
+  const res = await fetch(`${callbackUrl}/v1/commands/${q}`);
+  return { status: res.status, body: await res.json().catch(() => null) };
+}
+
+/** Waits for the last command of the agent to be done; returns it. */
+export function waitForCommand(callbackUrl: string, token: string, timeoutMs = 10_000): Promise<CommandResult> {
+  return waitFor('the command to finish', async () => {
+    const r = await agentCommands(callbackUrl, token);
+    const list = (r.body as { commands?: CommandResult[] } | null)?.commands ?? [];
+    const last = list[list.length - 1];
+    return last && last.command_status !== 'RUNNING' ? last : null;
+  }, timeoutMs);
+}
