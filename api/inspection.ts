@@ -18,8 +18,10 @@ import { getNode, getNodeById, updateNode } from '../db/nodes.js';
 import { INTENT_CHANNEL, enqueueIntents } from '../db/intents.js';
 import { withTransaction } from '../db/transaction.js';
 import type { IntentAcceptor } from './intents.js';
-import { baseUrl, resourceLinks } from './links.js';
-import { maskSecrets } from './masking.js';
+import { baseUrl } from './links.js';
+import { MASK } from './masking.js';
+import { lookupBody } from './ramdisk.js';
+import { mintAgentToken } from '../db/agent-tokens.js';
 import { inspectorArgs } from './provision.js';
 import { nodeIdsByPortAddresses } from '../db/ports.js';
 import { ProvisionState } from '../common/states.js';
@@ -126,15 +128,8 @@ export function registerInspectionRoutes(app: FastifyInstance, deps: ApiDeps, ac
     acceptor.wake.notify(INTENT_CHANNEL, node.uuid);
     reply.code(202);
     if (!newStyle) return { uuid: node.uuid };
-    return {
-      node: {
-        uuid: node.uuid,
-        properties: node.properties,
-        instance_info: maskSecrets(node.instanceInfo),
-        driver_internal_info: maskSecrets(node.driverInternalInfo),
-        links: resourceLinks(baseUrl(req, config.api.public_endpoint), 'nodes', node.uuid),
-      },
-      config: { heartbeat_timeout: 300, agent_token: null, agent_token_required: true },
-    };
+    // Ironic's get_node_with_token: the agent that inspects gets its token here (later lookups see `******`).
+    const token = (await mintAgentToken(db, node.id)) ?? MASK;
+    return lookupBody(node, token, baseUrl(req, config.api.public_endpoint), config.api.ramdisk_heartbeat_timeout);
   });
 }

@@ -12,6 +12,7 @@ import type { Action, ActionContext, ActionResult } from './actions/types.js';
 import { nodePayload } from './node-payload.js';
 import { LockLost, type Task, type TaskManager } from './task-manager.js';
 import { SuccessRecorder } from './success-recorder.js';
+import type { AgentServices } from './agent-steps.js';
 
 export interface RunnerOptions {
   hostname: string;
@@ -22,6 +23,8 @@ export interface RunnerOptions {
   beforeClaim?: () => Promise<void>;
   /** How node updates treat access (see AccessOptions.maintenanceBumpsAccess). */
   update?: AccessOptions;
+  /** What actions use to talk to agents. */
+  agent?: AgentServices;
 }
 
 /** Exponential backoff with jitter (half fixed, half random), capped. */
@@ -185,7 +188,7 @@ export class IntentRunner {
     const node = task.node;
     const action = this.actions[intent.kind];
     const ctx: ActionContext = {
-      task, intent, registry: this.registry, log,
+      task, intent, registry: this.registry, log, agent: this.opts.agent,
       // The node as the task last wrote it: long actions record progress (the step running now).
       get node() {
         return task.node;

@@ -333,3 +333,9 @@ export async function lastOpenIntent(db: Knex, nodeId: number): Promise<Intent |
   const row = await db('intents').where('node_id', nodeId).whereIn('state', ['queued', 'running']).orderBy('seq', 'desc').first();
   return row ? mapper.fromRow(row) : undefined;
 }
+
+/** Whether the node has a queued intent of this kind (a heartbeat's continue is queued once). */
+export async function hasQueuedIntent(trx: Knex, nodeId: number, kind: string): Promise<boolean> {
+  const row = await trx('intents').where({ node_id: nodeId, kind, state: 'queued' }).first('id');
+  return row !== undefined;
+}

@@ -171,3 +171,8 @@ export async function applyInspectedPorts(
     await db('ports').insert(rows).onConflict('address').ignore();
   }
 }
+
+/** The MAC addresses of a node's ports, as the agent is sent them. */
+export async function portAddressesOfNode(db: Knex, nodeId: number): Promise<Array<{ address: string }>> {
+  return db('ports').where({ node_id: nodeId }).orderBy('id').select('address');
+}

@@ -34,7 +34,7 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
     bios: fakeAndNone('bios'),
     boot: { fake: new FakeBoot(bmcs), 'redfish-virtual-media': redfish.boot, pxe: new PxeBoot() },
     console: { fake: new FakeConsole(), 'no-console': new NoConsole(), 'ipmitool-sol': new IpmitoolSolConsole() },
-    deploy: { fake: new GenericImpl(true), ramdisk: new GenericImpl(true) },
+    deploy: { fake: new GenericImpl(true), ramdisk: new GenericImpl(true), direct: new GenericImpl(true) },
     firmware: fakeAndNone('firmware'),
     inspect: { fake: new FakeInspect(), redfish: redfish.inspect, agent: agentInspect, 'no-inspect': new NoInspect() },
     management: { fake: new FakeManagement(bmcs), redfish: redfish.management, ipmitool: ipmi.management },

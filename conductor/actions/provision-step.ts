@@ -60,7 +60,7 @@ function withArgs(ctx: ActionContext, args: ProvisionArgs, pending?: NodeChanges
     };
   }
   return {
-    task, registry: ctx.registry, log: ctx.log, driver: ctx.driver,
+    task, registry: ctx.registry, log: ctx.log, driver: ctx.driver, agent: ctx.agent,
     intent: { ...ctx.intent, args: args as unknown as Record<string, unknown> },
     get node() {
       return ctx.node;

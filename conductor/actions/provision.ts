@@ -12,6 +12,8 @@ import { parseCapabilities } from '../../common/capabilities.js';
 import { cleanStepsFor, type CleanStep } from '../clean-steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 import { runServiceSteps } from '../servicing.js';
+import { bootAgent, bootOf, cleaningNeedsAgent, powerOf, startAgentCleaning, startDirectDeploy, tearDownCleaning, wipedInternalInfo } from '../agent-steps.js';
+import { failureChanges } from './agent-continue.js';
 
 /** What the API queued: the verb, the transition it started and its arguments. */
 export interface ProvisionArgs {
@@ -30,6 +32,10 @@ export interface ProvisionArgs {
   pluginData?: Record<string, unknown>;
   /** `[inspector]` options in force when the inspection was asked for or continued. */
   inspector?: { powerOff: boolean; preCreatePorts: boolean };
+  /** The user's deploy steps (1.69). */
+  deploySteps?: CleanStep[];
+  /** Manual cleaning without booting the agent (1.70). */
+  disableRamdisk?: boolean;
 }
 
 function argsOf(ctx: Pick<ActionContext, 'intent'>): ProvisionArgs {
@@ -42,18 +48,6 @@ function workOf(ctx: Pick<ActionContext, 'intent' | 'node'>): ProvisionWork {
 }
 
 const DEPLOY_STEP = { step: 'deploy', interface: 'deploy', priority: 100, args: {} };
-
-function powerOf(ctx: ActionContext) {
-  const power = ctx.registry.impl('power', ctx.node.powerInterface);
-  if (!power) throw new UnsupportedDriverExtension(`Power interface ${ctx.node.powerInterface} is not enabled on this conductor.`);
-  return power;
-}
-
-function bootOf(ctx: ActionContext) {
-  const boot = ctx.registry.impl('boot', ctx.node.bootInterface);
-  if (!boot) throw new UnsupportedDriverExtension(`Boot interface ${ctx.node.bootInterface} is not enabled on this conductor.`);
-  return boot;
-}
 
 /** `manage` from enroll: the power interface must accept driver_info and answer a power-state read. */
 async function verify(ctx: ActionContext): Promise<NodeChanges> {
@@ -71,6 +65,10 @@ async function verify(ctx: ActionContext): Promise<NodeChanges> {
 async function deploy(ctx: ActionContext): Promise<NodeChanges> {
   const node = ctx.node;
   validateForDeploy(ctx.registry, describeNode(node));
+  if (node.deployInterface === 'direct') {
+    await startDirectDeploy(ctx, argsOf(ctx).deploySteps);
+    return { provisionState: ProvisionState.DEPLOYWAIT, powerState: 'power on' };
+  }
   await ctx.task.progress({ deployStep: DEPLOY_STEP });
   if (node.deployInterface !== 'ramdisk') return { deployStep: {} };
   // RamdiskDeploy.deploy powers off first, which a node with disable_power_off refuses.
@@ -96,7 +94,7 @@ async function deploy(ctx: ActionContext): Promise<NodeChanges> {
 async function tearDown(ctx: ActionContext): Promise<NodeChanges> {
   const node = ctx.node;
   const changes: NodeChanges = { instanceInfo: {}, instanceUuid: null, deployStep: {} };
-  if (node.deployInterface === 'ramdisk') await bootOf(ctx).cleanUpInstance(ctx.driver);
+  if (node.deployInterface === 'ramdisk' || node.deployInterface === 'direct') await bootOf(ctx).cleanUpInstance(ctx.driver);
   if (!node.disablePowerOff && node.deployInterface !== 'fake') {
     await powerOf(ctx).setPowerState(ctx.driver, 'power off');
     changes.powerState = 'power off';
@@ -110,6 +108,10 @@ async function tearDown(ctx: ActionContext): Promise<NodeChanges> {
  * manual cleaning runs the steps asked for, each of which must exist.
  */
 async function clean(ctx: ActionContext, manual: CleanStep[] | undefined): Promise<NodeChanges> {
+  if (cleaningNeedsAgent(ctx.node, manual, argsOf(ctx).disableRamdisk === true)) {
+    await startAgentCleaning(ctx, manual);
+    return { provisionState: ProvisionState.CLEANWAIT, powerState: 'power on' };
+  }
   const available = cleanStepsFor(ctx.node);
   const steps: CleanStep[] = manual ?? available.filter((s) => s.priority > 0).sort((a, b) => b.priority - a.priority)
     .map((s) => ({ interface: s.interface, step: s.step, priority: s.priority, args: {} }));
@@ -124,12 +126,6 @@ async function clean(ctx: ActionContext, manual: CleanStep[] | undefined): Promi
   return { cleanStep: {} };
 }
 
-/** The boot mode the node asks for (its boot_mode capability), if any. */
-function bootModeOf(node: Node): 'uefi' | 'bios' | undefined {
-  const mode = parseCapabilities(node.properties.capabilities).boot_mode ?? parseCapabilities(node.instanceInfo.capabilities).boot_mode;
-  return mode === 'uefi' || mode === 'bios' ? mode : undefined;
-}
-
 /**
  * In-band inspection's start (Ironic's inspector Common.inspect_hardware with a managed boot):
  * ports for the MACs the BMC reports, so that the agent finds its node by them; power off;
@@ -139,18 +135,17 @@ function bootModeOf(node: Node): 'uefi' | 'bios' | undefined {
 async function startInBandInspection(ctx: ActionContext): Promise<NodeChanges> {
   const node = ctx.node;
   const opts = argsOf(ctx).inspector ?? { powerOff: true, preCreatePorts: true };
-  const iso = agentIso(node.driverInfo);
+  agentIso(node.driverInfo);
   const power = powerOf(ctx);
-  const boot = bootOf(ctx);
   if (opts.preCreatePorts) {
     const management = ctx.registry.impl('management', node.managementInterface);
     const macs = management?.getMacAddresses ? await management.getMacAddresses(ctx.driver) : [];
     if (macs.length) await ctx.task.progressWith({}, async (trx, held) => void (await createMissingPorts(trx, held.id, macs)));
   }
   if (!node.disablePowerOff) await power.setPowerState(ctx.driver, 'power off');
-  await boot.prepareInstance(ctx.driver, { bootIso: iso, bootMode: bootModeOf(node), forcePersistentBootDevice: 'Never' });
   await ctx.task.progress({ provisionState: ProvisionState.INSPECTWAIT, provisionUpdatedAt: new Date() });
-  await power.setPowerState(ctx.driver, node.disablePowerOff ? 'rebooting' : 'power on');
+  // A new token for the new agent; the ISO inserted and booted once.
+  await bootAgent(ctx);
   return { powerState: 'power on' };
 }
 
@@ -160,6 +155,7 @@ async function startInBandInspection(ctx: ActionContext): Promise<NodeChanges> {
  */
 async function tearDownInspectionBoot(ctx: ActionContext, powerOff: boolean): Promise<NodeChanges> {
   await bootOf(ctx).cleanUpInstance(ctx.driver);
+  await ctx.agent?.wipeToken(ctx.node.id);
   if (!powerOff) return {};
   const power = powerOf(ctx);
   if (ctx.node.disablePowerOff) {
@@ -211,6 +207,18 @@ async function processInspection(ctx: ActionContext): Promise<{ changes: NodeCha
       await storeInventory(trx, held.id, { inventory, pluginData });
     },
   };
+}
+
+/**
+ * Abort in `clean wait` (1.13): Ironic's do_node_clean_abort tears the cleaning down (the
+ * agent's CD ejected, the node off, the token gone) and says which step it stopped at.
+ */
+async function abortCleaning(ctx: ActionContext): Promise<NodeChanges> {
+  const step = ctx.node.cleanStep;
+  await tearDownCleaning(ctx);
+  let lastError = 'By request, the clean operation was aborted';
+  if (step && Object.keys(step).length) lastError += ` during or after the completion of step "${String(step.interface)}.${String(step.step)}"`;
+  return { lastError, cleanStep: {}, driverInternalInfo: wipedInternalInfo(ctx.node.driverInternalInfo ?? {}, 'clean') };
 }
 
 /** Out-of-band inspection: properties merged, ports created for new MACs, the inventory stored. */
@@ -309,6 +317,10 @@ export const provisionAction: Action = {
           changes = await tearDownInspectionBoot(ctx, true);
           event = 'Inspection boot cleaned up (agent ISO ejected, node powered off).';
         }
+        if (ctx.node.provisionState === ProvisionState.CLEANFAIL && ctx.node.deployInterface === 'direct') {
+          changes = await abortCleaning(ctx);
+          event = changes.lastError as string;
+        }
         // The node may have moved on (manage) while this waited: its state is no longer this intent's.
         if (ctx.node.provisionState !== args.target) return { changes, history: { severity: 'INFO', eventType: 'provisioning', event } };
         break;
@@ -316,8 +328,13 @@ export const provisionAction: Action = {
       case 'none':
         break;
     }
+    // A run that waits for its agent keeps its target; the agent's heartbeats carry it on.
+    const waiting = changes.provisionState === ProvisionState.DEPLOYWAIT || changes.provisionState === ProvisionState.CLEANWAIT;
+    if (waiting) event = `Waiting for the agent of node ${ctx.node.uuid} (${changes.provisionState}).`;
     return {
-      changes: { ...changes, provisionState: args.target, targetProvisionState: null, provisionUpdatedAt: new Date() },
+      changes: {
+        ...changes, provisionState: changes.provisionState ?? args.target, targetProvisionState: waiting ? args.target : null, provisionUpdatedAt: new Date(),
+      },
       write,
       history: { severity: 'INFO', eventType: 'provisioning', event },
     };
@@ -330,6 +347,11 @@ export const provisionAction: Action = {
     // A tear-down that got as far as cleaning fails as cleaning does.
     const onFail = work === 'tear_down' && ctx.node.provisionState === ProvisionState.CLEANING ? ProvisionState.CLEANFAIL : args.onFail;
     const reason = error.message || String(error);
+    if (ctx.node.deployInterface === 'direct' && (work === 'deploy' || work === 'clean' || work === 'tear_down')) {
+      const failed = failureChanges(ctx.node, onFail === ProvisionState.DEPLOYFAIL ? 'deploy' : 'clean', error);
+      if (onFail !== ProvisionState.DEPLOYFAIL && onFail !== ProvisionState.CLEANFAIL) failed.provisionState = onFail;
+      return { ...failed, lastError: `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}` };
+    }
     // Processing an agent's inventory fails with Ironic's own message, or in the boot's clean-up.
     const lastError = work !== 'process_inspection' ? `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}`
       : error instanceof HardwareInspectionFailure ? reason : `Inspection clean up failed: ${reason}`;

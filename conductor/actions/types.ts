@@ -5,6 +5,7 @@ import type { Node, NodeChanges } from '../../db/nodes.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import type { DriverContext } from '../../drivers/interfaces.js';
 import type { Task } from '../task-manager.js';
+import type { AgentServices } from '../agent-steps.js';
 
 /** What an action sees: the task holding the node, its driver context, and the registry. */
 export interface ActionContext {
@@ -14,6 +15,8 @@ export interface ActionContext {
   driver: DriverContext;
   registry: DriverRegistry;
   log: Logger;
+  /** Agent client and token store, where the conductor has them. */
+  agent?: AgentServices;
 }
 
 /** The node fields an action changes, applied with the intent's outcome in one transaction. */
