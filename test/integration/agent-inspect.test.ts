@@ -13,6 +13,7 @@ import {
   redfishNodeBody, settled, simEvents, until, simState, story, type ApiCall, type NodeView,
 } from '../helpers/provisioning.js';
 import { simControl } from '../helpers/redfish.js';
+import { agentWitness, setAgentFaults } from '../helpers/agent-sim.js';
 
 const ISO = 'http://127.0.0.1:9/ipa.iso';
 
@@ -186,5 +187,66 @@ describe('agent (in-band) inspection', function () {
       "RPC inspect_hardware failed to validate inspection or power info. Error: Error validating Redfish virtual media. Some parameters were missing in node's driver_info. Missing are: ['deploy_kernel', 'deploy_ramdisk']",
     );
     expect((await getNode(api, node.uuid)).provision_state).to.equal('manageable');
+  });
+});
+
+describe('agent (in-band) inspection with the agent simulator', function () {
+  this.timeout(60_000);
+  let t: TestApp;
+  let api: ApiCall;
+  let sim: RedfishSim;
+
+  before(async () => {
+    t = await buildTestApp({
+      GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'redfish,agent,no-inspect',
+      GALVANIC_INSPECTOR__HOOKS: '$default_hooks,memory,cpus,boot-mode,root-device',
+      GALVANIC_CONDUCTOR__INSPECT_WAIT_TIMEOUT: '5',
+      GALVANIC_CONDUCTOR__CHECK_PROVISION_STATE_INTERVAL: '1',
+      GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
+    });
+    api = injector(t.app);
+    const url = await t.app.listen({ port: 0, host: '127.0.0.1' });
+    sim = await startRedfishSim({ count: 2, agent: { apiUrl: url, bootSeconds: [0.2, 0.4], lookupRetryMs: 300 } });
+  });
+
+  after(() => Promise.all([t?.close(), sim?.stop()]));
+
+  async function agentNode(name: string, index: number): Promise<NodeView> {
+    const body = redfishNodeBody(name, sim.bmcs[index].url, { inspect_interface: 'agent' });
+    body.driver_info = { ...(body.driver_info as object), deploy_iso: ISO };
+    const node = await createNode(api, body);
+    expect((await provisionAndSettle(api, node.uuid, 'manage')).provision_state).to.equal('manageable');
+    return node;
+  }
+
+  it('inspects through the agent: its inventory becomes properties, ports and the stored inventory; the node ends off', async () => {
+    const node = await agentNode('sim-agent-0', 0);
+    const done = await provisionAndSettle(api, node.uuid, 'inspect', {}, 30_000);
+    expect(done.provision_state, done.last_error ?? '').to.equal('manageable');
+    const witness = await agentWitness(sim.bmcs[0].url);
+    expect(witness.inspectionStatuses).to.deep.equal({ 202: 1 });
+    expect(witness.running).to.equal(false);
+    const { inventory } = (await api('GET', `/v1/nodes/${node.uuid}/inventory`)).json<{ inventory: Record<string, any> }>(); // eslint-disable-line @typescript-eslint/no-explicit-any
+    expect(inventory.interfaces.map((i: { mac_address: string }) => i.mac_address)).to.deep.equal(nicMacs(0, 0));
+    expect(done.properties).to.deep.include({
+      cpu_arch: inventory.cpu.architecture, memory_mb: inventory.memory.physical_mb, cpus: inventory.cpu.count,
+      capabilities: `boot_mode:${inventory.boot.current_boot_mode as string}`,
+    });
+    expect(done.properties.local_gb).to.be.a('number').above(0);
+    expect(await nodePorts(api, node.uuid)).to.deep.equal([...nicMacs(0, 0)].sort());
+    expect(done.power_state).to.equal('power off');
+    expect(insertedMedia(await simState(sim.bmcs[0].url))).to.deep.equal([]);
+    // The agent's token is never shown by the API.
+    expect(witness.token).to.be.a('string');
+    expect(JSON.stringify(await getNode(api, node.uuid))).to.not.include(witness.token as string);
+  });
+
+  it('fails with Ironic\'s timeout message when the agent never boots', async () => {
+    await setAgentFaults(sim.bmcs[1].url, { noBoot: true });
+    const node = await agentNode('sim-agent-1', 1);
+    await provision(api, node.uuid, 'inspect');
+    const failed = await until(api, node.uuid, (n) => n.provision_state === 'inspect failed' && n.reservation === null && n.power_state === 'power off', 'timed out', 30_000);
+    expect(failed.last_error).to.equal('Timeout reached while inspecting the node. Please check if the ramdisk responsible for the inspection is running on the node.');
+    expect((await agentWitness(sim.bmcs[1].url)).inspections).to.equal(0);
   });
 });
