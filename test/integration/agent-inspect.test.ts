@@ -16,6 +16,14 @@ import { simControl } from '../helpers/redfish.js';
 import { agentWitness, setAgentFaults } from '../helpers/agent-sim.js';
 
 const ISO = 'http://127.0.0.1:9/ipa.iso';
+/** Agent inspection enabled, the optional hooks on; an inspect wait short enough for the silent agents' cases (the others post long before it). */
+const ENV = {
+  GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'redfish,agent,no-inspect',
+  GALVANIC_INSPECTOR__HOOKS: '$default_hooks,memory,cpus,boot-mode,root-device',
+  GALVANIC_CONDUCTOR__INSPECT_WAIT_TIMEOUT: '4',
+  GALVANIC_CONDUCTOR__CHECK_PROVISION_STATE_INTERVAL: '1',
+  GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
+};
 
 /** An IPA-shaped inventory of the simulator's BMC `index` (its NIC MACs). */
 function inventoryOf(index: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
@@ -44,14 +52,7 @@ describe('agent (in-band) inspection', function () {
 
   before(async () => {
     sim = await startRedfishSim({ count: 6 });
-    t = await buildTestApp({
-      GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'redfish,agent,no-inspect',
-      GALVANIC_INSPECTOR__HOOKS: '$default_hooks,memory,cpus,boot-mode,root-device',
-      // Short enough for the silent agent's case; the others post long before it.
-      GALVANIC_CONDUCTOR__INSPECT_WAIT_TIMEOUT: '4',
-      GALVANIC_CONDUCTOR__CHECK_PROVISION_STATE_INTERVAL: '1',
-      GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
-    });
+    t = await buildTestApp(ENV);
     api = injector(t.app);
   });
 
@@ -197,13 +198,7 @@ describe('agent (in-band) inspection with the agent simulator', function () {
   let sim: RedfishSim;
 
   before(async () => {
-    t = await buildTestApp({
-      GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'redfish,agent,no-inspect',
-      GALVANIC_INSPECTOR__HOOKS: '$default_hooks,memory,cpus,boot-mode,root-device',
-      GALVANIC_CONDUCTOR__INSPECT_WAIT_TIMEOUT: '5',
-      GALVANIC_CONDUCTOR__CHECK_PROVISION_STATE_INTERVAL: '1',
-      GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
-    });
+    t = await buildTestApp(ENV);
     api = injector(t.app);
     const url = await t.app.listen({ port: 0, host: '127.0.0.1' });
     sim = await startRedfishSim({ count: 2, agent: { apiUrl: url, bootSeconds: [0.2, 0.4], lookupRetryMs: 300 } });
