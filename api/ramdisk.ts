@@ -13,7 +13,7 @@ import type { FastifyInstance } from 'fastify';
 import { InvalidParameterValue, NodeLocked, ResourceNotFound, IncompleteLookup } from '../common/errors.js';
 import { ProvisionState } from '../common/states.js';
 import { agentTokenMatches, mintAgentToken } from '../db/agent-tokens.js';
-import { INTENT_CHANNEL, enqueueIntents, hasQueuedIntent } from '../db/intents.js';
+import { INTENT_CHANNEL, enqueueIntents, hasQueuedIntent, wakeWaitingStep } from '../db/intents.js';
 import { getNode, getNodeById, updateNode, type Node } from '../db/nodes.js';
 import { nodeIdsByPortAddresses } from '../db/ports.js';
 import { withTransaction } from '../db/transaction.js';
@@ -174,7 +174,10 @@ export function registerRamdiskRoutes(app: FastifyInstance, deps: ApiDeps, accep
       if (status !== undefined) next.agent_status = status;
       if (field('agent_status_message') !== undefined) next.agent_status_message = field('agent_status_message');
       await updateNode(trx, node.id, { driverInternalInfo: next, ...(WAITS.has(node.provisionState) ? { provisionUpdatedAt: new Date() } : {}) });
-      if (!CONTINUES.has(node.provisionState) || await hasQueuedIntent(trx, node.id, 'agent_continue')) return false;
+      if (!CONTINUES.has(node.provisionState)) return false;
+      // A group operation's step waits for this agent: it is what carries the run on.
+      if (await wakeWaitingStep(trx, node.id)) return true;
+      if (await hasQueuedIntent(trx, node.id, 'agent_continue')) return false;
       await enqueueIntents(trx, node.id, [{ kind: 'agent_continue', args: {}, maxAttempts: 1, requester: null, requestId: req.id }]);
       return true;
     });

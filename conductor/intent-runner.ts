@@ -211,7 +211,14 @@ export class IntentRunner {
       if (res !== undefined) {
         const done = res;
         const history = done.history && { nodeId: node.id, conductor: host, user: intent.requester, operation: intent.operation, ...done.history };
-        const updated = await withCommitRetries(log, () => this.successes.record({ task, intent, changes: done.changes ?? {}, result: done.result, history, write: done.write }));
+        const updated = await withCommitRetries(log, () => this.successes.record({
+          task, intent, changes: done.changes ?? {}, result: done.result, history, write: done.write, requeueAt: done.requeueAt,
+        }));
+        if (done.requeueAt) {
+          // Looked at again when it falls due, if no event wakes it before.
+          setTimeout(() => this.pump(), Math.max(0, done.requeueAt.getTime() - Date.now()) + 5).unref();
+          return;
+        }
         this.wake.notify(INTENT_DONE_CHANNEL, intent.uuid);
         if (note) this.notifier.emit(`${note.prefix}.end`, 'info', note.payloadName, nodePayload(updated, note.extra(ctx)));
       } else {

@@ -24,6 +24,11 @@ export interface ActionResult {
   changes?: NodeChanges;
   result?: unknown;
   history?: { severity: 'INFO' | 'WARNING' | 'ERROR'; eventType: string; event: string };
+  /**
+   * The work is not over but waits for an event (an agent's heartbeat): the intent goes back to
+   * the queue, due at this time at the latest, and the node is released meanwhile.
+   */
+  requeueAt?: Date;
   /** More rows to write in the outcome's transaction, while the node is still held. */
   write?: (trx: Knex.Transaction, node: Node) => Promise<void>;
 }

@@ -29,7 +29,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
       databaseUrl: tdb.url,
       env: { ...AGENT_TEST_ENV, GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '12', GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '12', GALVANIC_DEFAULT__DEBUG: 'true' },
     });
-    sim = await startRedfishSim({ count: 6, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } });
+    sim = await startRedfishSim({ count: 10, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } });
     api = httpClient(galvanic.url);
   });
 
@@ -161,6 +161,41 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     // Nothing moves it on: the callback timeout fails it.
     const timedOut = await watchStates(api, uuid, 60_000);
     expect(timedOut.node.provision_state).to.equal('clean failed');
+  });
+
+  it('deploys and cleans through the agent in group operations: a node is done once active / available, failures isolated', async () => {
+    const nodes = [];
+    for (const i of [6, 7, 8, 9]) nodes.push(await createNode(api, directNodeBody(`group-${i}`, sim!.bmcs[i].url, images!)));
+    const uuids = nodes.map((n) => n.uuid);
+    const run = async (body: Record<string, unknown>) => {
+      const res = await api('POST', '/v1/operations', body);
+      expect(res.status, res.body).to.equal(201);
+      const uuid = res.json<{ uuid: string }>().uuid;
+      return waitFor('the operation to end', async () => {
+        const op = (await api('GET', `/v1/operations/${uuid}`)).json<{ finished_at: string | null; state: string }>();
+        return op.finished_at !== null ? op : null;
+      }, 120_000, 100);
+    };
+    const ready = await run({ nodes: uuids, steps: [{ action: 'manage' }, { action: 'inspect' }, { action: 'provide' }] });
+    expect(ready.state, JSON.stringify(ready)).to.equal('succeeded');
+    for (const u of uuids) expect((await getNode(api, u)).provision_state).to.equal('available');
+    // One node's image write fails: only that node fails.
+    await setAgentFaults(sim!.bmcs[9].url, { failStep: 'write_image', failMessage: 'disk on fire' });
+    const deployed = await run({ nodes: uuids, steps: [{ action: 'deploy' }] });
+    expect(deployed.state, JSON.stringify(deployed)).to.equal('partially_failed');
+    for (const u of uuids.slice(0, 3)) {
+      const n = await getNode(api, u);
+      expect(n.provision_state, n.last_error ?? '').to.equal('active');
+      expect(n.target_provision_state).to.equal(null);
+    }
+    const failed = await getNode(api, uuids[3]);
+    expect(failed.provision_state).to.equal('deploy failed');
+    expect(failed.last_error).to.include('disk on fire');
+    for (const i of [6, 7, 8]) expect((await agentWitness(sim!.bmcs[i].url)).disk?.sha256).to.equal(images!.image.sha256);
+    const undeployed = await run({ nodes: uuids.slice(0, 3), steps: [{ action: 'undeploy' }] });
+    expect(undeployed.state, JSON.stringify(undeployed)).to.equal('succeeded');
+    for (const u of uuids.slice(0, 3)) expect((await getNode(api, u)).provision_state).to.equal('available');
+    await setAgentFaults(sim!.bmcs[9].url, {});
   });
 
   it('never shows an agent token in API responses, node history or the logs', async () => {
