@@ -105,6 +105,9 @@ class Life {
   readonly sleepers = new Set<NodeJS.Timeout>();
   readonly commands = new Map<string, Command>();
   readonly startedAt = Date.now();
+  /** Resolves when the agent dies. */
+  readonly died: Promise<void>;
+  private onDeath!: () => void;
   dead = false;
   lockedDown = false;
   version: Version = MIN_IRONIC_VERSION;
@@ -119,12 +122,25 @@ class Life {
   forcePending = false;
   partitionUuids: Record<string, unknown> | null = null;
 
+  constructor() {
+    this.died = new Promise((resolve) => {
+      this.onDeath = resolve;
+    });
+  }
+
   get signal(): AbortSignal {
     return this.controller.signal;
   }
 
+  /** Waits for `p`, or resolves false when the agent dies first. */
+  async outlives(p: Promise<void>): Promise<boolean> {
+    await Promise.race([p, this.died]);
+    return !this.dead;
+  }
+
   end(): void {
     this.dead = true;
+    this.onDeath();
     this.controller.abort();
     for (const t of this.sleepers) clearTimeout(t);
     this.sleepers.clear();
@@ -444,7 +460,8 @@ export class AgentHost {
     if (cmdId !== '') {
       const cmd = life.commands.get(cmdId);
       if (!cmd) return this.sendError(res, notFound('Command Result', cmdId));
-      if (wait) await cmd.done;
+      // A request waiting on a host that dies gets its connection reset, as from a dead host.
+      if (wait && !(await life.outlives(cmd.done))) return void req.socket.destroy();
       return send(res, 200, JSON.stringify(cmd.result));
     }
     if (method === 'GET') return send(res, 200, JSON.stringify({ commands: [...life.commands.values()].map((c) => c.result) }));
@@ -471,7 +488,7 @@ export class AgentHost {
       req.socket.destroy();
       return;
     }
-    if (wait || cmd.sync) await cmd.done;
+    if ((wait || cmd.sync) && !(await life.outlives(cmd.done))) return void req.socket.destroy();
     send(res, 200, JSON.stringify(cmd.result));
     if (o.name === 'system.lockdown' && cmd.result.command_status === 'SUCCEEDED') this.lockdown(life);
   }
