@@ -21,6 +21,7 @@ import { registerDriverRoutes } from './drivers.js';
 import { registerConductorRoutes } from './conductors.js';
 import { registerHistoryRoutes } from './history.js';
 import { registerProvisionRoutes } from './provision.js';
+import { registerRamdiskRoutes } from './ramdisk.js';
 import { IntentAcceptor, registerIntentRoutes } from './intents.js';
 import { registerOperationRoutes } from './operations.js';
 import fastifyWebsocket from '@fastify/websocket';
@@ -116,9 +117,10 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
       reply.header('X-OpenStack-Ironic-API-Version', req.apiVersion.toString());
     }
     // A console URL carries its own credential (the token): browsers cannot add basic auth to a websocket.
-    // The inspection ramdisk has no credentials: Ironic keeps its call-back public too.
-    const open = (req.method === 'GET' && req.url.split('?')[0] === '/') || req.url.startsWith('/v1/console/')
-      || req.url.split('?')[0] === '/v1/continue_inspection';
+    // The agent has no credentials but its token: Ironic keeps its routes public too (acl_public_routes).
+    const path = req.url.split('?')[0];
+    const open = (req.method === 'GET' && (path === '/' || path === '/v1' || path === '/v1/')) || req.url.startsWith('/v1/console/')
+      || path === '/v1/continue_inspection' || path === '/v1/lookup' || path.startsWith('/v1/heartbeat/');
     if (auth && !open) req.user = await auth.check(req.headers.authorization);
     // Postgres text cannot hold U+0000: refuse it here rather than fail in SQL with a 500.
     if (req.url.includes('%00')) throw new InvalidParameterValue('The request URL contains a NUL character (%00), which is not allowed.');
@@ -165,7 +167,6 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   registerNodeRoutes(app, deps);
   registerNodeRelationRoutes(app, deps);
   registerRunbookRoutes(app, deps);
-  registerInspectionRoutes(app, deps);
   registerPortRoutes(app, deps);
   registerChassisRoutes(app, deps);
   registerPortgroupRoutes(app, deps);
@@ -178,6 +179,8 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   const acceptor = new IntentAcceptor(deps);
   registerIntentRoutes(app, deps, acceptor);
   registerProvisionRoutes(app, deps, acceptor);
+  registerRamdiskRoutes(app, deps, acceptor);
+  registerInspectionRoutes(app, deps, acceptor);
   registerOperationRoutes(app, deps, acceptor);
   registerVolumeRoutes(app, deps, acceptor);
   registerVmediaRoutes(app, deps, acceptor);

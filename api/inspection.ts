@@ -1,17 +1,28 @@
 /**
- * `POST /v1/continue_inspection` (API 1.84): where an in-band inspection ramdisk sends what it
- * found. Ironic finds the node by its ports' MACs, its BMC addresses or the `node_uuid` the
- * ramdisk knows, and accepts the data only for a node in `inspect wait`.
+ * `POST /v1/continue_inspection` (API 1.84; 1.1 too, for ramdisks written for
+ * ironic-inspector): where the agent booted for an in-band inspection sends what it found.
+ * Ironic finds the node by its ports' MACs or the `node_uuid` the ramdisk knows, and accepts
+ * the data only for a node in `inspect wait`; any failure to find one is the same 404
+ * "Resource could not be found.", so that the endpoint does not disclose which nodes exist
+ * ([auto_discovery] is not offered). An accepted inventory moves the node to `inspecting` and
+ * queues its processing for the node's conductor; the answer is 202 with the lookup body
+ * (1.84) or `{"uuid": …}` (the old style).
  *
- * Galvanic's inspect interfaces are all out-of-band (redfish, fake): none waits for a ramdisk,
- * so no node is ever in `inspect wait` because of an inspection and the BMC address cache that
- * Ironic fills when one starts is never filled. Every lookup therefore ends as Ironic's does
- * when no node waits: 404 "Resource could not be found.", the same message whatever the cause,
- * so that the endpoint does not disclose which nodes exist ([auto_discovery] is not offered).
+ * The lookup by BMC address that Ironic adds is left out: it only finds nodes whose BMC is not
+ * on a loopback address, and the ports created from the BMC's MACs before the agent boots
+ * ([inspector] pre_create_ports) find the node.
  */
 import type { FastifyInstance } from 'fastify';
 import { InvalidParameterValue, NotFoundError, ResourceNotFound } from '../common/errors.js';
-import { getNode, getNodeById } from '../db/nodes.js';
+import { getNode, getNodeById, updateNode } from '../db/nodes.js';
+import { INTENT_CHANNEL, enqueueIntents } from '../db/intents.js';
+import { withTransaction } from '../db/transaction.js';
+import type { IntentAcceptor } from './intents.js';
+import { baseUrl } from './links.js';
+import { MASK } from './masking.js';
+import { lookupBody } from './ramdisk.js';
+import { mintAgentToken } from '../db/agent-tokens.js';
+import { inspectorArgs } from './provision.js';
 import { nodeIdsByPortAddresses } from '../db/ports.js';
 import { ProvisionState } from '../common/states.js';
 import type { ApiDeps } from './deps.js';
@@ -30,7 +41,7 @@ function schemaError(message: string): InvalidParameterValue {
 const pyType = (v: unknown): string => (v === null ? 'None' : typeof v === 'string' ? `'${v}'` : JSON.stringify(v));
 
 /** Ironic's minimal acceptable inventory (ramdisk.py DATA_VALIDATOR), with jsonschema's messages. */
-function checkData(data: unknown): { inventory: Record<string, unknown> } {
+function checkData(data: unknown): { inventory: Record<string, unknown>; pluginData: Record<string, unknown> } {
   if (data === undefined) data = {};
   if (typeof data !== 'object' || data === null || Array.isArray(data)) throw schemaError(`${pyType(data)} is not of type 'object'`);
   const inventory = (data as Record<string, unknown>).inventory;
@@ -50,24 +61,26 @@ function checkData(data: unknown): { inventory: Record<string, unknown> } {
     if (mac === undefined) throw schemaError("'mac_address' is a required property");
     if (typeof mac !== 'string') throw schemaError(`${pyType(mac)} is not of type 'string'`);
   }
-  return { inventory: inv };
+  const { inventory: _inv, ...pluginData } = data as Record<string, unknown>;
+  return { inventory: inv, pluginData };
 }
 
-export function registerInspectionRoutes(app: FastifyInstance, deps: ApiDeps): void {
-  const { db } = deps;
+export function registerInspectionRoutes(app: FastifyInstance, deps: ApiDeps, acceptor: IntentAcceptor): void {
+  const { db, config } = deps;
 
-  app.post('/v1/continue_inspection', async (req) => {
+  app.post('/v1/continue_inspection', async (req, reply) => {
     const q = req.query as Query;
     const extra = Object.keys(q).filter((k) => k !== 'node_uuid');
     if (extra.length) throw new InvalidParameterValue(`Unexpected arguments: ${extra.join(', ')}`);
-    const { inventory } = checkData(req.body);
+    const { inventory, pluginData } = checkData(req.body);
     const nodeUuid = q.node_uuid;
     if (Array.isArray(nodeUuid) || (nodeUuid !== undefined && !isUuid(nodeUuid))) {
       throw new InvalidParameterValue(`Expected UUID for node_uuid: ${String(nodeUuid)}`);
     }
     // 1.1 is let through too, as Ironic does for ramdisks written for ironic-inspector.
     const v = req.apiVersion;
-    if (!(v.atLeast(84) || v.minor === 1) || (nodeUuid && !v.atLeast(84))) {
+    const newStyle = v.atLeast(84);
+    if (!(newStyle || v.minor === 1) || (nodeUuid && !newStyle)) {
       throw new ResourceNotFound('API version 1.84 or newer is required');
     }
     const macs = (inventory.interfaces as Array<{ mac_address: string }>)
@@ -75,10 +88,10 @@ export function registerInspectionRoutes(app: FastifyInstance, deps: ApiDeps): v
     const bmc = [inventory.bmc_address, inventory.bmc_v6address].filter((a) => typeof a === 'string' && a !== '');
     if (macs.length === 0 && bmc.length === 0 && !nodeUuid) throw new InvalidParameterValue('No lookup information provided');
 
-    let node;
+    let found;
     if (nodeUuid) {
       try {
-        node = await getNode(db, nodeUuid);
+        found = await getNode(db, nodeUuid);
       } catch (err) {
         if (err instanceof NotFoundError) throw notFound();
         throw err;
@@ -89,13 +102,34 @@ export function registerInspectionRoutes(app: FastifyInstance, deps: ApiDeps): v
       // MACs of several nodes, or of another node than the one named: a conflict Ironic refuses.
       if (ids.length > 1) throw notFound();
       if (ids.length === 1) {
-        if (node && node.id !== ids[0]) throw notFound();
-        node ??= await getNodeById(db, ids[0]);
+        if (found && found.id !== ids[0]) throw notFound();
+        found ??= await getNodeById(db, ids[0]);
       }
     }
-    if (node && node.provisionState !== ProvisionState.INSPECTWAIT) throw notFound();
-    // Neither the BMC addresses (cached only when an in-band inspection starts) nor discovery can
-    // find a node; a node in `inspect wait` has no in-band inspect interface to take the data.
-    throw notFound();
+    if (!found || found.provisionState !== ProvisionState.INSPECTWAIT) throw notFound();
+
+    // Ironic's resume (inspect wait → inspecting) and the processing handed to the conductor, at once.
+    const node = await withTransaction(db, async (trx) => {
+      const current = await getNode(trx, found.uuid, { forUpdate: true });
+      if (current.provisionState !== ProvisionState.INSPECTWAIT) throw notFound();
+      const updated = await updateNode(trx, current.id, { provisionState: ProvisionState.INSPECTING, provisionUpdatedAt: new Date() });
+      await enqueueIntents(trx, current.id, [{
+        kind: 'provision',
+        args: {
+          verb: 'continue_inspection', target: ProvisionState.MANAGEABLE, onFail: ProvisionState.INSPECTFAIL, work: 'process_inspection',
+          inventory, pluginData, inspector: inspectorArgs(config),
+        },
+        maxAttempts: config.conductor.intent_max_attempts,
+        requester: null,
+        requestId: req.id,
+      }]);
+      return updated;
+    });
+    acceptor.wake.notify(INTENT_CHANNEL, node.uuid);
+    reply.code(202);
+    if (!newStyle) return { uuid: node.uuid };
+    // Ironic's get_node_with_token: the agent that inspects gets its token here (later lookups see `******`).
+    const token = (await mintAgentToken(db, node.id)) ?? MASK;
+    return lookupBody(node, token, baseUrl(req, config.api.public_endpoint), config.api.ramdisk_heartbeat_timeout);
   });
 }

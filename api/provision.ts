@@ -11,6 +11,13 @@ import { requireObject } from './body.js';
 import { getRunbook } from '../db/runbooks.js';
 import { traitsOfNode } from '../db/traits.js';
 import type { Knex } from 'knex';
+import { ProvisionState } from '../common/states.js';
+import type { Config } from '../common/config.js';
+
+/** The `[inspector]` options an in-band inspection runs with, fixed when it is asked for. */
+export function inspectorArgs(config: Readonly<Config>): { powerOff: boolean; preCreatePorts: boolean } {
+  return { powerOff: config.inspector.power_off, preCreatePorts: config.inspector.pre_create_ports };
+}
 
 /** The microversion each verb needs (openstacksdk's PROVISIONING_VERSIONS). */
 const VERB_FLOORS: Record<string, number> = {
@@ -99,6 +106,8 @@ export interface ProvisionRequest {
   runbook?: string;
   cleanSteps?: ReturnType<typeof checkSteps>;
   serviceSteps?: ReturnType<typeof checkSteps>;
+  deploySteps?: ReturnType<typeof checkSteps>;
+  disableRamdisk?: boolean;
 }
 
 /**
@@ -127,13 +136,15 @@ export function checkProvisionBody(body: Record<string, unknown>, req: FastifyRe
     }
   }
   checkConfigdrive(body.configdrive, req);
+  let deploySteps: ReturnType<typeof checkSteps> | undefined;
   if (body.deploy_steps !== undefined && body.deploy_steps !== null && !deploying) {
     throw new InvalidParameterValue('"deploy_steps" is only valid when setting target provision state to active, deploy or rebuild');
   }
   if (body.deploy_steps !== undefined && body.deploy_steps !== null) {
-    // The deploy interfaces Galvanic ships have one step (deploy.deploy, priority 100); it runs anyway.
-    for (const s of checkSteps(body.deploy_steps, 'deploy_steps', true)) {
-      if (!(s.interface === 'deploy' && s.step === 'deploy')) {
+    // Deploy steps belong to the deploy interface (direct's own, or its agent's, known once it runs).
+    deploySteps = checkSteps(body.deploy_steps, 'deploy_steps', true);
+    for (const s of deploySteps) {
+      if (s.interface !== 'deploy') {
         throw new InvalidParameterValue(`Invalid deploy_steps: the node's interfaces have no deploy step ${s.interface}.${s.step}.`);
       }
     }
@@ -161,7 +172,13 @@ export function checkProvisionBody(body: Record<string, unknown>, req: FastifyRe
   if (body.disable_ramdisk !== undefined && verb !== 'clean') {
     throw new InvalidParameterValue('"disable_ramdisk" is only valid when setting target provision state to clean');
   }
-  return { verb, deploying, configdrive: body.configdrive ?? undefined, runbook, cleanSteps, serviceSteps };
+  if (body.disable_ramdisk !== undefined && typeof body.disable_ramdisk !== 'boolean') {
+    throw new InvalidParameterValue(`Invalid input for field/attribute disable_ramdisk. Value: ${JSON.stringify(body.disable_ramdisk)}. Expected a boolean.`);
+  }
+  return {
+    verb, deploying, configdrive: body.configdrive ?? undefined, runbook, cleanSteps, serviceSteps, deploySteps,
+    disableRamdisk: body.disable_ramdisk === true,
+  };
 }
 
 export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acceptor: IntentAcceptor): void {
@@ -169,12 +186,16 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
 
   app.put('/v1/nodes/:node/states/provision', async (req, reply) => {
     const checked = checkProvisionBody(requireObject(req.body, 'provision state change'), req);
-    const { verb, deploying, configdrive, runbook } = checked;
+    const { verb, deploying, configdrive, runbook, deploySteps, disableRamdisk } = checked;
     let { cleanSteps, serviceSteps } = checked;
     const ident = (req.params as { node: string }).node;
     const node = await withTransaction(db, async (trx) => {
       const current = await getNode(trx, ident, { forUpdate: true });
       const t = provisionTransition(current, verb);
+      // Aborting an inspection that waits for its agent came with 1.41.
+      if (verb === 'abort' && current.provisionState === ProvisionState.INSPECTWAIT && !req.apiVersion.atLeast(41)) {
+        throw new NotAcceptable('Request not acceptable.');
+      }
       if (runbook !== undefined) {
         const steps = await stepsOfRunbook(trx, current, runbook);
         if (verb === 'clean') {
@@ -198,8 +219,11 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
           verb, target: t.target, onFail: t.onFail, work: t.work,
           ...(cleanSteps ? { cleanSteps } : {}),
           ...(serviceSteps ? { serviceSteps } : {}),
+          ...(deploySteps ? { deploySteps } : {}),
+          ...(disableRamdisk ? { disableRamdisk } : {}),
           // Decided now, as Ironic decides it when the cleaning starts from this request.
           automatedClean: current.automatedClean ?? config.conductor.automated_clean,
+          ...(t.work === 'inspect' ? { inspector: inspectorArgs(config) } : {}),
         },
         maxAttempts: config.conductor.intent_max_attempts,
         requester: req.user,

@@ -7,6 +7,17 @@
  *   node dist/bench/deploy.js [--nodes 1000] [--conductors 2] [--max-parallel 1000,100]
  *     [--latency 100-500] [--boot-seconds 5-10] [--api-port 6460] [--workers 1000]
  *     [--cpu-prof DIR]   (the conductors write CPU profiles there)
+ *     [--deploy-interface direct [--image-mib 64] [--agent-boot-seconds 1-2] [--agent-write-mbps 200]
+ *      [--heartbeat-gap-ms 1000] [--heartbeat-timeout 60]]
+ *
+ * With `--deploy-interface direct` the nodes deploy through the simulated agent (its ISO over
+ * virtual media, lookup, heartbeats, write_image of an image this process serves, tear-down)
+ * and the undeploy cleans them through it (erase_devices_metadata and erase_devices). The
+ * floor of a node then adds to its BMC chain what the agent imposes: each agent's boot delay
+ * (from its host's boot to the agent's start, in the simulator's events) and, per
+ * asynchronous command, the longer of its run and the forced heartbeat's least gap (IPA
+ * heartbeats at least that long after the previous one, the only way the conductor hears of
+ * the end); write_image runs image bytes / write rate.
  *
  * The floor of a run is computed at the simulator (`/_sim/chains?all=1`): each BMC's chain is
  * the latency imposed on its requests plus its boots, the shortest time in which a client doing
@@ -18,7 +29,10 @@
  * Results: a table on stdout, bench/results/deploy-<timestamp>.json and deploy-latest.json.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { nicMacs } from '../sim/redfish/model-synthetic.js';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { createKnex } from '../db/connection.js';
@@ -39,6 +53,12 @@ interface Options {
   apiPort: number;
   workers: number;
   cpuProf?: string;
+  deployInterface: 'ramdisk' | 'direct';
+  imageMiB: number;
+  agentBootSeconds: string;
+  agentWriteMBps: number;
+  heartbeatGapMs: number;
+  heartbeatTimeout: number;
 }
 
 function parseOptions(): Options {
@@ -46,8 +66,12 @@ function parseOptions(): Options {
     options: {
       nodes: { type: 'string' }, conductors: { type: 'string' }, 'max-parallel': { type: 'string' }, latency: { type: 'string' },
       'boot-seconds': { type: 'string' }, 'api-port': { type: 'string' }, workers: { type: 'string' }, 'cpu-prof': { type: 'string' },
+      'deploy-interface': { type: 'string' }, 'image-mib': { type: 'string' }, 'agent-boot-seconds': { type: 'string' },
+      'agent-write-mbps': { type: 'string' }, 'heartbeat-gap-ms': { type: 'string' }, 'heartbeat-timeout': { type: 'string' },
     },
   });
+  const deployInterface = values['deploy-interface'] ?? 'ramdisk';
+  if (deployInterface !== 'ramdisk' && deployInterface !== 'direct') throw new Error(`--deploy-interface must be ramdisk or direct, got ${deployInterface}`);
   const maxParallel = (values['max-parallel'] ?? '1000,100').split(',').map((v) => positiveInt('max-parallel', v, 0));
   return {
     nodes: positiveInt('nodes', values.nodes, 1000),
@@ -58,6 +82,12 @@ function parseOptions(): Options {
     apiPort: positiveInt('api-port', values['api-port'], 6460),
     workers: positiveInt('workers', values.workers, 1000),
     cpuProf: values['cpu-prof'],
+    deployInterface,
+    imageMiB: positiveInt('image-mib', values['image-mib'], 64),
+    agentBootSeconds: values['agent-boot-seconds'] ?? '1-2',
+    agentWriteMBps: positiveInt('agent-write-mbps', values['agent-write-mbps'], 200),
+    heartbeatGapMs: positiveInt('heartbeat-gap-ms', values['heartbeat-gap-ms'], 1000),
+    heartbeatTimeout: positiveInt('heartbeat-timeout', values['heartbeat-timeout'], 60),
   };
 }
 
@@ -69,6 +99,10 @@ interface Sim {
 async function startSim(opts: Options, log: (m: string) => void): Promise<Sim> {
   const args = [path.join(ROOT, 'dist/cli/main.js'), 'sim', 'redfish', '--count', String(opts.nodes), '--latency', opts.latency,
     '--boot-seconds', opts.bootSeconds, '--session-limit', '4'];
+  if (opts.deployInterface === 'direct') {
+    args.push('--agent-api-url', `http://127.0.0.1:${opts.apiPort}`, '--agent-boot-seconds', opts.agentBootSeconds,
+      '--agent-write-mbps', String(opts.agentWriteMBps), '--agent-heartbeat-min-gap-ms', String(opts.heartbeatGapMs));
+  }
   const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   proc.stderr!.on('data', (d: Buffer) => { err += d.toString(); });
@@ -145,15 +179,43 @@ interface PhaseResult {
   postgresCpuS: number;
   machineBusyCpuS: number;
   loadAverage: { start: number[]; end: number[] };
+  /** Direct deploys: heartbeats the agents sent (all answered) and the agent's share of a node's floor. */
+  agent?: { heartbeats: number; heartbeatsPerS: number; agentFloorP50S: number };
+}
+
+/** Heartbeats sent so far by the agents of these BMCs. */
+async function agentHeartbeats(ports: number[]): Promise<number> {
+  const counts = await Promise.all(ports.map(async (p) => ((await (await fetch(`http://127.0.0.1:${p}/_sim/agent`)).json()) as { heartbeats: number }).heartbeats));
+  return counts.reduce((a, b) => a + b, 0);
+}
+
+/** Serves the image the agents write (deterministic bytes) and the agent ISO's name. */
+async function startImageServer(mib: number): Promise<{ imageUrl: string; isoUrl: string; sha256: string; bytes: number }> {
+  const bytes = mib * 1024 * 1024;
+  const data = Buffer.alloc(bytes);
+  for (let i = 0; i < bytes; i += 4096) data.writeUInt32LE(i, i);
+  const server = http.createServer((req, res) => {
+    if (req.url === '/bench/disk.raw') res.writeHead(200, { 'content-length': String(bytes) }).end(data);
+    else res.writeHead(404).end();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  onCleanup('image server', () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { imageUrl: `${url}/bench/disk.raw`, isoUrl: `${url}/bench/ipa.iso`, sha256: createHash('sha256').update(data).digest('hex'), bytes };
 }
 
 const toS = (s: ReturnType<typeof summarize>) => ({ ...s, meanMs: round2(s.meanMs / 1000), p50Ms: round2(s.p50Ms / 1000), p90Ms: round2(s.p90Ms / 1000), p99Ms: round2(s.p99Ms / 1000), maxMs: round2(s.maxMs / 1000) });
 
 /** Runs one operation over every node and measures it against the simulator's floor. */
 async function runPhase(
-  phase: string, steps: unknown[], maxParallel: number, ctx: { client: Client; sim: Sim; uuids: string[]; portOf: Map<string, number>; pids: Record<string, number>; log: (m: string) => void; died: () => string | undefined },
+  phase: string, steps: unknown[], maxParallel: number, ctx: {
+    client: Client; sim: Sim; uuids: string[]; portOf: Map<string, number>; pids: Record<string, number>; log: (m: string) => void; died: () => string | undefined;
+    /** Direct deploys: the agent's least heartbeat gap and write_image's run, in ms. */
+    agent?: { gapMs: number; writeMs: number };
+  },
 ): Promise<PhaseResult> {
   const { client, sim, uuids, portOf, log } = ctx;
+  const heartbeats0 = ctx.agent ? await agentHeartbeats(uuids.map((u) => portOf.get(u)!)) : 0;
   await markChains(sim);
   const totals0 = await simTotals(sim);
   const load0 = loadAvg();
@@ -194,7 +256,29 @@ async function runPhase(
     next = page.next;
   }
   // Waves: the nodes in the operation's order, maxParallel at a time.
-  const chainOf = (uuid: string) => chains.get(portOf.get(uuid)!)?.ms ?? 0;
+  const agentExtra = new Map<string, number>();
+  const chainOf = (uuid: string) => (chains.get(portOf.get(uuid)!)?.ms ?? 0) + (agentExtra.get(uuid) ?? 0);
+  if (ctx.agent) {
+    const { gapMs, writeMs } = ctx.agent;
+    await Promise.all(uuids.map(async (u) => {
+      const port = portOf.get(u)!;
+      const { events } = (await (await fetch(`http://127.0.0.1:${port}/_sim/events`)).json()) as { events: Array<{ at: number; type: string }> };
+      let extra = 0;
+      let bootEnd: number | undefined;
+      for (const e of events.filter((x) => x.at >= t0)) {
+        if (e.type === 'boot-finished') bootEnd = e.at;
+        if (e.type === 'agent-started' && bootEnd !== undefined) extra += e.at - bootEnd;
+      }
+      const w = (await (await fetch(`http://127.0.0.1:${port}/_sim/agent`)).json()) as { commands: Array<{ command_name: string; command_result: unknown }> };
+      for (const c of w.commands) {
+        if (!c.command_name.startsWith('execute_')) continue;
+        const step = ((c.command_result ?? {}) as { deploy_step?: { step?: string } }).deploy_step?.step;
+        extra += Math.max(gapMs, step === 'write_image' ? writeMs : 0);
+      }
+      agentExtra.set(u, extra);
+    }));
+  }
+  const heartbeats = ctx.agent ? (await agentHeartbeats(uuids.map((u) => portOf.get(u)!))) - heartbeats0 : 0;
   let floorMs = 0;
   let waves = 0;
   for (let i = 0; i < uuids.length; i += maxParallel) {
@@ -233,6 +317,7 @@ async function runPhase(
     failures: rows.filter((r) => r.state !== 'succeeded').slice(0, 10).map((r) => ({ node: r.node_uuid, error: r.last_error })),
     cpu: usage.processes, postgresCpuS: usage.postgresCpuS, machineBusyCpuS: usage.machineBusyCpuS,
     loadAverage: { start: load0, end: loadAvg() },
+    ...(ctx.agent ? { agent: { heartbeats, heartbeatsPerS: round2(heartbeats / wallS), agentFloorP50S: round2(([...agentExtra.values()].sort((a, b) => a - b)[Math.floor(agentExtra.size / 2)] ?? 0) / 1000) } } : {}),
   };
   log(`${phase}: ${op.state} in ${fmt(wallS, 2)} s against a floor of ${fmt(result.floorS, 2)} s (${fmt(result.wallOverFloor, 2)}x); node step p50 ${fmt(result.nodeStepS.p50Ms, 2)} s p99 ${fmt(result.nodeStepS.p99Ms, 2)} s`);
   return result;
@@ -255,7 +340,10 @@ async function main(): Promise<number> {
     GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
     GALVANIC_CONDUCTOR__WORKERS_POOL_SIZE: String(opts.workers),
     GALVANIC_REDFISH__CONNECTION_CACHE_SIZE: String(opts.nodes + 100),
+    GALVANIC_API__RAMDISK_HEARTBEAT_TIMEOUT: String(opts.heartbeatTimeout),
   };
+  const direct = opts.deployInterface === 'direct';
+  const image = direct ? await startImageServer(opts.imageMiB) : undefined;
   const procs: GalvanicProcess[] = [await spawnGalvanic({ label: 'api', command: 'api', env: { ...env, GALVANIC_API__PORT: String(opts.apiPort) } })];
   for (let i = 0; i < opts.conductors; i++) {
     procs.push(await spawnGalvanic({
@@ -268,9 +356,11 @@ async function main(): Promise<number> {
   const client = new Client(opts.apiPort, 2);
 
   // One node through the API (its interfaces resolved as for any node), the rest copied from its row.
+  const agentInfo = image ? { deploy_iso: image.isoUrl } : {};
   const first = await client.request('POST', '/v1/nodes', JSON.stringify({
-    name: 'bench-deploy-0', driver: 'redfish', deploy_interface: 'ramdisk', boot_interface: 'redfish-virtual-media',
-    driver_info: { redfish_address: `http://127.0.0.1:${ports[0]}`, redfish_username: 'admin', redfish_password: 'password' },
+    name: 'bench-deploy-0', driver: 'redfish', deploy_interface: opts.deployInterface, boot_interface: 'redfish-virtual-media',
+    driver_info: { redfish_address: `http://127.0.0.1:${ports[0]}`, redfish_username: 'admin', redfish_password: 'password', ...agentInfo },
+    ...(image ? { instance_info: { image_source: image.imageUrl, image_os_hash_algo: 'sha256', image_os_hash_value: image.sha256 } } : {}),
   }));
   if (first.status !== 201) throw new Error(`POST /v1/nodes: ${first.status} ${first.body}`);
   const knex = createKnex(db.url, { poolMax: 2, applicationName: 'galvanic-bench-deploy' });
@@ -280,7 +370,7 @@ async function main(): Promise<number> {
     const { id: _id, ...row } = template as Record<string, unknown>;
     return {
       ...row, uuid: randomUUID(), name: `bench-deploy-${i + 1}`,
-      driver_info: JSON.stringify({ redfish_address: `http://127.0.0.1:${port}`, redfish_username: 'admin', redfish_password: 'password' }),
+      driver_info: JSON.stringify({ redfish_address: `http://127.0.0.1:${port}`, redfish_username: 'admin', redfish_password: 'password', ...agentInfo }),
       properties: JSON.stringify(row.properties ?? {}), instance_info: JSON.stringify(row.instance_info ?? {}), extra: JSON.stringify(row.extra ?? {}),
       driver_internal_info: JSON.stringify(row.driver_internal_info ?? {}),
     };
@@ -290,16 +380,24 @@ async function main(): Promise<number> {
   const nodeRows: Array<{ uuid: string; driver_info: { redfish_address: string } }> = await knex('nodes').select('uuid', 'driver_info').orderBy('id');
   const uuids = nodeRows.map((r) => r.uuid);
   const portOf = new Map(nodeRows.map((r) => [r.uuid, Number(new URL(r.driver_info.redfish_address).port)]));
+  if (direct) {
+    // The agents look themselves up by their NICs' MACs: the simulator's, by BMC index (fleet 0).
+    const ids: Array<{ id: number; uuid: string }> = await knex('nodes').select('id', 'uuid');
+    const idOf = new Map(ids.map((r) => [r.uuid, r.id]));
+    const rows = uuids.flatMap((u) => nicMacs(0, ports.indexOf(portOf.get(u)!)).map((address) => ({ uuid: randomUUID(), address, node_id: idOf.get(u) })));
+    for (let i = 0; i < rows.length; i += 1000) await knex('ports').insert(rows.slice(i, i + 1000));
+  }
   log(`${uuids.length} nodes enrolled (available)`);
   while (Number(((await knex('conductors').where('online', true).count({ n: '*' })) as Array<{ n: number }>)[0].n) < opts.conductors) await sleep(200);
   // Let the rings agree (one heartbeat) before the work starts.
   await sleep(11_000);
 
   const pids = { ...Object.fromEntries(procs.map((p) => [p.label, p.pid])), simulator: sim.proc.pid! };
-  const ctx = { client, sim, uuids, portOf, pids, log, died };
+  const agent = image ? { gapMs: opts.heartbeatGapMs, writeMs: (image.bytes / (opts.agentWriteMBps * 1e6)) * 1000 } : undefined;
+  const ctx = { client, sim, uuids, portOf, pids, log, died, agent };
   const phases: PhaseResult[] = [];
   for (const mp of opts.maxParallel) {
-    phases.push(await runPhase(`deploy-${mp}`, [{ action: 'deploy', args: { instance_info: { boot_iso: ISO } } }], mp, ctx));
+    phases.push(await runPhase(`deploy-${mp}`, [{ action: 'deploy', ...(direct ? {} : { args: { instance_info: { boot_iso: ISO } } }) }], mp, ctx));
     phases.push(await runPhase(`undeploy-${mp}`, [{ action: 'undeploy' }], mp, ctx));
   }
   client.close();
@@ -317,16 +415,17 @@ async function main(): Promise<number> {
     phases,
   };
   process.stdout.write(`${table([
-    ['phase', 'state', 'wall s', 'floor s', 'wall/floor', 'step p50 s', 'step p99 s', 'most running', 'req/node', 'conductor CPU s', 'conductor peak RSS MiB', 'load (start → end)'],
+    ['phase', 'state', 'wall s', 'floor s', 'wall/floor', 'step p50 s', 'step p99 s', 'most running', 'req/node', 'conductor CPU s', 'conductor peak RSS MiB', 'heartbeats/s', 'load (start → end)'],
     ...phases.map((p) => {
       const conductors = Object.entries(p.cpu).filter(([k]) => k.startsWith('conductor'));
       return [p.phase, p.state, fmt(p.wallS, 2), fmt(p.floorS, 2), fmt(p.wallOverFloor, 2), fmt(p.nodeStepS.p50Ms, 2), fmt(p.nodeStepS.p99Ms, 2), String(p.mostRunning),
         fmt(p.requestsPerNode), conductors.map(([, v]) => fmt(v.cpuS)).join(' + '), conductors.map(([, v]) => fmt(v.maxRssMiB, 0)).join(' / '),
+        p.agent ? fmt(p.agent.heartbeatsPerS, 1) : '-',
         `${p.loadAverage.start[0]} → ${p.loadAverage.end[0]}`];
     }),
   ])}\n`);
   log(`target (wall <= 1.3 x floor on every deploy): ${result.targetMet ? 'met' : 'MISSED'}`);
-  log(`results: ${await writeResults('deploy', startedAt, result)}`);
+  log(`results: ${await writeResults(direct ? 'deploy-direct' : 'deploy', startedAt, result)}`);
   await db.drop();
   return result.targetMet ? 0 : 1;
 }

@@ -97,7 +97,7 @@ export const SCHEMA = {
     },
     enabled_deploy_interfaces: {
       type: 'list',
-      default: ['fake', 'ramdisk'],
+      default: ['fake', 'ramdisk', 'direct'],
       help: 'Deploy interfaces that nodes may use.',
     },
     enabled_firmware_interfaces: {
@@ -249,6 +249,17 @@ export const SCHEMA = {
       min: 1024,
       help: 'Largest request body accepted, in bytes; larger ones get 413.',
     },
+    ramdisk_heartbeat_timeout: {
+      type: 'int',
+      default: 300,
+      min: 1,
+      help: 'Seconds an agent is told (by lookup) it may go between heartbeats; it heartbeats every 0.3 to 0.6 of it.',
+    },
+    restrict_lookup: {
+      type: 'bool',
+      default: true,
+      help: 'Whether agent lookups find only nodes in a state that waits for an agent (deploying, wait call-back, cleaning, clean wait, inspecting, inspect wait, ...).',
+    },
   },
 
   database: {
@@ -288,7 +299,7 @@ export const SCHEMA = {
     automated_clean: {
       type: 'bool',
       default: true,
-      help: "Whether nodes are cleaned automatically on provide and after undeploy. A node's own automated_clean overrides it. Only out-of-band clean steps with a priority above 0 run automatically, and the interfaces Galvanic ships have none: automated cleaning passes straight through cleaning to available.",
+      help: "Whether nodes are cleaned automatically on provide and after undeploy. A node's own automated_clean overrides it. Clean steps with a priority above 0 run automatically: for a direct deploy interface, the agent's (erase_devices_metadata, erase_devices), which boots the agent.",
     },
     deploy_callback_timeout: {
       type: 'int',
@@ -416,6 +427,100 @@ export const SCHEMA = {
       type: 'bool',
       default: false,
       help: 'When the BMC disagrees with the database, set the node back to the recorded power state instead of recording the one the BMC reports.',
+    },
+  },
+
+  inspector: {
+    power_off: {
+      type: 'bool',
+      default: true,
+      help: 'Whether to power a node off when in-band (agent) inspection ends; a node with disable_power_off is rebooted instead.',
+    },
+    pre_create_ports: {
+      type: 'bool',
+      default: true,
+      help: 'Whether to create ports for the MACs the BMC reports before booting the agent for in-band inspection, so that the agent can be found by them.',
+    },
+    add_ports: {
+      type: 'enum',
+      choices: ['all', 'active', 'pxe', 'disabled'],
+      default: 'pxe',
+      help: 'Which MACs of the inspected inventory get ports (the "ports" hook): all, active (with an IP address), pxe (the PXE NIC only, or every NIC when the inventory names none), or disabled.',
+    },
+    keep_ports: {
+      type: 'enum',
+      choices: ['all', 'present', 'added'],
+      default: 'all',
+      help: 'Which existing ports to keep after in-band inspection: all, present (MACs in the inventory), or added (MACs that add_ports selects).',
+    },
+    update_pxe_enabled: {
+      type: 'bool',
+      default: true,
+      help: "Whether in-band inspection sets the ports' pxe_enabled from the inventory's PXE NIC.",
+    },
+    default_hooks: {
+      type: 'string',
+      default: 'ramdisk-error,validate-interfaces,ports,architecture',
+      help: 'Inspection hooks run by default for the agent inspect interface.',
+    },
+    hooks: {
+      type: 'string',
+      default: '$default_hooks',
+      help: 'Inspection hooks the agent inspect interface runs, in order; $default_hooks stands for default_hooks. Also available: memory, cpus, boot-mode, root-device.',
+    },
+    disk_partitioning_spacing: {
+      type: 'bool',
+      default: true,
+      help: 'Whether the root-device hook leaves 1 GiB of the root disk out of local_gb for partitioning.',
+    },
+  },
+
+  agent: {
+    command_timeout: {
+      type: 'int',
+      default: 60,
+      min: 1,
+      help: 'Seconds a call to an agent may take before it is given up.',
+    },
+    max_command_attempts: {
+      type: 'int',
+      default: 3,
+      min: 1,
+      help: 'Attempts at an agent call that fails to connect (a lost answer is first looked for in the agent\'s command list).',
+    },
+    post_deploy_get_power_state_retries: {
+      type: 'int',
+      default: 6,
+      min: 0,
+      help: 'Times the BMC power state is read after the agent was asked to power the node off, before it is forced off.',
+    },
+    post_deploy_get_power_state_retry_interval: {
+      type: 'int',
+      default: 5,
+      min: 0,
+      help: 'Seconds between those power state reads.',
+    },
+    connections_per_agent: {
+      type: 'int',
+      default: 2,
+      min: 1,
+      max: 16,
+      help: 'Connections the conductor keeps open to each agent.',
+    },
+  },
+
+  deploy: {
+    erase_devices_priority: {
+      type: 'int',
+      default: -1,
+      min: -1,
+      help: "Priority of the agent's erase_devices clean step in automated cleaning; 0 disables it, -1 keeps the agent's own (10).",
+    },
+    erase_devices_metadata_priority: {
+      type: 'int',
+      default: -1,
+      min: -1,
+      help: "Priority of the agent's erase_devices_metadata clean step in automated cleaning; 0 disables it, -1 keeps the agent's own (99).",
     },
   },
 

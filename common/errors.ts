@@ -470,3 +470,33 @@ export class PowerOffDisabled extends InvalidState {
     super(`Failed to set node power state to ${target}.`);
   }
 }
+
+/** Ironic's IncompleteLookup: a lookup with neither a valid MAC address nor a node UUID. */
+export class IncompleteLookup extends BadRequestError {
+  readonly code = 'INCOMPLETE_LOOKUP';
+  constructor() {
+    super('At least one of \'addresses\' and \'node_uuid\' parameters is required');
+  }
+}
+
+/** Failures talking to an agent (Ironic's AgentConnectionFailed, AgentAPIError, AgentInProgress). */
+export abstract class AgentError extends DriverError {}
+/** The agent could not be reached, after `[agent] max_command_attempts` tries. */
+export class AgentConnectionFailed extends AgentError {
+  readonly code = 'AGENT_CONNECTION_FAILED';
+}
+/** The agent answered with an error status or a body that is not IPA's. */
+export class AgentAPIError extends AgentError {
+  readonly code = 'AGENT_API_ERROR';
+  constructor(message: string, readonly status?: number) {
+    super(message);
+  }
+}
+/** The agent is busy with an asynchronous command (its 409). */
+export class AgentInProgress extends AgentError {
+  readonly code = 'AGENT_IN_PROGRESS';
+}
+/** A step the agent ran failed, or its result is unusable. */
+export class AgentStepFailed extends AgentError {
+  readonly code = 'AGENT_STEP_FAILED';
+}

@@ -49,7 +49,8 @@ export const KNOWN_VERBS = [
 ] as const;
 
 /** What the conductor does for a transition. */
-export type ProvisionWork = 'verify' | 'inspect' | 'clean' | 'deploy' | 'tear_down' | 'none' | 'abort' | 'service';
+/** `process_inspection`: an agent's inventory, posted to /v1/continue_inspection, is processed. */
+export type ProvisionWork = 'verify' | 'inspect' | 'process_inspection' | 'clean' | 'deploy' | 'tear_down' | 'none' | 'abort' | 'service';
 
 export interface Transition {
   /** State while the conductor works. */

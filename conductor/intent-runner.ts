@@ -12,6 +12,7 @@ import type { Action, ActionContext, ActionResult } from './actions/types.js';
 import { nodePayload } from './node-payload.js';
 import { LockLost, type Task, type TaskManager } from './task-manager.js';
 import { SuccessRecorder } from './success-recorder.js';
+import type { AgentServices } from './agent-steps.js';
 
 export interface RunnerOptions {
   hostname: string;
@@ -22,6 +23,8 @@ export interface RunnerOptions {
   beforeClaim?: () => Promise<void>;
   /** How node updates treat access (see AccessOptions.maintenanceBumpsAccess). */
   update?: AccessOptions;
+  /** What actions use to talk to agents. */
+  agent?: AgentServices;
 }
 
 /** Exponential backoff with jitter (half fixed, half random), capped. */
@@ -238,7 +241,7 @@ export class IntentRunner {
     const node = task.node;
     const action = this.actions[intent.kind];
     const ctx: ActionContext = {
-      task, intent, registry: this.registry, log,
+      task, intent, registry: this.registry, log, agent: this.opts.agent,
       // The node as the task last wrote it: long actions record progress (the step running now).
       get node() {
         return task.node;
@@ -261,7 +264,14 @@ export class IntentRunner {
       if (res !== undefined) {
         const done = res;
         const history = done.history && { nodeId: node.id, conductor: host, user: intent.requester, operation: intent.operation, ...done.history };
-        const updated = await withCommitRetries(log, () => this.successes.record({ task, intent, changes: done.changes ?? {}, result: done.result, history, write: done.write }));
+        const updated = await withCommitRetries(log, () => this.successes.record({
+          task, intent, changes: done.changes ?? {}, result: done.result, history, write: done.write, requeueAt: done.requeueAt,
+        }));
+        if (done.requeueAt) {
+          // Looked at again when it falls due, if no event wakes it before.
+          setTimeout(() => this.pump(), Math.max(0, done.requeueAt.getTime() - Date.now()) + 5).unref();
+          return;
+        }
         this.wake.notify(INTENT_DONE_CHANNEL, intent.uuid);
         if (note) this.notifier.emit(`${note.prefix}.end`, 'info', note.payloadName, nodePayload(updated, note.extra(ctx)));
       } else {

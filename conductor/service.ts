@@ -14,6 +14,9 @@ import { ACTIONS, IDEMPOTENT_KINDS } from './actions/index.js';
 import { HashRing, ringHashSql } from '../common/hash-ring.js';
 import { ConsoleManager } from './console/manager.js';
 import { IntentRunner } from './intent-runner.js';
+import { AgentClient } from '../drivers/agent/client.js';
+import { agentTokenOf, wipeAgentToken } from '../db/agent-tokens.js';
+import { portAddressesOfNode } from '../db/ports.js';
 import { Allocator } from './allocations.js';
 import { ALLOCATION_CHANNEL } from '../db/allocations.js';
 import { OperationAdvancer } from './operations.js';
@@ -51,6 +54,7 @@ export class ConductorService {
   readonly periodic: PeriodicRunner;
   readonly consoles: ConsoleManager;
   private readonly runner: IntentRunner;
+  private readonly agentClient: AgentClient;
   private readonly allocator: Allocator;
   private readonly wake: PgNotifyBatcher;
   private readonly log: Logger;
@@ -73,7 +77,18 @@ export class ConductorService {
     this.tasks = new TaskManager(deps.db, this.hostname, this.log, c.heartbeat_timeout);
     this.wake = new PgNotifyBatcher(deps.db, this.log);
     const operations = new OperationAdvancer(deps.db, deps.notifier, this.wake, this.log, deps.config.operations.progress_notification_interval * 1000);
+    const a = deps.config.agent;
+    this.agentClient = new AgentClient({
+      timeoutMs: a.command_timeout * 1000, maxAttempts: a.max_command_attempts, connectionsPerAgent: a.connections_per_agent,
+    });
     this.runner = new IntentRunner(this.tasks, deps.registry, ACTIONS, deps.notifier, this.wake, () => this.claimScope(), this.log, {
+      agent: {
+        client: this.agentClient,
+        tokenOf: (id) => agentTokenOf(deps.db, id),
+        wipeToken: (id) => wipeAgentToken(deps.db, id),
+        portsOf: (id) => portAddressesOfNode(deps.db, id),
+        config: { agent: deps.config.agent, deploy: deps.config.deploy },
+      },
       hostname: this.hostname,
       workers: c.workers_pool_size,
       retryInitialDelayMs: c.intent_retry_initial_delay * 1000,
@@ -291,6 +306,7 @@ export class ConductorService {
     const drained = await this.runner.drain(timeoutMs);
     if (!drained) this.log.warn({ running: this.runner.running }, 'shutdown timeout: intents still running are handed back');
     await this.recover(this.hostname);
+    await this.agentClient.close();
     await this.wake.close();
     await markOffline(this.deps.db, this.hostname);
     this.state = 'stopped';

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { Batcher, type BatchOutcome } from '../common/batcher.js';
 import type { Intent } from '../db/intents.js';
-import { finishSucceededIntents } from '../db/intents.js';
+import { finishSucceededIntents, requeueIntents } from '../db/intents.js';
 import { recordHistories, type NewHistoryEvent } from '../db/node-history.js';
 import type { Node, NodeChanges, AccessOptions } from '../db/nodes.js';
 import { LockLost, type Task, type TaskManager } from './task-manager.js';
@@ -12,6 +12,8 @@ export interface Success {
   intent: Intent;
   changes: NodeChanges;
   result: unknown;
+  /** Back to the queue, due then (see ActionResult.requeueAt), instead of succeeded. */
+  requeueAt?: Date;
   history?: NewHistoryEvent;
   /** More rows to write with the outcome (inventory, ports found by inspection). */
   write?: (trx: Knex.Transaction, node: Node) => Promise<void>;
@@ -30,7 +32,8 @@ export class SuccessRecorder {
     this.batcher = new Batcher(async (batch) => {
       const out = await tasks.commitAll(batch.map((s) => ({ task: s.task, changes: s.changes })), async (trx, held) => {
         const done = held.map((h) => batch[h.index]);
-        await finishSucceededIntents(trx, done.map((s) => ({ id: s.intent.id, result: s.result })));
+        await finishSucceededIntents(trx, done.filter((s) => !s.requeueAt).map((s) => ({ id: s.intent.id, result: s.result })));
+        await requeueIntents(trx, done.flatMap((s) => (s.requeueAt ? [{ id: s.intent.id, notBefore: s.requeueAt, result: s.result }] : [])));
         await recordHistories(trx, done.flatMap((s) => (s.history ? [s.history] : [])));
         for (const h of held) await batch[h.index].write?.(trx, h.node);
       }, update);

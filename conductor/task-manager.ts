@@ -69,6 +69,19 @@ export class Task {
   }
 
   /**
+   * As `progress`, with `more` run in the same transaction while the node is held: rows an
+   * action reads beside the node (its ports) or writes before its outcome.
+   */
+  async progressWith(changes: NodeChanges, more: (trx: Knex.Transaction, node: Node) => Promise<void>): Promise<Node> {
+    const [outcome] = await commitTasks(this.db, this.hostname, [{ task: this, changes }], async (trx, held) => {
+      if (held.length) await more(trx, held[0].node);
+    }, {}, false);
+    if (outcome instanceof LockLost) throw outcome;
+    this.node = outcome;
+    return outcome;
+  }
+
+  /**
    * Writes `changes` while keeping the reservation: progress of long work (the step running
    * now), seen by clients before the outcome. Throws LockLost when the node is no longer ours.
    */

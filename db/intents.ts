@@ -242,6 +242,30 @@ export async function finishSucceededIntents(trx: Knex, items: ReadonlyArray<{ i
   );
 }
 
+/** Puts running intents back in the queue, due at `notBefore` (work that waits for an event). */
+export async function requeueIntents(trx: Knex, items: ReadonlyArray<{ id: number; notBefore: Date; result?: unknown }>): Promise<void> {
+  if (items.length === 0) return;
+  await trx.raw(
+    // A wake that came while it ran (not_before set after it started) stands.
+    `UPDATE intents SET state = 'queued', error = NULL, result = v.result,
+            not_before = CASE WHEN intents.not_before > intents.started_at THEN intents.not_before ELSE v.not_before END
+       FROM jsonb_to_recordset(?::jsonb) AS v(id bigint, not_before timestamptz, result jsonb)
+      WHERE intents.id = v.id`,
+    [JSON.stringify(items.map((i) => ({ id: i.id, not_before: i.notBefore.toISOString(), result: i.result ?? null })))],
+  );
+}
+
+/**
+ * Makes the node's waiting provision step (a group operation's, requeued while its node waits
+ * for an agent) due now. Returns whether there was one. Call it holding the node's row lock.
+ */
+export async function wakeWaitingStep(trx: Knex, nodeId: number): Promise<boolean> {
+  // A running one is woken too: its requeue keeps a not_before set after it started.
+  const rows = await trx('intents').where({ node_id: nodeId, kind: 'provision_step', held: false }).whereIn('state', ['queued', 'running'])
+    .where('attempts', '>', 0).update({ not_before: trx.fn.now() }).returning('id');
+  return rows.length > 0;
+}
+
 /** Marks the later steps of a failed batch `skipped`. */
 export async function skipRestOfBatch(trx: Knex, batch: string, afterStep: number): Promise<void> {
   await trx('intents')
@@ -351,4 +375,10 @@ export async function countOpenIntents(db: Knex): Promise<{ queued: number; runn
 export async function lastOpenIntent(db: Knex, nodeId: number): Promise<Intent | undefined> {
   const row = await db('intents').where('node_id', nodeId).whereNull('finished_at').orderBy('seq', 'desc').first();
   return row ? mapper.fromRow(row) : undefined;
+}
+
+/** Whether the node has a queued intent of this kind (a heartbeat's continue is queued once). */
+export async function hasQueuedIntent(trx: Knex, nodeId: number, kind: string): Promise<boolean> {
+  const row = await trx('intents').where({ node_id: nodeId, kind, state: 'queued' }).first('id');
+  return row !== undefined;
 }

@@ -137,3 +137,42 @@ export async function nodeIdsByPortAddresses(db: Knex, addresses: readonly strin
   const rows: Array<{ node_id: number }> = await db('ports').distinct('node_id').whereIn('address', addresses as string[]);
   return rows.map((r) => r.node_id);
 }
+
+/** A node's ports as inspection processing reads them. */
+export async function portsOfNode(db: Knex, nodeId: number): Promise<Array<{ id: number; address: string; pxeEnabled: boolean; extra: Record<string, unknown> }>> {
+  const rows: Array<{ id: number; address: string; pxe_enabled: boolean; extra: Record<string, unknown> | null }> = await db('ports')
+    .select('id', 'address', 'pxe_enabled', 'extra').where('node_id', nodeId).orderBy('id');
+  return rows.map((r) => ({ id: r.id, address: r.address, pxeEnabled: r.pxe_enabled, extra: r.extra ?? {} }));
+}
+
+/**
+ * Applies what in-band inspection decided for a node's ports: creates those whose MAC has no
+ * port yet (a MAC another node holds is left alone, as Ironic's MACAlreadyExists), deletes and
+ * updates the node's own.
+ */
+export async function applyInspectedPorts(
+  db: Knex,
+  nodeId: number,
+  plan: {
+    createPorts: ReadonlyArray<{ address: string; pxeEnabled: boolean; extra: Record<string, unknown> }>;
+    deletePortIds: readonly number[];
+    updatePorts: ReadonlyArray<{ id: number; pxeEnabled?: boolean; extra?: Record<string, unknown> }>;
+  },
+): Promise<void> {
+  if (plan.deletePortIds.length) await db('ports').where('node_id', nodeId).whereIn('id', plan.deletePortIds as number[]).delete();
+  for (const u of plan.updatePorts) {
+    const row: Record<string, unknown> = { updated_at: db.fn.now() };
+    if (u.pxeEnabled !== undefined) row.pxe_enabled = u.pxeEnabled;
+    if (u.extra !== undefined) row.extra = JSON.stringify(u.extra);
+    await db('ports').where({ id: u.id, node_id: nodeId }).update(row);
+  }
+  if (plan.createPorts.length) {
+    const rows = plan.createPorts.map((p) => ({ uuid: randomUUID(), address: p.address.toLowerCase(), node_id: nodeId, pxe_enabled: p.pxeEnabled, extra: JSON.stringify(p.extra) }));
+    await db('ports').insert(rows).onConflict('address').ignore();
+  }
+}
+
+/** The MAC addresses of a node's ports, as the agent is sent them. */
+export async function portAddressesOfNode(db: Knex, nodeId: number): Promise<Array<{ address: string }>> {
+  return db('ports').where({ node_id: nodeId }).orderBy('id').select('address');
+}

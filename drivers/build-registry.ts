@@ -7,6 +7,8 @@ import { INTERFACE_KINDS, type HardwareType, type InterfaceImplementations, type
 import { createIpmiInterfaces, ipmiHardware, ipmiRunnerOptions } from './ipmi/hardware.js';
 import { RedfishDriver, redfishHardware, redfishOptions } from './redfish/index.js';
 import { GenericImpl, NoInspect, PxeBoot, fakeAndNone } from './generic.js';
+import { AgentInspect } from './agent-inspect.js';
+import { parseHooks, type AddPorts, type KeepPorts } from './inspection-hooks.js';
 
 /** Every hardware type this build of Galvanic knows; the config enables a subset. */
 export const KNOWN_HARDWARE_TYPES: readonly HardwareType[] = [fakeHardware, redfishHardware, ipmiHardware];
@@ -20,13 +22,21 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
   const ipmi = createIpmiInterfaces(ipmiRunnerOptions(config, log));
   // No pool or session exists until the first call to a Redfish BMC.
   const redfish = new RedfishDriver(redfishOptions(config), log ?? pino({ level: 'silent' }));
+  const inspector = config.inspector;
+  const agentInspect = new AgentInspect({
+    hooks: parseHooks(inspector.hooks, inspector.default_hooks),
+    addPorts: inspector.add_ports as AddPorts,
+    keepPorts: inspector.keep_ports as KeepPorts,
+    updatePxeEnabled: inspector.update_pxe_enabled,
+    diskPartitioningSpacing: inspector.disk_partitioning_spacing,
+  });
   const impls: InterfaceImplementations = {
     bios: fakeAndNone('bios'),
     boot: { fake: new FakeBoot(bmcs), 'redfish-virtual-media': redfish.boot, pxe: new PxeBoot() },
     console: { fake: new FakeConsole(), 'no-console': new NoConsole(), 'ipmitool-sol': new IpmitoolSolConsole() },
-    deploy: { fake: new GenericImpl(true), ramdisk: new GenericImpl(true) },
+    deploy: { fake: new GenericImpl(true), ramdisk: new GenericImpl(true), direct: new GenericImpl(true) },
     firmware: fakeAndNone('firmware'),
-    inspect: { fake: new FakeInspect(), redfish: redfish.inspect, 'no-inspect': new NoInspect() },
+    inspect: { fake: new FakeInspect(), redfish: redfish.inspect, agent: agentInspect, 'no-inspect': new NoInspect() },
     management: { fake: new FakeManagement(bmcs), redfish: redfish.management, ipmitool: ipmi.management },
     network: { noop: new GenericImpl(true) },
     power: { fake: new FakePower(bmcs), redfish: redfish.power, ipmitool: ipmi.power },

@@ -3,6 +3,7 @@
  * database: they get the node's identity and driver_info, and talk to the BMC.
  */
 import type { Logger } from 'pino';
+import type { ExistingPort, HooksOutcome } from './inspection-hooks.js';
 
 export type PowerStateValue = 'power on' | 'power off' | 'error';
 export type PowerTarget = 'power on' | 'power off' | 'rebooting' | 'soft power off' | 'soft rebooting';
@@ -48,6 +49,8 @@ export interface ManagementInterface {
    * without asking it (fake, IPMI): the API refuses any other before queuing anything.
    */
   readonly staticBootDevices?: readonly string[];
+  /** The MACs of the node's enabled NICs as the BMC reports them, lower-case (ports created before in-band inspection). */
+  getMacAddresses?(ctx: DriverContext): Promise<string[]>;
   /** Synchronous-path sensor read (run in a worker pool). */
   getSensorData?(ctx: DriverContext): Promise<SensorData>;
   /** Non-blocking sensor read, run many at once on the event loop. */
@@ -136,9 +139,25 @@ export interface InspectionResult {
   macs: string[];
 }
 
-/** Out-of-band inspection (Ironic's InspectInterface with a synchronous `inspect_hardware`). */
+/**
+ * Inspection (Ironic's InspectInterface). Out-of-band interfaces read the hardware in
+ * `inspectHardware`; an in-band one (`inBand`) boots the agent, which posts its inventory to
+ * `/v1/continue_inspection`, and `processInventory` turns that into what changes.
+ */
 export interface InspectInterface {
   validate(driverInfo: Readonly<Record<string, unknown>>): void;
+  /** The node waits in `inspect wait` for the agent's inventory; the conductor boots the agent. */
+  readonly inBand?: boolean;
+  /**
+   * What an agent's inventory changes on its node (in-band interfaces only).
+   * @throws HardwareInspectionFailure
+   */
+  processInventory?(
+    node: { uuid: string; properties: Readonly<Record<string, unknown>> },
+    inventory: Record<string, unknown>,
+    pluginData: Record<string, unknown>,
+    ports: readonly ExistingPort[],
+  ): HooksOutcome;
   /**
    * Reads the hardware. `existingCapabilities` is the node's `properties.capabilities`, so that
    * a boot_mode already set is kept. Null: nothing was read and nothing is to change (fake).

@@ -6,6 +6,7 @@
 import { GalvanicError, InvalidParameterValue, MissingParameterValue, UnsupportedDriverExtension } from '../common/errors.js';
 import { INTERFACE_KINDS, type InterfaceKind } from './interfaces.js';
 import type { DriverRegistry } from './registry.js';
+import { agentIso } from './agent-boot.js';
 
 /** The parts of a node that validation reads. */
 export interface NodeDescription {
@@ -53,6 +54,55 @@ export function validateInterface(registry: DriverRegistry, node: NodeDescriptio
   if ('supported' in impl && !impl.supported) throw unsupported(node, kind);
   impl.validate(node.driverInfo);
   if (kind === 'deploy' && name === 'ramdisk') validateRamdiskDeploy(registry, node);
+  if (kind === 'deploy' && name === 'direct') validateDirectDeploy(registry, node);
+  if (kind === 'inspect' && 'inBand' in impl && impl.inBand) validateInspectionBoot(registry, node);
+}
+
+/**
+ * Ironic's boot.validate_inspection, required for in-band inspection ([inspector]
+ * require_managed_boot): a boot interface that boots the agent ISO over virtual media, and the ISO.
+ */
+export function validateInspectionBoot(registry: DriverRegistry, node: NodeDescription): void {
+  const name = node.interfaces.boot;
+  const boot = registry.impl('boot', name);
+  if (!boot) throw new UnsupportedDriverExtension(`The boot interface ${name ?? '(none)'} of node ${node.uuid} is not enabled.`);
+  boot.validate(node.driverInfo);
+  if (name !== 'redfish-virtual-media') {
+    throw new UnsupportedDriverExtension(`Driver ${node.driver} does not support validate_inspection (disabled or not implemented).`);
+  }
+  agentIso(node.driverInfo);
+}
+
+/**
+ * Ironic's AgentDeploy.validate: the boot interface can boot the agent, instance_info names the
+ * image, and an image that is not Glance's or a file comes with its checksum.
+ */
+function validateDirectDeploy(registry: DriverRegistry, node: NodeDescription): void {
+  const boot = registry.impl('boot', node.interfaces.boot);
+  if (!boot || !boot.ramdiskBoot) {
+    throw new InvalidParameterValue('Invalid configuration: the boot interface cannot boot the agent ISO; use a boot interface with virtual media (redfish-virtual-media).');
+  }
+  boot.validate(node.driverInfo);
+  agentIso(node.driverInfo);
+  const ii = node.instanceInfo;
+  const source = ii.image_source;
+  if (source === undefined || source === null || source === '') {
+    throw new MissingParameterValue(`Node ${node.uuid} failed to validate deploy image info. Some parameters were missing. Missing are: ['instance_info.image_source']`);
+  }
+  if (typeof source !== 'string') throw new InvalidParameterValue(`instance_info image_source must be a string, got ${JSON.stringify(source)}.`);
+  const imageType = ii.image_type;
+  if (imageType !== undefined && imageType !== null && imageType !== '' && imageType !== 'partition' && imageType !== 'whole-disk') {
+    throw new InvalidParameterValue(`Invalid image_type "${String(imageType)}", valid are partition, whole-disk`);
+  }
+  if (!/^(https?|file|oci):\/\//i.test(source)) {
+    throw new InvalidParameterValue(`instance_info image_source must be an http or https URL (Galvanic has no image service), got ${JSON.stringify(source)}.`);
+  }
+  if (source.startsWith('file://') || source.startsWith('oci://')) return;
+  const algo = ii.image_os_hash_algo;
+  const value = ii.image_os_hash_value;
+  if ((value && !algo) || (!value && algo) || (!value && !ii.image_checksum)) {
+    throw new MissingParameterValue(`image_source's "image_checksum", or "image_os_hash_algo" and "image_os_hash_value" must be provided in instance_info for node ${node.uuid}`);
+  }
 }
 
 /** Ironic's RamdiskDeploy.validate: a boot interface that can boot an ISO, and an ISO to boot. */

@@ -2,6 +2,7 @@ import { consoleAction } from './console.js';
 import { getBootDeviceAction, getSupportedBootDevicesAction, maintenanceAction, setBootDeviceAction } from './management.js';
 import { getPowerStateAction, powerAction } from './power.js';
 import { provisionAction } from './provision.js';
+import { agentContinueAction } from './agent-continue.js';
 import { provisionStepAction } from './provision-step.js';
 import type { Action } from './types.js';
 import { attachVirtualMediaAction, detachVirtualMediaAction, getVirtualMediaAction } from './vmedia.js';
@@ -16,6 +17,7 @@ export const ACTIONS: Record<string, Action> = {
   maintenance: maintenanceAction,
   provision: provisionAction,
   provision_step: provisionStepAction,
+  agent_continue: agentContinueAction,
   console: consoleAction,
   attach_virtual_media: attachVirtualMediaAction,
   detach_virtual_media: detachVirtualMediaAction,

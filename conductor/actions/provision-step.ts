@@ -5,6 +5,9 @@ import type { Intent } from '../../db/intents.js';
 import { provisionAction, type ProvisionArgs } from './provision.js';
 import type { Task } from '../task-manager.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
+import { agentContinueAction } from './agent-continue.js';
+import { AgentStepFailed } from '../../common/errors.js';
+import { WAIT_STATES } from '../../common/states.js';
 
 /** What a group operation queues for a provision step: the verb, not yet a transition. */
 export interface ProvisionStepArgs {
@@ -60,12 +63,43 @@ function withArgs(ctx: ActionContext, args: ProvisionArgs, pending?: NodeChanges
     };
   }
   return {
-    task, registry: ctx.registry, log: ctx.log, driver: ctx.driver,
+    task, registry: ctx.registry, log: ctx.log, driver: ctx.driver, agent: ctx.agent,
     intent: { ...ctx.intent, args: args as unknown as Record<string, unknown> },
     get node() {
       return ctx.node;
     },
   };
+}
+
+/** How long a step waiting for an agent sleeps when no heartbeat wakes it: its state's deadline settles it. */
+const WAIT_RECHECK_MS = 60_000;
+
+function isWaiting(intent: Intent): boolean {
+  return intent.attempts > 1 && typeof (intent.result as { waiting?: unknown } | null)?.waiting === 'string';
+}
+
+/**
+ * A step whose node waits for its agent (wait call-back, clean wait) is not done: it goes back
+ * to the queue, and the agent's heartbeats wake it (api/ramdisk.ts), so that the operation
+ * counts the node done only once the run has ended.
+ */
+function untilDone(res: ActionResult): ActionResult {
+  const state = res.changes?.provisionState;
+  if (state === undefined || !Object.hasOwn(WAIT_STATES, state)) return res;
+  return { ...res, result: { waiting: state }, requeueAt: new Date(Date.now() + WAIT_RECHECK_MS) };
+}
+
+/** A waiting step woken (by a heartbeat or its recheck): carries the run on, or ends with it. */
+async function continueWaiting(ctx: ActionContext): Promise<ActionResult> {
+  const node = ctx.node;
+  if (Object.hasOwn(WAIT_STATES, node.provisionState)) {
+    const res = await agentContinueAction.run(ctx);
+    const ended = res.changes?.provisionState !== undefined && !Object.hasOwn(WAIT_STATES, res.changes.provisionState);
+    return ended ? res : { ...res, result: { waiting: node.provisionState }, requeueAt: new Date(Date.now() + WAIT_RECHECK_MS) };
+  }
+  // The wait ended without it: its deadline failed the node (or an abort), or it is done.
+  if (node.targetProvisionState === null && node.lastError === null) return {};
+  throw new AgentStepFailed(node.lastError ?? `Node ${node.uuid} is ${node.provisionState}.`);
 }
 
 /**
@@ -82,6 +116,7 @@ export const provisionStepAction: Action = {
 
   async run(ctx: ActionContext): Promise<ActionResult> {
     const args = stepArgs(ctx.intent);
+    if (isWaiting(ctx.intent)) return continueWaiting(ctx);
     let t = ctx.intent.attempts > 1 ? startedTransition(ctx.node, args.verb) : undefined;
     if (!t) {
       try {
@@ -94,13 +129,15 @@ export const provisionStepAction: Action = {
       const start = transitionStartChanges(t);
       // A deploy records its step before any BMC call: the start goes with that write, one
       // transaction fewer per node (a group deploy makes thousands of them at once).
-      if (t.work === 'deploy') return provisionAction.run(withArgs(ctx, provisionArgs(ctx.node, args, t), start));
+      if (t.work === 'deploy') return untilDone(await provisionAction.run(withArgs(ctx, provisionArgs(ctx.node, args, t), start)));
       await ctx.task.progress(start);
     }
-    return provisionAction.run(withArgs(ctx, provisionArgs(ctx.node, args, t)));
+    return untilDone(await provisionAction.run(withArgs(ctx, provisionArgs(ctx.node, args, t))));
   },
 
   onFailure(ctx, error, final) {
+    // Woken while its node waited for the agent: fails as the agent's run fails.
+    if (isWaiting(ctx.intent)) return agentContinueAction.onFailure?.(ctx, error, final) ?? {};
     const args = stepArgs(ctx.intent);
     // Refused before it started (the node had moved on): the node is left as it is.
     const t = refused.has(ctx.intent) ? undefined : startedTransition(ctx.node, args.verb);

@@ -1,15 +1,19 @@
 import type { Knex } from 'knex';
 import { ProvisionState, type ProvisionWork } from '../../common/states.js';
-import { InvalidDriverInfo, InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../../common/errors.js';
+import { HardwareInspectionFailure, InvalidDriverInfo, InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../../common/errors.js';
 import { storeInventory } from '../../db/inventory.js';
 import type { Node, NodeChanges } from '../../db/nodes.js';
-import { createMissingPorts } from '../../db/ports.js';
+import { applyInspectedPorts, createMissingPorts, portsOfNode } from '../../db/ports.js';
 import type { InstanceBootRequest } from '../../drivers/interfaces.js';
 import { describeNode, ramdiskBootIso, validateForDeploy, validateInterface } from '../../drivers/validate-node.js';
+import { agentIso } from '../../drivers/agent-boot.js';
+import type { ExistingPort } from '../../drivers/inspection-hooks.js';
 import { parseCapabilities } from '../../common/capabilities.js';
 import { cleanStepsFor, type CleanStep } from '../clean-steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 import { runServiceSteps } from '../servicing.js';
+import { bootAgent, bootOf, cleaningNeedsAgent, powerOf, startAgentCleaning, startDirectDeploy, tearDownCleaning, wipedInternalInfo } from '../agent-steps.js';
+import { failureChanges } from './agent-continue.js';
 
 /** What the API queued: the verb, the transition it started and its arguments. */
 export interface ProvisionArgs {
@@ -23,6 +27,15 @@ export interface ProvisionArgs {
   serviceSteps?: CleanStep[];
   /** Whether tear-down is followed by automated cleaning (decided when it was asked). */
   automatedClean?: boolean;
+  /** What the agent posted to /v1/continue_inspection (`process_inspection`). */
+  inventory?: Record<string, unknown>;
+  pluginData?: Record<string, unknown>;
+  /** `[inspector]` options in force when the inspection was asked for or continued. */
+  inspector?: { powerOff: boolean; preCreatePorts: boolean };
+  /** The user's deploy steps (1.69). */
+  deploySteps?: CleanStep[];
+  /** Manual cleaning without booting the agent (1.70). */
+  disableRamdisk?: boolean;
 }
 
 function argsOf(ctx: Pick<ActionContext, 'intent'>): ProvisionArgs {
@@ -35,18 +48,6 @@ function workOf(ctx: Pick<ActionContext, 'intent' | 'node'>): ProvisionWork {
 }
 
 const DEPLOY_STEP = { step: 'deploy', interface: 'deploy', priority: 100, args: {} };
-
-function powerOf(ctx: ActionContext) {
-  const power = ctx.registry.impl('power', ctx.node.powerInterface);
-  if (!power) throw new UnsupportedDriverExtension(`Power interface ${ctx.node.powerInterface} is not enabled on this conductor.`);
-  return power;
-}
-
-function bootOf(ctx: ActionContext) {
-  const boot = ctx.registry.impl('boot', ctx.node.bootInterface);
-  if (!boot) throw new UnsupportedDriverExtension(`Boot interface ${ctx.node.bootInterface} is not enabled on this conductor.`);
-  return boot;
-}
 
 /** `manage` from enroll: the power interface must accept driver_info and answer a power-state read. */
 async function verify(ctx: ActionContext): Promise<NodeChanges> {
@@ -64,6 +65,10 @@ async function verify(ctx: ActionContext): Promise<NodeChanges> {
 async function deploy(ctx: ActionContext): Promise<NodeChanges> {
   const node = ctx.node;
   validateForDeploy(ctx.registry, describeNode(node));
+  if (node.deployInterface === 'direct') {
+    await startDirectDeploy(ctx, argsOf(ctx).deploySteps);
+    return { provisionState: ProvisionState.DEPLOYWAIT, powerState: 'power on' };
+  }
   await ctx.task.progress({ deployStep: DEPLOY_STEP });
   if (node.deployInterface !== 'ramdisk') return { deployStep: {} };
   // RamdiskDeploy.deploy powers off first, which a node with disable_power_off refuses.
@@ -89,7 +94,7 @@ async function deploy(ctx: ActionContext): Promise<NodeChanges> {
 async function tearDown(ctx: ActionContext): Promise<NodeChanges> {
   const node = ctx.node;
   const changes: NodeChanges = { instanceInfo: {}, instanceUuid: null, deployStep: {} };
-  if (node.deployInterface === 'ramdisk') await bootOf(ctx).cleanUpInstance(ctx.driver);
+  if (node.deployInterface === 'ramdisk' || node.deployInterface === 'direct') await bootOf(ctx).cleanUpInstance(ctx.driver);
   if (!node.disablePowerOff && node.deployInterface !== 'fake') {
     await powerOf(ctx).setPowerState(ctx.driver, 'power off');
     changes.powerState = 'power off';
@@ -103,6 +108,10 @@ async function tearDown(ctx: ActionContext): Promise<NodeChanges> {
  * manual cleaning runs the steps asked for, each of which must exist.
  */
 async function clean(ctx: ActionContext, manual: CleanStep[] | undefined): Promise<NodeChanges> {
+  if (cleaningNeedsAgent(ctx.node, manual, argsOf(ctx).disableRamdisk === true)) {
+    await startAgentCleaning(ctx, manual);
+    return { provisionState: ProvisionState.CLEANWAIT, powerState: 'power on' };
+  }
   const available = cleanStepsFor(ctx.node);
   const steps: CleanStep[] = manual ?? available.filter((s) => s.priority > 0).sort((a, b) => b.priority - a.priority)
     .map((s) => ({ interface: s.interface, step: s.step, priority: s.priority, args: {} }));
@@ -117,11 +126,107 @@ async function clean(ctx: ActionContext, manual: CleanStep[] | undefined): Promi
   return { cleanStep: {} };
 }
 
+/**
+ * In-band inspection's start (Ironic's inspector Common.inspect_hardware with a managed boot):
+ * ports for the MACs the BMC reports, so that the agent finds its node by them; power off;
+ * the agent ISO inserted and booted once; `inspect wait` written before the power on, so that
+ * an agent quicker than this intent finds its node waiting.
+ */
+async function startInBandInspection(ctx: ActionContext): Promise<NodeChanges> {
+  const node = ctx.node;
+  const opts = argsOf(ctx).inspector ?? { powerOff: true, preCreatePorts: true };
+  agentIso(node.driverInfo);
+  const power = powerOf(ctx);
+  if (opts.preCreatePorts) {
+    const management = ctx.registry.impl('management', node.managementInterface);
+    const macs = management?.getMacAddresses ? await management.getMacAddresses(ctx.driver) : [];
+    if (macs.length) await ctx.task.progressWith({}, async (trx, held) => void (await createMissingPorts(trx, held.id, macs)));
+  }
+  if (!node.disablePowerOff) await power.setPowerState(ctx.driver, 'power off');
+  await ctx.task.progress({ provisionState: ProvisionState.INSPECTWAIT, provisionUpdatedAt: new Date() });
+  // A new token for the new agent; the ISO inserted and booted once.
+  await bootAgent(ctx);
+  return { powerState: 'power on' };
+}
+
+/**
+ * Ironic's tear_down_managed_boot for in-band inspection: the agent ISO ejected, and the node
+ * powered off ([inspector] power_off), or rebooted when it may not be powered off.
+ */
+async function tearDownInspectionBoot(ctx: ActionContext, powerOff: boolean): Promise<NodeChanges> {
+  await bootOf(ctx).cleanUpInstance(ctx.driver);
+  await ctx.agent?.wipeToken(ctx.node.id);
+  if (!powerOff) return {};
+  const power = powerOf(ctx);
+  if (ctx.node.disablePowerOff) {
+    await power.setPowerState(ctx.driver, 'rebooting');
+    return { powerState: 'power on' };
+  }
+  await power.setPowerState(ctx.driver, 'power off');
+  return { powerState: 'power off' };
+}
+
+/**
+ * An agent's inventory processed (Ironic's conductor continue_inspection with AgentInspect):
+ * the inspection hooks run over it; their changes to properties and ports and the inventory
+ * are written with the outcome; the boot is torn down. A hook's failure tears the boot down
+ * too and fails the inspection with Ironic's message.
+ */
+async function processInspection(ctx: ActionContext): Promise<{ changes: NodeChanges; write: ActionResult['write'] }> {
+  const node = ctx.node;
+  const args = argsOf(ctx);
+  const iface = ctx.registry.impl('inspect', node.inspectInterface);
+  if (!iface?.processInventory) {
+    throw new UnsupportedDriverExtension(`Inspect interface ${node.inspectInterface} does not support processing inspection data for node ${node.uuid}.`);
+  }
+  let ports: ExistingPort[] = [];
+  await ctx.task.progressWith({}, async (trx, held) => {
+    ports = await portsOfNode(trx, held.id);
+  });
+  const inventory = args.inventory ?? {};
+  const powerOff = args.inspector?.powerOff ?? true;
+  let outcome;
+  try {
+    outcome = iface.processInventory(node, inventory, args.pluginData ?? {}, ports);
+  } catch (err) {
+    if (!(err instanceof HardwareInspectionFailure)) throw err;
+    try {
+      // Recorded now: the failure's outcome carries no power state.
+      await ctx.task.progress(await tearDownInspectionBoot(ctx, powerOff));
+    } catch (cleanup) {
+      ctx.log.warn({ node: node.uuid, err: (cleanup as Error).message }, 'Cleaning up the inspection boot failed');
+    }
+    throw new HardwareInspectionFailure(`Failed to finish inspection: ${err.message}`);
+  }
+  const changes: NodeChanges = { ...(await tearDownInspectionBoot(ctx, powerOff)), properties: outcome.properties, inspectionFinishedAt: new Date() };
+  const { logs: _logs, ...pluginData } = outcome.pluginData;
+  return {
+    changes,
+    write: async (trx: Knex.Transaction, held: Node) => {
+      await applyInspectedPorts(trx, held.id, outcome);
+      await storeInventory(trx, held.id, { inventory, pluginData });
+    },
+  };
+}
+
+/**
+ * Abort in `clean wait` (1.13): Ironic's do_node_clean_abort tears the cleaning down (the
+ * agent's CD ejected, the node off, the token gone) and says which step it stopped at.
+ */
+async function abortCleaning(ctx: ActionContext): Promise<NodeChanges> {
+  const step = ctx.node.cleanStep;
+  await tearDownCleaning(ctx);
+  let lastError = 'By request, the clean operation was aborted';
+  if (step && Object.keys(step).length) lastError += ` during or after the completion of step "${String(step.interface)}.${String(step.step)}"`;
+  return { lastError, cleanStep: {}, driverInternalInfo: wipedInternalInfo(ctx.node.driverInternalInfo ?? {}, 'clean') };
+}
+
 /** Out-of-band inspection: properties merged, ports created for new MACs, the inventory stored. */
-async function inspect(ctx: ActionContext): Promise<{ changes: NodeChanges; write?: ActionResult['write'] }> {
+async function inspect(ctx: ActionContext): Promise<{ changes: NodeChanges; write?: ActionResult['write']; waiting?: boolean }> {
   const node = ctx.node;
   validateInterface(ctx.registry, describeNode(node), 'inspect');
   const iface = ctx.registry.impl('inspect', node.inspectInterface)!;
+  if (iface.inBand) return { changes: await startInBandInspection(ctx), waiting: true };
   const started = new Date();
   const found = await iface.inspectHardware(ctx.driver, typeof node.properties.capabilities === 'string' ? node.properties.capabilities : undefined);
   const changes: NodeChanges = { inspectionStartedAt: started, inspectionFinishedAt: new Date() };
@@ -137,7 +242,8 @@ async function inspect(ctx: ActionContext): Promise<{ changes: NodeChanges; writ
 }
 
 const FAILURE_WORDS: Record<ProvisionWork, string> = {
-  verify: 'Failed to verify node', inspect: 'Failed to inspect hardware of node', clean: 'Failed to clean node',
+  verify: 'Failed to verify node', inspect: 'Failed to inspect hardware of node', process_inspection: 'Failed to finish inspection of node',
+  clean: 'Failed to clean node',
   deploy: 'Failed to deploy node', tear_down: 'Failed to tear down node', none: 'Failed to move node', abort: 'Failed to abort on node',
   service: 'Cannot service node',
 };
@@ -187,18 +293,48 @@ export const provisionAction: Action = {
         changes = r.changes;
         write = r.write;
         event = `Inspection done, node is ${args.target}.`;
+        if (r.waiting) {
+          // The node stays in inspect wait (or the agent has already answered): only the power state changes.
+          return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: 'Agent booted for in-band inspection, node is inspect wait.' } };
+        }
+        break;
+      }
+      case 'process_inspection': {
+        const r = await processInspection(ctx);
+        changes = r.changes;
+        write = r.write;
+        event = `Inspection data processed, node is ${args.target}.`;
         break;
       }
       case 'service':
         changes = await runServiceSteps(ctx, args.serviceSteps ?? []);
         event = `Servicing (${(args.serviceSteps ?? []).length} step(s)) done, node is ${args.target}.`;
         break;
-      case 'abort':
+      case 'abort': {
+        // An in-band inspection aborted (or timed out) leaves the agent ISO to eject and the node to power off.
+        const iface = ctx.registry.impl('inspect', ctx.node.inspectInterface);
+        if (iface?.inBand && args.target === ProvisionState.INSPECTFAIL) {
+          changes = await tearDownInspectionBoot(ctx, true);
+          event = 'Inspection boot cleaned up (agent ISO ejected, node powered off).';
+        }
+        if (ctx.node.provisionState === ProvisionState.CLEANFAIL && ctx.node.deployInterface === 'direct') {
+          changes = await abortCleaning(ctx);
+          event = changes.lastError as string;
+        }
+        // The node may have moved on (manage) while this waited: its state is no longer this intent's.
+        if (ctx.node.provisionState !== args.target) return { changes, history: { severity: 'INFO', eventType: 'provisioning', event } };
+        break;
+      }
       case 'none':
         break;
     }
+    // A run that waits for its agent keeps its target; the agent's heartbeats carry it on.
+    const waiting = changes.provisionState === ProvisionState.DEPLOYWAIT || changes.provisionState === ProvisionState.CLEANWAIT;
+    if (waiting) event = `Waiting for the agent of node ${ctx.node.uuid} (${changes.provisionState}).`;
     return {
-      changes: { ...changes, provisionState: args.target, targetProvisionState: null, provisionUpdatedAt: new Date() },
+      changes: {
+        ...changes, provisionState: changes.provisionState ?? args.target, targetProvisionState: waiting ? args.target : null, provisionUpdatedAt: new Date(),
+      },
       write,
       history: { severity: 'INFO', eventType: 'provisioning', event },
     };
@@ -211,13 +347,21 @@ export const provisionAction: Action = {
     // A tear-down that got as far as cleaning fails as cleaning does.
     const onFail = work === 'tear_down' && ctx.node.provisionState === ProvisionState.CLEANING ? ProvisionState.CLEANFAIL : args.onFail;
     const reason = error.message || String(error);
+    if (ctx.node.deployInterface === 'direct' && (work === 'deploy' || work === 'clean' || work === 'tear_down')) {
+      const failed = failureChanges(ctx.node, onFail === ProvisionState.DEPLOYFAIL ? 'deploy' : 'clean', error);
+      if (onFail !== ProvisionState.DEPLOYFAIL && onFail !== ProvisionState.CLEANFAIL) failed.provisionState = onFail;
+      return { ...failed, lastError: `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}` };
+    }
+    // Processing an agent's inventory fails with Ironic's own message, or in the boot's clean-up.
+    const lastError = work !== 'process_inspection' ? `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}`
+      : error instanceof HardwareInspectionFailure ? reason : `Inspection clean up failed: ${reason}`;
     return {
       provisionState: onFail,
       targetProvisionState: null,
       provisionUpdatedAt: new Date(),
       deployStep: {},
       cleanStep: {},
-      lastError: `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}`,
+      lastError,
     };
   },
 };

@@ -5,6 +5,7 @@ import type { Node, NodeChanges } from '../../db/nodes.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import type { DriverContext } from '../../drivers/interfaces.js';
 import type { Task } from '../task-manager.js';
+import type { AgentServices } from '../agent-steps.js';
 
 /** What an action sees: the task holding the node, its driver context, and the registry. */
 export interface ActionContext {
@@ -14,6 +15,8 @@ export interface ActionContext {
   driver: DriverContext;
   registry: DriverRegistry;
   log: Logger;
+  /** Agent client and token store, where the conductor has them. */
+  agent?: AgentServices;
 }
 
 /** The node fields an action changes, applied with the intent's outcome in one transaction. */
@@ -21,6 +24,11 @@ export interface ActionResult {
   changes?: NodeChanges;
   result?: unknown;
   history?: { severity: 'INFO' | 'WARNING' | 'ERROR'; eventType: string; event: string };
+  /**
+   * The work is not over but waits for an event (an agent's heartbeat): the intent goes back to
+   * the queue, due at this time at the latest, and the node is released meanwhile.
+   */
+  requeueAt?: Date;
   /** More rows to write in the outcome's transaction, while the node is still held. */
   write?: (trx: Knex.Transaction, node: Node) => Promise<void>;
 }

@@ -4,8 +4,12 @@ import type { Config } from '../../common/config.js';
 import { ProvisionState, WAIT_STATES } from '../../common/states.js';
 import { recordHistory } from '../../db/node-history.js';
 import { lockStalledNode, stalledNodes, updateNode } from '../../db/nodes.js';
+import { enqueueIntents } from '../../db/intents.js';
 import { withTransaction } from '../../db/transaction.js';
 import type { PeriodicTask } from '../periodic.js';
+
+/** Ironic's last_error for an inspection whose agent never answered (cleanup_inspectwait_timeout). */
+const INSPECT_TIMEOUT = 'Timeout reached while inspecting the node. Please check if the ramdisk responsible for the inspection is running on the node.';
 
 /**
  * Transitional states and where a node left in one ends. The conductor doing the work holds
@@ -56,7 +60,8 @@ export function provisionChecksTask(deps: ProvisionChecksDeps): PeriodicTask {
       for (const cand of candidates) {
         const wait = Object.hasOwn(WAIT_STATES, cand.provisionState) ? WAIT_STATES[cand.provisionState] : undefined;
         const onFail = wait?.onTimeout ?? TRANSITIONAL[cand.provisionState];
-        const message = wait
+        const inspecting = cand.provisionState === ProvisionState.INSPECTWAIT;
+        const message = inspecting ? INSPECT_TIMEOUT : wait
           ? `Timeout reached while waiting for callback for node ${cand.uuid} (${wait.what}, [conductor] ${wait.timeoutOption} = ${c[wait.timeoutOption]} s).`
           : `Node ${cand.uuid} was left in "${cand.provisionState}" with no conductor working on it; failing it.`;
         const done = await withTransaction(deps.db, async (trx) => {
@@ -67,6 +72,14 @@ export function provisionChecksTask(deps: ProvisionChecksDeps): PeriodicTask {
             deployStep: {}, cleanStep: {},
           });
           await recordHistory(trx, { nodeId: node.id, severity: 'ERROR', eventType: 'provisioning', conductor: deps.hostname, user: null, operation: null, event: message });
+          // The agent's boot is torn down as an abort tears it down (eject, power off), by the node's conductor.
+          if (inspecting) {
+            await enqueueIntents(trx, node.id, [{
+              kind: 'provision',
+              args: { verb: 'abort', target: ProvisionState.INSPECTFAIL, onFail: ProvisionState.INSPECTFAIL, work: 'abort' },
+              maxAttempts: c.intent_max_attempts,
+            }]);
+          }
           return true;
         });
         if (done) {

@@ -8,6 +8,7 @@ import * as m0006 from './0006_chassis_portgroups.js';
 import * as m0007 from './0007_traits_allocations_templates.js';
 import * as m0008 from './0008_volume_raid.js';
 import * as m0009 from './0009_runbooks.js';
+import * as m0010 from './0010_agent_tokens.js';
 import * as m0012 from './0012_hot_intent_updates.js';
 
 export interface Migration {
@@ -31,5 +32,6 @@ export const migrations: Migration[] = [
   { name: '0007_traits_allocations_templates', ...m0007 },
   { name: '0008_volume_raid', ...m0008 },
   { name: '0009_runbooks', ...m0009 },
+  { name: '0010_agent_tokens', ...m0010 },
   { name: '0012_hot_intent_updates', ...m0012 },
 ];

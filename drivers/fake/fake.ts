@@ -26,7 +26,7 @@ export const fakeHardware: HardwareType = {
   name: 'fake-hardware',
   supported: {
     bios: ['fake', 'no-bios'], boot: ['fake'], console: ['fake', 'no-console'], deploy: ['fake', 'ramdisk'],
-    firmware: ['fake', 'no-firmware'], inspect: ['fake', 'no-inspect'], management: ['fake'], network: ['noop'],
+    firmware: ['fake', 'no-firmware'], inspect: ['fake', 'agent', 'no-inspect'], management: ['fake'], network: ['noop'],
     power: ['fake'], raid: ['fake', 'no-raid'], rescue: ['fake', 'no-rescue'], storage: ['noop'], vendor: ['fake', 'no-vendor'],
   },
   properties: FAKE_PROPERTIES,

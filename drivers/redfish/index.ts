@@ -18,8 +18,8 @@ export type { RedfishOptions } from './client.js';
 export const redfishHardware: HardwareType = {
   name: 'redfish',
   supported: {
-    bios: ['no-bios'], boot: ['redfish-virtual-media'], console: ['no-console'], deploy: ['ramdisk'], firmware: ['no-firmware'],
-    inspect: ['redfish', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['no-raid'],
+    bios: ['no-bios'], boot: ['redfish-virtual-media'], console: ['no-console'], deploy: ['ramdisk', 'direct'], firmware: ['no-firmware'],
+    inspect: ['redfish', 'agent', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['no-raid'],
     rescue: ['no-rescue'], storage: ['noop'], vendor: ['no-vendor'],
   },
   properties: REDFISH_PROPERTIES,

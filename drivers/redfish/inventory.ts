@@ -107,6 +107,16 @@ async function readSimpleStorage(call: RedfishCall, path: string | null): Promis
   return devices;
 }
 
+/** The system's EthernetInterfaces. @throws BmcTimeout | BmcUnreachable | BmcAuthFailed | BmcBadResponse */
+export async function readNics(call: RedfishCall, system: Json): Promise<NicInfo[]> {
+  return ((await members(call, linkPath(prop(system, 'EthernetInterfaces')))) ?? []).map((e): NicInfo => ({
+    id: str(prop(e, 'Id')) ?? lastSegment(str(e['@odata.id']) ?? 'nic'),
+    mac: str(prop(e, 'MACAddress')),
+    speedMbps: num(prop(e, 'SpeedMbps')),
+    ...status(e),
+  }));
+}
+
 /**
  * Reads the node's system and the collections it links to.
  * @throws BmcTimeout | BmcUnreachable | BmcAuthFailed | BmcRejected (the system itself) | BmcBadResponse
@@ -120,12 +130,7 @@ export async function readHardware(call: RedfishCall): Promise<Hardware> {
     model: str(prop(p, 'Model'))?.trim() || null,
     maxSpeedMHz: num(prop(p, 'MaxSpeedMHz')),
   }));
-  const nics = ((await members(call, linkPath(prop(system, 'EthernetInterfaces')))) ?? []).map((e): NicInfo => ({
-    id: str(prop(e, 'Id')) ?? lastSegment(str(e['@odata.id']) ?? 'nic'),
-    mac: str(prop(e, 'MACAddress')),
-    speedMbps: num(prop(e, 'SpeedMbps')),
-    ...status(e),
-  }));
+  const nics = await readNics(call, system);
   const simpleDevices = await readSimpleStorage(call, linkPath(prop(system, 'SimpleStorage')));
   const storage = await readStorage(call, linkPath(prop(system, 'Storage')));
   return { system, processors, nics, simpleDevices, storageDrives: storage?.drives ?? null, storageVolumes: storage?.volumes ?? null };

@@ -10,6 +10,7 @@ import { statusError, type RedfishCall, type RedfishClient, type Reply, type Res
 import { isObject, prop, str, type Json } from './odata.js';
 import { readSensors } from './sensors.js';
 import { getSystem, TOPOLOGY_TTL_MS } from './system.js';
+import { readNics } from './inventory.js';
 
 /** Ironic's BOOT_DEVICE_MAP (drivers/modules/redfish/management.py). */
 const TO_IRONIC: Readonly<Record<string, string>> = {
@@ -70,6 +71,16 @@ export class RedfishManagement implements ManagementInterface {
       bootDevice: target === null ? null : (TO_IRONIC[target] ?? null),
       persistent: enabled === 'Continuous' ? true : enabled === 'Once' ? false : null,
     };
+  }
+
+  /**
+   * The MACs of the system's enabled EthernetInterfaces (Ironic's redfish get_mac_addresses),
+   * lower-case. @throws BmcTimeout | BmcUnreachable | BmcAuthFailed | BmcRejected | BmcBadResponse
+   */
+  async getMacAddresses(ctx: DriverContext): Promise<string[]> {
+    const nics = await this.client.run(ctx, async (call) => readNics(call, (await getSystem(call)).body));
+    return nics.filter((n) => n.state === 'Enabled' && n.mac && /^([0-9a-f]{2}[-:]){5}[0-9a-f]{2}$/i.test(n.mac))
+      .map((n) => (n.mac as string).toLowerCase().replace(/-/g, ':'));
   }
 
   /** The advertised targets, remembered per BMC (they change only with its firmware). */

@@ -6,28 +6,16 @@
  * fake-hardware's fake interfaces. Skipped when the CLI is not installed, except under CI.
  */
 import { expect } from 'chai';
-import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
-import { requireCli } from '../helpers/baremetal.js';
+import { requireCli, runBaremetal, type CliResult } from '../helpers/baremetal.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import {
   clearSimEvents, expectInOrder, httpClient, insertedMedia, nodeHistory, settled, simEvents, simState, story, type ApiCall,
 } from '../helpers/provisioning.js';
-
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** The environment without the caller's OpenStack settings, so only our flags count. */
-function cleanEnv(): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OS_')));
-}
 
 const ISO = 'http://images.example/deploy/live.iso';
 const SYSTEM = '/redfish/v1/Systems/System.Embedded.1';
@@ -63,13 +51,7 @@ describe('baremetal CLI: provisioning (e2e)', function () {
   });
 
   function baremetal(...args: string[]): Promise<CliResult> {
-    const argv = ['--os-auth-type', 'none', '--os-endpoint', galvanic!.url, ...args];
-    return new Promise((resolve) => {
-      execFile('baremetal', argv, { env: cleanEnv(), timeout: 90_000 }, (err, stdout, stderr) => {
-        const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
-        resolve({ code, stdout, stderr });
-      });
-    });
+    return runBaremetal(galvanic!.url, args);
   }
 
   async function ok(...args: string[]): Promise<string> {

@@ -82,7 +82,19 @@ def failing_deploy(conn, args):
     emit('after', **view(conn.baremetal.get_node(node.id)))
 
 
-SCENARIOS = {'redfish': redfish_flow, 'failing-deploy': failing_deploy}
+def agent_inspect(conn, args):
+    node = conn.baremetal.create_node(
+        name=args['name'], driver='redfish', boot_interface='redfish-virtual-media', deploy_interface='ramdisk',
+        inspect_interface='agent',
+        driver_info={'redfish_address': args['bmc'], 'redfish_username': 'admin', 'redfish_password': 'password',
+                     'deploy_iso': args['iso']})
+    node = conn.baremetal.set_node_provision_state(node, 'manage', wait=True, timeout=60)
+    node = conn.baremetal.set_node_provision_state(node, 'inspect', wait=True, timeout=90)
+    emit('inspect', **view(conn.baremetal.get_node(node.id)),
+         ports=sorted(p.address for p in conn.baremetal.ports(node_id=node.id)))
+
+
+SCENARIOS = {'redfish': redfish_flow, 'failing-deploy': failing_deploy, 'agent-inspect': agent_inspect}
 
 
 def main():

@@ -15,6 +15,7 @@ import { ROOT, startGalvanic, type RunningGalvanic } from '../helpers/app.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { clearSimEvents, expectInOrder, insertedMedia, simEvents, simState, story } from '../helpers/provisioning.js';
 import { setFaults } from '../helpers/redfish.js';
+import { nicMacs } from '../../sim/redfish/model-synthetic.js';
 
 const SCRIPT = path.join(ROOT, 'test/e2e/openstacksdk-provisioning.py');
 const ISO = 'http://images.example/deploy/live.iso';
@@ -58,6 +59,8 @@ describe('openstacksdk: provisioning (e2e)', function () {
         GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
         GALVANIC_REDFISH__CONNECTION_RETRY_INTERVAL: '0.1',
         GALVANIC_CONDUCTOR__INTENT_MAX_ATTEMPTS: '1',
+        GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'redfish,agent,no-inspect',
+        GALVANIC_INSPECTOR__HOOKS: '$default_hooks,memory,cpus,boot-mode,root-device',
       },
     });
   });
@@ -129,5 +132,20 @@ describe('openstacksdk: provisioning (e2e)', function () {
     const after = r.steps.get('after')!;
     expect(after).to.include({ provision_state: 'deploy failed', target_provision_state: null });
     expect(after.last_error).to.match(/^Failed to deploy node \S+: .*InsertMedia.*400/i);
+  });
+
+  it('inspects a node in-band (inspect_interface=agent) with wait=True: properties and ports from the agent\'s inventory', async () => {
+    // Agents of their own fleet (other MACs than the first one's), which post to this Galvanic.
+    const agents = await startRedfishSim({ count: 1, fleetId: 7, agent: { apiUrl: galvanic!.url, bootSeconds: [0.2, 0.5], lookupRetryMs: 300 } });
+    try {
+      const r = await scenario('agent-inspect', { name: 'sdk-agent', bmc: agents.bmcs[0].url, iso: 'http://127.0.0.1:9/ipa.iso' });
+      expect(r.code, r.raw).to.equal(0);
+      const inspected = r.steps.get('inspect')!;
+      expect(inspected, r.raw).to.include({ provision_state: 'manageable', target_provision_state: null, power_state: 'power off', last_error: null });
+      expect(inspected.properties).to.deep.include({ cpu_arch: 'x86_64', memory_mb: 393216, capabilities: 'boot_mode:uefi' });
+      expect(inspected.ports).to.deep.equal([...nicMacs(7, 0)].sort());
+    } finally {
+      await agents.stop();
+    }
   });
 });

@@ -80,6 +80,17 @@ export async function settled(api: ApiCall, ident: string, timeoutMs = 30_000): 
   }
 }
 
+/** Polls until `pred` holds for the node, and returns it. */
+export async function until(api: ApiCall, uuid: string, pred: (n: NodeView) => boolean, what: string, timeoutMs = 20_000): Promise<NodeView> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const node = await getNode(api, uuid);
+    if (pred(node)) return node;
+    if (Date.now() > deadline) throw new Error(`node ${uuid} never ${what}: ${JSON.stringify(node)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 /** Asks for a verb, waits for the transition to end, and returns the node. */
 export async function provisionAndSettle(api: ApiCall, ident: string, target: string, extra: Record<string, unknown> = {}, timeoutMs?: number): Promise<NodeView> {
   await provision(api, ident, target, extra);

@@ -9,7 +9,7 @@ import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startCluster, stopCluster, type Cluster } from '../helpers/cluster.js';
 import {
-  clearSimEvents, createNode, getNode, httpClient, injector, nodeHistory, provision, provisionAndSettle, redfishNodeBody, settled,
+  clearSimEvents, createNode, httpClient, injector, nodeHistory, provision, provisionAndSettle, redfishNodeBody, settled, until,
   simEvents, story, type ApiCall, type NodeView,
 } from '../helpers/provisioning.js';
 import { setFaults, simControl } from '../helpers/redfish.js';
@@ -24,17 +24,6 @@ async function availableNode(api: ApiCall, name: string, bmcUrl: string): Promis
   const available = await provisionAndSettle(api, node.uuid, 'provide');
   expect(available.provision_state, available.last_error ?? '').to.equal('available');
   return available;
-}
-
-/** Polls until `pred` holds for the node, and returns it. */
-async function until(api: ApiCall, uuid: string, pred: (n: NodeView) => boolean, what: string, timeoutMs = 20_000): Promise<NodeView> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const node = await getNode(api, uuid);
-    if (pred(node)) return node;
-    if (Date.now() > deadline) throw new Error(`node ${uuid} never ${what}: ${JSON.stringify(node)}`);
-    await sleep(50);
-  }
 }
 
 /** Polls the simulator until a boot has started on the BMC. */

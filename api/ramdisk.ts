@@ -1,0 +1,187 @@
+/**
+ * The agent-facing API (Ironic's api/controllers/v1/ramdisk.py): `GET /v1/lookup` (1.22) and
+ * `POST /v1/heartbeat/{node}` (1.22; agent_version 1.36, agent_token 1.62, agent_verify_ca
+ * 1.68). Both are public, as in Ironic: the agent has no credentials but its token.
+ *
+ * The token is minted at the first lookup of a node (later lookups see `******`), kept apart
+ * from the node (db/agent-tokens.ts) and required on every heartbeat. A heartbeat records the
+ * agent's URL and version, moves the wait state's deadline on (Ironic's touch_provisioning),
+ * and queues one `agent_continue` intent that the node's conductor runs: any API server may
+ * take it.
+ */
+import type { FastifyInstance } from 'fastify';
+import { InvalidParameterValue, NodeLocked, ResourceNotFound, IncompleteLookup } from '../common/errors.js';
+import { ProvisionState } from '../common/states.js';
+import { agentTokenMatches, mintAgentToken } from '../db/agent-tokens.js';
+import { INTENT_CHANNEL, enqueueIntents, hasQueuedIntent, wakeWaitingStep } from '../db/intents.js';
+import { getNode, getNodeById, updateNode, type Node } from '../db/nodes.js';
+import { nodeIdsByPortAddresses } from '../db/ports.js';
+import { withTransaction } from '../db/transaction.js';
+import type { ApiDeps } from './deps.js';
+import type { IntentAcceptor } from './intents.js';
+import { isUuid } from './body.js';
+import { baseUrl, resourceLinks } from './links.js';
+import { maskSecrets, MASK } from './masking.js';
+
+const S = ProvisionState;
+
+/** Ironic's LOOKUP_ALLOWED_STATES (without fast track). */
+const LOOKUP_ALLOWED: ReadonlySet<string> = new Set([
+  S.DEPLOYING, S.DEPLOYWAIT, S.CLEANING, S.CLEANWAIT, S.INSPECTING, S.INSPECTWAIT, 'rescuing', 'rescue wait', S.SERVICEWAIT,
+]);
+/** Ironic's HEARTBEAT_ALLOWED: other states drop the heartbeat (it is still answered 202). */
+const HEARTBEAT_ALLOWED: ReadonlySet<string> = new Set([
+  S.DEPLOYWAIT, S.CLEANWAIT, 'rescue wait', S.DEPLOYING, S.CLEANING, 'rescuing', 'deploy hold', 'clean hold', S.SERVICING, S.SERVICEWAIT, 'service hold',
+]);
+/**
+ * States in which a heartbeat makes the conductor carry the run on. In deploying / cleaning the
+ * conductor is at a step that may end in a wait: the continue queued behind it then looks.
+ */
+const CONTINUES: ReadonlySet<string> = new Set([S.DEPLOYWAIT, S.CLEANWAIT, S.DEPLOYING, S.CLEANING]);
+const WAITS: ReadonlySet<string> = new Set([S.DEPLOYWAIT, S.CLEANWAIT]);
+const AGENT_STATUSES = ['start', 'end', 'error'];
+
+/** Heartbeat body fields and the microversion that introduced each. */
+const HEARTBEAT_FIELDS: Record<string, number> = {
+  callback_url: 22, agent_version: 36, agent_token: 62, agent_verify_ca: 68, agent_status: 72, agent_status_message: 72,
+};
+
+const notFound = () => new ResourceNotFound('Resource could not be found.');
+
+/** Ironic's validate_and_normalize_mac: six octets, ':' or '-' separated, lowercased. */
+function normalizeMac(v: string): string | undefined {
+  const s = v.trim().toLowerCase();
+  return /^[0-9a-f]{2}([:-][0-9a-f]{2}){5}$/.test(s) ? s.replace(/-/g, ':') : undefined;
+}
+
+function queryString(q: Record<string, unknown>, name: string): string | undefined {
+  const v = q[name];
+  if (v === undefined) return undefined;
+  if (Array.isArray(v)) return v.map(String).join(',');
+  return String(v);
+}
+
+/** The lookup's answer (ramdisk.py convert_with_links + config). */
+export function lookupBody(node: Node, token: string | null, base: string, heartbeatTimeout: number): Record<string, unknown> {
+  return {
+    node: {
+      uuid: node.uuid,
+      properties: node.properties,
+      instance_info: maskSecrets(node.instanceInfo),
+      driver_internal_info: maskSecrets(node.driverInternalInfo),
+      links: resourceLinks(base, 'nodes', node.uuid),
+    },
+    config: {
+      metrics: { backend: 'noop', prepend_host: false, prepend_uuid: false, prepend_host_reverse: true, global_prefix: null },
+      metrics_statsd: { statsd_host: 'localhost', statsd_port: 8125 },
+      heartbeat_timeout: heartbeatTimeout,
+      agent_token: token,
+      agent_token_required: true,
+      agent_md5_checksum_enable: false,
+      disable_deep_image_inspection: false,
+      permitted_image_formats: ['raw', 'qcow2', 'iso'],
+      agent_skip_bmc_detect: node.managementInterface === 'redfish',
+      enable_bios_bootloader_install: false,
+      tls_min_version: '1.2',
+      tls_cipher_suites: null,
+    },
+  };
+}
+
+export function registerRamdiskRoutes(app: FastifyInstance, deps: ApiDeps, acceptor: IntentAcceptor): void {
+  const { db, config } = deps;
+
+  app.get('/v1/lookup', async (req) => {
+    if (!req.apiVersion.atLeast(22)) throw notFound();
+    const q = req.query as Record<string, unknown>;
+    const unknown = Object.keys(q).filter((k) => k !== 'addresses' && k !== 'node_uuid');
+    if (unknown.length) throw new InvalidParameterValue(`Unknown argument: "${unknown.join(', ')}"`);
+    const nodeUuid = queryString(q, 'node_uuid');
+    if (nodeUuid !== undefined && !isUuid(nodeUuid)) throw new InvalidParameterValue(`Expected UUID for node_uuid: ${nodeUuid}`);
+    const addresses = (queryString(q, 'addresses') ?? '').split(',').filter((a) => a !== '');
+    const macs = addresses.map(normalizeMac).filter((m): m is string => m !== undefined);
+    if (macs.length < addresses.length) req.log.warn({ invalid: addresses.length - macs.length }, 'lookup: invalid MAC addresses ignored');
+    if (!macs.length && !nodeUuid) throw new IncompleteLookup();
+    let node: Node | undefined;
+    if (nodeUuid) {
+      node = await getNode(db, nodeUuid).catch(() => undefined);
+    } else {
+      const ids = await nodeIdsByPortAddresses(db, macs);
+      if (ids.length === 1) node = await getNodeById(db, ids[0]);
+    }
+    // Absent and in the wrong state look the same: the lookup must not tell which nodes exist.
+    if (!node || (config.api.restrict_lookup && !LOOKUP_ALLOWED.has(node.provisionState))) throw notFound();
+    let token: string | null = null;
+    if (req.apiVersion.atLeast(62)) token = (await mintAgentToken(db, node.id)) ?? MASK;
+    return lookupBody(node, token, baseUrl(req, config.api.public_endpoint), config.api.ramdisk_heartbeat_timeout);
+  });
+
+  app.post('/v1/heartbeat/:node', async (req, reply) => {
+    if (!req.apiVersion.atLeast(22)) throw notFound();
+    const body = req.body;
+    if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
+      throw new InvalidParameterValue('Invalid heartbeat: the body must be a JSON object.');
+    }
+    const b = body as Record<string, unknown>;
+    for (const k of Object.keys(b)) {
+      const since = Object.hasOwn(HEARTBEAT_FIELDS, k) ? HEARTBEAT_FIELDS[k] : undefined;
+      if (since === undefined) throw new InvalidParameterValue(`Unknown argument: "${k}"`);
+      if (b[k] !== null && typeof b[k] !== 'string') throw new InvalidParameterValue(`Expected string for ${k}: ${JSON.stringify(b[k])}`);
+    }
+    const field = (k: string) => (typeof b[k] === 'string' ? (b[k] as string) : undefined);
+    const callbackUrl = field('callback_url');
+    if (callbackUrl === undefined) throw new InvalidParameterValue('Missing argument: "callback_url"');
+    const agentVersion = field('agent_version');
+    if (agentVersion && !req.apiVersion.atLeast(36)) throw new InvalidParameterValue('Field "agent_version" not recognised');
+    if ((b.agent_status !== undefined || b.agent_status_message !== undefined) && !req.apiVersion.atLeast(72)) {
+      throw new InvalidParameterValue('Fields "agent_status" and "agent_status_message" not recognised.');
+    }
+    if (b.agent_verify_ca !== undefined && !req.apiVersion.atLeast(68)) throw new InvalidParameterValue('Field "agent_verify_ca" not recognised in this version');
+    const ident = (req.params as { node: string }).node;
+    const current = await getNode(db, ident);
+    let scheme = '';
+    try {
+      scheme = new URL(callbackUrl).protocol;
+    } catch {
+      scheme = '';
+    }
+    if (!scheme.includes('http') && callbackUrl !== '') throw new InvalidParameterValue('An issue with the supplied "callback_url" has been detected.');
+    const known = current.driverInternalInfo.agent_url;
+    if (typeof known === 'string' && known !== callbackUrl) throw new InvalidParameterValue('Detected change in ramdisk provided "callback_url"');
+    const token = field('agent_token');
+    if (token === undefined) throw new InvalidParameterValue('Agent token is required for heartbeat processing.');
+    const status = field('agent_status');
+    if (status !== undefined && !AGENT_STATUSES.includes(status)) throw new InvalidParameterValue(`Agent status is invalid. Valid states are ${AGENT_STATUSES.join(',')}.`);
+    if (agentVersion === undefined && status === undefined) {
+      throw new InvalidParameterValue('Agent did not transmit a version, and a version is required. Please update the agent being used.');
+    }
+    if (!(await agentTokenMatches(db, current.id, token))) {
+      // The token itself is never logged, whichever it was.
+      req.log.warn({ node: current.uuid }, 'heartbeat refused: invalid or missing agent token');
+      throw new InvalidParameterValue('Invalid or missing agent token received.');
+    }
+    const queued = await withTransaction(db, async (trx) => {
+      const node = await getNode(trx, current.uuid, { forUpdate: true });
+      if (!HEARTBEAT_ALLOWED.has(node.provisionState)) {
+        req.log.warn({ node: node.uuid, state: node.provisionState }, 'heartbeat in a state that takes none; not taking any action');
+        return false;
+      }
+      const info = node.driverInternalInfo;
+      // Ironic's 409: the conductor is still at work and has not seen this agent yet (it retries in seconds).
+      if (typeof info.agent_url !== 'string' && node.reservation) throw new NodeLocked(node.uuid, node.reservation);
+      const next: Record<string, unknown> = { ...info, agent_url: callbackUrl, agent_version: agentVersion ?? info.agent_version ?? null, agent_last_heartbeat: new Date().toISOString() };
+      if (b.agent_verify_ca) next.agent_verify_ca = b.agent_verify_ca;
+      if (status !== undefined) next.agent_status = status;
+      if (field('agent_status_message') !== undefined) next.agent_status_message = field('agent_status_message');
+      await updateNode(trx, node.id, { driverInternalInfo: next, ...(WAITS.has(node.provisionState) ? { provisionUpdatedAt: new Date() } : {}) });
+      if (!CONTINUES.has(node.provisionState)) return false;
+      // A group operation's step waits for this agent: it is what carries the run on.
+      if (await wakeWaitingStep(trx, node.id)) return true;
+      if (await hasQueuedIntent(trx, node.id, 'agent_continue')) return false;
+      await enqueueIntents(trx, node.id, [{ kind: 'agent_continue', args: {}, maxAttempts: 1, requester: null, requestId: req.id }]);
+      return true;
+    });
+    if (queued) acceptor.wake.notify(INTENT_CHANNEL, current.uuid);
+    reply.code(202).send();
+  });
+}

@@ -1,0 +1,91 @@
+import { AgentStepFailed, GalvanicError } from '../../common/errors.js';
+import { ProvisionState } from '../../common/states.js';
+import type { NodeChanges } from '../../db/nodes.js';
+import { continueFromHeartbeat, endOfRunChanges, tearDownCleaning, type StepType } from '../agent-steps.js';
+import type { Action, ActionContext, ActionResult } from './types.js';
+
+/** The run a node's state belongs to, when it waits for (or works with) an agent. */
+function runOf(state: string): StepType | undefined {
+  if (state === ProvisionState.DEPLOYWAIT || state === ProvisionState.DEPLOYING) return 'deploy';
+  if (state === ProvisionState.CLEANWAIT || state === ProvisionState.CLEANING) return 'clean';
+  return undefined;
+}
+
+/**
+ * What a heartbeat queued: the node's conductor looks at its agent and carries the deploy or
+ * the cleaning on (conductor/agent-steps.ts). A heartbeat that finds the node in another state
+ * (the run ended, was aborted) does nothing. Failures fail the run as Ironic's error handlers
+ * do: deploy failed (powered off), or clean failed with the node in maintenance.
+ */
+export const agentContinueAction: Action = {
+  async run(ctx: ActionContext): Promise<ActionResult> {
+    const state = ctx.node.provisionState;
+    const type = state === ProvisionState.DEPLOYWAIT ? 'deploy' : state === ProvisionState.CLEANWAIT ? 'clean' : undefined;
+    if (!type) return { result: { skipped: `node is ${state}` } };
+    try {
+      if (ctx.node.maintenance) {
+        // Ironic's _heartbeat_in_maintenance (there is no allow_provisioning_in_maintenance).
+        throw new AgentStepFailed(type === 'deploy' ? 'Deploy aborted as node is in maintenance mode' : 'Cleaning aborted as node is in maintenance mode');
+      }
+      const outcome = await continueFromHeartbeat(ctx, type);
+      if (outcome.wait) return {};
+      const node = ctx.node;
+      const changes: NodeChanges = { ...endOfRunChanges(node, type), targetProvisionState: null, provisionUpdatedAt: new Date() };
+      if (type === 'deploy') {
+        changes.provisionState = ProvisionState.ACTIVE;
+        changes.powerState = 'power on';
+        return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: 'Deployed (direct deploy), node is active.' } };
+      }
+      await tearDownCleaning(ctx);
+      const target = node.targetProvisionState === ProvisionState.MANAGEABLE ? ProvisionState.MANAGEABLE : ProvisionState.AVAILABLE;
+      changes.provisionState = target;
+      if (!node.disablePowerOff) changes.powerState = 'power off';
+      return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: `Cleaning through the agent done, node is ${target}.` } };
+    } catch (err) {
+      await failRun(ctx, type, err);
+      throw err;
+    }
+  },
+
+  onFailure(ctx, error, final) {
+    if (!final) return {};
+    const type = runOf(ctx.node.provisionState);
+    if (!type) return {};
+    return failureChanges(ctx.node, type, error);
+  },
+};
+
+/** Ironic's set_failed_state / cleaning_error_handler side effects on the hardware, best effort. */
+async function failRun(ctx: ActionContext, type: StepType, err: unknown): Promise<void> {
+  try {
+    if (type === 'clean') {
+      await tearDownCleaning(ctx);
+    } else {
+      await ctx.agent?.wipeToken(ctx.node.id);
+      const power = ctx.registry.impl('power', ctx.node.powerInterface);
+      if (power && !ctx.node.disablePowerOff) await power.setPowerState(ctx.driver, 'power off');
+    }
+  } catch (e) {
+    ctx.log.warn({ err: (e as Error).message, cause: err instanceof GalvanicError ? err.code : 'error' }, `tearing down after a failed ${type} failed`);
+  }
+}
+
+/**
+ * How a failed agent run leaves the node: deploy failed; or clean failed, and in maintenance
+ * with fault `clean failure` when a step was running (Ironic's cleaning_error_handler).
+ */
+export function failureChanges(node: ActionContext['node'], type: StepType, error: Error): NodeChanges {
+  const reason = error.message || String(error);
+  const changes: NodeChanges = { ...endOfRunChanges(node, type), targetProvisionState: null, provisionUpdatedAt: new Date(), lastError: reason };
+  if (type === 'deploy') {
+    changes.provisionState = ProvisionState.DEPLOYFAIL;
+    return changes;
+  }
+  changes.provisionState = ProvisionState.CLEANFAIL;
+  if (Object.keys(node.cleanStep ?? {}).length > 0) {
+    changes.maintenance = true;
+    changes.fault = 'clean failure';
+    if (!node.maintenanceReason) changes.maintenanceReason = reason;
+  }
+  return changes;
+}

@@ -1,0 +1,213 @@
+/**
+ * The conductor's client for ironic-python-agent's REST API (Ironic's agent_client.py): one
+ * small undici pool per agent, the agent token on every call, IPA's command result shapes.
+ * It knows nothing of the database: the caller hands it the agent's URL and token.
+ */
+import { Pool, errors as undiciErrors } from 'undici';
+import { AgentAPIError, AgentConnectionFailed, AgentInProgress } from '../../common/errors.js';
+
+/** IPA's command result (extensions/base.py). */
+export interface AgentCommand {
+  id: string;
+  command_name: string;
+  command_status: 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'CLEAN_VERSION_MISMATCH' | 'DEPLOY_VERSION_MISMATCH' | 'VERSION_MISMATCH' | string;
+  command_error: null | { type?: string; code?: number; message?: string; details?: string };
+  command_result: unknown;
+}
+
+export interface AgentClientOptions {
+  /** `[agent] command_timeout`, in ms. */
+  timeoutMs: number;
+  /** `[agent] max_command_attempts`. */
+  maxAttempts: number;
+  /** Connections kept to each agent. */
+  connectionsPerAgent: number;
+  /** Pause between connection attempts, in ms. */
+  retryDelayMs?: number;
+  /** Most agents whose pools stay open. */
+  maxPools?: number;
+}
+
+/** Where an agent is and its credential, for one call. */
+export interface AgentTarget {
+  /** driver_internal_info.agent_url (the heartbeat's callback_url). */
+  url: string;
+  token: string;
+}
+
+function isCommand(v: unknown): v is AgentCommand {
+  return typeof v === 'object' && v !== null && typeof (v as AgentCommand).command_name === 'string'
+    && typeof (v as AgentCommand).command_status === 'string';
+}
+
+/** Ironic's get_command_error: the message of a failed command, never its whole result. */
+export function commandError(cmd: AgentCommand): string {
+  const e = cmd.command_error;
+  if (!e) return 'unknown error';
+  return e.message ? (e.details && e.details !== e.message ? `${e.message}: ${e.details}` : e.message) : JSON.stringify(e);
+}
+
+const CONNECTION_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
+
+function isConnectionError(err: unknown): boolean {
+  const code = (err as { code?: string }).code;
+  return (code !== undefined && CONNECTION_ERRORS.has(code)) || err instanceof undiciErrors.SocketError;
+}
+
+/** The agent's answer was never read; the command may or may not have been accepted. */
+function isLostAnswer(err: unknown): boolean {
+  const code = (err as { code?: string }).code;
+  return code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || err instanceof undiciErrors.SocketError
+    || err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError;
+}
+
+export class AgentClient {
+  private readonly pools = new Map<string, Pool>();
+  private readonly timeoutMs: number;
+
+  constructor(private readonly opts: AgentClientOptions) {
+    this.timeoutMs = opts.timeoutMs;
+  }
+
+  private pool(origin: string): Pool {
+    let pool = this.pools.get(origin);
+    if (pool) {
+      // Most recently used last: the first entry is the one to close when there are too many.
+      this.pools.delete(origin);
+      this.pools.set(origin, pool);
+      return pool;
+    }
+    pool = new Pool(origin, { connections: this.opts.connectionsPerAgent, pipelining: 1, keepAliveTimeout: 10_000 });
+    this.pools.set(origin, pool);
+    const max = this.opts.maxPools ?? 2000;
+    while (this.pools.size > max) {
+      const [oldest, p] = this.pools.entries().next().value as [string, Pool];
+      this.pools.delete(oldest);
+      void p.close().catch(() => {});
+    }
+    return pool;
+  }
+
+  private async call(target: AgentTarget, method: 'GET' | 'POST', suffix: string, query: Record<string, string>, body?: unknown): Promise<{ status: number; json: unknown }> {
+    const base = new URL(target.url.endsWith('/') ? target.url : `${target.url}/`);
+    const url = new URL(`v1/commands/${suffix}`, base);
+    for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
+    url.searchParams.set('agent_token', target.token);
+    const res = await this.pool(url.origin).request({
+      method, path: url.pathname + url.search,
+      headers: body === undefined ? { accept: 'application/json' } : { accept: 'application/json', 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      headersTimeout: this.timeoutMs, bodyTimeout: this.timeoutMs,
+    });
+    const text = await res.body.text();
+    let json: unknown;
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      json = undefined;
+    }
+    return { status: res.statusCode, json };
+  }
+
+  /** `GET /v1/commands/`: every command the agent ran since it booted, in order. */
+  async getCommands(target: AgentTarget): Promise<AgentCommand[]> {
+    let lastErr: unknown;
+    for (let attempt = 1; attempt <= this.opts.maxAttempts; attempt++) {
+      try {
+        const { status, json } = await this.call(target, 'GET', '', {});
+        if (status !== 200) throw new AgentAPIError(`Agent at ${this.where(target)} answered HTTP ${status} to a command list request${this.detail(json)}`, status);
+        const commands = (json as { commands?: unknown })?.commands;
+        if (!Array.isArray(commands) || !commands.every(isCommand)) throw new AgentAPIError(`Agent at ${this.where(target)} returned an invalid command list.`);
+        return commands;
+      } catch (err) {
+        if (!isConnectionError(err) && !(err instanceof undiciErrors.HeadersTimeoutError)) throw err;
+        lastErr = err;
+        await this.pause(attempt);
+      }
+    }
+    throw this.connectionFailed(target, lastErr);
+  }
+
+  /**
+   * `POST /v1/commands/?wait=…`: runs `<extension>.<command>`. A connection refused is retried;
+   * an answer lost after sending (reset, timeout) is looked for in the command list first, as
+   * Ironic does, so that a command the agent accepted is not sent twice.
+   * @throws AgentInProgress (409) | AgentAPIError | AgentConnectionFailed
+   */
+  async execute(target: AgentTarget, name: string, params: Record<string, unknown>, wait: boolean): Promise<AgentCommand> {
+    let lastErr: unknown;
+    const before = Date.now();
+    for (let attempt = 1; attempt <= this.opts.maxAttempts; attempt++) {
+      try {
+        const { status, json } = await this.call(target, 'POST', '', { wait: wait ? 'true' : 'false' }, { name, params });
+        if (status === 409) throw new AgentInProgress(`Agent at ${this.where(target)} is busy running another command; ${name} not started${this.detail(json)}`);
+        if (status !== 200) throw new AgentAPIError(`Agent at ${this.where(target)} refused ${name} with HTTP ${status}${this.detail(json)}`, status);
+        if (!isCommand(json)) throw new AgentAPIError(`Agent at ${this.where(target)} returned an invalid result for ${name}.`);
+        return json;
+      } catch (err) {
+        if (isLostAnswer(err)) {
+          const found = await this.findSent(target, name, before);
+          if (found) return found;
+        }
+        if (!isConnectionError(err) && !(err instanceof undiciErrors.HeadersTimeoutError)) throw err;
+        lastErr = err;
+        await this.pause(attempt);
+      }
+    }
+    throw this.connectionFailed(target, lastErr);
+  }
+
+  /** The last command listed, when it is the one just sent (Ironic's _get_command_status check). */
+  private async findSent(target: AgentTarget, name: string, _since: number): Promise<AgentCommand | undefined> {
+    try {
+      const commands = await this.getCommands(target);
+      const last = commands[commands.length - 1];
+      const bare = name.includes('.') ? name.slice(name.indexOf('.') + 1) : name;
+      return last && last.command_name === bare ? last : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  private where(target: AgentTarget): string {
+    // The URL only: the token is a query parameter of the calls, never part of a message.
+    return target.url;
+  }
+
+  private detail(json: unknown): string {
+    const msg = (json as { message?: unknown; faultstring?: unknown } | undefined);
+    const text = typeof msg?.message === 'string' ? msg.message : typeof msg?.faultstring === 'string' ? msg.faultstring : undefined;
+    return text ? `: ${text}` : '.';
+  }
+
+  private connectionFailed(target: AgentTarget, err: unknown): AgentConnectionFailed {
+    const reason = (err as Error | undefined)?.message ?? 'unknown error';
+    return new AgentConnectionFailed(`Failed to connect to the agent at ${this.where(target)} after ${this.opts.maxAttempts} attempt(s): ${reason}`);
+  }
+
+  private pause(attempt: number): Promise<void> {
+    if (attempt >= this.opts.maxAttempts) return Promise.resolve();
+    return new Promise((r) => setTimeout(r, this.opts.retryDelayMs ?? 1000));
+  }
+
+  /** Forgets the pool of an agent whose work ended. */
+  forget(url: string): void {
+    try {
+      const origin = new URL(url).origin;
+      const p = this.pools.get(origin);
+      // Many agents may share one origin (path-prefixed); closing it is cheap to redo.
+      if (p && this.pools.size > 64) {
+        this.pools.delete(origin);
+        void p.close().catch(() => {});
+      }
+    } catch {
+      // Not a URL: nothing was opened for it.
+    }
+  }
+
+  async close(): Promise<void> {
+    const pools = [...this.pools.values()];
+    this.pools.clear();
+    await Promise.all(pools.map((p) => p.close().catch(() => {})));
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * The real `baremetal` CLI, unchanged, deploys and cleans a node through the agent: a real
+ * `galvanic all-in-one`, the Redfish simulator whose hosts run a simulated ironic-python-agent
+ * when they boot the agent ISO, and an image server. `node provide`, `deploy`, `undeploy` and
+ * `clean --clean-steps` with `--wait`, and `node abort` in clean wait. Skipped when the CLI is
+ * not installed, except under CI.
+ */
+import { expect } from 'chai';
+import { execFile } from 'node:child_process';
+import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
+import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
+import { requireCli } from '../helpers/baremetal.js';
+import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { agentWitness, setAgentFaults, waitFor } from '../helpers/agent-sim.js';
+import { AGENT_TEST_ENV, startImageServer, type ImageServer } from '../helpers/agent-deploy.js';
+import { httpClient, nodeHistory, type ApiCall } from '../helpers/provisioning.js';
+
+interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cleanEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OS_')));
+}
+
+describe('baremetal CLI: direct deploy and cleaning through the agent (e2e)', function () {
+  // Each CLI run costs seconds of Python start-up on a loaded machine.
+  this.timeout(400_000);
+  let tdb: TestDatabase | undefined;
+  let galvanic: RunningGalvanic | undefined;
+  let sim: RedfishSim | undefined;
+  let images: ImageServer | undefined;
+  let api: ApiCall;
+
+  before(async function () {
+    requireCli(this, 'baremetal CLI agent tests');
+    tdb = await freshDatabase();
+    images = await startImageServer();
+    galvanic = await startGalvanic({ databaseUrl: tdb.url, env: AGENT_TEST_ENV });
+    sim = await startRedfishSim({ count: 1, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300 } });
+    api = httpClient(galvanic.url);
+  });
+
+  after(async () => {
+    if (galvanic) {
+      const code = await galvanic.stop();
+      expect(code, galvanic.output().slice(-3000)).to.equal(0);
+    }
+    await sim?.stop();
+    await images?.close();
+    await tdb?.drop();
+  });
+
+  function baremetal(...args: string[]): Promise<CliResult> {
+    const argv = ['--os-auth-type', 'none', '--os-endpoint', galvanic!.url, ...args];
+    return new Promise((resolve) => {
+      execFile('baremetal', argv, { env: cleanEnv(), timeout: 150_000 }, (err, stdout, stderr) => {
+        const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      });
+    });
+  }
+
+  async function ok(...args: string[]): Promise<string> {
+    const t0 = Date.now();
+    const r = await baremetal(...args);
+    if (process.env.AGENT_CLI_TRACE) process.stderr.write(`baremetal ${args.slice(0, 3).join(' ')}: ${r.code} in ${Date.now() - t0} ms\n`);
+    expect(r.code, `baremetal ${args.join(' ')}\nstdout: ${r.stdout}\nstderr: ${r.stderr}\n${galvanic!.output().slice(-3000)}`).to.equal(0);
+    return r.stdout;
+  }
+
+  async function show<T = Record<string, unknown>>(node: string, ...fields: string[]): Promise<T> {
+    return JSON.parse(await ok('node', 'show', node, '-f', 'json', ...fields.flatMap((f) => ['-c', f]))) as T;
+  }
+
+  it('provides, deploys, undeploys, cleans by hand and aborts a cleaning, with --wait', async () => {
+    const bmc = sim!.bmcs[0].url;
+    await ok(
+      'node', 'create', '--driver', 'redfish', '--name', 'cli-agent',
+      '--boot-interface', 'redfish-virtual-media', '--deploy-interface', 'direct', '--inspect-interface', 'redfish',
+      '--driver-info', `redfish_address=${bmc}`, '--driver-info', 'redfish_username=admin', '--driver-info', 'redfish_password=password',
+      '--driver-info', `deploy_iso=${images!.isoUrl}`,
+    );
+    await ok('node', 'manage', 'cli-agent', '--wait', '60');
+    await ok('node', 'inspect', 'cli-agent', '--wait', '60');
+    await ok('node', 'provide', 'cli-agent', '--wait', '120');
+    expect(await show('cli-agent', 'provision_state', 'last_error')).to.deep.equal({ provision_state: 'available', last_error: null });
+
+    await ok('node', 'set', 'cli-agent', '--instance-info', `image_source=${images!.image.url}`, '--instance-info', `image_checksum=${images!.image.md5}`);
+    const validation = JSON.parse(await ok('node', 'validate', 'cli-agent', '-f', 'json')) as Array<{ Interface: string; Result: boolean; Reason: string }>;
+    expect(validation.find((r) => r.Interface === 'deploy')).to.include({ Result: true });
+    await ok('node', 'deploy', 'cli-agent', '--wait', '120');
+    expect(await show('cli-agent', 'provision_state', 'power_state', 'last_error')).to.deep.equal({ provision_state: 'active', power_state: 'power on', last_error: null });
+    const witness = await agentWitness(bmc);
+    expect(witness.disk?.sha256).to.equal(images!.image.sha256);
+    const events = (await nodeHistory(api, 'cli-agent')).map((h) => h.event).join('\n');
+    expect(events).to.include('Deployed (direct deploy)');
+
+    await ok('node', 'undeploy', 'cli-agent', '--wait', '120');
+    expect(await show('cli-agent', 'provision_state', 'last_error')).to.deep.equal({ provision_state: 'available', last_error: null });
+
+    await ok('node', 'manage', 'cli-agent', '--wait', '60');
+    await ok('node', 'clean', 'cli-agent', '--clean-steps', JSON.stringify([{ interface: 'deploy', step: 'erase_devices_metadata' }]), '--wait', '120');
+    expect(await show('cli-agent', 'provision_state', 'last_error')).to.deep.equal({ provision_state: 'manageable', last_error: null });
+
+    await setAgentFaults(bmc, { hangStep: 'erase_devices_metadata' });
+    await ok('node', 'clean', 'cli-agent', '--clean-steps', JSON.stringify([{ interface: 'deploy', step: 'erase_devices_metadata' }]));
+    await waitFor('the clean step to run in clean wait', async () => {
+      const n = await show<{ provision_state: string; clean_step: { step?: string } }>('cli-agent', 'provision_state', 'clean_step');
+      return n.provision_state === 'clean wait' && n.clean_step.step === 'erase_devices_metadata';
+    }, 60_000, 300);
+    await ok('node', 'abort', 'cli-agent');
+    await waitFor('clean failed', async () => (await show<{ provision_state: string }>('cli-agent', 'provision_state')).provision_state === 'clean failed', 30_000, 300);
+    const failed = await show<{ last_error: string }>('cli-agent', 'last_error');
+    expect(failed.last_error).to.include('By request, the clean operation was aborted');
+    await setAgentFaults(bmc, {});
+  });
+});

@@ -1,0 +1,86 @@
+/**
+ * Helpers for the tests that deploy and clean through simulated agents: an HTTP server for
+ * the images the agents write, the node body of a direct deploy, and the agent's witness.
+ */
+import { createHash } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { expect } from 'chai';
+import { type ApiCall, type NodeView } from './provisioning.js';
+
+/** Fast agent protocol settings for tests: heartbeats every 0.6-1.2 s, quick timeouts. */
+export const AGENT_TEST_ENV: Record<string, string> = {
+  GALVANIC_API__RAMDISK_HEARTBEAT_TIMEOUT: '2',
+  GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
+  GALVANIC_CONDUCTOR__CHECK_PROVISION_STATE_INTERVAL: '1',
+  GALVANIC_REDFISH__CONNECTION_RETRY_INTERVAL: '0.1',
+  GALVANIC_AGENT__POST_DEPLOY_GET_POWER_STATE_RETRY_INTERVAL: '1',
+  GALVANIC_AGENT__COMMAND_TIMEOUT: '10',
+};
+
+export interface ImageServer {
+  url: string;
+  /** URL of an image of `bytes` bytes and its sha256. */
+  image: { url: string; sha256: string; md5: string; bytes: number };
+  isoUrl: string;
+  close(): Promise<void>;
+}
+
+/** Serves one disk image (deterministic bytes) and an agent ISO name. */
+export async function startImageServer(bytes = 4 * 1024 * 1024): Promise<ImageServer> {
+  const data = Buffer.alloc(bytes);
+  for (let i = 0; i < bytes; i++) data[i] = (i * 31 + 7) & 0xff;
+  const server = http.createServer((req, res) => {
+    if (req.url === '/images/disk.raw') {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(bytes) });
+      res.end(req.method === 'HEAD' ? undefined : data);
+      return;
+    }
+    if (req.url === '/deploy/ipa.iso') {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      res.end('ISO');
+      return;
+    }
+    res.writeHead(404).end();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    image: {
+      url: `${url}/images/disk.raw`, bytes,
+      sha256: createHash('sha256').update(data).digest('hex'), md5: createHash('md5').update(data).digest('hex'),
+    },
+    isoUrl: `${url}/deploy/ipa.iso`,
+    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
+  };
+}
+
+/** A redfish node with virtual media and the direct deploy interface. */
+export function directNodeBody(name: string, bmcUrl: string, images: ImageServer, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    name,
+    driver: 'redfish',
+    boot_interface: 'redfish-virtual-media',
+    deploy_interface: 'direct',
+    inspect_interface: 'redfish',
+    driver_info: { redfish_address: bmcUrl, redfish_username: 'admin', redfish_password: 'password', deploy_iso: images.isoUrl },
+    instance_info: { image_source: images.image.url, image_os_hash_algo: 'sha256', image_os_hash_value: images.image.sha256 },
+    ...extra,
+  };
+}
+
+/** The provision states a node went through, read every 20 ms until it settles (none repeated in a row). */
+export async function watchStates(api: ApiCall, ident: string, timeoutMs = 60_000): Promise<{ states: string[]; node: NodeView }> {
+  const states: string[] = [];
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await api('GET', `/v1/nodes/${ident}`);
+    expect(res.status, res.body).to.equal(200);
+    const node = res.json<NodeView>();
+    if (states[states.length - 1] !== node.provision_state) states.push(node.provision_state);
+    if (node.target_provision_state === null && node.reservation === null) return { states, node };
+    if (Date.now() > deadline) throw new Error(`node ${ident} still in transition after ${timeoutMs} ms (${states.join(' → ')}): ${JSON.stringify(node)}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

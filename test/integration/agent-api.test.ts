@@ -1,0 +1,211 @@
+/**
+ * The agent-facing API (lookup, heartbeat) and the agent token, against a real database with
+ * no conductor: what the API answers, what it records, and that malformed requests on lookup,
+ * heartbeat, clean_steps and deploy_steps get Ironic's 4xx and change nothing.
+ */
+import { expect } from 'chai';
+import type { Knex } from 'knex';
+import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+
+const LATEST = { 'x-openstack-ironic-api-version': 'latest' };
+const v = (minor: number) => ({ 'x-openstack-ironic-api-version': `1.${minor}` });
+const MAC_WAIT = '52:54:00:aa:00:01';
+const MAC_AVAIL = '52:54:00:aa:00:02';
+const MAC_KNOWN = '52:54:00:aa:00:03';
+const MISSING_UUID = '1d2c3b4a-0000-4000-8000-00000000beef';
+
+interface Case {
+  name: string;
+  method: 'GET' | 'POST' | 'PUT';
+  url: string;
+  body?: unknown;
+  headers?: Record<string, string>;
+  status: number;
+  message?: string;
+}
+
+async function snapshot(knex: Knex): Promise<Record<string, unknown>> {
+  const one = async (sql: string) => ((await knex.raw(sql)) as { rows: Array<Record<string, unknown>> }).rows[0];
+  return {
+    nodes: await one(`select count(*)::int as count, md5(coalesce(string_agg(n::text, '|' order by n.id), '')) as hash from nodes n`),
+    intents: await one(`select count(*)::int as count, md5(coalesce(string_agg(i::text, '|' order by i.id), '')) as hash from intents i`),
+    tokens: await one(`select count(*)::int as count, md5(coalesce(string_agg(t::text, '|' order by t.node_id), '')) as hash from agent_tokens t`),
+  };
+}
+
+describe('agent API: lookup, heartbeat and the agent token', function () {
+  let t: TestApp;
+  let waitUuid: string;
+  let token: string;
+
+  const call = async (method: 'GET' | 'POST' | 'PUT', url: string, body?: unknown, headers: Record<string, string> = LATEST) => t.app.inject({
+    method, url, headers, ...(body === undefined ? {} : { payload: body as object }),
+  });
+
+  before(async () => {
+    t = await buildTestApp({}, { conductor: false });
+    const create = async (url: string, payload: object): Promise<string> => {
+      const res = await call('POST', url, payload);
+      expect(res.statusCode, res.body).to.equal(201);
+      return res.json<{ uuid: string }>().uuid;
+    };
+    const redfish = (name: string) => create('/v1/nodes', {
+      name, driver: 'redfish', boot_interface: 'redfish-virtual-media', deploy_interface: 'direct',
+      driver_info: { redfish_address: 'http://127.0.0.1:9', redfish_username: 'admin', redfish_password: 'pw', deploy_iso: 'http://127.0.0.1:9/ipa.iso' },
+      instance_info: { image_source: 'http://127.0.0.1:9/img.raw', image_checksum: 'abc' },
+    });
+    waitUuid = await redfish('agent-wait');
+    const availUuid = await redfish('agent-avail');
+    const knownUuid = await redfish('agent-known');
+    await redfish('agent-manageable');
+    await create('/v1/ports', { address: MAC_WAIT, node_uuid: waitUuid });
+    await create('/v1/ports', { address: MAC_AVAIL, node_uuid: availUuid });
+    await create('/v1/ports', { address: MAC_KNOWN, node_uuid: knownUuid });
+    const db = t.tdb.knex;
+    await db('nodes').where({ name: 'agent-wait' }).update({ provision_state: 'wait call-back', target_provision_state: 'active', power_state: 'power on' });
+    await db('nodes').where({ name: 'agent-known' }).update({
+      provision_state: 'clean wait', target_provision_state: 'available', driver_internal_info: { agent_url: 'http://127.0.0.1:9/known' },
+    });
+    await db('nodes').where({ name: 'agent-avail' }).update({ provision_state: 'available', power_state: 'power off' });
+    await db('nodes').where({ name: 'agent-manageable' }).update({ provision_state: 'manageable', power_state: 'power off' });
+  });
+
+  after(async () => {
+    await t?.close();
+  });
+
+  it('finds a waiting node by MAC, mints its token once, and shows ****** afterwards', async () => {
+    const old = await call('GET', `/v1/lookup?addresses=${MAC_WAIT}`, undefined, v(61));
+    expect(old.statusCode, old.body).to.equal(200);
+    expect(old.json<{ config: { agent_token: unknown } }>().config.agent_token).to.equal(null);
+    const first = await call('GET', `/v1/lookup?addresses=${MAC_WAIT.toUpperCase()},not-a-mac`, undefined, v(62));
+    expect(first.statusCode, first.body).to.equal(200);
+    const body = first.json<{ node: Record<string, unknown>; config: Record<string, unknown> }>();
+    expect(Object.keys(body.node).sort()).to.deep.equal(['driver_internal_info', 'instance_info', 'links', 'properties', 'uuid']);
+    expect(body.node.uuid).to.equal(waitUuid);
+    expect(body.config.agent_token_required).to.equal(true);
+    expect(body.config.heartbeat_timeout).to.equal(300);
+    token = body.config.agent_token as string;
+    expect(token).to.be.a('string').with.length.at.least(32);
+    const again = await call('GET', `/v1/lookup?node_uuid=${waitUuid}`);
+    expect(again.json<{ config: { agent_token: unknown } }>().config.agent_token).to.equal('******');
+    // Nowhere in the node's API views.
+    for (const url of [`/v1/nodes/${waitUuid}`, '/v1/nodes/detail', `/v1/nodes/${waitUuid}/history`]) {
+      const res = await call('GET', url);
+      expect(res.statusCode, res.body).to.equal(200);
+      expect(res.body).to.not.include(token);
+    }
+  });
+
+  it('answers 404 alike for a node that does not wait and for no node at all', async () => {
+    const avail = await call('GET', `/v1/lookup?addresses=${MAC_AVAIL}`);
+    const none = await call('GET', '/v1/lookup?addresses=52:54:00:ff:ff:ff');
+    expect(avail.statusCode).to.equal(404);
+    expect(none.statusCode).to.equal(404);
+    expect(faultOf(avail.body).faultstring).to.equal(faultOf(none.body).faultstring);
+  });
+
+  it('records a heartbeat with the token and queues one continue for the conductor', async () => {
+    const hb = { callback_url: 'http://127.0.0.1:9/agent', agent_token: token, agent_version: '10.1.0' };
+    const before = await t.tdb.knex('nodes').where({ uuid: waitUuid }).first('provision_updated_at');
+    for (let i = 0; i < 3; i++) {
+      const res = await call('POST', `/v1/heartbeat/${waitUuid}`, hb);
+      expect(res.statusCode, res.body).to.equal(202);
+    }
+    const node = await t.tdb.knex('nodes').where({ uuid: waitUuid }).first();
+    expect(node.driver_internal_info.agent_url).to.equal(hb.callback_url);
+    expect(node.driver_internal_info.agent_version).to.equal('10.1.0');
+    expect(node.driver_internal_info).to.have.property('agent_last_heartbeat');
+    expect(new Date(node.provision_updated_at as string).getTime()).to.be.greaterThan(new Date((before?.provision_updated_at as string) ?? 0).getTime());
+    const intents = await t.tdb.knex('intents').where({ node_id: node.id, kind: 'agent_continue' });
+    expect(intents).to.have.length(1);
+    expect(JSON.stringify(intents)).to.not.include(token);
+  });
+
+  it(`refuses malformed lookups, heartbeats, clean_steps and deploy_steps with a 4xx and no change`, async () => {
+    const hb = (extra: Record<string, unknown>) => ({ callback_url: 'http://127.0.0.1:9/agent', agent_token: token, agent_version: '10.1.0', ...extra });
+    const without = (k: string) => {
+      const b = hb({});
+      delete (b as Record<string, unknown>)[k];
+      return b;
+    };
+    const HB = `/v1/heartbeat/${waitUuid}`;
+    const PROV = (node: string) => `/v1/nodes/${node}/states/provision`;
+    const cases: Case[] = [
+      { name: 'lookup with nothing', method: 'GET', url: '/v1/lookup', status: 400, message: 'addresses' },
+      { name: 'lookup with only invalid MACs', method: 'GET', url: '/v1/lookup?addresses=not-a-mac', status: 400, message: 'addresses' },
+      { name: 'lookup with an empty address list', method: 'GET', url: '/v1/lookup?addresses=', status: 400 },
+      { name: 'lookup with a five-octet MAC', method: 'GET', url: '/v1/lookup?addresses=52:54:00:aa:00', status: 400 },
+      { name: 'lookup with a bad node_uuid', method: 'GET', url: '/v1/lookup?node_uuid=not-a-uuid', status: 400, message: 'node_uuid' },
+      { name: 'lookup with an unknown parameter', method: 'GET', url: `/v1/lookup?addresses=${MAC_WAIT}&colour=blue`, status: 400, message: 'colour' },
+      { name: 'lookup of an unknown MAC', method: 'GET', url: '/v1/lookup?addresses=52:54:00:ff:ff:fe', status: 404 },
+      { name: 'lookup of a missing node', method: 'GET', url: `/v1/lookup?node_uuid=${MISSING_UUID}`, status: 404 },
+      { name: 'lookup of an available node', method: 'GET', url: `/v1/lookup?addresses=${MAC_AVAIL}`, status: 404 },
+      { name: 'lookup below 1.22', method: 'GET', url: `/v1/lookup?addresses=${MAC_WAIT}`, headers: v(21), status: 404 },
+      { name: 'heartbeat without a body', method: 'POST', url: HB, status: 400 },
+      { name: 'heartbeat with a list', method: 'POST', url: HB, body: [hb({})], status: 400 },
+      { name: 'heartbeat with invalid JSON', method: 'POST', url: HB, body: '{"callback_url": ', headers: { ...LATEST, 'content-type': 'application/json' }, status: 400 },
+      { name: 'heartbeat without callback_url', method: 'POST', url: HB, body: without('callback_url'), status: 400, message: 'callback_url' },
+      { name: 'heartbeat with a numeric callback_url', method: 'POST', url: HB, body: hb({ callback_url: 5 }), status: 400, message: 'callback_url' },
+      { name: 'heartbeat with an ftp callback_url', method: 'POST', url: HB, body: hb({ callback_url: 'ftp://127.0.0.1/agent' }), status: 400, message: 'callback_url' },
+      { name: 'heartbeat with a callback_url that is no URL', method: 'POST', url: HB, body: hb({ callback_url: 'not a url' }), status: 400, message: 'callback_url' },
+      { name: 'heartbeat with a changed callback_url', method: 'POST', url: HB, body: hb({ callback_url: 'http://127.0.0.1:9/other' }), status: 400, message: 'callback_url' },
+      { name: 'heartbeat without a token', method: 'POST', url: HB, body: without('agent_token'), status: 400, message: 'token' },
+      { name: 'heartbeat with a wrong token', method: 'POST', url: HB, body: hb({ agent_token: 'x'.repeat(43) }), status: 400, message: 'Invalid or missing agent token' },
+      { name: 'heartbeat with a numeric token', method: 'POST', url: HB, body: hb({ agent_token: 12345 }), status: 400, message: 'agent_token' },
+      { name: 'heartbeat with the token of another node', method: 'POST', url: '/v1/heartbeat/agent-known', body: hb({ callback_url: 'http://127.0.0.1:9/known' }), status: 400, message: 'token' },
+      { name: 'heartbeat without agent_version', method: 'POST', url: HB, body: without('agent_version'), status: 400, message: 'version' },
+      { name: 'agent_version below 1.36', method: 'POST', url: HB, body: hb({}), headers: v(35), status: 400, message: 'agent_version' },
+      { name: 'agent_verify_ca below 1.68', method: 'POST', url: HB, body: hb({ agent_verify_ca: 'PEM' }), headers: v(67), status: 400, message: 'agent_verify_ca' },
+      { name: 'agent_status below 1.72', method: 'POST', url: HB, body: hb({ agent_status: 'start' }), headers: v(71), status: 400, message: 'agent_status' },
+      { name: 'an unknown agent_status', method: 'POST', url: HB, body: hb({ agent_status: 'bogus' }), status: 400, message: 'status' },
+      { name: 'heartbeat with an unknown field', method: 'POST', url: HB, body: hb({ colour: 'blue' }), status: 400, message: 'colour' },
+      { name: 'heartbeat for a missing node', method: 'POST', url: `/v1/heartbeat/${MISSING_UUID}`, body: hb({}), status: 404 },
+      { name: 'heartbeat below 1.22', method: 'POST', url: HB, body: hb({}), headers: v(21), status: 404 },
+      { name: 'clean without clean_steps', method: 'PUT', url: PROV('agent-manageable'), body: { target: 'clean' }, status: 400, message: 'clean_steps' },
+      { name: 'clean_steps that is not a list', method: 'PUT', url: PROV('agent-manageable'), body: { target: 'clean', clean_steps: { step: 'x' } }, status: 400, message: 'clean_steps' },
+      { name: 'a clean step without an interface', method: 'PUT', url: PROV('agent-manageable'), body: { target: 'clean', clean_steps: [{ step: 'erase_devices' }] }, status: 400, message: 'interface' },
+      { name: 'a clean step of an unknown interface', method: 'PUT', url: PROV('agent-manageable'), body: { target: 'clean', clean_steps: [{ interface: 'warp', step: 'erase_devices' }] }, status: 400, message: 'interface' },
+      { name: 'a clean step with an empty name', method: 'PUT', url: PROV('agent-manageable'), body: { target: 'clean', clean_steps: [{ interface: 'deploy', step: '' }] }, status: 400, message: 'step' },
+      { name: 'clean step args that are a list', method: 'PUT', url: PROV('agent-manageable'), body: { target: 'clean', clean_steps: [{ interface: 'deploy', step: 'erase_devices', args: [] }] }, status: 400, message: 'args' },
+      { name: 'a clean step with a priority', method: 'PUT', url: PROV('agent-manageable'), body: { target: 'clean', clean_steps: [{ interface: 'deploy', step: 'erase_devices', priority: 5 }] }, status: 400, message: 'priority' },
+      { name: 'clean_steps below 1.15', method: 'PUT', url: PROV('agent-manageable'), body: { target: 'clean', clean_steps: [] }, headers: v(14), status: 406 },
+      { name: 'disable_ramdisk below 1.70', method: 'PUT', url: PROV('agent-manageable'), body: { target: 'clean', clean_steps: [], disable_ramdisk: true }, headers: v(69), status: 406 },
+      { name: 'disable_ramdisk that is not a boolean', method: 'PUT', url: PROV('agent-manageable'), body: { target: 'clean', clean_steps: [], disable_ramdisk: 'yes' }, status: 400, message: 'disable_ramdisk' },
+      { name: 'disable_ramdisk with provide', method: 'PUT', url: PROV('agent-manageable'), body: { target: 'provide', disable_ramdisk: true }, status: 400, message: 'disable_ramdisk' },
+      { name: 'clean_steps with provide', method: 'PUT', url: PROV('agent-manageable'), body: { target: 'provide', clean_steps: [] }, status: 400, message: 'clean_steps' },
+      { name: 'manual clean of an available node', method: 'PUT', url: PROV('agent-avail'), body: { target: 'clean', clean_steps: [{ interface: 'deploy', step: 'erase_devices' }] }, status: 400, message: 'available' },
+      { name: 'a deploy step of another interface', method: 'PUT', url: PROV('agent-avail'), body: { target: 'active', deploy_steps: [{ interface: 'bios', step: 'apply_configuration', priority: 90 }] }, status: 400, message: 'apply_configuration' },
+      { name: 'a deploy step with a negative priority', method: 'PUT', url: PROV('agent-avail'), body: { target: 'active', deploy_steps: [{ interface: 'deploy', step: 'write_image', priority: -1 }] }, status: 400, message: 'priority' },
+      { name: 'deploy_steps that is not a list', method: 'PUT', url: PROV('agent-avail'), body: { target: 'active', deploy_steps: 'write_image' }, status: 400, message: 'deploy_steps' },
+      { name: 'a deploy step with an unknown key', method: 'PUT', url: PROV('agent-avail'), body: { target: 'active', deploy_steps: [{ interface: 'deploy', step: 'write_image', colour: 'blue' }] }, status: 400, message: 'colour' },
+      { name: 'deploy_steps below 1.69', method: 'PUT', url: PROV('agent-avail'), body: { target: 'active', deploy_steps: [] }, headers: v(68), status: 406 },
+      { name: 'deploy_steps with clean', method: 'PUT', url: PROV('agent-manageable'), body: { target: 'clean', clean_steps: [], deploy_steps: [] }, status: 400, message: 'deploy_steps' },
+      { name: 'abort in wait call-back (1.110 in Ironic)', method: 'PUT', url: PROV('agent-wait'), body: { target: 'abort' }, status: 400, message: 'wait call-back' },
+    ];
+    expect(cases.length).to.be.at.least(30);
+    const before = await snapshot(t.tdb.knex);
+    const problems: string[] = [];
+    for (const c of cases) {
+      const res = await t.app.inject({
+        method: c.method, url: c.url, headers: c.headers ?? LATEST,
+        ...(c.body === undefined ? {} : { payload: c.body as object }),
+      });
+      const where = `${c.name} (${c.method} ${c.url})`;
+      if (res.statusCode !== c.status) problems.push(`${where}: status ${res.statusCode}, expected ${c.status}: ${res.body.slice(0, 300)}`);
+      try {
+        const fault = faultOf(res.body);
+        if (fault.faultcode !== 'Client') problems.push(`${where}: faultcode ${fault.faultcode}`);
+        if (c.message !== undefined && !fault.faultstring.includes(c.message)) problems.push(`${where}: ${JSON.stringify(fault.faultstring)} lacks ${JSON.stringify(c.message)}`);
+      } catch (err) {
+        problems.push(`${where}: not Ironic's error body (${(err as Error).message}): ${res.body.slice(0, 200)}`);
+      }
+      const after = await snapshot(t.tdb.knex);
+      if (JSON.stringify(after) !== JSON.stringify(before)) {
+        problems.push(`${where}: the database changed`);
+        break;
+      }
+    }
+    expect(problems, problems.join('\n')).to.deep.equal([]);
+  });
+});

@@ -1,0 +1,217 @@
+/**
+ * Direct deploy and cleaning through simulated ironic-python-agents, end to end: a real
+ * `galvanic all-in-one`, the Redfish simulator whose hosts run an agent when they boot the
+ * agent ISO, and an HTTP server for the image. The agents look themselves up, heartbeat and
+ * run the conductor's commands over real HTTP. Then the faults a conductor must survive, and
+ * the agent token's secrecy (API responses, history and the process's whole log).
+ */
+import { expect } from 'chai';
+import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
+import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
+import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { agentWitness, setAgentFaults, waitFor } from '../helpers/agent-sim.js';
+import { AGENT_TEST_ENV, directNodeBody, startImageServer, watchStates, type ImageServer } from '../helpers/agent-deploy.js';
+import { createNode, getNode, httpClient, nodeHistory, nodePorts, provision, provisionAndSettle, type ApiCall } from '../helpers/provisioning.js';
+
+describe('direct deploy and cleaning through the agent (real processes)', function () {
+  this.timeout(180_000);
+  let tdb: TestDatabase | undefined;
+  let galvanic: RunningGalvanic | undefined;
+  let sim: RedfishSim | undefined;
+  let images: ImageServer | undefined;
+  let api: ApiCall;
+  const tokens = new Set<string>();
+
+  before(async () => {
+    tdb = await freshDatabase();
+    images = await startImageServer();
+    galvanic = await startGalvanic({
+      databaseUrl: tdb.url,
+      env: { ...AGENT_TEST_ENV, GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '12', GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '12', GALVANIC_DEFAULT__DEBUG: 'true' },
+    });
+    sim = await startRedfishSim({ count: 10, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } });
+    api = httpClient(galvanic.url);
+  });
+
+  after(async () => {
+    if (galvanic) await galvanic.stop();
+    await sim?.stop();
+    await images?.close();
+    await tdb?.drop();
+  });
+
+  /** A node on BMC `i`, enrolled, managed and inspected (its ports come from the BMC). */
+  async function manageableNode(i: number, extra: Record<string, unknown> = {}): Promise<string> {
+    const node = await createNode(api, directNodeBody(`agent-${i}`, sim!.bmcs[i].url, images!, extra));
+    expect((await provisionAndSettle(api, node.uuid, 'manage')).provision_state).to.equal('manageable');
+    expect((await provisionAndSettle(api, node.uuid, 'inspect')).provision_state).to.equal('manageable');
+    expect(await nodePorts(api, node.uuid)).to.have.length.at.least(1);
+    return node.uuid;
+  }
+
+  async function rememberToken(i: number): Promise<void> {
+    const w = await agentWitness(sim!.bmcs[i].url);
+    if (w.token) tokens.add(w.token);
+  }
+
+  it('cleans on provide, deploys the image, cleans on undeploy and cleans by hand, all through the agent', async () => {
+    const uuid = await manageableNode(0);
+    await provision(api, uuid, 'provide');
+    const provided = await watchStates(api, uuid);
+    expect(provided.node.provision_state, provided.node.last_error ?? '').to.equal('available');
+    expect(provided.states).to.include.members(['cleaning', 'clean wait']);
+    await rememberToken(0);
+
+    await provision(api, uuid, 'active');
+    const deployed = await watchStates(api, uuid);
+    expect(deployed.node.provision_state, deployed.node.last_error ?? '').to.equal('active');
+    const seen = deployed.states.join(' → ');
+    expect(seen).to.match(/deploying → wait call-back → (.* → )?deploying → (.* → )?active/);
+    const witness = await agentWitness(sim!.bmcs[0].url);
+    expect(witness.disk?.sha256, JSON.stringify(witness)).to.equal(images!.image.sha256);
+    expect(witness.disk?.imageUrl).to.equal(images!.image.url);
+    expect(deployed.node.power_state).to.equal('power on');
+    expect(deployed.node.deploy_step).to.deep.equal({});
+    if (witness.token) tokens.add(witness.token);
+    const names = witness.commands.map((c) => c.command_name);
+    expect(names).to.include.members(['get_deploy_steps', 'execute_deploy_step', 'get_partition_uuids', 'power_off']);
+
+    await provision(api, uuid, 'deleted');
+    const undeployed = await watchStates(api, uuid);
+    expect(undeployed.node.provision_state, undeployed.node.last_error ?? '').to.equal('available');
+    expect(undeployed.states).to.include.members(['deleting', 'cleaning', 'clean wait']);
+    await rememberToken(0);
+
+    await provisionAndSettle(api, uuid, 'manage');
+    await provision(api, uuid, 'clean', { clean_steps: [{ interface: 'deploy', step: 'erase_devices_metadata' }] });
+    const cleaned = await watchStates(api, uuid);
+    expect(cleaned.node.provision_state, cleaned.node.last_error ?? '').to.equal('manageable');
+    const after = await agentWitness(sim!.bmcs[0].url);
+    if (after.token) tokens.add(after.token);
+    const steps = after.commands.filter((c) => c.command_name === 'execute_clean_step')
+      .map((c) => ((c.command_result ?? {}) as { clean_step?: { step?: string } }).clean_step?.step);
+    expect(steps).to.deep.equal(['erase_devices_metadata']);
+    const history = await nodeHistory(api, uuid);
+    expect(history.map((h) => h.event).join('\n')).to.include('Cleaning through the agent done');
+  });
+
+  it('aborts cleaning in clean wait (1.13) and leaves the node clean failed', async () => {
+    const uuid = await manageableNode(1);
+    await setAgentFaults(sim!.bmcs[1].url, { hangStep: 'erase_devices_metadata' });
+    await provision(api, uuid, 'clean', { clean_steps: [{ interface: 'deploy', step: 'erase_devices_metadata' }] });
+    await waitFor('the clean step to run', async () => {
+      const n = await getNode(api, uuid);
+      return n.provision_state === 'clean wait' && (n.clean_step as { step?: string }).step === 'erase_devices_metadata';
+    }, 30_000);
+    await rememberToken(1);
+    await provision(api, uuid, 'abort');
+    const aborted = await watchStates(api, uuid);
+    expect(aborted.node.provision_state).to.equal('clean failed');
+    expect(aborted.node.last_error).to.include('By request, the clean operation was aborted during or after the completion of step "deploy.erase_devices_metadata"');
+    await setAgentFaults(sim!.bmcs[1].url, {});
+  });
+
+  it('fails the deploy on a bad checksum, with the agent\'s reason', async () => {
+    const uuid = await manageableNode(2, { automated_clean: false });
+    await provisionAndSettle(api, uuid, 'provide');
+    const bad = { image_source: images!.image.url, image_os_hash_algo: 'sha256', image_os_hash_value: '0'.repeat(64) };
+    const res = await api('PATCH', `/v1/nodes/${uuid}`, [{ op: 'replace', path: '/instance_info', value: bad }]);
+    expect(res.status, res.body).to.equal(200);
+    await provision(api, uuid, 'active');
+    const failed = await watchStates(api, uuid);
+    expect(failed.node.provision_state).to.equal('deploy failed');
+    expect(failed.node.last_error).to.match(/deploy\.write_image/).and.match(/checksum|hash/i);
+    const history = await nodeHistory(api, uuid);
+    expect(history.some((h) => h.severity === 'ERROR' && /write_image/.test(h.event))).to.equal(true);
+    await rememberToken(2);
+  });
+
+  it('fails the deploy at the callback timeout when the agent never boots, or dies in write_image', async () => {
+    const never = await manageableNode(3, { automated_clean: false });
+    const crash = await manageableNode(4, { automated_clean: false });
+    await provisionAndSettle(api, never, 'provide');
+    await provisionAndSettle(api, crash, 'provide');
+    await setAgentFaults(sim!.bmcs[3].url, { noBoot: true });
+    await setAgentFaults(sim!.bmcs[4].url, { crashDuringStep: 'write_image' });
+    await provision(api, never, 'active');
+    await provision(api, crash, 'active');
+    const [a, b] = await Promise.all([watchStates(api, never, 60_000), watchStates(api, crash, 60_000)]);
+    for (const r of [a, b]) {
+      expect(r.node.provision_state).to.equal('deploy failed');
+      expect(r.node.last_error).to.include('Timeout reached while waiting for callback');
+    }
+    expect(a.states).to.include('wait call-back');
+    await rememberToken(4);
+  });
+
+  it('refuses heartbeats with a wrong token (counted by the agent) and changes nothing', async () => {
+    const uuid = await manageableNode(5);
+    await setAgentFaults(sim!.bmcs[5].url, { wrongToken: true });
+    await provision(api, uuid, 'provide');
+    const w = await waitFor('refused heartbeats', async () => {
+      const x = await agentWitness(sim!.bmcs[5].url);
+      return (x.heartbeatStatuses['400'] ?? 0) >= 2 ? x : null;
+    }, 30_000);
+    expect(w.heartbeatStatuses['202'] ?? 0).to.equal(0);
+    const node = await getNode(api, uuid);
+    expect(node.provision_state).to.equal('clean wait');
+    expect(node.clean_step).to.deep.equal({});
+    expect((node.driver_internal_info as Record<string, unknown>).agent_url).to.equal(undefined);
+    if (w.token) tokens.add(w.token);
+    // Nothing moves it on: the callback timeout fails it.
+    const timedOut = await watchStates(api, uuid, 60_000);
+    expect(timedOut.node.provision_state).to.equal('clean failed');
+  });
+
+  it('deploys and cleans through the agent in group operations: a node is done once active / available, failures isolated', async () => {
+    const nodes = [];
+    for (const i of [6, 7, 8, 9]) nodes.push(await createNode(api, directNodeBody(`group-${i}`, sim!.bmcs[i].url, images!)));
+    const uuids = nodes.map((n) => n.uuid);
+    const run = async (body: Record<string, unknown>) => {
+      const res = await api('POST', '/v1/operations', body);
+      expect(res.status, res.body).to.equal(201);
+      const uuid = res.json<{ uuid: string }>().uuid;
+      return waitFor('the operation to end', async () => {
+        const op = (await api('GET', `/v1/operations/${uuid}`)).json<{ finished_at: string | null; state: string }>();
+        return op.finished_at !== null ? op : null;
+      }, 120_000, 100);
+    };
+    const ready = await run({ nodes: uuids, steps: [{ action: 'manage' }, { action: 'inspect' }, { action: 'provide' }] });
+    expect(ready.state, JSON.stringify(ready)).to.equal('succeeded');
+    for (const u of uuids) expect((await getNode(api, u)).provision_state).to.equal('available');
+    // One node's image write fails: only that node fails.
+    await setAgentFaults(sim!.bmcs[9].url, { failStep: 'write_image', failMessage: 'disk on fire' });
+    const deployed = await run({ nodes: uuids, steps: [{ action: 'deploy' }] });
+    expect(deployed.state, JSON.stringify(deployed)).to.equal('partially_failed');
+    for (const u of uuids.slice(0, 3)) {
+      const n = await getNode(api, u);
+      expect(n.provision_state, n.last_error ?? '').to.equal('active');
+      expect(n.target_provision_state).to.equal(null);
+    }
+    const failed = await getNode(api, uuids[3]);
+    expect(failed.provision_state).to.equal('deploy failed');
+    expect(failed.last_error).to.include('disk on fire');
+    for (const i of [6, 7, 8]) expect((await agentWitness(sim!.bmcs[i].url)).disk?.sha256).to.equal(images!.image.sha256);
+    const undeployed = await run({ nodes: uuids.slice(0, 3), steps: [{ action: 'undeploy' }] });
+    expect(undeployed.state, JSON.stringify(undeployed)).to.equal('succeeded');
+    for (const u of uuids.slice(0, 3)) expect((await getNode(api, u)).provision_state).to.equal('available');
+    await setAgentFaults(sim!.bmcs[9].url, {});
+  });
+
+  it('never shows an agent token in API responses, node history or the logs', async () => {
+    expect(tokens.size).to.be.at.least(3);
+    const bodies: string[] = [];
+    for (const url of ['/v1/nodes/detail', '/v1/ports/detail']) bodies.push((await api('GET', url)).body);
+    const nodes = (await api('GET', '/v1/nodes')).json<{ nodes: Array<{ uuid: string }> }>().nodes;
+    for (const n of nodes) {
+      bodies.push((await api('GET', `/v1/nodes/${n.uuid}`)).body);
+      bodies.push((await api('GET', `/v1/nodes/${n.uuid}/history?detail=true`)).body);
+    }
+    const log = galvanic!.output();
+    expect(log.length).to.be.greaterThan(1000);
+    for (const token of tokens) {
+      for (const b of bodies) expect(b.includes(token), 'token in an API response').to.equal(false);
+      expect(log.includes(token), 'token in the log').to.equal(false);
+    }
+  });
+});

@@ -1,0 +1,68 @@
+/**
+ * A conductor SIGKILLed while its nodes wait in `wait call-back` for their agents (3 conductor
+ * processes, one API): nothing of the run lives in the dead process, so a survivor takes the
+ * nodes over on the hash ring and carries each deploy on at its agent's next heartbeat.
+ */
+import { expect } from 'chai';
+import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
+import { startCluster, stopCluster, type Cluster } from '../helpers/cluster.js';
+import { AGENT_TEST_ENV, directNodeBody, startImageServer, type ImageServer } from '../helpers/agent-deploy.js';
+import { agentWitness, waitFor } from '../helpers/agent-sim.js';
+import { createNode, getNode, httpClient, provision, provisionAndSettle, settled, type ApiCall } from '../helpers/provisioning.js';
+
+describe('agent: a conductor SIGKILLed during wait call-back (3 conductor processes)', function () {
+  this.timeout(180_000);
+  const HEARTBEAT_TIMEOUT_S = 5;
+  const NODES = 6;
+  let c: Cluster | undefined;
+  let sim: RedfishSim | undefined;
+  let images: ImageServer | undefined;
+
+  before(async () => {
+    images = await startImageServer(8 * 1024 * 1024);
+    c = await startCluster('agentkill', {
+      conductors: 3,
+      env: {
+        ...AGENT_TEST_ENV,
+        GALVANIC_CONDUCTOR__HEARTBEAT_INTERVAL: '1',
+        GALVANIC_CONDUCTOR__HEARTBEAT_TIMEOUT: String(HEARTBEAT_TIMEOUT_S),
+      },
+    });
+    // 8 MiB at 1 MB/s: every node is still writing its image when the conductor dies.
+    sim = await startRedfishSim({ count: NODES, agent: { apiUrl: c.api.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 1 } });
+  });
+
+  after(async () => {
+    await stopCluster(c);
+    await sim?.stop();
+    await images?.close();
+  });
+
+  it('a survivor carries every deploy on at the next heartbeat, within heartbeat_timeout + 10 s of the image written', async () => {
+    const api: ApiCall = httpClient(c!.api.url);
+    const uuids: string[] = [];
+    for (const [i, b] of sim!.bmcs.entries()) {
+      const n = await createNode(api, directNodeBody(`kill-${i}`, b.url, images!, { automated_clean: false }));
+      await provisionAndSettle(api, n.uuid, 'manage');
+      await provisionAndSettle(api, n.uuid, 'inspect');
+      expect((await provisionAndSettle(api, n.uuid, 'provide')).provision_state).to.equal('available');
+      uuids.push(n.uuid);
+    }
+    for (const u of uuids) await provision(api, u, 'active');
+    await waitFor('every node waiting for its image write', async () => {
+      const nodes = await Promise.all(uuids.map((u) => getNode(api, u)));
+      return nodes.every((n) => n.provision_state === 'wait call-back' && (n.deploy_step as { step?: string }).step === 'write_image');
+    }, 60_000, 100);
+    const victim = c!.conductors[0];
+    const killedAt = Date.now();
+    await victim.kill();
+    const bound = (HEARTBEAT_TIMEOUT_S + 10) * 1000 + 8_400;
+    for (const u of uuids) {
+      const done = await settled(api, u, bound + 10_000);
+      const took = Date.now() - killedAt;
+      expect(done.provision_state, done.last_error ?? '').to.equal('active');
+      expect(took, `${u} ended ${took} ms after the kill`).to.be.at.most(bound);
+    }
+    for (const b of sim!.bmcs) expect((await agentWitness(b.url)).disk?.sha256).to.equal(images!.image.sha256);
+  });
+});
