@@ -105,6 +105,9 @@ class Life {
   readonly sleepers = new Set<NodeJS.Timeout>();
   readonly commands = new Map<string, Command>();
   readonly startedAt = Date.now();
+  /** Resolves when the agent dies. */
+  readonly died: Promise<void>;
+  private onDeath!: () => void;
   dead = false;
   lockedDown = false;
   version: Version = MIN_IRONIC_VERSION;
@@ -119,12 +122,25 @@ class Life {
   forcePending = false;
   partitionUuids: Record<string, unknown> | null = null;
 
+  constructor() {
+    this.died = new Promise((resolve) => {
+      this.onDeath = resolve;
+    });
+  }
+
   get signal(): AbortSignal {
     return this.controller.signal;
   }
 
+  /** Waits for `p`, or resolves false when the agent dies first. */
+  async outlives(p: Promise<void>): Promise<boolean> {
+    await Promise.race([p, this.died]);
+    return !this.dead;
+  }
+
   end(): void {
     this.dead = true;
+    this.onDeath();
     this.controller.abort();
     for (const t of this.sleepers) clearTimeout(t);
     this.sleepers.clear();
@@ -135,6 +151,8 @@ class Life {
 interface CommandSpec {
   async: boolean;
   required: readonly string[];
+  /** Runs before the command is recorded: its IpaError refuses the call (IPA's command validators). */
+  validate?(params: Record<string, unknown>): void;
   run(params: Record<string, unknown>, life: Life): Promise<unknown> | unknown;
 }
 
@@ -442,7 +460,8 @@ export class AgentHost {
     if (cmdId !== '') {
       const cmd = life.commands.get(cmdId);
       if (!cmd) return this.sendError(res, notFound('Command Result', cmdId));
-      if (wait) await cmd.done;
+      // A request waiting on a host that dies gets its connection reset, as from a dead host.
+      if (wait && !(await life.outlives(cmd.done))) return void req.socket.destroy();
       return send(res, 200, JSON.stringify(cmd.result));
     }
     if (method === 'GET') return send(res, 200, JSON.stringify({ commands: [...life.commands.values()].map((c) => c.result) }));
@@ -469,7 +488,7 @@ export class AgentHost {
       req.socket.destroy();
       return;
     }
-    if (wait || cmd.sync) await cmd.done;
+    if ((wait || cmd.sync) && !(await life.outlives(cmd.done))) return void req.socket.destroy();
     send(res, 200, JSON.stringify(cmd.result));
     if (o.name === 'system.lockdown' && cmd.result.command_status === 'SUCCEEDED') this.lockdown(life);
   }
@@ -528,6 +547,7 @@ export class AgentHost {
     if (!spec) throw invalidCommand(`Unknown command: ${command}`);
     const missing = spec.required.filter((k) => !(k in params));
     if (missing.length) throw invalidParams(`${name}() missing required argument(s): ${missing.join(', ')}`);
+    spec.validate?.(params);
     const result: CommandResult = { id: randomUUID(), command_name: command, command_status: 'RUNNING', command_error: null, command_result: null };
     const finish = (value: unknown, err?: unknown) => {
       if (err === undefined) {
@@ -596,7 +616,7 @@ export class AgentHost {
       },
       standby: {
         get_partition_uuids: { async: false, required: [], run: (_p, life) => life.partitionUuids ?? {} },
-        prepare_image: { async: true, required: ['image_info'], run: async (p, life) => ({ result: `prepare_image: ${await this.writeImage(p, life)}` }) },
+        prepare_image: { async: true, required: ['image_info'], validate: (p) => void validateImageInfo(p.image_info), run: async (p, life) => ({ result: `prepare_image: ${await this.writeImage(p, life)}` }) },
         power_off: shutdown('ForceOff'),
         run_image: shutdown('ForceRestart'),
         reboot: shutdown('ForceRestart'),

@@ -41,7 +41,8 @@ export class AgentFleet implements SystemHooks {
     server.keepAliveTimeout = 65_000;
     const port = await new Promise<number>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(opts.port ?? 0, host, () => resolve((server.address() as AddressInfo).port));
+      // A conductor may call a thousand agents at once: a deep accept queue instead of resets.
+      server.listen({ port: opts.port ?? 0, host, backlog: 4096 }, () => resolve((server.address() as AddressInfo).port));
     });
     const boot = opts.bootSeconds ?? [1, 2];
     const env: AgentEnv = {

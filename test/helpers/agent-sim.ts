@@ -3,6 +3,10 @@
  * booting a host into the agent ISO over real Redfish calls, the agent witness and faults,
  * and calls to an agent's command API.
  */
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { once } from 'node:events';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
 import { startRedfishSim, type RedfishSim, type RedfishSimOptions } from '../../sim/redfish/index.js';
 import type { AgentFaults, AgentSimOptions, AgentWitness, CommandResult } from '../../sim/agent/index.js';
 
@@ -96,4 +100,27 @@ export function waitForCommand(callbackUrl: string, token: string, timeoutMs = 1
     const last = list[list.length - 1];
     return last && last.command_status !== 'RUNNING' ? last : null;
   }, timeoutMs);
+}
+
+/** `galvanic sim redfish ARGS` as a child process; resolves with it and the JSON line it prints once bound. */
+export async function spawnSim(args: string[]): Promise<{ proc: ChildProcessWithoutNullStreams; info: Record<string, unknown>; stop(): Promise<void> }> {
+  const proc = spawn(process.execPath, [path.resolve('dist/cli/main.js'), 'sim', 'redfish', ...args], { stdio: 'pipe' });
+  const stop = async () => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise((r) => proc.once('exit', r));
+    proc.kill('SIGTERM');
+    await exited;
+  };
+  try {
+    // The first line, or the exit that came instead of it.
+    const first = once(createInterface({ input: proc.stdout }), 'line') as Promise<[string]>;
+    const exit = once(proc, 'exit').then(([code]) => Promise.reject(new Error(`galvanic sim redfish exited with ${String(code)}`)));
+    const [line] = await Promise.race([first, exit]);
+    // Its later exit (when stopped) is no error.
+    exit.catch(() => undefined);
+    return { proc, info: JSON.parse(line) as Record<string, unknown>, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
 }
