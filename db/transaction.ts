@@ -55,8 +55,8 @@ export async function withTransaction<T>(
 /** Socket errors of a connection to the server that is refused, lost or unreachable. */
 const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL']);
 
-/** What node-postgres says when the server goes away under a client, which carries no code. */
-const LOST_MESSAGES = /^(Connection terminated|Client has encountered a connection error|Connection timeout|timeout expired|Client was closed)/;
+/** What node-postgres says when the server goes away under a client (no code; knex prefixes the SQL). */
+const LOST_MESSAGES = /(Connection terminated|Client has encountered a connection error|Connection timeout|timeout expired|Client was closed)/;
 
 /**
  * True when `err` says the database cannot be reached now (refused, restarting, shutting down,
