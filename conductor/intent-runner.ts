@@ -44,7 +44,7 @@ const COMMIT_RETRY_DELAYS_MS = [200, 1000, 3000];
 
 /** Backoff between attempts to record an outcome while the database cannot be reached. */
 const OUTAGE_RETRY_INITIAL_MS = 200;
-const OUTAGE_RETRY_MAX_MS = 2000;
+const OUTAGE_RETRY_MAX_MS = 1000;
 
 /**
  * Runs an outcome's transaction, again after a database error (a transaction either commits

@@ -91,7 +91,7 @@ export class PgListener {
   private retry(err: unknown): void {
     if (this.stopped) return;
     this.attempt++;
-    const delay = Math.round(backoffMs(this.attempt, this.opts.retryInitialMs ?? 100, this.opts.retryMaxMs ?? 2000));
+    const delay = Math.round(backoffMs(this.attempt, this.opts.retryInitialMs ?? 100, this.opts.retryMaxMs ?? 1000));
     // Once per outage at warn; the attempts after it at debug, or a long outage floods the log.
     const level = this.attempt === 1 ? 'warn' : 'debug';
     this.opts.log[level]({ listener: this.opts.applicationName, err: (err as Error).message, attempt: this.attempt, retryInMs: delay }, 'LISTEN connection lost; reconnecting');
