@@ -37,6 +37,15 @@ async function pgCtlPath(): Promise<string> {
 /** Initialises and starts a private server on a free port, with a migrated database. */
 export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'galvanic-private-pg-'));
+  try {
+    return await start(dir);
+  } catch (err) {
+    await fs.rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+async function start(dir: string): Promise<PrivatePostgres> {
   await fs.chmod(dir, 0o711);
   const dataDir = path.join(dir, 'pg');
   const port = await freePort();
