@@ -97,6 +97,7 @@ async function main(): Promise<number> {
         for (const f of r.failed.slice(0, 3)) log(`  failed: ${f}`);
         for (const w of r.witness.slice(0, 3)) log(`  witness: ${w}`);
         for (const e of r.internalErrors.slice(0, 2)) log(`  api: ${e.slice(0, 300)}`);
+        for (const e of r.answers.transportErrors.slice(0, 2)) log(`  connection error (retried): ${e}`);
       }
       summaries.push(s);
     }

@@ -113,6 +113,8 @@ export interface Answers {
   /** 503s without a Retry-After header. */
   withoutRetryAfter: number;
   status500: number;
+  /** Requests whose connection failed (then retried). */
+  transportErrors: string[];
   other: string[];
 }
 
@@ -126,9 +128,11 @@ async function fire(base: string, a: Action, answers: Answers): Promise<string |
     try {
       res = await fetch(`${base}${a.path}`, { method: 'PUT', headers: HEADERS, body: JSON.stringify(a.body) });
     } catch (err) {
+      // A connection reset: retried, as python-ironicclient retries connection errors.
       const cause = (err as Error & { cause?: Error }).cause;
-      answers.other.push(`${a.path}: ${(err as Error).message}${cause ? ` (${cause.message})` : ''}`);
-      return undefined;
+      answers.transportErrors.push(`${a.path}: ${(err as Error).message}${cause ? ` (${cause.message})` : ''}`);
+      await sleep(500);
+      continue;
     }
     const text = await res.text();
     if (res.status === 202) {
@@ -200,7 +204,7 @@ function median(xs: number[]): number {
 export async function measureWakeUp(c: OutageCluster, samples = 8): Promise<{ acceptToStartP50Ms: number; syncP50Ms: number }> {
   const starts: number[] = [];
   const syncs: number[] = [];
-  const answers: Answers = { accepted: 0, status503: 0, withoutRetryAfter: 0, status500: 0, other: [] };
+  const answers: Answers = { accepted: 0, status503: 0, withoutRetryAfter: 0, status500: 0, transportErrors: [], other: [] };
   for (let i = 0; i < samples; i++) {
     const node = c.nodes[(i * 7) % c.nodes.length].uuid;
     const uuid = await fire(c.apis[i % c.apis.length].url, { node, path: `/v1/nodes/${node}/management/boot_device?wait=0`, body: { boot_device: 'pxe' } }, answers);
@@ -309,7 +313,7 @@ export async function runRound(c: OutageCluster, fault: Fault, opts: { perNode: 
     const j = Math.floor(Math.random() * (i + 1));
     [actions[i], actions[j]] = [actions[j], actions[i]];
   }
-  const answers: Answers = { accepted: 0, status503: 0, withoutRetryAfter: 0, status500: 0, other: [] };
+  const answers: Answers = { accepted: 0, status503: 0, withoutRetryAfter: 0, status500: 0, transportErrors: [], other: [] };
   const accepted: string[] = [];
   let faulted: Promise<number> | undefined;
   let probe: RoundResult['probe'];
