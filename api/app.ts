@@ -1,12 +1,13 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import type { ApiDeps } from './deps.js';
-import { errorBody, installErrorHandler } from './error-handler.js';
+import { DATABASE_RETRY_AFTER_SECONDS, errorBody, installErrorHandler } from './error-handler.js';
 import { ApiVersion, MAX_HEADER, MAX_VERSION_STRING, MIN_HEADER, MIN_VERSION, MIN_VERSION_STRING, negotiateVersion } from './versioning.js';
 import { BasicAuth } from './auth.js';
-import { InvalidParameterValue } from '../common/errors.js';
+import { DatabaseUnavailable, InvalidParameterValue } from '../common/errors.js';
+import { pingDatabase } from '../db/connection.js';
 import { jsonDepthExceeds, RouteMethods, routingUrl } from './routing.js';
-import { buildApiMetrics } from './metrics.js';
+import { buildApiMetrics, READINESS_TIMEOUT_MS } from './metrics.js';
 import { registerRootRoutes } from './root.js';
 import { registerNodeRoutes } from './nodes.js';
 import { registerNodeRelationRoutes } from './node-relations.js';
@@ -119,7 +120,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     // A console URL carries its own credential (the token): browsers cannot add basic auth to a websocket.
     // The agent has no credentials but its token: Ironic keeps its routes public too (acl_public_routes).
     const path = req.url.split('?')[0];
-    const open = (req.method === 'GET' && (path === '/' || path === '/v1' || path === '/v1/')) || req.url.startsWith('/v1/console/')
+    const open = (req.method === 'GET' && (path === '/' || path === '/v1' || path === '/v1/' || path === '/healthz')) || req.url.startsWith('/v1/console/')
       || path === '/v1/continue_inspection' || path === '/v1/lookup' || path.startsWith('/v1/heartbeat/');
     if (auth && !open) req.user = await auth.check(req.headers.authorization);
     // Postgres text cannot hold U+0000: refuse it here rather than fail in SQL with a 500.
@@ -163,6 +164,13 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   app.get('/metrics', async (_req, reply) => {
     reply.type(metrics.registry.contentType);
     return metrics.registry.metrics();
+  });
+  // Readiness for load balancers: 200 while the database answers, else Ironic's 503 with Retry-After.
+  app.get('/healthz', async () => {
+    if (!(await pingDatabase(deps.db, READINESS_TIMEOUT_MS))) {
+      throw new DatabaseUnavailable('The service is not ready: its database cannot be reached.', DATABASE_RETRY_AFTER_SECONDS);
+    }
+    return { status: 'ok', database: 'ok' };
   });
   registerNodeRoutes(app, deps);
   registerNodeRelationRoutes(app, deps);

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { GalvanicError } from '../common/errors.js';
+import { DatabaseUnavailable, GalvanicError } from '../common/errors.js';
+import { isDatabaseUnavailable } from '../db/transaction.js';
 import type { RouteMethods } from './routing.js';
 
 /**
@@ -11,6 +12,12 @@ export function errorBody(status: number, message: string): { error_message: str
     error_message: JSON.stringify({ faultcode: status < 500 ? 'Client' : 'Server', faultstring: message, debuginfo: null }),
   };
 }
+
+/**
+ * Seconds a client is asked to wait after a 503 for an unreachable database: a restart takes
+ * about a second, and python-ironicclient retries five times, two seconds apart.
+ */
+export const DATABASE_RETRY_AFTER_SECONDS = 2;
 
 /** Fastify's own errors that carry a client status, with messages worth showing. */
 function fastifyClientError(err: FastifyError): { status: number; message: string } | undefined {
@@ -33,7 +40,17 @@ function fastifyClientError(err: FastifyError): { status: number; message: strin
 
 /** The one place where errors become HTTP responses. */
 export function installErrorHandler(app: FastifyInstance, routes: RouteMethods): void {
-  app.setErrorHandler((err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
+  app.setErrorHandler((thrown: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
+    let err: FastifyError | GalvanicError = thrown;
+    if (isDatabaseUnavailable(thrown)) {
+      // Logged without its stack: an outage would otherwise write one per request.
+      req.log.warn({ err: thrown.message }, 'request failed: the database is unavailable');
+      err = new DatabaseUnavailable('The service is temporarily unavailable: its database cannot be reached. Try again shortly.', DATABASE_RETRY_AFTER_SECONDS);
+    }
+    if (err instanceof DatabaseUnavailable) {
+      reply.header('Retry-After', String(err.retryAfterSeconds));
+      return reply.code(err.httpStatus).send(errorBody(err.httpStatus, err.message));
+    }
     if (err instanceof GalvanicError) {
       if (err.httpStatus >= 500) req.log.error({ err }, 'request failed');
       else req.log.info({ code: err.code, msg: err.message }, 'request refused');

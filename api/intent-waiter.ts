@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
-import pg from 'pg';
 import type { Logger } from 'pino';
+import { PgListener } from '../db/listener.js';
 import { FINAL_STATES, INTENT_DONE_CHANNEL, getIntentById, type Intent } from '../db/intents.js';
 
 /**
@@ -10,7 +10,7 @@ import { FINAL_STATES, INTENT_DONE_CHANNEL, getIntentById, type Intent } from '.
  */
 export class IntentWaiter {
   private readonly waiters = new Map<string, Set<() => void>>();
-  private listener?: pg.Client;
+  private listener?: PgListener;
   private ready?: Promise<void>;
 
   constructor(
@@ -22,24 +22,20 @@ export class IntentWaiter {
 
   private listen(): Promise<void> {
     if (!this.connectionString) return Promise.resolve();
-    this.ready ??= (async () => {
-      const client = new pg.Client({ connectionString: this.connectionString, application_name: 'galvanic-api-listen' });
-      client.on('error', (err) => {
-        this.log.error({ err }, 'intent LISTEN connection failed; waits fall back to polling');
-        this.listener = undefined;
-        this.ready = undefined;
+    if (!this.listener) {
+      this.listener = new PgListener({
+        connectionString: this.connectionString, applicationName: 'galvanic-api-listen', channels: [INTENT_DONE_CHANNEL], log: this.log,
+        onNotification: (_channel, payload) => {
+          for (const wake of this.waiters.get(payload ?? '') ?? []) wake();
+        },
+        // An intent may have ended while the connection was down: every waiter reads its row again.
+        onReconnect: () => {
+          for (const set of this.waiters.values()) for (const wake of [...set]) wake();
+        },
       });
-      client.on('notification', (msg) => {
-        for (const wake of this.waiters.get(msg.payload ?? '') ?? []) wake();
-      });
-      await client.connect();
-      await client.query(`LISTEN ${INTENT_DONE_CHANNEL}`);
-      this.listener = client;
-    })().catch((err) => {
-      this.log.error({ err }, 'cannot LISTEN for intents; waits fall back to polling');
-      this.ready = undefined;
-    });
-    return this.ready;
+      this.ready = this.listener.start();
+    }
+    return this.ready ?? Promise.resolve();
   }
 
   /** Resolves with the intent once it has ended, or with its current row when `ms` pass. */
@@ -71,6 +67,6 @@ export class IntentWaiter {
   }
 
   async close(): Promise<void> {
-    await this.listener?.end().catch(() => undefined);
+    await this.listener?.stop();
   }
 }

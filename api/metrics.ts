@@ -6,7 +6,11 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Knex } from 'knex';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { pingDatabase } from '../db/connection.js';
 import { countOpenIntents } from '../db/intents.js';
+
+/** How long a readiness probe waits for the database. */
+export const READINESS_TIMEOUT_MS = 1000;
 
 export interface ApiMetrics {
   registry: Registry;
@@ -24,9 +28,17 @@ export function buildApiMetrics(db: Knex): ApiMetrics {
     labelNames: ['route', 'method'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [registry],
   });
   new Gauge({
+    name: 'galvanic_database_up', help: 'Whether the database answered this scrape (1) or not (0): the readiness of this API server.', registers: [registry],
+    async collect() {
+      this.set((await pingDatabase(db, READINESS_TIMEOUT_MS)) ? 1 : 0);
+    },
+  });
+  new Gauge({
     name: 'galvanic_intents_open', help: 'Intents queued or running, over all nodes.', labelNames: ['state'], registers: [registry],
     async collect() {
-      const n = await countOpenIntents(db);
+      // While the database is away the rest of /metrics (galvanic_database_up 0 among it) still answers.
+      const n = await countOpenIntents(db).catch(() => undefined);
+      if (!n) return;
       this.set({ state: 'queued' }, n.queued);
       this.set({ state: 'running' }, n.running);
     },

@@ -15,7 +15,7 @@ const LEGACY_NODE_PATHS: ReadonlyArray<[RegExp, string]> = [
 ];
 
 /** Galvanic's own paths outside the versioned API. */
-const UNVERSIONED = new Set(['/', '/metrics']);
+const UNVERSIONED = new Set(['/', '/metrics', '/healthz']);
 
 /**
  * The path a request is routed by, as Ironic's root controller and pecan would route it:

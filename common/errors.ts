@@ -254,6 +254,19 @@ export class ServiceUnavailable extends GalvanicError {
   override readonly httpStatus: number = 503;
 }
 
+/**
+ * 503 while the database cannot be reached (restart, failover, outage): nothing was done, and
+ * the same request can succeed later. Ironic's clients retry a 503 (python-ironicclient,
+ * openstacksdk), never a 500; `Retry-After` tells them when.
+ */
+export class DatabaseUnavailable extends GalvanicError {
+  readonly code = 'DATABASE_UNAVAILABLE';
+  override readonly httpStatus: number = 503;
+  constructor(message: string, readonly retryAfterSeconds: number) {
+    super(message);
+  }
+}
+
 /** Configuration problems found at start; each entry reads `file:line: [section] option: what`. */
 export class ConfigError extends GalvanicError {
   readonly code = 'CONFIG_ERROR';

@@ -1,9 +1,11 @@
 import type { Logger } from 'pino';
+import { backoffMs } from '../common/backoff.js';
 import { lazyChild } from '../common/logger.js';
 import { DriverError, GalvanicError } from '../common/errors.js';
 import type { Notifier } from '../common/notifier.js';
 import { retryPolicyOf } from '../db/operations.js';
-import { INTENT_DONE_CHANNEL, clearSettledPowerTarget, finishIntent, skipRestOfBatch, type ClaimedIntent, type ClaimScope, type Intent } from '../db/intents.js';
+import { ClaimIncomplete, INTENT_DONE_CHANNEL, clearSettledPowerTarget, finishIntent, skipRestOfBatch, type ClaimedIntent, type ClaimScope, type Intent } from '../db/intents.js';
+import { isDatabaseUnavailable } from '../db/transaction.js';
 import type { PgNotifyBatcher } from '../db/notify.js';
 import { recordHistory } from '../db/node-history.js';
 import type { NodeChanges, AccessOptions } from '../db/nodes.js';
@@ -27,11 +29,7 @@ export interface RunnerOptions {
   agent?: AgentServices;
 }
 
-/** Exponential backoff with jitter (half fixed, half random), capped. */
-export function backoffMs(attempt: number, initialMs: number, maxMs: number): number {
-  const ceiling = Math.min(maxMs, initialMs * 2 ** Math.max(0, attempt - 1));
-  return ceiling / 2 + Math.random() * (ceiling / 2);
-}
+export { backoffMs };
 
 function isTransient(err: unknown): boolean {
   return err instanceof DriverError && err.transient;
@@ -44,21 +42,42 @@ function isTransient(err: unknown): boolean {
  */
 const CLAIM_BATCH = 1000;
 
-/** Delays between attempts to record an outcome when the database fails. */
+/** Delays between attempts to record an outcome when the database fails with a statement error. */
 const COMMIT_RETRY_DELAYS_MS = [200, 1000, 3000];
+
+/** Backoff between attempts to record an outcome while the database cannot be reached. */
+const OUTAGE_RETRY_INITIAL_MS = 200;
+const OUTAGE_RETRY_MAX_MS = 1000;
 
 /**
  * Runs an outcome's transaction, again after a database error (a transaction either commits
- * whole or not at all, so running it again is safe). LockLost is final: the node is not ours.
+ * whole or not at all, so running it again is safe). While the database cannot be reached
+ * (restart, failover, outage) the outcome is kept and tried again for as long as it takes:
+ * the work was done and only its record is missing. This holds at most one outcome per
+ * running intent (workers_pool_size bounds them), and the node stays reserved meanwhile.
+ * Whether the node is still this conductor's is decided by the commit itself: once the
+ * survivors have taken the node over (this conductor's heartbeat too old), it throws
+ * LockLost, which is final, and their rules apply.
  */
 async function withCommitRetries<T>(log: Logger, commit: () => Promise<T>): Promise<T> {
-  for (let attempt = 0; ; attempt++) {
+  let outage = 0;
+  for (let attempt = 0; ; ) {
     try {
-      return await commit();
+      const out = await commit();
+      if (outage > 0) log.info({ attempts: outage + attempt + 1 }, 'intent outcome recorded after the database came back');
+      return out;
     } catch (err) {
-      if (err instanceof LockLost || attempt >= COMMIT_RETRY_DELAYS_MS.length) throw err;
+      if (err instanceof LockLost) throw err;
+      if (isDatabaseUnavailable(err)) {
+        outage++;
+        if (outage === 1) log.warn({ err: (err as Error).message }, 'the database is unavailable; the intent outcome is kept and recorded when it is back');
+        await new Promise((r) => setTimeout(r, backoffMs(outage, OUTAGE_RETRY_INITIAL_MS, OUTAGE_RETRY_MAX_MS)));
+        continue;
+      }
+      if (attempt >= COMMIT_RETRY_DELAYS_MS.length) throw err;
       log.warn({ err: (err as Error).message, attempt: attempt + 1 }, 'recording an intent outcome failed; trying again');
       await new Promise((r) => setTimeout(r, COMMIT_RETRY_DELAYS_MS[attempt]));
+      attempt++;
     }
   }
 }
@@ -175,7 +194,10 @@ export class IntentRunner {
       try {
         claimed = await this.tasks.claimIntents(want, scope);
       } catch (err) {
-        this.log.error({ err }, 'claiming intents failed');
+        if (err instanceof ClaimIncomplete) this.undoClaim(err.claimed);
+        if (isDatabaseUnavailable(err)) this.log.warn({ err: (err as Error).message }, 'claiming intents failed: the database is unavailable');
+        else this.log.error({ err }, 'claiming intents failed');
+        // The next wake-up (LISTEN reconnect, poll) tries again.
         this.backlog = true;
         return;
       } finally {
@@ -210,6 +232,33 @@ export class IntentRunner {
       }
       this.backlog = true;
     }
+  }
+
+  /**
+   * Puts back intents whose claim may have committed without this runner starting them, at
+   * once and again until the database answers: left alone they would hold their nodes until
+   * the orphan sweep settled them as if this conductor had died. Counted as running meanwhile,
+   * so the sweep leaves them to this.
+   */
+  private undoClaim(claimed: readonly Intent[]): void {
+    for (const i of claimed) this.active.add(i.id);
+    void (async () => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const n = await this.tasks.unclaim(claimed);
+          this.log.warn({ intents: claimed.length, requeued: n }, 'claim did not complete; its intents are back in the queue');
+          break;
+        } catch (err) {
+          if (!isDatabaseUnavailable(err) && attempt >= COMMIT_RETRY_DELAYS_MS.length) {
+            this.log.error({ err }, 'undoing an incomplete claim failed; its intents are left to the orphan sweep');
+            break;
+          }
+          await new Promise((r) => setTimeout(r, backoffMs(attempt, OUTAGE_RETRY_INITIAL_MS, OUTAGE_RETRY_MAX_MS)));
+        }
+      }
+      for (const i of claimed) this.active.delete(i.id);
+      this.pump();
+    })();
   }
 
   /** Whether this runner is executing the intent right now. */

@@ -1,5 +1,4 @@
 import type { Knex } from 'knex';
-import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Config } from '../common/config.js';
 import type { Notifier } from '../common/notifier.js';
@@ -8,6 +7,7 @@ import { INTENT_CHANNEL, clearSettledPowerTarget, longRunningIntentIds, recoverC
 import { recordHistory } from '../db/node-history.js';
 import { getNodeById, isUuid, updateNode, type NodeChanges } from '../db/nodes.js';
 import { assertSchemaCurrent } from '../db/migrate.js';
+import { PgListener } from '../db/listener.js';
 import { PgNotifyBatcher } from '../db/notify.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import { ACTIONS, IDEMPOTENT_KINDS } from './actions/index.js';
@@ -58,8 +58,12 @@ export class ConductorService {
   private readonly allocator: Allocator;
   private readonly wake: PgNotifyBatcher;
   private readonly log: Logger;
-  private listener?: pg.Client;
+  private listener?: PgListener;
   private timers: NodeJS.Timeout[] = [];
+  /** Since when every heartbeat has been recorded; undefined while they fail. */
+  private healthySince?: number;
+  /** When the heartbeat first failed in the current run of failures. */
+  private heartbeatLost?: number;
   private ring?: HashRing;
   private readonly drivers: string[];
   /** The sensor task's totals; null when [sensor_data] send_sensor_data is off. */
@@ -74,7 +78,7 @@ export class ConductorService {
     this.hostname = deps.config.DEFAULT.host;
     this.log = deps.log.child({ component: 'conductor', conductor: this.hostname });
     this.drivers = deps.registry.hardwareTypes().map((t) => t.name);
-    this.tasks = new TaskManager(deps.db, this.hostname, this.log, c.heartbeat_timeout);
+    this.tasks = new TaskManager(deps.db, this.hostname, this.log, c.heartbeat_timeout, () => this.mayJudgePeers());
     this.wake = new PgNotifyBatcher(deps.db, this.log);
     const operations = new OperationAdvancer(deps.db, deps.notifier, this.wake, this.log, deps.config.operations.progress_notification_interval * 1000);
     const a = deps.config.agent;
@@ -186,25 +190,46 @@ export class ConductorService {
     const c = config.conductor;
     await assertSchemaCurrent(db);
     await registerConductor(db, this.hostname, c.conductor_group, this.drivers);
+    this.healthySince = Date.now();
     // Whatever this host held before a restart is stale: settle it before taking new work.
     await this.recover(this.hostname);
     await this.refreshRing();
 
-    this.listener = new pg.Client({ connectionString: this.deps.connectionString, application_name: 'galvanic-conductor-listen' });
-    this.listener.on('error', (err) => this.log.error({ err }, 'LISTEN connection failed; relying on polling'));
-    await this.listener.connect();
-    this.listener.on('notification', (msg) => {
-      // Any conductor may take any allocation: no ring check.
-      if (msg.channel === ALLOCATION_CHANNEL) this.allocator.pump();
-      else if (this.mayOwn(msg.payload)) this.runner.newWork(msg.payload && isUuid(msg.payload) ? msg.payload : undefined);
+    this.listener = new PgListener({
+      connectionString: this.deps.connectionString, applicationName: 'galvanic-conductor-listen',
+      channels: [INTENT_CHANNEL, ALLOCATION_CHANNEL], log: this.log,
+      onNotification: (channel, payload) => {
+        // Any conductor may take any allocation: no ring check.
+        if (channel === ALLOCATION_CHANNEL) this.allocator.pump();
+        else if (this.mayOwn(payload)) this.runner.newWork(payload && isUuid(payload) ? payload : undefined);
+      },
+      // What was accepted while the connection was down was notified to nobody.
+      onReconnect: () => {
+        this.runner.pump();
+        this.allocator.pump();
+      },
     });
-    await this.listener.query(`LISTEN ${INTENT_CHANNEL}`);
-    await this.listener.query(`LISTEN ${ALLOCATION_CHANNEL}`);
+    await this.listener.start();
 
     this.timers.push(setInterval(() => {
       heartbeat(db, this.hostname)
-        .then(() => this.refreshRing())
-        .catch((err) => this.log.error({ err }, 'heartbeat failed'));
+        .then(() => {
+          if (this.healthySince === undefined) {
+            this.healthySince = Date.now();
+            if (this.heartbeatLost) this.log.info({ downMs: Date.now() - this.heartbeatLost }, 'heartbeat recorded again');
+            this.heartbeatLost = undefined;
+          }
+          return this.refreshRing();
+        })
+        .catch((err) => {
+          this.healthySince = undefined;
+          if (this.heartbeatLost === undefined) {
+            this.heartbeatLost = Date.now();
+            this.log.error({ err }, 'heartbeat failed');
+          } else {
+            this.log.debug({ err: (err as Error).message }, 'heartbeat failed again');
+          }
+        });
     }, c.heartbeat_interval * 1000));
     // The safety net for a lost NOTIFY and for retries whose not_before has passed.
     this.timers.push(setInterval(() => {
@@ -224,11 +249,23 @@ export class ConductorService {
     this.log.info({ ring: this.ring?.hosts }, 'conductor started');
   }
 
+  /**
+   * Whether this conductor may take a peer's old heartbeat for its death. Not until its own
+   * heartbeat has been recorded for a whole heartbeat_timeout: after a database outage every
+   * heartbeat is old, and a live peer has had that long to record its own again. Without this,
+   * the first conductor back would take over all the others' nodes and fail their intents.
+   */
+  mayJudgePeers(): boolean {
+    return this.healthySince !== undefined && Date.now() - this.healthySince >= this.deps.config.conductor.heartbeat_timeout * 1000;
+  }
+
   private async refreshRing(): Promise<void> {
     const c = this.deps.config.conductor;
     const live = await liveConductorsOfGroup(this.deps.db, c.conductor_group, c.heartbeat_timeout);
     const hosts = live.map((x) => x.hostname);
     if (!hosts.includes(this.hostname)) hosts.push(this.hostname);
+    // A peer is not dropped from the ring on an old heartbeat this conductor may not judge yet.
+    if (!this.mayJudgePeers()) for (const h of this.ring?.hosts ?? []) if (!hosts.includes(h)) hosts.push(h);
     hosts.sort();
     if (this.ring && this.ring.hosts.join(',') === hosts.join(',')) return;
     this.ring = new HashRing(hosts);
@@ -280,6 +317,7 @@ export class ConductorService {
 
   private async recoverDead(): Promise<{ nodes: number }> {
     const c = this.deps.config.conductor;
+    if (!this.mayJudgePeers()) return { nodes: 0 };
     const dead = (await findDeadConductors(this.deps.db, c.heartbeat_timeout)).filter((h) => h !== this.hostname);
     for (const host of dead) {
       await this.recover(host);
@@ -302,7 +340,7 @@ export class ConductorService {
     await this.allocator.stop();
     await this.consoles.stop();
     await this.metricsServer?.close();
-    await this.listener?.end().catch(() => undefined);
+    await this.listener?.stop();
     const drained = await this.runner.drain(timeoutMs);
     if (!drained) this.log.warn({ running: this.runner.running }, 'shutdown timeout: intents still running are handed back');
     await this.recover(this.hostname);

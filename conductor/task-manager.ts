@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
-import { claimIntents, type ClaimedIntent, type ClaimScope } from '../db/intents.js';
+import { claimIntents, unclaimIntents, type ClaimedIntent, type ClaimScope, type Intent } from '../db/intents.js';
 import { getNodeById, getNodesByIds, LOCKED_STATE_COLUMNS, nodeMapper, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type AccessOptions } from '../db/nodes.js';
 import { clearStaleReservation } from '../db/conductors.js';
 import { preparedRaw, useGenericPlans } from '../db/prepared.js';
@@ -212,6 +212,8 @@ export class TaskManager {
     private readonly hostname: string,
     private readonly log: Logger,
     private readonly heartbeatTimeoutSeconds: number,
+    /** Whether a holder's old heartbeat may be taken for its death now (see ConductorService.mayJudgePeers). */
+    private readonly mayJudgePeers: () => boolean = () => true,
   ) {
     this.progressWriter = new Batcher<TaskOutcome, Node>(async (batch) => {
       const out = await commitTasks(this.db, this.hostname, batch, async () => {}, {}, false);
@@ -236,7 +238,7 @@ export class TaskManager {
         return new Task(this.db, node, 'exclusive', opts.purpose, this.hostname, this.log);
       }
       // Held by a conductor whose heartbeat is stale? Then the survivors may clear it.
-      const cleared = await clearStaleReservation(this.db, nodeId, this.heartbeatTimeoutSeconds);
+      const cleared = this.mayJudgePeers() && await clearStaleReservation(this.db, nodeId, this.heartbeatTimeoutSeconds);
       if (!cleared) break;
     }
     const node = await getNodeById(this.db, nodeId);
@@ -252,14 +254,21 @@ export class TaskManager {
     return commitTasks(this.db, this.hostname, outcomes, more, update);
   }
 
+  /** Undoes a claim that did not complete (ClaimIncomplete); returns how many were put back. */
+  unclaim(claimed: ReadonlyArray<Pick<Intent, 'id' | 'attempts'>>): Promise<number> {
+    return unclaimIntents(this.db, this.hostname, claimed);
+  }
+
   /** Claims runnable intents with their nodes reserved: one exclusive task per intent. */
   async claimIntents(limit: number, scope: ClaimScope): Promise<Array<{ intent: ClaimedIntent; task: Task }>> {
-    const intents = await claimIntents(this.db, this.hostname, limit, scope);
-    // Reserved by the claim: nobody else changes these rows until the tasks release them.
-    const nodes = new Map((await getNodesByIds(this.db, intents.map((i) => i.nodeId))).map((n) => [n.id, n]));
+    let nodes = new Map<number, Node>();
+    // The nodes are read in the claim's transaction: a claim whose nodes cannot be read did not happen.
+    const intents = await claimIntents(this.db, this.hostname, limit, scope, async (trx, claimed) => {
+      nodes = new Map((await getNodesByIds(trx, claimed.map((i) => i.nodeId))).map((n) => [n.id, n]));
+    });
     const out: Array<{ intent: ClaimedIntent; task: Task }> = [];
     for (const intent of intents) {
-      const node = nodes.get(intent.nodeId) ?? await getNodeById(this.db, intent.nodeId);
+      const node = nodes.get(intent.nodeId)!;
       out.push({
         intent,
         task: new Task(this.db, node, 'exclusive', `intent ${intent.kind}`, this.hostname, this.log, { intentId: intent.id, attempts: intent.attempts }, this.progressWriter),

@@ -37,3 +37,13 @@ export function createKnex(connectionString: string, opts: KnexOptions = {}): Kn
     acquireConnectionTimeout: 30_000,
   });
 }
+
+/** True when the database answers a trivial query within `timeoutMs` (readiness probes). */
+export async function pingDatabase(db: Knex, timeoutMs: number): Promise<boolean> {
+  try {
+    await db.raw('SELECT 1').timeout(timeoutMs);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -156,7 +156,14 @@ export interface ClaimScope {
  * Under READ COMMITTED the locked node row is re-checked on its newest version, but the
  * joined intent row is not: hence the state guard on the intent's own UPDATE.
  */
-export async function claimIntents(db: Knex, conductor: string, limit: number, scope: ClaimScope): Promise<ClaimedIntent[]> {
+export async function claimIntents(
+  db: Knex,
+  conductor: string,
+  limit: number,
+  scope: ClaimScope,
+  /** Reads what the claimer needs (the nodes) in the claim's transaction: both or neither. */
+  more?: (trx: Knex.Transaction, claimed: ClaimedIntent[]) => Promise<void>,
+): Promise<ClaimedIntent[]> {
   const bindings: unknown[] = [scope.conductorGroup, scope.drivers as string[]];
   let ringFilter = '';
   if (scope.ranges) {
@@ -168,6 +175,9 @@ export async function claimIntents(db: Knex, conductor: string, limit: number, s
     bindings.push(ranges.map((r) => r.hi), ranges.map((r) => r.lo));
   }
   bindings.push(limit, conductor, conductor);
+  // Claimed by the statement, whether or not its transaction then commits: when the outcome is
+  // unknown (the connection dropped at COMMIT), the claimer must undo it (unclaimIntents).
+  let claimed: ClaimedIntent[] = [];
   // The queue is a hot, fast-changing table whose statistics are always behind: estimating a
   // handful of queued rows, the planner fetches every open intent and sorts them, a cost
   // that grows with the backlog (13 ms at 2,300 queued). Walking intents_unfinished_idx in id
@@ -177,10 +187,11 @@ export async function claimIntents(db: Knex, conductor: string, limit: number, s
   // the LIMIT: taking a tenth of the queue for it, it updated the claimed intents through a
   // hash join over a scan of every queued one (250 ms at 8,000 queued); only nested loops
   // over the keys are allowed.
-  const { rows } = await db.transaction(async (trx): Promise<{ rows: Array<Record<string, unknown>> }> => {
-    await trx.raw('SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; '
-      + 'SET LOCAL plan_cache_mode = force_generic_plan');
-    return preparedRaw(trx, `WITH cand AS (
+  try {
+    return await db.transaction(async (trx): Promise<ClaimedIntent[]> => {
+      await trx.raw('SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; '
+        + 'SET LOCAL plan_cache_mode = force_generic_plan');
+      const { rows } = await preparedRaw(trx, `WITH cand AS (
        SELECT i.id, n.id AS node_id
          FROM intents i JOIN nodes n ON n.id = i.node_id
         WHERE i.finished_at IS NULL AND i.state = 'queued' AND NOT i.held AND (i.not_before IS NULL OR i.not_before <= now())
@@ -202,9 +213,47 @@ export async function claimIntents(db: Knex, conductor: string, limit: number, s
      UPDATE nodes SET reservation = ? FROM started WHERE nodes.id = started.node_id
      RETURNING started.*, EXISTS (SELECT 1 FROM intents q
                                    WHERE q.node_id = started.node_id AND q.seq > started.seq AND q.finished_at IS NULL) AS queued_behind`,
-    bindings);
+      bindings);
+      claimed = rows.map((r: Record<string, unknown>) => ({ ...mapper.fromRow(r), queuedBehind: r.queued_behind === true }));
+      if (more && claimed.length > 0) await more(trx, claimed);
+      return claimed;
+    });
+  } catch (err) {
+    if (claimed.length > 0) throw new ClaimIncomplete(claimed, err);
+    throw err;
+  }
+}
+
+/**
+ * A claim whose transaction failed after its statement had claimed intents: it may have
+ * committed or not. Nothing of it ran, so unclaimIntents puts back whatever did commit.
+ */
+export class ClaimIncomplete extends Error {
+  constructor(readonly claimed: readonly ClaimedIntent[], override readonly cause: unknown) {
+    super(`claiming ${claimed.length} intent(s) did not complete: ${(cause as Error)?.message ?? String(cause)}`);
+  }
+}
+
+/**
+ * Undoes a claim that never started (ClaimIncomplete): each intent that is still this very
+ * attempt of `conductor`'s goes back to the queue with the attempt uncounted, and its node's
+ * reservation is cleared. A no-op for what did not commit or was recovered meanwhile.
+ */
+export async function unclaimIntents(db: Knex, conductor: string, claimed: ReadonlyArray<Pick<Intent, 'id' | 'attempts'>>): Promise<number> {
+  if (claimed.length === 0) return 0;
+  return db.transaction(async (trx) => {
+    const { rows } = await trx.raw(
+      `UPDATE intents SET state = 'queued', conductor = NULL, attempts = intents.attempts - 1,
+              started_at = CASE WHEN intents.attempts = 1 THEN NULL ELSE intents.started_at END
+         FROM unnest(?::bigint[], ?::int[]) AS v(id, attempts)
+        WHERE intents.id = v.id AND intents.state = 'running' AND intents.conductor = ? AND intents.attempts = v.attempts
+       RETURNING intents.node_id`,
+      [claimed.map((c) => c.id), claimed.map((c) => c.attempts), conductor],
+    );
+    const nodeIds = (rows as Array<{ node_id: number }>).map((r) => r.node_id);
+    if (nodeIds.length > 0) await trx('nodes').whereIn('id', nodeIds).andWhere('reservation', conductor).update({ reservation: null });
+    return nodeIds.length;
   });
-  return rows.map((r: Record<string, unknown>) => ({ ...mapper.fromRow(r), queuedBehind: r.queued_behind === true }));
 }
 
 export interface IntentOutcome {
@@ -348,7 +397,14 @@ export async function recoverConductorLeftovers(
       .update({ state: 'queued', error: `Conductor ${conductor} stopped while running this intent; retried.` })
       .returning('*');
     const failed = await mine(trx('intents'))
-      .update({ state: 'failed', finished_at: trx.fn.now(), error: `Conductor ${conductor} stopped while running this intent, which is not safe to repeat; check the node and ask again.` })
+      .update({
+        state: 'failed', finished_at: trx.fn.now(),
+        // What is known: when it started; not whether its request reached the BMC before the stop.
+        error: trx.raw(`? || to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ?`, [
+          `Conductor ${conductor} stopped while running this intent (started at `,
+          '), which is not safe to repeat; whether its request reached the BMC is not known: check the node and ask again.',
+        ]),
+      })
       .returning('*');
     for (const f of failed) {
       if (f.batch !== null && f.step_index !== null) await skipRestOfBatch(trx, f.batch, f.step_index);

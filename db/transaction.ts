@@ -51,3 +51,27 @@ export async function withTransaction<T>(
     }
   }
 }
+
+/** Socket errors of a connection to the server that is refused, lost or unreachable. */
+const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL']);
+
+/** What node-postgres says when the server goes away under a client (no code; knex prefixes the SQL). */
+const LOST_MESSAGES = /(Connection terminated|Client has encountered a connection error|Connection timeout|timeout expired|Client was closed)/;
+
+/**
+ * True when `err` says the database cannot be reached now (refused, restarting, shutting down,
+ * connection lost, pool starved), not that anything is wrong with the statement: the same
+ * request can succeed once the server is back.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false;
+  const e = err as { code?: unknown; name?: unknown; message?: unknown; errors?: unknown };
+  if (typeof e.code === 'string') {
+    // 08: connection exception; 57P01-03: admin/crash shutdown, cannot connect now; 53300: too many connections.
+    if (e.code.startsWith('08') || ['57P01', '57P02', '57P03', '53300'].includes(e.code) || SOCKET_CODES.has(e.code)) return true;
+  }
+  if (e.name === 'KnexTimeoutError') return true;
+  if (typeof e.message === 'string' && LOST_MESSAGES.test(e.message)) return true;
+  // A connect to every address of a host name fails as one AggregateError.
+  return Array.isArray(e.errors) && e.errors.length > 0 && e.errors.every((x) => isDatabaseUnavailable(x));
+}

@@ -4,7 +4,6 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { Knex } from 'knex';
-import pg from 'pg';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Config } from '../../common/config.js';
@@ -13,6 +12,7 @@ import {
   CONSOLE_CHANNEL, accessEpochs, checkToken, claimConsole, consoleSecret, deleteExpiredTokens, enabledConsoles,
   recordConsolePid, recordedConsoles, releaseConsole, type ConsoleTarget,
 } from '../../db/console.js';
+import { PgListener } from '../../db/listener.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import { ConsoleProcess, killGroup, processStartTicks } from './console-process.js';
 import { RotatingLog } from './rotating-log.js';
@@ -55,7 +55,7 @@ export class ConsoleManager {
   private readonly log: Logger;
   private server?: http.Server;
   private readonly wss = new WebSocketServer({ noServer: true });
-  private listener?: pg.Client;
+  private listener?: PgListener;
   private pollTimer?: NodeJS.Timeout;
   private secret = '';
   private endpoint = '';
@@ -83,16 +83,21 @@ export class ConsoleManager {
     const { port } = this.server.address() as AddressInfo;
     this.endpoint = `${config.console.internal_host.includes(':') ? `[${config.console.internal_host}]` : config.console.internal_host}:${port}`;
 
-    this.listener = new pg.Client({ connectionString: this.deps.connectionString, application_name: 'galvanic-console-listen' });
-    this.listener.on('error', (err) => this.log.error({ err }, 'console LISTEN connection failed; relying on polling'));
-    await this.listener.connect();
-    this.listener.on('notification', (msg) => {
-      const id = Number(msg.payload);
-      if (Number.isInteger(id)) this.dirty.add(id);
-      void this.checkSessions();
-      this.reconcileSoon();
+    this.listener = new PgListener({
+      connectionString: this.deps.connectionString, applicationName: 'galvanic-console-listen', channels: [CONSOLE_CHANNEL], log: this.log,
+      onNotification: (_channel, payload) => {
+        const id = Number(payload);
+        if (Number.isInteger(id)) this.dirty.add(id);
+        void this.checkSessions();
+        this.reconcileSoon();
+      },
+      // Access changes notified while the connection was down: check every session.
+      onReconnect: () => {
+        void this.checkSessions(true);
+        this.reconcileSoon();
+      },
     });
-    await this.listener.query(`LISTEN ${CONSOLE_CHANNEL}`);
+    await this.listener.start();
     this.pollTimer = setInterval(() => void this.checkSessions(true), EPOCH_POLL_MS);
     await this.reconcile();
     this.log.info({ endpoint: this.endpoint }, 'console endpoint listening');
@@ -366,7 +371,7 @@ export class ConsoleManager {
     clearInterval(this.pollTimer);
     await this.reconciling;
     for (const id of [...this.consoles.keys()]) await this.stopConsole(id, CloseCode.SHUTDOWN, 'the conductor is shutting down');
-    await this.listener?.end().catch(() => undefined);
+    await this.listener?.stop();
     this.wss.close();
     if (this.server) {
       this.server.closeAllConnections();
