@@ -20,7 +20,7 @@ import { OperationAdvancer } from './operations.js';
 import { PeriodicRunner } from './periodic.js';
 import { provisionChecksTask } from './tasks/provision-checks.js';
 import { TaskManager } from './task-manager.js';
-import { powerSyncTask } from './tasks/power-sync.js';
+import { powerSyncTask, type PowerSyncStats } from './tasks/power-sync.js';
 import { sensorDataTask, type SensorDataTask, type SensorStats } from './sensors/task.js';
 import { buildConductorMetrics } from './metrics.js';
 import { AmqpNotifier } from '../common/notifier-amqp.js';
@@ -60,6 +60,8 @@ export class ConductorService {
   private readonly drivers: string[];
   /** The sensor task's totals; null when [sensor_data] send_sensor_data is off. */
   readonly sensorStats: SensorStats | null = null;
+  /** The power state sync's totals; null when sync_power_state_interval is 0. */
+  readonly powerSyncStats: PowerSyncStats | null = null;
   /** This conductor's metrics; served on [conductor] metrics_port when that is set. */
   readonly metrics: Registry;
   private metricsServer?: MetricsServer;
@@ -108,10 +110,12 @@ export class ConductorService {
       run: () => this.consoles.watchdog(),
     });
     if (c.sync_power_state_interval > 0) {
-      this.periodic.register(powerSyncTask({
+      const sync = powerSyncTask({
         db: deps.db, tasks: this.tasks, registry: deps.registry, notifier: deps.notifier, log: this.log,
         hostname: this.hostname, config: deps.config, owns: (uuid) => this.owns(uuid),
-      }));
+      });
+      this.powerSyncStats = sync.stats;
+      this.periodic.register(sync);
     }
     if (deps.config.sensor_data.send_sensor_data) {
       const sensors = sensorDataTask({
@@ -125,6 +129,7 @@ export class ConductorService {
     const notifier = deps.notifier;
     this.metrics = buildConductorMetrics({
       hostname: this.hostname, periodic: this.periodic, sensors: this.sensorStats, db: deps.db,
+      powerSync: this.powerSyncStats, budget: deps.registry.budget.stats,
       bus: notifier instanceof AmqpNotifier ? () => notifier.stats : null,
     });
   }
