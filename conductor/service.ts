@@ -20,7 +20,7 @@ import { OperationAdvancer } from './operations.js';
 import { PeriodicRunner } from './periodic.js';
 import { provisionChecksTask } from './tasks/provision-checks.js';
 import { TaskManager } from './task-manager.js';
-import { powerSyncTask, type PowerSyncStats } from './tasks/power-sync.js';
+import { powerSyncTask, type PowerSyncStats, type PowerSyncTask } from './tasks/power-sync.js';
 import { sensorDataTask, type SensorDataTask, type SensorStats } from './sensors/task.js';
 import { buildConductorMetrics } from './metrics.js';
 import { AmqpNotifier } from '../common/notifier-amqp.js';
@@ -66,6 +66,7 @@ export class ConductorService {
   readonly metrics: Registry;
   private metricsServer?: MetricsServer;
   private sensorTask?: SensorDataTask;
+  private powerSyncTask?: PowerSyncTask;
 
   constructor(private readonly deps: ConductorDeps) {
     const c = deps.config.conductor;
@@ -115,6 +116,7 @@ export class ConductorService {
         hostname: this.hostname, config: deps.config, owns: (uuid) => this.owns(uuid),
       });
       this.powerSyncStats = sync.stats;
+      this.powerSyncTask = sync;
       this.periodic.register(sync);
     }
     if (deps.config.sensor_data.send_sensor_data) {
@@ -136,11 +138,15 @@ export class ConductorService {
 
   /**
    * Takes on the options of a reloaded configuration that can change while running (the
-   * mutable [sensor_data] options, from the next iteration on); the others need a restart.
+   * mutable [sensor_data] options and the power sync's [conductor] ones, from the next
+   * iteration on); the others need a restart.
    */
   reloadConfig(next: Readonly<Config>): void {
     const changed = this.sensorTask?.reconfigure(next.sensor_data) ?? [];
-    this.log.info({ sensor_data: Object.fromEntries(changed.map((k) => [k, next.sensor_data[k]])) }, changed.length ? 'configuration reloaded' : 'configuration reloaded: nothing that can change while running changed');
+    const power = this.powerSyncTask?.reconfigure(next.conductor) ?? [];
+    this.log.info({
+      sensor_data: Object.fromEntries(changed.map((k) => [k, next.sensor_data[k]])), conductor: Object.fromEntries(power.map((k) => [k, next.conductor[k]])),
+    }, changed.length || power.length ? 'configuration reloaded' : 'configuration reloaded: nothing that can change while running changed');
   }
 
   /**

@@ -70,7 +70,7 @@ export interface PowerSyncPass {
   failures: Record<string, number>;
 }
 
-/** Totals since start, and the staleness of this conductor's power states. */
+/** Totals since start (reads counted as they end), and the staleness of this conductor's power states. */
 export interface PowerSyncStats {
   passes: number;
   overruns: number;
@@ -88,8 +88,18 @@ export interface PowerSyncStats {
   readAges(now?: number): { nodes: number; p50: number; p99: number; max: number };
 }
 
+/** The [conductor] options of the sync a running conductor takes on when its configuration is reloaded (SIGHUP). */
+export const MUTABLE_POWER_SYNC_OPTIONS = [
+  'sync_power_state_async', 'sync_power_state_workers', 'sync_power_state_max_concurrency', 'sync_power_state_node_timeout',
+  'force_power_state_during_sync', 'power_state_sync_max_retries',
+] as const;
+
+type ConductorOptions = Config['conductor'];
+
 export interface PowerSyncTask extends PeriodicTask {
   stats: PowerSyncStats;
+  /** Takes on the mutable options of `next` from the next pass on; returns the names of those that changed. */
+  reconfigure(next: Readonly<ConductorOptions>): Array<(typeof MUTABLE_POWER_SYNC_OPTIONS)[number]>;
 }
 
 class ReadTimedOut extends Error {}
@@ -124,9 +134,10 @@ function maxRetriesMessage(node: Node, actual: string | null, error?: Error): st
 }
 
 export function powerSyncTask(deps: PowerSyncDeps): PowerSyncTask {
-  const c = deps.config.conductor;
+  let c: Readonly<ConductorOptions> = deps.config.conductor;
+  let pending: Readonly<ConductorOptions> | null = null;
   const log = deps.log.child({ task: 'sync_power_states' });
-  const timeoutMs = c.sync_power_state_node_timeout * 1000;
+  let timeoutMs = c.sync_power_state_node_timeout * 1000;
   const startedAt = Date.now();
   /** Ironic's power_state_sync_count: failed syncs in a row per node; absent at 0. */
   const failures = new Map<string, number>();
@@ -206,6 +217,7 @@ export function powerSyncTask(deps: PowerSyncDeps): PowerSyncTask {
       lastReadMs.set(node.uuid, Date.now() - readStarted);
     }
     pass.ok++;
+    stats.ok++;
     lastOkAt.set(node.uuid, Date.now());
     if (actual === node.powerState) {
       failures.delete(node.uuid);
@@ -342,6 +354,11 @@ export function powerSyncTask(deps: PowerSyncDeps): PowerSyncTask {
 
   async function run(signal: AbortSignal): Promise<{ nodes: number; errors: number }> {
     const started = Date.now();
+    if (pending) {
+      c = pending;
+      pending = null;
+      timeoutMs = c.sync_power_state_node_timeout * 1000;
+    }
     for (const task of [...unreleased]) await release(task);
     const candidates = (await nodesForPowerSync(deps.db, c.conductor_group)).filter((n) => deps.owns(n.uuid));
     const pass: PowerSyncPass = {
@@ -393,7 +410,6 @@ export function powerSyncTask(deps: PowerSyncDeps): PowerSyncTask {
     }
     pass.durationMs = Date.now() - started;
     stats.passes++;
-    stats.ok += pass.ok;
     stats.timedOut += pass.timedOut;
     for (const [k, v] of Object.entries(pass.failures)) stats.failures[k] = (stats.failures[k] ?? 0) + v;
     stats.lastPass = pass;
@@ -414,5 +430,12 @@ export function powerSyncTask(deps: PowerSyncDeps): PowerSyncTask {
     return { nodes: pass.nodes, errors: pass.errors };
   }
 
-  return { name: 'sync_power_states', spacingSeconds: c.sync_power_state_interval, catchUp: true, reportsOverruns: true, stats, run };
+  function reconfigure(next: Readonly<ConductorOptions>): Array<(typeof MUTABLE_POWER_SYNC_OPTIONS)[number]> {
+    const now = pending ?? c;
+    const changed = MUTABLE_POWER_SYNC_OPTIONS.filter((k) => now[k] !== next[k]);
+    if (changed.length) pending = { ...now, ...Object.fromEntries(changed.map((k) => [k, next[k]])) };
+    return changed;
+  }
+
+  return { name: 'sync_power_states', spacingSeconds: c.sync_power_state_interval, catchUp: true, reportsOverruns: true, stats, run, reconfigure };
 }
