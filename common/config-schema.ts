@@ -410,7 +410,7 @@ export const SCHEMA = {
       type: 'int',
       default: 3,
       min: 1,
-      help: 'Attempts the power state sync makes at a node that fails it (power state unreadable, or not restored when force_power_state_during_sync is set) before putting the node in maintenance.',
+      help: 'Failed power state syncs of a node in a row (power state unreadable, or not restored when force_power_state_during_sync is set) after which the next failing one puts the node in maintenance with fault "power failure", as Ironic counts them. A sync that finds the states agreeing starts the count over.',
     },
     node_locked_retry_attempts: {
       type: 'int',
