@@ -635,7 +635,7 @@ export const SCHEMA = {
       default: 4,
       min: 1,
       max: 64,
-      help: 'Redfish requests in flight to one BMC at once (and connections to it); further requests wait. Many BMCs misbehave beyond a handful.',
+      help: 'Connections to one Redfish BMC, and so Redfish requests in flight to it at once; further requests wait. Every path of a conductor shares the lower [conductor] per_bmc_concurrency budget at a BMC as well. Many BMCs misbehave beyond a handful.',
     },
     request_timeout: {
       type: 'float',
