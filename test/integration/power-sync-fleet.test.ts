@@ -218,7 +218,7 @@ describe('one budget per BMC: power sync, sensor collection and intents on the s
     }
   }
 
-  // How soon the intents start with and without the periodic load is measured by bench/power-sync.ts, not asserted here.
+  // How soon the intents start with and without the periodic load is a speed figure: logged (TEST_LOG_LEVEL=info), not asserted.
   it('never has more than one request in flight at a BMC, with or without the periodic load', async () => {
     const quiet = await burst(false, 'power off');
     const loaded = await burst(true, 'power on');
