@@ -35,22 +35,19 @@
  * benchmark re-executes itself under the hard limit (`ulimit -n`) when the soft one is lower.
  * Results: a table on stdout, bench/results/sensors-<timestamp>.json and sensors-latest.json.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import amqp from 'amqplib';
-import { createKnex } from '../db/connection.js';
-import { nodeMapper } from '../db/nodes.js';
 import { onCleanup, runBenchmark } from './lib/cleanup.js';
 import { createBenchDatabase, PG_FAST_FLAGS, startDatabaseServer } from './lib/database.js';
 import { rssKiB, spawnGalvanic, watchCpu, type GalvanicProcess } from './lib/proc.js';
+import { BMCS_PER_SIM, enroll, fdLimits, markChains, simTotals, startSims, type Chains, type Sim, type Totals } from './lib/redfish-fleet.js';
 import { benchLog, fmt, freePort, gitState, loadAvg, machineInfo, positiveInt, ROOT, round2, sleep, table, writeResults } from './lib/util.js';
 
 const RABBITMQ_URL = process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672/';
-const BMCS_PER_SIM = 4000;
 const REEXEC_MARK = 'GALVANIC_BENCH_FD_RAISED';
 /** What Ironic's asynchronous prototype needed (the specification): 3,500 fake nodes. */
 const IRONIC_PROTOTYPE = { nodes: 3500, cpu: 'a whole core', rssGiB: '2-3' };
@@ -113,113 +110,6 @@ function parseOptions(argv: string[]): Options {
     name,
     traceGc: values['trace-gc'] === true,
   };
-}
-
-/** Soft and hard `ulimit -n` of this process (as a shell started from it sees them). */
-function fdLimits(): { soft: number; hard: number } {
-  const out = execFileSync('sh', ['-c', 'ulimit -Sn; ulimit -Hn']).toString().trim().split('\n');
-  const n = (s: string) => (s === 'unlimited' ? Number.MAX_SAFE_INTEGER : Number(s));
-  return { soft: n(out[0]), hard: n(out[1]) };
-}
-
-interface Sim {
-  proc: ChildProcess;
-  firstPort: number;
-  count: number;
-}
-
-async function startSims(opts: Options, log: (m: string) => void): Promise<Sim[]> {
-  const sims: Sim[] = [];
-  for (let first = 0; first < opts.nodes; first += BMCS_PER_SIM) {
-    const count = Math.min(BMCS_PER_SIM, opts.nodes - first);
-    // Fixed ports (below the usual ephemeral range): nodes are enrolled by port number.
-    const basePort = opts.basePort + first;
-    const args = [path.join(ROOT, 'dist/cli/main.js'), 'sim', 'redfish', '--count', String(count), '--base-port', String(basePort),
-      '--latency', opts.latency, '--slow-fraction', String(opts.slowFraction),
-      '--slow-bmc-fraction', String(opts.slowBmcFraction), '--slow', String(opts.slowMs), '--session-limit', '4'];
-    const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let err = '';
-    proc.stderr!.on('data', (d: Buffer) => { err += d.toString(); });
-    onCleanup(`simulator ${first}`, async () => {
-      if (proc.exitCode !== null) return;
-      proc.kill('SIGTERM');
-      await new Promise((r) => proc.once('exit', r));
-    });
-    const line = await new Promise<string>((resolve, reject) => {
-      let out = '';
-      proc.stdout!.on('data', (d: Buffer) => {
-        out += d.toString();
-        if (out.includes('\n')) resolve(out.split('\n')[0]);
-      });
-      proc.once('exit', (code) => reject(new Error(`simulator exited (${code}): ${err}`)));
-    });
-    const ready = JSON.parse(line) as { firstPort: number; listening: number };
-    log(`simulator ${sims.length + 1}: ${ready.listening} BMCs from port ${ready.firstPort}`);
-    sims.push({ proc, firstPort: ready.firstPort, count });
-  }
-  return sims;
-}
-
-interface Totals {
-  requests: number;
-  maxConcurrent: number;
-  sessionsCreated: number;
-  sessionsOpen: number;
-  logins: number;
-  bmcs: number;
-}
-
-async function simTotals(sims: Sim[]): Promise<Totals> {
-  const t: Totals = { requests: 0, maxConcurrent: 0, sessionsCreated: 0, sessionsOpen: 0, logins: 0, bmcs: 0 };
-  for (const s of sims) {
-    const x = (await (await fetch(`http://127.0.0.1:${s.firstPort}/_sim/totals`)).json()) as Totals;
-    t.requests += x.requests;
-    t.maxConcurrent = Math.max(t.maxConcurrent, x.maxConcurrent);
-    t.sessionsCreated += x.sessionsCreated;
-    t.sessionsOpen += x.sessionsOpen;
-    t.logins += x.logins;
-    t.bmcs += x.bmcs;
-  }
-  return t;
-}
-
-interface Chains {
-  active: number;
-  p50Ms: number;
-  p99Ms: number;
-  /** The longest: [BMC port, ms, requests]. */
-  longest: [number, number, number];
-}
-
-/** The longest request chain over every simulator since the last mark, and a new mark. */
-async function markChains(sims: Sim[]): Promise<Chains> {
-  const out: Chains = { active: 0, p50Ms: 0, p99Ms: 0, longest: [0, 0, 0] };
-  for (const s of sims) {
-    const x = (await (await fetch(`http://127.0.0.1:${s.firstPort}/_sim/chains`, { method: 'POST' })).json()) as {
-      active: number; p50Ms: number; p99Ms: number; longest: Array<[number, number, number]>;
-    };
-    out.active += x.active;
-    // Quantiles across processes: the largest of theirs (processes hold similar BMCs).
-    out.p50Ms = Math.max(out.p50Ms, x.p50Ms);
-    out.p99Ms = Math.max(out.p99Ms, x.p99Ms);
-    const top = x.longest[0];
-    if (top && top[1] > out.longest[1]) out.longest = [s.firstPort + top[0], top[1], top[2]];
-  }
-  return out;
-}
-
-async function enroll(dbUrl: string, sims: Sim[]): Promise<void> {
-  const knex = createKnex(dbUrl, { poolMax: 2, applicationName: 'galvanic-bench-enroll' });
-  try {
-    const rows = sims.flatMap((s) => Array.from({ length: s.count }, (_, i) => nodeMapper.toRow({
-      uuid: randomUUID(), name: `bench-${s.firstPort + i}`, driver: 'redfish', powerInterface: 'redfish', managementInterface: 'redfish',
-      provisionState: 'active', powerState: 'power on',
-      driverInfo: { redfish_address: `http://127.0.0.1:${s.firstPort + i}`, redfish_username: 'admin', redfish_password: 'password' },
-    })));
-    for (let i = 0; i < rows.length; i += 1000) await knex('nodes').insert(rows.slice(i, i + 1000));
-  } finally {
-    await knex.destroy();
-  }
 }
 
 /** Counts notifications arriving on a queue of our own, bound before the conductor starts. */

@@ -10,11 +10,17 @@ import type { BusStats } from '../common/notifier-amqp.js';
 import { countOpenIntents } from '../db/intents.js';
 import type { PeriodicRunner } from './periodic.js';
 import type { SensorStats } from './sensors/task.js';
+import type { PowerSyncStats } from './tasks/power-sync.js';
+import type { BmcBudgetStats } from '../drivers/bmc-budget.js';
 
 export interface ConductorMetricsSources {
   hostname: string;
   periodic: PeriodicRunner;
   sensors: SensorStats | null;
+  /** The power state sync's totals; null when it is disabled. */
+  powerSync?: PowerSyncStats | null;
+  /** The per-BMC budget shared by the drivers. */
+  budget?: BmcBudgetStats;
   /** The amqp driver's counters, when that is the driver. */
   bus: (() => BusStats) | null;
   db: Knex;
@@ -59,6 +65,33 @@ export function buildConductorMetrics(src: ConductorMetricsSources): Registry {
       for (const [kind, n] of Object.entries(sensors.failures)) g.set({ kind }, n);
     });
     gaugeOf(registry, 'galvanic_sensor_iteration_overruns', 'Sensor iterations that ran longer than the interval.', [], (g) => g.set(sensors.overruns));
+  }
+  const power = src.powerSync;
+  if (power) {
+    gaugeOf(registry, 'galvanic_power_state_read_age_seconds', 'Seconds since the last successful power state read of this conductor\'s synced nodes (a node never read counts from the conductor\'s start), by quantile: 0.5, 0.99 and 1 (the oldest).', ['quantile'], (g) => {
+      const a = power.readAges();
+      g.set({ quantile: '0.5' }, a.p50);
+      g.set({ quantile: '0.99' }, a.p99);
+      g.set({ quantile: '1' }, a.max);
+    });
+    gaugeOf(registry, 'galvanic_power_sync_pass_overruns', 'Power state sync passes that ran longer than sync_power_state_interval.', [], (g) => g.set(power.overruns));
+    gaugeOf(registry, 'galvanic_power_sync_reads_ok', 'Successful power state reads of the sync since start.', [], (g) => g.set(power.ok));
+    gaugeOf(registry, 'galvanic_power_sync_failures', 'Failed power state reads of the sync since start, by kind (the error code, or NODE_TIMEOUT).', ['kind'], (g) => {
+      for (const [kind, n] of Object.entries(power.failures)) g.set({ kind }, n);
+    });
+    gaugeOf(registry, 'galvanic_power_sync_corrections', 'Power states the sync corrected since start: recorded from the BMC, forced back to it, or given up on (maintenance).', ['action'], (g) => {
+      g.set({ action: 'recorded' }, power.corrected);
+      g.set({ action: 'forced' }, power.forced);
+      g.set({ action: 'gave_up' }, power.gaveUp);
+    });
+  }
+  const budget = src.budget;
+  if (budget) {
+    gaugeOf(registry, 'galvanic_bmc_budget_waits', 'Requests to a BMC that waited for its per_bmc_concurrency budget since start; `promoted`: an intent served before older periodic reads.', ['kind'], (g) => {
+      g.set({ kind: 'waited' }, budget.waited);
+      g.set({ kind: 'promoted' }, budget.promoted);
+    });
+    gaugeOf(registry, 'galvanic_bmc_budget_max_in_flight', 'The most requests in flight to one BMC at once since start (at most per_bmc_concurrency).', [], (g) => g.set(budget.maxInFlight));
   }
   const bus = src.bus;
   if (bus) {

@@ -20,6 +20,11 @@ export interface PeriodicTask {
    * halves the task's rate.
    */
   catchUp?: boolean;
+  /**
+   * The task logs and counts its own overruns, once per iteration with its figures: the ticks
+   * it misses are then logged at debug level only, not once each.
+   */
+  reportsOverruns?: boolean;
   run(signal: AbortSignal): Promise<IterationReport | void>;
 }
 
@@ -84,7 +89,7 @@ export class PeriodicRunner {
     if (this.running.has(task.name)) {
       stats.overruns++;
       if (task.catchUp) this.deferred.add(task.name);
-      this.log.warn({ task: task.name, overruns: stats.overruns, lastDurationMs: stats.lastDurationMs },
+      this.log[task.reportsOverruns ? 'debug' : 'warn']({ task: task.name, overruns: stats.overruns, lastDurationMs: stats.lastDurationMs },
         task.catchUp ? 'periodic task still running: the next iteration starts when it ends' : 'periodic task still running: skipping this iteration');
       return undefined;
     }

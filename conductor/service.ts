@@ -23,7 +23,7 @@ import { OperationAdvancer } from './operations.js';
 import { PeriodicRunner } from './periodic.js';
 import { provisionChecksTask } from './tasks/provision-checks.js';
 import { TaskManager } from './task-manager.js';
-import { powerSyncTask } from './tasks/power-sync.js';
+import { powerSyncTask, type PowerSyncStats, type PowerSyncTask } from './tasks/power-sync.js';
 import { sensorDataTask, type SensorDataTask, type SensorStats } from './sensors/task.js';
 import { buildConductorMetrics } from './metrics.js';
 import { AmqpNotifier } from '../common/notifier-amqp.js';
@@ -68,10 +68,13 @@ export class ConductorService {
   private readonly drivers: string[];
   /** The sensor task's totals; null when [sensor_data] send_sensor_data is off. */
   readonly sensorStats: SensorStats | null = null;
+  /** The power state sync's totals; null when sync_power_state_interval is 0. */
+  readonly powerSyncStats: PowerSyncStats | null = null;
   /** This conductor's metrics; served on [conductor] metrics_port when that is set. */
   readonly metrics: Registry;
   private metricsServer?: MetricsServer;
   private sensorTask?: SensorDataTask;
+  private powerSyncTask?: PowerSyncTask;
 
   constructor(private readonly deps: ConductorDeps) {
     const c = deps.config.conductor;
@@ -127,10 +130,13 @@ export class ConductorService {
       run: () => this.consoles.watchdog(),
     });
     if (c.sync_power_state_interval > 0) {
-      this.periodic.register(powerSyncTask({
+      const sync = powerSyncTask({
         db: deps.db, tasks: this.tasks, registry: deps.registry, notifier: deps.notifier, log: this.log,
         hostname: this.hostname, config: deps.config, owns: (uuid) => this.owns(uuid),
-      }));
+      });
+      this.powerSyncStats = sync.stats;
+      this.powerSyncTask = sync;
+      this.periodic.register(sync);
     }
     if (deps.config.sensor_data.send_sensor_data) {
       const sensors = sensorDataTask({
@@ -144,17 +150,22 @@ export class ConductorService {
     const notifier = deps.notifier;
     this.metrics = buildConductorMetrics({
       hostname: this.hostname, periodic: this.periodic, sensors: this.sensorStats, db: deps.db,
+      powerSync: this.powerSyncStats, budget: deps.registry.budget.stats,
       bus: notifier instanceof AmqpNotifier ? () => notifier.stats : null,
     });
   }
 
   /**
    * Takes on the options of a reloaded configuration that can change while running (the
-   * mutable [sensor_data] options, from the next iteration on); the others need a restart.
+   * mutable [sensor_data] options and the power sync's [conductor] ones, from the next
+   * iteration on); the others need a restart.
    */
   reloadConfig(next: Readonly<Config>): void {
     const changed = this.sensorTask?.reconfigure(next.sensor_data) ?? [];
-    this.log.info({ sensor_data: Object.fromEntries(changed.map((k) => [k, next.sensor_data[k]])) }, changed.length ? 'configuration reloaded' : 'configuration reloaded: nothing that can change while running changed');
+    const power = this.powerSyncTask?.reconfigure(next.conductor) ?? [];
+    this.log.info({
+      sensor_data: Object.fromEntries(changed.map((k) => [k, next.sensor_data[k]])), conductor: Object.fromEntries(power.map((k) => [k, next.conductor[k]])),
+    }, changed.length || power.length ? 'configuration reloaded' : 'configuration reloaded: nothing that can change while running changed');
   }
 
   /**

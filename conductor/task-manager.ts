@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
 import { claimIntents, unclaimIntents, type ClaimedIntent, type ClaimScope, type Intent } from '../db/intents.js';
-import { getNodeById, getNodesByIds, LOCKED_STATE_COLUMNS, nodeMapper, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type AccessOptions } from '../db/nodes.js';
+import { getNodeById, getNodesByIds, reserveIdleNodes, LOCKED_STATE_COLUMNS, nodeMapper, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type AccessOptions } from '../db/nodes.js';
 import { clearStaleReservation } from '../db/conductors.js';
 import { preparedRaw, useGenericPlans } from '../db/prepared.js';
 import { Batcher, type BatchOutcome } from '../common/batcher.js';
@@ -243,6 +243,16 @@ export class TaskManager {
     }
     const node = await getNodeById(this.db, nodeId);
     throw new NodeLocked(node.uuid, node.reservation ?? 'unknown');
+  }
+
+  /**
+   * Exclusive tasks, in one statement, on those of `nodeIds` that nobody holds and that have no
+   * intent queued or running (the others are left out, as a NodeLocked would); each task's
+   * node is as re-read under its lock.
+   */
+  async acquireIdle(nodeIds: readonly number[], purpose: string): Promise<Task[]> {
+    const nodes = await reserveIdleNodes(this.db, this.hostname, nodeIds);
+    return nodes.map((node) => new Task(this.db, node, 'exclusive', purpose, this.hostname, this.log));
   }
 
   /** Commits many exclusive tasks' outcomes in one transaction (see commitTasks). */

@@ -441,15 +441,61 @@ export async function deleteNodeIfUnchanged(db: Knex, id: number, version: numbe
  */
 export const SYNC_EXCLUDED_STATES: readonly string[] = ['wait call-back', 'clean wait', 'enroll', 'adopt failed'];
 
-/** Nodes of a group that power sync may look at: none reserved, none with open intents, none in SYNC_EXCLUDED_STATES. */
-export async function nodesForPowerSync(db: Knex, conductorGroup: string): Promise<Array<{ id: number; uuid: string }>> {
-  return db('nodes')
-    .select('id', 'uuid')
-    .where('conductor_group', conductorGroup)
-    .whereNull('reservation')
-    .whereNotIn('provision_state', SYNC_EXCLUDED_STATES)
-    .whereNotExists(db('intents').select(db.raw('1')).whereRaw('intents.node_id = nodes.id AND intents.finished_at IS NULL'))
-    .orderBy('id');
+/** What the power state sync needs of a node, read for a whole pass in one query. */
+export interface PowerSyncNode {
+  id: number;
+  uuid: string;
+  name: string | null;
+  driver: string;
+  powerInterface: string | null;
+  driverInfo: Record<string, unknown>;
+  powerState: string | null;
+  provisionState: string;
+  instanceUuid: string | null;
+}
+
+/**
+ * The nodes of a group the power state sync reads, as Ironic's _sync_power_states picks them:
+ * not in maintenance, not in SYNC_EXCLUDED_STATES, not reserved, no power change under way
+ * (target_power_state; here also no intent queued or running), no firmware update running.
+ */
+export async function nodesForPowerSync(db: Knex, conductorGroup: string): Promise<PowerSyncNode[]> {
+  const { rows } = await db.raw(
+    `SELECT n.id, n.uuid, n.name, n.driver, n.power_interface, n.driver_info, n.power_state, n.provision_state, n.instance_uuid
+       FROM nodes n
+      WHERE n.conductor_group = ? AND n.reservation IS NULL AND NOT n.maintenance AND n.target_power_state IS NULL
+        AND n.provision_state <> ALL(?::text[]) AND COALESCE(n.driver_internal_info -> 'redfish_fw_updates', 'null'::jsonb) = 'null'::jsonb
+        AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.node_id = n.id AND i.finished_at IS NULL)
+      ORDER BY n.id`,
+    [conductorGroup, SYNC_EXCLUDED_STATES as string[]],
+  );
+  return (rows as Array<Record<string, unknown>>).map((r) => ({
+    id: r.id as number,
+    uuid: r.uuid as string,
+    name: r.name as string | null,
+    driver: r.driver as string,
+    powerInterface: r.power_interface as string | null,
+    driverInfo: (r.driver_info ?? {}) as Record<string, unknown>,
+    powerState: r.power_state as string | null,
+    provisionState: r.provision_state as string,
+    instanceUuid: r.instance_uuid as string | null,
+  }));
+}
+
+/**
+ * Reserves for `hostname`, in one statement, each of these nodes that nobody holds and that
+ * has no intent queued or running; returns them as they are now (re-read under the lock).
+ */
+export async function reserveIdleNodes(db: Knex, hostname: string, ids: readonly number[]): Promise<Node[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await db.raw(
+    `UPDATE nodes AS n SET reservation = ?
+      WHERE n.id = ANY(?::int[]) AND n.reservation IS NULL
+        AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.node_id = n.id AND i.finished_at IS NULL)
+     RETURNING n.*`,
+    [hostname, ids as number[]],
+  );
+  return (rows as Array<Record<string, unknown>>).map((r) => nodeMapper.fromRow(r));
 }
 
 /** What the sensor task needs of a node: read in one query, reserving nothing (a shared read). */

@@ -1,5 +1,6 @@
 import { pino, type Logger } from 'pino';
 import type { Config } from '../common/config.js';
+import { BmcBudget } from './bmc-budget.js';
 import { DriverRegistry } from './registry.js';
 import { FakeBmcs, FakeBoot, FakeConsole, FakeInspect, FakeManagement, FakePower, NoConsole, fakeHardware } from './fake/fake.js';
 import { IpmitoolSolConsole } from './ipmi/console.js';
@@ -19,9 +20,11 @@ export const KNOWN_HARDWARE_TYPES: readonly HardwareType[] = [fakeHardware, redf
  */
 export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverRegistry {
   const bmcs = new FakeBmcs(config.fake.record_file);
-  const ipmi = createIpmiInterfaces(ipmiRunnerOptions(config, log));
+  // One budget per BMC for every driver and path of this process (bmc-budget.ts).
+  const budget = new BmcBudget(config.conductor.per_bmc_concurrency);
+  const ipmi = createIpmiInterfaces(ipmiRunnerOptions(config, log, budget));
   // No pool or session exists until the first call to a Redfish BMC.
-  const redfish = new RedfishDriver(redfishOptions(config), log ?? pino({ level: 'silent' }));
+  const redfish = new RedfishDriver(redfishOptions(config), log ?? pino({ level: 'silent' }), budget);
   const inspector = config.inspector;
   const agentInspect = new AgentInspect({
     hooks: parseHooks(inspector.hooks, inspector.default_hooks),
@@ -54,7 +57,7 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
   }
   const registry = new DriverRegistry(KNOWN_HARDWARE_TYPES, impls, {
     enabledHardwareTypes: config.DEFAULT.enabled_hardware_types, enabled, defaults,
-  });
+  }, budget);
   // The pool itself starts on the first IPMI command; closing kills running ipmitools first.
   registry.onClose(ipmi.close);
   registry.onClose(() => redfish.close());

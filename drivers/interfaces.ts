@@ -4,6 +4,7 @@
  */
 import type { Logger } from 'pino';
 import type { ExistingPort, HooksOutcome } from './inspection-hooks.js';
+import type { BmcPriority } from './bmc-budget.js';
 
 export type PowerStateValue = 'power on' | 'power off' | 'error';
 export type PowerTarget = 'power on' | 'power off' | 'rebooting' | 'soft power off' | 'soft rebooting';
@@ -19,6 +20,8 @@ export interface DriverContext {
   trace?: string;
   /** Which attempt at the request this call serves (1 for the first); retries count up. */
   attempt?: number;
+  /** Its place when it waits for the BMC's budget (bmc-budget.ts); `intent` unless a periodic task says otherwise. */
+  priority?: BmcPriority;
 }
 
 export interface PowerInterface {
@@ -26,6 +29,11 @@ export interface PowerInterface {
   validate(driverInfo: Readonly<Record<string, unknown>>): void;
   /** @throws BmcTimeout | BmcUnreachable | BmcAuthFailed | BmcRejected | BmcBadResponse */
   getPowerState(ctx: DriverContext): Promise<PowerStateValue>;
+  /**
+   * The same read, non-blocking: the power state sync runs many of these at once on the event
+   * loop. Absent when a read needs a lane of its own (ipmi's ipmitool processes).
+   */
+  getPowerStateAsync?(ctx: DriverContext): Promise<PowerStateValue>;
   /** Drives the node to `target`; `timeout` (s) bounds soft actions. @throws DriverError */
   setPowerState(ctx: DriverContext, target: PowerTarget, timeout?: number): Promise<void>;
   getSupportedPowerStates(ctx: DriverContext): Promise<PowerTarget[]>;

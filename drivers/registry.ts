@@ -1,4 +1,5 @@
 import { ConfigError, InterfaceNotFoundInEntrypoint, DriverNotFoundInEntrypoint } from '../common/errors.js';
+import { BmcBudget } from './bmc-budget.js';
 import type { HardwareType, InterfaceImplementations, InterfaceKind } from './interfaces.js';
 import { INTERFACE_KINDS } from './interfaces.js';
 
@@ -26,6 +27,8 @@ export class DriverRegistry {
     known: readonly HardwareType[],
     readonly implementations: InterfaceImplementations,
     private readonly opts: RegistryOptions,
+    /** The per-BMC budget the drivers of this registry share (one per process, hence per conductor). */
+    readonly budget: BmcBudget = new BmcBudget(4),
   ) {
     const problems: string[] = [];
     const byName = new Map(known.map((t) => [t.name, t]));

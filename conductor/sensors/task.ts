@@ -139,7 +139,7 @@ export function sensorDataTask(deps: SensorTaskDeps): SensorDataTask {
         reject(err);
       }, timeoutMs);
     });
-    const ctx: DriverContext = { nodeUuid: node.uuid, driverInfo: node.driverInfo, log: lazyChild(log, { node: node.uuid }), signal: controller.signal, trace: 'sensor data' };
+    const ctx: DriverContext = { nodeUuid: node.uuid, driverInfo: node.driverInfo, log: lazyChild(log, { node: node.uuid }), signal: controller.signal, trace: 'sensor data', priority: 'periodic' };
     const readStarted = Date.now();
     try {
       const data = await Promise.race([read(ctx), deadline]);

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Config } from '../../common/config.js';
+import type { BmcBudget } from '../bmc-budget.js';
 import type { HardwareType } from '../interfaces.js';
 import { IPMI_PROPERTIES } from './driver-info.js';
 import { IpmitoolManagement } from './management.js';
@@ -21,7 +22,7 @@ export const ipmiHardware: HardwareType = {
 };
 
 /** Runner options from `[ipmi]` (seconds in the file, milliseconds here). */
-export function ipmiRunnerOptions(config: Readonly<Config>, log?: Logger): IpmitoolRunnerOptions {
+export function ipmiRunnerOptions(config: Readonly<Config>, log?: Logger, budget?: BmcBudget): IpmitoolRunnerOptions {
   const c = config.ipmi;
   return {
     workers: c.workers,
@@ -30,6 +31,7 @@ export function ipmiRunnerOptions(config: Readonly<Config>, log?: Logger): Ipmit
     commandRetryTimeoutMs: c.command_retry_timeout * 1000,
     useIpmitoolRetries: c.use_ipmitool_retries,
     log,
+    budget,
   };
 }
 

@@ -7,6 +7,7 @@ import type { DriverContext } from '../interfaces.js';
 import { bmcKey, sessionArgs, type IpmiDriverInfo } from './driver-info.js';
 import { newControl, requestAbort, type IpmitoolResult, type IpmitoolTask } from './protocol.js';
 import { CommandSpacing } from './spacing.js';
+import { BmcBudget } from '../bmc-budget.js';
 
 /** How the IPMI driver runs ipmitool; built from `[ipmi]` (see buildIpmiRunnerOptions). */
 export interface IpmitoolRunnerOptions {
@@ -24,6 +25,8 @@ export interface IpmitoolRunnerOptions {
   binary?: string;
   /** For failures of the pool itself (a worker thread dying outside any task). */
   log?: Logger;
+  /** The conductor's per-BMC budget, shared with its other drivers; one of its own (one command at a time) when not given. */
+  budget?: BmcBudget;
 }
 
 /** What a successful ipmitool run printed. */
@@ -49,9 +52,11 @@ export class IpmitoolRunner {
   readonly #inflight = new Set<Int32Array>();
   readonly #spacing: CommandSpacing;
   readonly #binary: string;
+  readonly #budget: BmcBudget;
 
   constructor(private readonly opts: IpmitoolRunnerOptions) {
     this.#spacing = new CommandSpacing(opts.minCommandIntervalMs);
+    this.#budget = opts.budget ?? new BmcBudget(1);
     this.#binary = opts.binary ?? 'ipmitool';
   }
 
@@ -73,7 +78,9 @@ export class IpmitoolRunner {
         okExitCodes: [...okExitCodes],
         control: newControl(),
       };
-      const result = await this.#spacing.run(bmcKey(info), () => this.#runOnce(task, ctx.signal), ctx.signal);
+      const key = bmcKey(info);
+      // The budget orders this command among every path's (an intent before a periodic read); the spacing then keeps the BMC's pace.
+      const result = await this.#budget.run(key, ctx.priority, () => this.#spacing.run(key, () => this.#runOnce(task, ctx.signal), ctx.signal), ctx.signal);
       if (result.ok) {
         ctx.log.debug({ bmc: `${info.address}:${info.port}`, command: command.join(' '), ms: result.durationMs }, 'ipmitool done');
         return { stdout: result.stdout, stderr: result.stderr };

@@ -9,9 +9,10 @@ import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import { Client, Pool } from 'undici';
 import { BmcAuthFailed, BmcBadResponse, BmcRejected, BmcTimeout, BmcUnreachable, InvalidDriverInfo } from '../../common/errors.js';
+import { BmcBudget, type BmcPriority } from '../bmc-budget.js';
 import type { DriverContext } from '../interfaces.js';
 import { parseRedfishInfo, type RedfishAuthType, type RedfishInfo } from './driver-info.js';
-import { ConnectionFailure, exchange, pause, type CallScope, type RawResponse } from './http.js';
+import { ConnectionFailure, exchange, pause, type BudgetSlot, type CallScope, type RawResponse } from './http.js';
 import { errorMessage, isErrorBody, isObject, linkPath, messageIds, type Json } from './odata.js';
 import { Semaphore } from './semaphore.js';
 import { raceSignal, SessionCache } from './session-cache.js';
@@ -79,7 +80,14 @@ export class Endpoint {
     readonly sem: Semaphore,
     /** TLS and connect options, for a temporary connection once the pool is closed. */
     readonly connect: Pool.Options['connect'],
+    /** The conductor's budget at this BMC, shared with every other path to it. */
+    readonly bmc: BudgetSlot,
   ) {}
+
+  /** Requests this BMC may have in flight from this conductor at once. */
+  get limit(): number {
+    return Math.min(this.sem.limit, this.bmc.budget.limit);
+  }
 
   /**
    * A value fetched once per BMC and kept for `ttlMs` from when it was fetched (system and
@@ -112,6 +120,15 @@ export class Endpoint {
 
   forget(prefix: string): void {
     for (const k of [...this.memos.keys()]) if (k.startsWith(prefix)) this.memos.delete(k);
+  }
+}
+
+/** A BMC's key in the budget: host and port, whatever the scheme or TLS options (one BMC either way). */
+export function budgetKey(origin: string): string {
+  try {
+    return new URL(origin).host;
+  } catch {
+    return origin;
   }
 }
 
@@ -175,6 +192,7 @@ export class RedfishCall implements CallScope {
     readonly log: Logger,
     readonly budgetMs: number,
     private readonly callerSignal?: AbortSignal,
+    readonly priority?: BmcPriority,
   ) {
     this.deadline = Date.now() + budgetMs;
     this.signal = this.controller.signal;
@@ -207,7 +225,7 @@ export class RedfishCall implements CallScope {
    * the next instead of starting over each time. Dispose it too.
    */
   detached(): RedfishCall {
-    return new RedfishCall(this.client, this.info, this.endpoint, this.log, this.budgetMs);
+    return new RedfishCall(this.client, this.info, this.endpoint, this.log, this.budgetMs, undefined, this.priority);
   }
 
   abortError(what: string): Error {
@@ -253,7 +271,7 @@ export class RedfishCall implements CallScope {
       else if (auth?.kind === 'basic') headers.authorization = auth.header;
       let reply: Reply;
       try {
-        const raw = await exchange(this.endpoint.pool, this.endpoint.sem, this, { method, path, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) }, what);
+        const raw = await exchange(this.endpoint.pool, this.endpoint.sem, this.endpoint.bmc, this, { method, path, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) }, what);
         let parsed: Json | null | undefined;
         reply = { ...raw, json: () => (parsed === undefined ? (parsed = parseJson(raw.text)) : parsed) };
       } catch (err) {
@@ -301,10 +319,15 @@ export class RedfishClient {
   private readonly calls = new Set<RedfishCall>();
   private closed = false;
 
+  /** The conductor's per-BMC budget; a client of its own (tools, tests) gets one of max_concurrent_requests_per_bmc. */
+  readonly budget: BmcBudget;
+
   constructor(
     readonly options: RedfishOptions,
     private readonly log: Logger,
+    budget?: BmcBudget,
   ) {
+    this.budget = budget ?? new BmcBudget(options.maxConcurrentPerBmc);
     this.sessions = new SessionCache(options.cacheSize, (s) => this.logout(s), log);
     this.endpoints = new LRUCache<string, Endpoint>({
       max: options.cacheSize,
@@ -326,7 +349,7 @@ export class RedfishClient {
    */
   async run<T>(ctx: DriverContext, fn: (call: RedfishCall) => Promise<T>, extraMs = 0): Promise<T> {
     const info = this.parse(ctx.driverInfo);
-    const call = new RedfishCall(this, info, this.endpoint(info), ctx.log, info.timeoutMs + extraMs, ctx.signal);
+    const call = new RedfishCall(this, info, this.endpoint(info), ctx.log, info.timeoutMs + extraMs, ctx.signal, ctx.priority);
     try {
       return await fn(call);
     } finally {
@@ -364,7 +387,7 @@ export class RedfishClient {
     const pool = limit === 1
       ? new Client(info.origin, { pipelining: 1, keepAliveTimeout: 30_000, connect })
       : new Pool(info.origin, { connections: limit, pipelining: 1, keepAliveTimeout: 30_000, connect });
-    ep = new Endpoint(info.origin, pool, new Semaphore(limit), connect);
+    ep = new Endpoint(info.origin, pool, new Semaphore(limit), connect, { budget: this.budget, key: budgetKey(info.origin) });
     this.endpoints.set(key, ep);
     return ep;
   }
@@ -428,11 +451,12 @@ export class RedfishClient {
       deadline: Date.now() + LOGOUT_TIMEOUT_MS,
       signal: AbortSignal.timeout(LOGOUT_TIMEOUT_MS),
       abortError: (what) => new BmcTimeout(`${what}: no answer within ${LOGOUT_TIMEOUT_MS / 1000} s`),
+      priority: 'periodic',
     };
     // The BMC's pool may have been evicted and closed already; the session still deserves a logout.
     const temp = ep.pool.closed || ep.pool.destroyed ? new Pool(ep.origin, { connections: 1, connect: ep.connect }) : undefined;
     try {
-      await exchange(temp ?? ep.pool, ep.sem, scope, { method: 'DELETE', path: session.location, headers: { 'x-auth-token': session.token } }, `Redfish logout from ${ep.origin}`);
+      await exchange(temp ?? ep.pool, ep.sem, ep.bmc, scope, { method: 'DELETE', path: session.location, headers: { 'x-auth-token': session.token } }, `Redfish logout from ${ep.origin}`);
     } finally {
       await temp?.destroy();
     }

@@ -5,6 +5,7 @@
  */
 import type { Client, Pool } from 'undici';
 import { BmcBadResponse, BmcTimeout, GalvanicError } from '../../common/errors.js';
+import type { BmcBudget, BmcPriority } from '../bmc-budget.js';
 import type { Semaphore } from './semaphore.js';
 
 export interface RawResponse {
@@ -36,6 +37,14 @@ export interface CallScope {
   readonly signal: AbortSignal;
   /** Why `signal` aborted, as an error to throw. */
   abortError(what: string): Error;
+  /** Its place in the queue of the BMC's budget. */
+  readonly priority?: BmcPriority;
+}
+
+/** The conductor's budget at one BMC, and that BMC's key in it. */
+export interface BudgetSlot {
+  budget: BmcBudget;
+  key: string;
 }
 
 function errorCode(err: unknown): string {
@@ -61,12 +70,16 @@ async function readText(body: AsyncIterable<Buffer> & { text(): Promise<string> 
 export async function exchange(
   pool: Pool | Client,
   sem: Semaphore,
+  bmc: BudgetSlot,
   scope: CallScope,
   req: { method: 'GET' | 'POST' | 'PATCH' | 'DELETE'; path: string; headers: Record<string, string>; body?: string },
   what: string,
 ): Promise<RawResponse> {
   let release: (() => void) | undefined;
+  let releaseBudget: (() => void) | undefined;
   try {
+    // The conductor's budget first (it orders waiters by priority), then this pool's connections.
+    releaseBudget = await bmc.budget.acquire(bmc.key, scope.priority, scope.signal);
     release = await sem.acquire(scope.signal);
     // undici's own timers are coarse (they can fire ~0.5 s early); the call's AbortSignal enforces
     // the deadline precisely, these only back it up.
@@ -90,6 +103,7 @@ export async function exchange(
     throw new ConnectionFailure(`${what}: ${code || (err as Error).message}`, UNSENT_CODES.has(code));
   } finally {
     release?.();
+    releaseBudget?.();
   }
 }
 

@@ -5,6 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { Config } from '../../common/config.js';
+import type { BmcBudget } from '../bmc-budget.js';
 import type { HardwareType } from '../interfaces.js';
 import { RedfishVirtualMediaBoot } from './boot.js';
 import { RedfishClient, type RedfishOptions } from './client.js';
@@ -48,8 +49,8 @@ export class RedfishDriver {
   /** `redfish` (out-of-band). */
   readonly inspect: RedfishInspect;
 
-  constructor(options: RedfishOptions, log: Logger) {
-    this.client = new RedfishClient(options, log.child({ driver: 'redfish' }));
+  constructor(options: RedfishOptions, log: Logger, budget?: BmcBudget) {
+    this.client = new RedfishClient(options, log.child({ driver: 'redfish' }), budget);
     this.power = new RedfishPower(this.client);
     this.management = new RedfishManagement(this.client);
     this.boot = new RedfishVirtualMediaBoot(this.client, options.vmediaRetry);

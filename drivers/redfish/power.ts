@@ -56,6 +56,11 @@ export class RedfishPower implements PowerInterface {
     return POWER_MAP[rawPower(system)] ?? 'error';
   }
 
+  /** Redfish reads are HTTP requests on the event loop: the power state sync runs them all at once. */
+  getPowerStateAsync(ctx: DriverContext): Promise<PowerStateValue> {
+    return this.getPowerState(ctx);
+  }
+
   /**
    * Drives the node to `target` and waits until the BMC reports it; `timeout` (s) bounds the
    * wait (default [redfish] power_state_change_timeout).

@@ -115,7 +115,7 @@ export async function readSensors(call: RedfishCall): Promise<SensorData> {
       if (body) parseSimpleStorage(body, topo.systemId, out);
     });
   }
-  if (call.endpoint.sem.limit === 1) {
+  if (call.endpoint.limit === 1) {
     // One request at a time anyway: issued one after the other, the others hold no state while they wait.
     for (const job of jobs) await job();
     return out;

@@ -43,7 +43,7 @@ export interface SensorTopology {
  * (requests queued at its semaphore would only hold their state while they wait).
  */
 export async function inTurn<T>(call: RedfishCall, jobs: Array<() => Promise<T>>): Promise<T[]> {
-  if (call.endpoint.sem.limit > 1) return Promise.all(jobs.map((job) => job()));
+  if (call.endpoint.limit > 1) return Promise.all(jobs.map((job) => job()));
   const out: T[] = [];
   for (const job of jobs) out.push(await job());
   return out;
@@ -204,7 +204,7 @@ export async function sensorTopology(call: RedfishCall): Promise<SensorTopology>
   const storage = () => step('storage', (c) => discoverStorage(c, system.storage));
   const expand = () => step('expand', (c) => discoverExpand(c));
   // In turn when the BMC takes one request at a time, as inTurn does.
-  const [ch, st, ex] = call.endpoint.sem.limit > 1
+  const [ch, st, ex] = call.endpoint.limit > 1
     ? await Promise.all([chassis(), storage(), expand()])
     : [await chassis(), await storage(), await expand()];
   return { systemId: system.id, chassis: ch, storage: st, expand: ex };

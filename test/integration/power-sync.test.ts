@@ -16,7 +16,7 @@ import { powerSyncTask } from '../../conductor/tasks/power-sync.js';
 import { createKnex } from '../../db/connection.js';
 import { enqueueIntents } from '../../db/intents.js';
 import { listHistory } from '../../db/node-history.js';
-import { createNode, getNodeById, type Node } from '../../db/nodes.js';
+import { createNode, getNodeById, updateNode, type Node } from '../../db/nodes.js';
 import { buildRegistry } from '../../drivers/build-registry.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import { testConfig } from '../helpers/app.js';
@@ -196,7 +196,8 @@ describe('power state sync', function () {
   it('puts a node whose power state cannot be read into maintenance after max retries', async () => {
     const r = rig();
     const node = await makeNode('power on', { fake_fail: 'transient' });
-    for (let i = 1; i < MAX_RETRIES; i++) {
+    // Ironic's count: the sync after power_state_sync_max_retries failed ones gives up.
+    for (let i = 1; i <= MAX_RETRIES; i++) {
       expect(await runOnce(r)).to.deep.include({ nodes: 1, errors: 1 });
       const n = await getNodeById(db, node.id);
       expect(n.maintenance, `after ${i} failed read(s)`).to.equal(false);
@@ -224,5 +225,58 @@ describe('power state sync', function () {
     await db('nodes').where('id', node.id).update({ driver_info: JSON.stringify({ fake_fail: 'transient' }) });
     for (let i = 1; i < MAX_RETRIES; i++) await runOnce(r);
     expect((await getNodeById(db, node.id)).maintenance).to.equal(false);
+  });
+
+  /** Makes the fake BMC's reads run `between` after answering: what happens between the read and the lock. */
+  function betweenReadAndLock(r: Rig, between: () => Promise<void>): void {
+    const power = r.registry.power('fake')!;
+    const read = power.getPowerState.bind(power);
+    let once = false;
+    power.getPowerState = async (ctx) => {
+      const state = await read(ctx);
+      if (!once) {
+        once = true;
+        await between();
+      }
+      return state;
+    };
+  }
+
+  it('re-reads a node under the lock: a power state changed since the read is not forced over', async () => {
+    const r = rig({ GALVANIC_CONDUCTOR__FORCE_POWER_STATE_DURING_SYNC: 'true' });
+    const node = await makeNode('power off', { fake_power_state: 'power on' });
+    // An intent powered the node on and recorded it after the sync read the node, before it locked it.
+    betweenReadAndLock(r, async () => { await updateNode(db, node.id, { powerState: 'power on' }); });
+    await runOnce(r);
+    expect(await readBmc(r, node), 'the BMC was forced to the stale recorded state').to.equal('power on');
+    const after = await getNodeById(db, node.id);
+    expect(after).to.include({ powerState: 'power on', reservation: null });
+    expect(await listHistory(db, node.id, 100)).to.have.length(0);
+  });
+
+  it('re-reads a node under the lock: one put in maintenance since the read is not corrected', async () => {
+    const r = rig();
+    const node = await makeNode('power off', { fake_power_state: 'power on' });
+    betweenReadAndLock(r, async () => { await updateNode(db, node.id, { maintenance: true, maintenanceReason: 'operator' }); });
+    await runOnce(r);
+    const after = await getNodeById(db, node.id);
+    expect(after, 'a node in maintenance had its power state corrected').to.include({ powerState: 'power off', maintenance: true, reservation: null });
+    expect(await listHistory(db, node.id, 100)).to.have.length(0);
+    expect(await r.notifications()).to.have.length(0);
+  });
+
+  it('releases the lock when giving up fails on a database error, and gives up at a later pass', async () => {
+    const r = rig();
+    const node = await makeNode('power on', { fake_fail: 'transient' });
+    // A real database error in the give-up's transaction: its history event is refused.
+    await db.raw("ALTER TABLE node_history ADD CONSTRAINT test_no_errors CHECK (severity <> 'ERROR')");
+    for (let i = 0; i <= MAX_RETRIES; i++) await runOnce(r);
+    let after = await getNodeById(db, node.id);
+    expect(after.reservation, 'the give-up left its reservation behind').to.equal(null);
+    expect(after.maintenance).to.equal(false);
+    await db.raw('ALTER TABLE node_history DROP CONSTRAINT test_no_errors');
+    await runOnce(r);
+    after = await getNodeById(db, node.id);
+    expect(after).to.include({ maintenance: true, fault: 'power failure', reservation: null });
   });
 });
