@@ -8,6 +8,7 @@ import * as m0006 from './0006_chassis_portgroups.js';
 import * as m0007 from './0007_traits_allocations_templates.js';
 import * as m0008 from './0008_volume_raid.js';
 import * as m0009 from './0009_runbooks.js';
+import * as m0013 from './0013_console_orphans.js';
 
 export interface Migration {
   name: string;
@@ -30,4 +31,5 @@ export const migrations: Migration[] = [
   { name: '0007_traits_allocations_templates', ...m0007 },
   { name: '0008_volume_raid', ...m0008 },
   { name: '0009_runbooks', ...m0009 },
+  { name: '0013_console_orphans', ...m0013 },
 ];
