@@ -68,7 +68,7 @@ export class ConsoleReconciler {
       // A record of another boot names a process that died with it.
       if (r.pid !== null && r.startTicks !== null && r.bootId === this.boot && processAlive(r.pid, r.startTicks)) {
         killGroup(r.pid, 'SIGKILL');
-        log.warn({ pid: r.pid, nodeId: r.nodeId }, 'reaped a console process left by an earlier run');
+        log.warn({ consolePid: r.pid, nodeId: r.nodeId }, 'reaped a console process left by an earlier run');
         if (!(await gone(r.pid, r.startTicks))) {
           await releaseConsole(db, r.nodeId, hostname, { pid: r.pid, startTicks: r.startTicks, bootId: r.bootId });
           continue;
@@ -98,7 +98,7 @@ export class ConsoleReconciler {
       if (processAlive(o.pid, o.startTicks)) {
         killGroup(o.pid, 'SIGKILL');
         killed++;
-        log.warn({ pid: o.pid, nodeId: o.nodeId, startedBy: o.conductor }, 'killed a console process whose holder lost it');
+        log.warn({ consolePid: o.pid, nodeId: o.nodeId, startedBy: o.conductor }, 'killed a console process whose holder lost it');
         if (!(await gone(o.pid, o.startTicks))) continue;
       }
       forget.push(o.id);
