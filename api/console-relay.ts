@@ -12,6 +12,12 @@ const ENDPOINT_WAIT_MS = 10_000;
 const MAX_RELAY_RECONNECTS = 5;
 const RELAY_RECONNECT_DELAY_MS = 250;
 const ENDPOINT_POLLS_PER_RECONNECT = 8;
+/**
+ * Output queued for a viewer beyond which the relay stops reading from the conductor until
+ * the viewer catches up: a slow viewer's backlog waits on the conductor (bounded there by
+ * the same limit), not here.
+ */
+const PAUSE_AT_BYTES = 256 * 1024;
 /** A viewer that does not answer our close handshake (it is not reading) is cut off after this. */
 const CLOSE_GRACE_MS = 2000;
 
@@ -88,13 +94,22 @@ export class ConsoleRelay {
       this.close(CloseCode.TOO_SLOW, `viewer too slow: more than ${MAX_VIEWER_BUFFERED_BYTES} bytes of output not read`);
       return;
     }
-    this.socket.send(data, { binary });
+    this.socket.send(data, { binary }, () => this.drained());
+    const up = this.upstream;
+    if (up && this.socket.bufferedAmount > PAUSE_AT_BYTES && !up.isPaused) up.pause();
+  }
+
+  /** Called as queued output reaches the viewer's socket: reading from the conductor resumes. */
+  private drained(): void {
+    const up = this.upstream;
+    if (up?.isPaused && !this.closed && this.socket.bufferedAmount <= PAUSE_AT_BYTES / 2) up.resume();
   }
 
   /** Closes the viewer (and the upstream); one that does not take the close frame is cut off. */
   private close(code: number, reason: string): void {
     if (this.closed) return;
     this.state = 'closed';
+    if (code === CloseCode.TOO_SLOW) this.deps.log.warn({ queued: this.socket.bufferedAmount }, 'console viewer too slow: closed');
     if (this.upstream && this.upstream.readyState !== WebSocket.CLOSED) this.upstream.close(1000);
     const s = this.socket;
     if (s.readyState === WebSocket.OPEN || s.readyState === WebSocket.CONNECTING) {
