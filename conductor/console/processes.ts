@@ -113,9 +113,8 @@ export function markedGroups(): MarkedGroup[] {
     } catch {
       continue; // gone, or another user's
     }
-    const at = env.startsWith(prefix) ? 0 : env.indexOf(`\0${prefix}`) + 1;
-    if (at === 0 && !env.startsWith(prefix)) continue;
-    const start = at;
+    const start = env.startsWith(prefix) ? 0 : env.indexOf(`\0${prefix}`) + 1;
+    if (start === 0 && !env.startsWith(prefix)) continue;
     const end = env.indexOf('\0', start);
     const m = /^(\d+):(\d+)$/.exec(env.slice(start + prefix.length, end === -1 ? undefined : end));
     const s = stat(pid);
