@@ -14,10 +14,22 @@ export function relayAuth(secret: string, token: string): string {
   return createHmac('sha256', secret).update(token).digest('hex');
 }
 
+/**
+ * Output queued for one viewer beyond this (websocket bufferedAmount), on the conductor's
+ * session or on the API server's relay: the viewer is not reading and is closed (TOO_SLOW)
+ * rather than held in memory or allowed to slow the console's other viewers.
+ */
+export const MAX_VIEWER_BUFFERED_BYTES = 4 * 1024 * 1024;
+/** Input a viewer may send before its session is attached (token checked, relay open). */
+export const MAX_PENDING_INPUT_BYTES = 64 * 1024;
+/** Input written to a console process and not yet read by it, beyond which the writer is closed. */
+export const MAX_QUEUED_INPUT_BYTES = 1024 * 1024;
+
 /** Close codes a viewer may see (4000-4999: ours), with the reason text sent along. */
 export const CloseCode = {
-  /** Owner, lessee, maintenance or console state changed: the token no longer holds. */
+  /** Owner, lessee or maintenance changed: the token no longer holds. */
   ACCESS_CHANGED: 4001,
+  /** The console was disabled, the node deleted, or the console moved to another conductor. */
   CONSOLE_DISABLED: 4002,
   TOKEN_REFUSED: 4003,
   CONSOLE_NOT_HERE: 4004,
@@ -25,4 +37,6 @@ export const CloseCode = {
   WRITER_PRESENT: 4009,
   TOO_SLOW: 4010,
   SHUTDOWN: 4011,
+  /** More input than MAX_PENDING_INPUT_BYTES before attachment, or than MAX_QUEUED_INPUT_BYTES unread. */
+  INPUT_OVERFLOW: 4012,
 } as const;

@@ -115,43 +115,117 @@ export async function enabledConsoles(db: Knex, conductorGroup: string, drivers:
   }));
 }
 
+/** Where a console process runs: the pid names a process only within one boot of one machine. */
+export interface ProcessRecord {
+  pid: number;
+  startTicks: number;
+  bootId: string | null;
+}
+
 /**
  * Records this conductor as the holder of a node's console. Succeeds when nobody holds it,
- * when this conductor already does, or when the holder is no longer alive.
+ * when this conductor already does, or when the holder is no longer alive. A dead holder's
+ * process is not forgotten: it moves to `console_orphans`, in the same transaction, until a
+ * conductor that can reach it has seen it gone.
  */
 export async function claimConsole(db: Knex, nodeId: number, conductor: string, endpoint: string, heartbeatTimeout: number): Promise<boolean> {
-  const { rows } = await db.raw<{ rows: unknown[] }>(
-    `INSERT INTO console_processes (node_id, conductor, endpoint) VALUES (?, ?, ?)
-     ON CONFLICT (node_id) DO UPDATE SET conductor = EXCLUDED.conductor, endpoint = EXCLUDED.endpoint,
-       pid = NULL, start_ticks = NULL, started_at = now()
-     WHERE console_processes.conductor = EXCLUDED.conductor
-        OR NOT EXISTS (SELECT 1 FROM conductors c WHERE c.hostname = console_processes.conductor
-                       AND c.online AND c.heartbeat_at > now() - make_interval(secs => ?))
-     RETURNING node_id`,
-    [nodeId, conductor, endpoint, heartbeatTimeout],
-  );
-  return rows.length === 1;
+  return db.transaction(async (trx) => {
+    const { rows } = await trx.raw<{ rows: Array<{ conductor: string; pid: number | null; start_ticks: string | null; boot_id: string | null; alive: boolean }> }>(
+      `SELECT p.conductor, p.pid, p.start_ticks, p.boot_id,
+              EXISTS (SELECT 1 FROM conductors c WHERE c.hostname = p.conductor
+                      AND c.online AND c.heartbeat_at > now() - make_interval(secs => ?)) AS alive
+         FROM console_processes p WHERE p.node_id = ? FOR UPDATE`,
+      [heartbeatTimeout, nodeId],
+    );
+    const held = rows[0];
+    if (held && held.conductor !== conductor && held.alive) return false;
+    if (held && held.pid !== null && held.start_ticks !== null) {
+      await insertOrphan(trx, nodeId, held.conductor, { pid: held.pid, startTicks: Number(held.start_ticks), bootId: held.boot_id });
+    }
+    if (held) {
+      await trx('console_processes').where('node_id', nodeId)
+        .update({ conductor, endpoint, pid: null, start_ticks: null, boot_id: null, started_at: trx.fn.now() });
+      return true;
+    }
+    // Nobody held it when we looked: a conductor claiming at the same moment wins or loses here.
+    const inserted = await trx('console_processes').insert({ node_id: nodeId, conductor, endpoint }).onConflict('node_id').ignore().returning('node_id');
+    return inserted.length === 1;
+  });
 }
 
-export async function recordConsolePid(db: Knex, nodeId: number, conductor: string, pid: number | null, startTicks: number | null): Promise<void> {
-  await db('console_processes').where({ node_id: nodeId, conductor }).update({ pid, start_ticks: startTicks });
+export async function recordConsolePid(db: Knex, nodeId: number, conductor: string, proc: ProcessRecord): Promise<void> {
+  await db('console_processes').where({ node_id: nodeId, conductor }).update({ pid: proc.pid, start_ticks: proc.startTicks, boot_id: proc.bootId });
 }
 
-export async function releaseConsole(db: Knex, nodeId: number, conductor: string): Promise<void> {
-  await db('console_processes').where({ node_id: nodeId, conductor }).delete();
+/**
+ * Removes this conductor's record of a node's console. A process that is still running
+ * (`leftover`: it could not be ended) becomes an orphan instead of being forgotten.
+ */
+export async function releaseConsole(db: Knex, nodeId: number, conductor: string, leftover?: ProcessRecord): Promise<void> {
+  await db.transaction(async (trx) => {
+    if (leftover) await insertOrphan(trx, nodeId, conductor, leftover);
+    await trx('console_processes').where({ node_id: nodeId, conductor }).delete();
+  });
+}
+
+async function insertOrphan(db: Knex, nodeId: number, conductor: string, p: ProcessRecord): Promise<void> {
+  await db('console_orphans')
+    .insert({ node_id: nodeId, conductor, pid: p.pid, start_ticks: p.startTicks, boot_id: p.bootId })
+    .onConflict(['pid', 'start_ticks', 'boot_id']).ignore();
+}
+
+/** A console process whose holder lost it (crash, takeover): to be killed where it runs. */
+export interface OrphanConsole extends ProcessRecord {
+  id: number;
+  nodeId: number;
+  conductor: string;
+}
+
+/**
+ * Orphans this conductor should deal with: those it started itself (any boot: a stale boot
+ * means the process died with the machine) and those of any conductor on this boot (this
+ * machine), optionally of one node only.
+ */
+export async function orphanConsoles(db: Knex, conductor: string, bootId: string | null, nodeId?: number): Promise<OrphanConsole[]> {
+  const q = db('console_orphans').where((w) => {
+    w.where('conductor', conductor);
+    if (bootId !== null) w.orWhere('boot_id', bootId);
+  });
+  if (nodeId !== undefined) q.andWhere('node_id', nodeId);
+  const rows = await q.select('id', 'node_id', 'conductor', 'pid', 'start_ticks', 'boot_id').orderBy('id');
+  return rows.map((r: { id: string; node_id: number; conductor: string; pid: number; start_ticks: string; boot_id: string | null }) => ({
+    id: Number(r.id), nodeId: r.node_id, conductor: r.conductor, pid: r.pid, startTicks: Number(r.start_ticks), bootId: r.boot_id,
+  }));
+}
+
+/** Forgets orphans seen gone. */
+export async function forgetOrphans(db: Knex, ids: number[]): Promise<void> {
+  if (ids.length) await db('console_orphans').whereIn('id', ids).delete();
+}
+
+/** Wakes console holders about a node (another conductor may be waiting to take its console over). */
+export async function notifyConsole(db: Knex, nodeId: number): Promise<void> {
+  await db.raw('SELECT pg_notify(?, ?)', [CONSOLE_CHANNEL, String(nodeId)]);
+}
+
+/** Whether a node exists and has its console enabled. */
+export async function consoleEnabled(db: Knex, nodeId: number): Promise<boolean> {
+  const node = await db('nodes').where({ id: nodeId }).first('console_enabled');
+  return node?.console_enabled === true;
 }
 
 export interface RecordedConsole {
   nodeId: number;
   pid: number | null;
   startTicks: number | null;
+  bootId: string | null;
 }
 
 /** The console processes a conductor recorded (for reaping after a crash). */
 export async function recordedConsoles(db: Knex, conductor: string): Promise<RecordedConsole[]> {
-  const rows = await db('console_processes').where({ conductor }).select('node_id', 'pid', 'start_ticks');
-  return rows.map((r: { node_id: number; pid: number | null; start_ticks: string | null }) => ({
-    nodeId: r.node_id, pid: r.pid, startTicks: r.start_ticks === null ? null : Number(r.start_ticks),
+  const rows = await db('console_processes').where({ conductor }).select('node_id', 'pid', 'start_ticks', 'boot_id');
+  return rows.map((r: { node_id: number; pid: number | null; start_ticks: string | null; boot_id: string | null }) => ({
+    nodeId: r.node_id, pid: r.pid, startTicks: r.start_ticks === null ? null : Number(r.start_ticks), bootId: r.boot_id,
   }));
 }
 

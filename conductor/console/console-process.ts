@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { ConsoleCommand } from '../../drivers/interfaces.js';
 import { backoffMs } from '../intent-runner.js';
+import { OWNER_ENV, WRAPPER, WRAPPER_NAME, killGroup, ownerMarker, processStartTicks } from './processes.js';
 import { RingBuffer } from './ring-buffer.js';
 import type { RotatingLog } from './rotating-log.js';
 
@@ -19,6 +19,8 @@ export interface ConsoleProcessOptions {
   logger: Logger;
   /** Called with each new child's pid and kernel start time, to record it. */
   onSpawn(pid: number, startTicks: number | null): void;
+  /** Called once a child and its group are gone. */
+  onExit?(pid: number): void;
 }
 
 /** A run this long resets the restart backoff: the console worked. */
@@ -28,31 +30,12 @@ const EOF_GRACE_MS = 1000;
 const TERM_GRACE_MS = 2000;
 const RESET_TIMEOUT_MS = 15_000;
 
-/** The kernel start time of a process (clock ticks since boot), or null when it is gone. */
-export function processStartTicks(pid: number): number | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Field 22, counted after the ")" that ends the command name (which may hold spaces).
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
-  } catch {
-    return null;
-  }
-}
-
-/** Signals a whole process group, ignoring one that is already gone. */
-export function killGroup(pgid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-pgid, signal);
-  } catch {
-    // gone
-  }
-}
-
 /**
- * One node's console process, restarted with backoff while wanted. It runs in a process
- * group of its own (so that stopping it kills whatever it started) with stdin a pipe from
- * us: if this conductor dies, stdin reaches EOF and the console command ends by itself.
- * Output goes to the ring buffer, the optional log and `data` listeners.
+ * One node's console process, restarted with backoff while wanted. It runs under the wrapper
+ * of processes.ts, leader of a process group of its own (so that stopping it kills whatever
+ * it started): if this conductor dies, the wrapper kills the group, whether or not the
+ * command ends at stdin EOF. Output goes to the ring buffer, the optional log and `data`
+ * listeners.
  */
 export class ConsoleProcess extends EventEmitter<{ data: [Buffer] }> {
   private child?: ChildProcess;
@@ -81,10 +64,11 @@ export class ConsoleProcess extends EventEmitter<{ data: [Buffer] }> {
   start(): void {
     if (this.stopping) return;
     const { command, logger } = this.opts;
-    const child = spawn(command.command, command.args, {
+    const child = spawn('/bin/sh', ['-c', WRAPPER, WRAPPER_NAME, command.command, ...command.args], {
       detached: true,
-      stdio: ['pipe', 'pipe', 'pipe'],
-      env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...command.env },
+      // fd 3: the pipe whose EOF tells the wrapper that this conductor is gone.
+      stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
+      env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...command.env, [OWNER_ENV]: ownerMarker() },
     });
     this.child = child;
     this.starts++;
@@ -99,18 +83,26 @@ export class ConsoleProcess extends EventEmitter<{ data: [Buffer] }> {
     });
     if (child.pid !== undefined) {
       this.opts.onSpawn(child.pid, processStartTicks(child.pid));
-      logger.info({ pid: child.pid, start: this.starts }, 'console process started');
+      logger.info({ consolePid: child.pid, start: this.starts }, 'console process started');
     }
     child.once('close', (code, signal) => {
       if (this.child === child) this.child = undefined;
       // Nothing else of its group may outlive it.
-      if (child.pid !== undefined) killGroup(child.pid, 'SIGKILL');
+      if (child.pid !== undefined) {
+        killGroup(child.pid, 'SIGKILL');
+        this.opts.onExit?.(child.pid);
+      }
       if (this.stopping) return;
       this.failures = Date.now() - startedAt >= STABLE_RUN_MS ? 1 : this.failures + 1;
       const delay = backoffMs(this.failures, this.opts.restartInitialMs, this.opts.restartMaxMs);
       logger.warn({ code, signal, restartInMs: Math.round(delay) }, 'console process ended; restarting');
       this.restartTimer = setTimeout(() => void this.restart(), delay);
     });
+  }
+
+  /** Input written but not yet taken by the console process. */
+  get inputQueued(): number {
+    return this.child?.stdin?.writableLength ?? 0;
   }
 
   /** Sends input to the console. */

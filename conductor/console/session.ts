@@ -1,9 +1,6 @@
 import type { WebSocket } from 'ws';
-import { CloseCode } from '../../common/console-relay.js';
+import { CloseCode, MAX_VIEWER_BUFFERED_BYTES } from '../../common/console-relay.js';
 import type { ConsoleMode } from '../../db/console.js';
-
-/** A viewer's bytes waiting to go out beyond this: it cannot keep up and is dropped. */
-export const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
 
 /** One viewer of one node's console, as this conductor sees it. */
 export class ConsoleSession {
@@ -21,8 +18,8 @@ export class ConsoleSession {
 
   send(data: Buffer): void {
     if (!this.live) return;
-    if (this.ws.bufferedAmount > MAX_BUFFERED_BYTES) {
-      this.close(CloseCode.TOO_SLOW, 'viewer too slow: output was not read');
+    if (this.ws.bufferedAmount > MAX_VIEWER_BUFFERED_BYTES) {
+      this.close(CloseCode.TOO_SLOW, `viewer too slow: more than ${MAX_VIEWER_BUFFERED_BYTES} bytes of output not read`);
       return;
     }
     this.ws.send(data, { binary: true });

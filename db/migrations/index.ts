@@ -10,6 +10,7 @@ import * as m0008 from './0008_volume_raid.js';
 import * as m0009 from './0009_runbooks.js';
 import * as m0010 from './0010_agent_tokens.js';
 import * as m0012 from './0012_hot_intent_updates.js';
+import * as m0013 from './0013_console_orphans.js';
 
 export interface Migration {
   name: string;
@@ -34,4 +35,5 @@ export const migrations: Migration[] = [
   { name: '0009_runbooks', ...m0009 },
   { name: '0010_agent_tokens', ...m0010 },
   { name: '0012_hot_intent_updates', ...m0012 },
+  { name: '0013_console_orphans', ...m0013 },
 ];

@@ -20,6 +20,8 @@ export const FAKE_PROPERTIES = {
   fake_fail_attempts: 'Make the first N attempts of each request fail transiently (a flaky BMC). Optional.',
   fake_power_state: 'Initial power state of the fake BMC: "power on" or "power off". Optional.',
   fake_console_interval_ms: 'Milliseconds between the lines the fake console prints; 0 prints none. Optional; default 1000.',
+  fake_console_line_bytes: 'Pad each line the fake console prints to this many bytes (a busy console). Optional; default 0 (no padding).',
+  fake_console_ignore_eof: 'The fake console keeps running at stdin EOF and when its output has no reader, as a hung console command does. Optional; default false.',
 };
 
 export const fakeHardware: HardwareType = {
@@ -162,12 +164,26 @@ const FAKE_CONSOLE_CHILD = fileURLToPath(new URL('./console-child.js', import.me
 export class FakeConsole implements ConsoleInterface {
   validate(info: Readonly<Record<string, unknown>>): void {
     validateFakeInfo(info);
-    consoleInterval(info);
+    consoleArgs(info);
   }
 
   command(nodeUuid: string, info: Readonly<Record<string, unknown>>): ConsoleCommand {
-    return { command: process.execPath, args: [FAKE_CONSOLE_CHILD, nodeUuid, String(consoleInterval(info))], env: {} };
+    return { command: process.execPath, args: [FAKE_CONSOLE_CHILD, nodeUuid, ...consoleArgs(info)], env: {} };
   }
+}
+
+/** The child's arguments after the node: interval, line size, and whether it ignores EOF. */
+function consoleArgs(info: Readonly<Record<string, unknown>>): string[] {
+  const interval = consoleInterval(info);
+  const pad = info.fake_console_line_bytes ?? 0;
+  if (!Number.isInteger(Number(pad)) || Number(pad) < 0 || Number(pad) > 1048576) {
+    throw new InvalidDriverInfo(`fake_console_line_bytes must be an integer from 0 to 1048576, got ${JSON.stringify(pad)}`);
+  }
+  const ignoreEof = info.fake_console_ignore_eof ?? false;
+  if (typeof ignoreEof !== 'boolean') throw new InvalidDriverInfo(`fake_console_ignore_eof must be a boolean, got ${JSON.stringify(ignoreEof)}`);
+  const args = [String(interval)];
+  if (Number(pad) > 0 || ignoreEof) args.push(String(Number(pad)), ignoreEof ? 'ignore-eof' : 'eof');
+  return args;
 }
 
 function consoleInterval(info: Readonly<Record<string, unknown>>): number {

@@ -96,10 +96,13 @@ export function processesMatching(re: RegExp): Map<number, string> {
   return out;
 }
 
-/** Fake console processes per node UUID, counted from /proc. */
+/**
+ * Fake console processes per node UUID, counted from /proc: the node processes running the
+ * script, not a shell that names it among its arguments.
+ */
 export function fakeConsoleProcesses(): Map<string, number[]> {
   const byNode = new Map<string, number[]>();
-  for (const [pid, cmd] of processesMatching(/drivers\/fake\/console-child\.js /)) {
+  for (const [pid, cmd] of processesMatching(/^\S+ \S*drivers\/fake\/console-child\.js /)) {
     const uuid = /console-child\.js (\S+)/.exec(cmd)![1];
     byNode.set(uuid, [...(byNode.get(uuid) ?? []), pid]);
   }

@@ -188,7 +188,7 @@ describe('serial console (fake console, one all-in-one process)', function () {
     expect(fakeConsoleProcesses().get(b.node.uuid)).to.have.length(1);
     await setConsole(b.node.uuid, false);
     const closed = await b.v.closed;
-    expect([4001, 4002]).to.include(closed.code);
+    expect(closed.code, closed.reason).to.equal(4002);
     await until(() => !fakeConsoleProcesses().has(b.node.uuid), 5000, 'console process gone');
     expect(((await consoleOf(b.node.uuid)).body as ConsoleState).console_info).to.equal(null);
   });
