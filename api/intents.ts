@@ -13,7 +13,6 @@ import { withTransaction, isUniqueViolation } from '../db/transaction.js';
 import type { ApiDeps } from './deps.js';
 import { IntentWaiter } from './intent-waiter.js';
 import { PgNotifyBatcher } from '../db/notify.js';
-import { useGenericPlans } from '../db/prepared.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { limitParam, param, type Query } from './query.js';
 import { requireObject } from './body.js';
@@ -169,7 +168,6 @@ type Accepted = { node: Node; intents: Intent[] };
  * changes, the intents: set-based, whatever the number of jobs.
  */
 async function acceptJobs(trx: Knex.Transaction, jobs: readonly AcceptJob[], maxAttempts: number): Promise<Array<BatchOutcome<Accepted>>> {
-  await useGenericPlans(trx);
   const locked = await lockNodesByIdent(trx, jobs.map((j) => j.nodeIdent));
   const byIdent = new Map<string, Node>();
   for (const n of locked) {

@@ -4,7 +4,7 @@ import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
 import { claimIntents, unclaimIntents, type ClaimedIntent, type ClaimScope, type Intent } from '../db/intents.js';
 import { getNodeById, getNodesByIds, reserveIdleNodes, LOCKED_STATE_COLUMNS, nodeMapper, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type AccessOptions } from '../db/nodes.js';
 import { clearStaleReservation } from '../db/conductors.js';
-import { preparedRaw, useGenericPlans } from '../db/prepared.js';
+import { preparedRaw } from '../db/prepared.js';
 import { Batcher, type BatchOutcome } from '../common/batcher.js';
 
 export type LockMode = 'exclusive' | 'shared';
@@ -167,7 +167,6 @@ export async function commitTasks(
 ): Promise<Array<Node | LockLost>> {
   for (const o of outcomes) o.task.requireExclusive();
   const result = await db.transaction(async (trx) => {
-    await useGenericPlans(trx);
     const { rows } = await preparedRaw(
       trx,
       // Only what the change depends on: these rows are read per outcome, on the hot path.
