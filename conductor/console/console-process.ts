@@ -99,7 +99,7 @@ export class ConsoleProcess extends EventEmitter<{ data: [Buffer] }> {
     });
     if (child.pid !== undefined) {
       this.opts.onSpawn(child.pid, processStartTicks(child.pid));
-      logger.info({ pid: child.pid, start: this.starts }, 'console process started');
+      logger.info({ consolePid: child.pid, start: this.starts }, 'console process started');
     }
     child.once('close', (code, signal) => {
       if (this.child === child) this.child = undefined;

@@ -66,7 +66,7 @@ export class ConsoleManager {
   private readonly dirty = new Set<number>();
 
   constructor(private readonly deps: ConsoleManagerDeps) {
-    this.log = deps.log.child({ component: 'console' });
+    this.log = deps.log.child({ subsystem: 'console' });
   }
 
   /** Reaps what a previous run of this host left, opens the endpoint, and starts reconciling. */
@@ -354,7 +354,7 @@ export class ConsoleManager {
     for (const r of await recordedConsoles(db, hostname)) {
       if (r.pid !== null && r.startTicks !== null && processStartTicks(r.pid) === r.startTicks) {
         killGroup(r.pid, 'SIGKILL');
-        this.log.warn({ pid: r.pid, nodeId: r.nodeId }, 'reaped a console process left by an earlier run');
+        this.log.warn({ consolePid: r.pid, nodeId: r.nodeId }, 'reaped a console process left by an earlier run');
       }
       await releaseConsole(db, r.nodeId, hostname);
     }
