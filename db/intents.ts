@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { IntentNotFound } from '../common/errors.js';
 import { updateNode } from './nodes.js';
+import { clearReservationsOf } from './reservations.js';
 import { RowMapper } from './rows.js';
 
 export type IntentState = 'queued' | 'running' | 'succeeded' | 'failed' | 'skipped' | 'cancelled';
@@ -256,11 +257,6 @@ export async function cancelIntent(db: Knex, id: number): Promise<boolean> {
   return n > 0;
 }
 
-/** Releases a node reservation held by `conductor`. */
-export async function releaseReservation(trx: Knex, nodeId: number, conductor: string): Promise<void> {
-  await trx('nodes').where({ id: nodeId, reservation: conductor }).update({ reservation: null });
-}
-
 /** Intents running under `conductor` for longer than `olderThanSeconds`. */
 export async function longRunningIntentIds(db: Knex, conductor: string, olderThanSeconds: number): Promise<number[]> {
   const rows: Array<{ id: number }> = await db('intents')
@@ -312,9 +308,7 @@ export async function recoverConductorLeftovers(
       if (settleFailed) await settleFailed(trx, mapper.fromRow(f));
       await notifyIntentDone(trx, f.uuid);
     }
-    const nodes = trx('nodes').where('reservation', conductor);
-    if (onlyIds) nodes.whereIn('id', [...requeued, ...failed].map((r: { node_id: number }) => r.node_id));
-    await nodes.update({ reservation: null });
+    await clearReservationsOf(trx, conductor, onlyIds ? [...requeued, ...failed].map((r: { node_id: number }) => r.node_id) : undefined);
     const map = (r: Record<string, unknown>) => mapper.fromRow(r);
     return { requeued: requeued.map(map), failed: failed.map(map) };
   });

@@ -423,14 +423,6 @@ export async function deleteNode(db: Knex, id: number): Promise<void> {
 }
 
 /**
- * Deletes the node as it was read (same `version`) if no task holds it; false when it is
- * reserved or changed since, so the caller reads it again and re-checks.
- */
-export async function deleteNodeIfUnchanged(db: Knex, id: number, version: number): Promise<boolean> {
-  return (await db('nodes').where({ id, version }).whereNull('reservation').delete()) > 0;
-}
-
-/**
  * Provision states whose nodes the power sync leaves alone, as Ironic's SYNC_EXCLUDED_STATES:
  * an enrolled node is not managed yet (its BMC may not even be reachable), and in the wait
  * states a ramdisk may be calling back.
