@@ -275,14 +275,15 @@ export async function notifyIntentDone(trx: Knex, uuid: string): Promise<void> {
 
 /**
  * Recovers what `conductor` (restarted, or dead) left behind, in one transaction: running
- * intents of idempotent kinds go back to the queue (their attempt stays counted, so the
+ * intents that are safe to repeat go back to the queue (their attempt stays counted, so the
  * re-run is recorded as a retry); the others fail with a clear error, since running them
  * twice could do harm. Then its reservations are cleared.
  */
 export async function recoverConductorLeftovers(
   db: Knex,
   conductor: string,
-  idempotentKinds: readonly string[],
+  /** Whether an intent cut short may run again: the kind's contract (common/intent-kinds.ts). */
+  safeToRepeat: (intent: Intent) => boolean,
   /** Puts the node of a failed intent right (rolls back a transition), in the same transaction. */
   settleFailed?: (trx: Knex.Transaction, failed: Intent) => Promise<void>,
   /** Only these intents (and their nodes' reservations): the conductor is alive and runs others. */
@@ -294,13 +295,12 @@ export async function recoverConductorLeftovers(
     return q;
   };
   return db.transaction(async (trx) => {
-    const requeued = await mine(trx('intents'))
-      .whereIn('kind', idempotentKinds as string[])
-      // A reboot half done and done again reboots the machine twice.
-      .whereRaw("NOT (kind = 'power' AND args->>'target' IN ('rebooting', 'soft rebooting'))")
+    const running: Intent[] = (await mine(trx('intents')).select('*').forUpdate()).map((r: Record<string, unknown>) => mapper.fromRow(r));
+    const ids = (repeat: boolean) => running.filter((i) => safeToRepeat(i) === repeat).map((i) => i.id);
+    const requeued = await trx('intents').whereIn('id', ids(true))
       .update({ state: 'queued', error: `Conductor ${conductor} stopped while running this intent; retried.` })
       .returning('*');
-    const failed = await mine(trx('intents'))
+    const failed = await trx('intents').whereIn('id', ids(false))
       .update({ state: 'failed', finished_at: trx.fn.now(), error: `Conductor ${conductor} stopped while running this intent, which is not safe to repeat; check the node and ask again.` })
       .returning('*');
     for (const f of failed) {

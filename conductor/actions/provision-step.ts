@@ -2,19 +2,13 @@ import { ProvisionState, transitionFor, type Transition } from '../../common/sta
 import { checkNodeForProvision, provisionTransition, transitionStartChanges } from '../../drivers/provision-checks.js';
 import type { Node, NodeChanges } from '../../db/nodes.js';
 import type { Intent } from '../../db/intents.js';
-import { provisionAction, type ProvisionArgs } from './provision.js';
+import { provisionAction } from './provision.js';
+import { argsOf, intentArgs, type ProvisionArgs, type ProvisionStepArgs } from '../../common/intent-kinds.js';
 import type { Task } from '../task-manager.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 
-/** What a group operation queues for a provision step: the verb, not yet a transition. */
-export interface ProvisionStepArgs {
-  verb: string;
-  /** `[conductor] automated_clean` when the operation was created, for nodes that do not say. */
-  automatedCleanDefault: boolean;
-}
-
 function stepArgs(intent: Intent): ProvisionStepArgs {
-  return intent.args as unknown as ProvisionStepArgs;
+  return argsOf(intent, 'provision_step');
 }
 
 const ALL_STATES = Object.values(ProvisionState);
@@ -61,7 +55,7 @@ function withArgs(ctx: ActionContext, args: ProvisionArgs, pending?: NodeChanges
   }
   return {
     task, registry: ctx.registry, log: ctx.log, driver: ctx.driver,
-    intent: { ...ctx.intent, args: args as unknown as Record<string, unknown> },
+    intent: { ...ctx.intent, args: intentArgs('provision', args) },
     get node() {
       return ctx.node;
     },
@@ -105,7 +99,7 @@ export const provisionStepAction: Action = {
     // Refused before it started (the node had moved on): the node is left as it is.
     const t = refused.has(ctx.intent) ? undefined : startedTransition(ctx.node, args.verb);
     if (!t || !provisionAction.onFailure) return {};
-    const intent = { ...ctx.intent, args: provisionArgs(ctx.node, args, t) as unknown as Record<string, unknown> };
+    const intent = { ...ctx.intent, args: intentArgs('provision', provisionArgs(ctx.node, args, t)) };
     return provisionAction.onFailure({ node: ctx.node, intent }, error, final);
   },
 };

@@ -9,29 +9,16 @@ import { describeNode, ramdiskBootIso, validateForDeploy, validateInterface } fr
 import { parseCapabilities } from '../../common/capabilities.js';
 import { cleanStepsFor, type CleanStep } from '../clean-steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
+import { argsOf, type ProvisionArgs } from '../../common/intent-kinds.js';
 import { runServiceSteps } from '../servicing.js';
 
-/** What the API queued: the verb, the transition it started and its arguments. */
-export interface ProvisionArgs {
-  verb: string;
-  target: string;
-  onFail: string;
-  work?: ProvisionWork;
-  /** Manual cleaning's steps (`clean` with `clean_steps`). */
-  cleanSteps?: CleanStep[];
-  /** Servicing's steps (`service` with `service_steps`). */
-  serviceSteps?: CleanStep[];
-  /** Whether tear-down is followed by automated cleaning (decided when it was asked). */
-  automatedClean?: boolean;
-}
-
-function argsOf(ctx: Pick<ActionContext, 'intent'>): ProvisionArgs {
-  return ctx.intent.args as unknown as ProvisionArgs;
+function provisionArgsOf(ctx: Pick<ActionContext, 'intent'>): ProvisionArgs {
+  return argsOf(ctx.intent, 'provision');
 }
 
 /** The work of an intent; intents queued before `work` existed only verified or confirmed. */
 function workOf(ctx: Pick<ActionContext, 'intent' | 'node'>): ProvisionWork {
-  return argsOf(ctx).work ?? (ctx.node.provisionState === ProvisionState.VERIFYING ? 'verify' : 'none');
+  return provisionArgsOf(ctx).work ?? (ctx.node.provisionState === ProvisionState.VERIFYING ? 'verify' : 'none');
 }
 
 const DEPLOY_STEP = { step: 'deploy', interface: 'deploy', priority: 100, args: {} };
@@ -151,11 +138,11 @@ export const provisionAction: Action = {
   notification: {
     prefix: 'baremetal.node.provision_set',
     payloadName: 'NodeSetProvisionStatePayload',
-    extra: (ctx) => ({ event: argsOf(ctx).verb, previous_provision_state: ctx.node.provisionState }),
+    extra: (ctx) => ({ event: provisionArgsOf(ctx).verb, previous_provision_state: ctx.node.provisionState }),
   },
 
   async run(ctx: ActionContext): Promise<ActionResult> {
-    const args = argsOf(ctx);
+    const args = provisionArgsOf(ctx);
     const work = workOf(ctx);
     let changes: NodeChanges = {};
     let write: ActionResult['write'];
@@ -206,7 +193,7 @@ export const provisionAction: Action = {
 
   onFailure(ctx: Pick<ActionContext, 'node' | 'intent'>, error: Error, final: boolean) {
     if (!final) return {};
-    const args = argsOf(ctx);
+    const args = provisionArgsOf(ctx);
     const work = workOf(ctx);
     // A tear-down that got as far as cleaning fails as cleaning does.
     const onFail = work === 'tear_down' && ctx.node.provisionState === ProvisionState.CLEANING ? ProvisionState.CLEANFAIL : args.onFail;
