@@ -343,8 +343,9 @@ function changeOf(before: LockedNodeState, changes: NodeChanges, opts: AccessOpt
 }
 
 /**
- * The one place that changes a node row: bumps `version` always, and `access_epoch` as
- * `changeOf` says. Takes the row lock for the read-compare-write.
+ * Changes one node row: bumps `version` always, and `access_epoch` as `changeOf` says (the
+ * rule updateLockedNodes shares; reservations alone change through db/reservations.ts). Takes
+ * the row lock for the read-compare-write.
  */
 export async function updateNode(db: Knex, id: number, changes: NodeChanges, opts: UpdateOptions = {}): Promise<Node> {
   const run = async (trx: Knex.Transaction): Promise<Node> => {
