@@ -39,7 +39,7 @@ export function ironicBoolean(value: unknown): unknown {
 }
 
 /** Type-checks one value against its field declaration. */
-export function checkFieldValue(field: NodeField, value: unknown, resource = 'node'): void {
+export function checkFieldValue(field: NodeField, value: unknown): void {
   const where = `Invalid input for field/attribute ${field.name}.`;
   if (value === null) {
     if (field.nullable === false) throw new InvalidParameterValue(`${where} Value: null. The field may not be null.`);
@@ -69,7 +69,6 @@ export function checkFieldValue(field: NodeField, value: unknown, resource = 'no
     default:
       break;
   }
-  void resource;
 }
 
 /** Fields newer than the client's version are refused with 406, as Ironic does. */

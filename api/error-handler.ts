@@ -53,13 +53,13 @@ export function installErrorHandler(app: FastifyInstance, routes: RouteMethods):
     }
     if (err instanceof GalvanicError) {
       if (err.httpStatus >= 500) req.log.error({ err }, 'request failed');
-      else req.log.info({ code: err.code, msg: err.message }, 'request refused');
+      else req.log.info({ code: err.code, reason: err.message }, 'request refused');
       if (err.httpStatus === 401) reply.header('WWW-Authenticate', 'Basic realm="Baremetal API"');
       return reply.code(err.httpStatus).send(errorBody(err.httpStatus, err.message));
     }
     const client = fastifyClientError(err);
     if (client) {
-      req.log.info({ code: err.code, msg: client.message }, 'request refused');
+      req.log.info({ code: err.code, reason: client.message }, 'request refused');
       return reply.code(client.status).send(errorBody(client.status, client.message));
     }
     req.log.error({ err }, 'internal error');

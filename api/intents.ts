@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import {
-  Conflict, InvalidParameterValue, NodeNotFound, NotAcceptable, PowerOffDisabled,
+  Conflict, InvalidParameterValue, NodeNotFound, PowerOffDisabled,
 } from '../common/errors.js';
 import {
   INTENT_CHANNEL, cancelIntent, clearSettledPowerTarget, enqueueIntentsOfNodes, findIntentByKey, getIntent, listNodeIntents, skipRestOfBatch, type Intent, type NewIntent,
@@ -17,6 +17,7 @@ import { baseUrl, resourceLinks } from './links.js';
 import { limitParam, param, type Query } from './query.js';
 import { requireObject } from './body.js';
 import { errorBody } from './error-handler.js';
+import { STEP_KINDS, parseBootDeviceArgs, parsePowerArgs, parseStepArgs, type PowerArgs } from '../common/intent-kinds.js';
 
 /** The longest a request may wait for its intent. */
 const MAX_WAIT_SECONDS = 3600;
@@ -66,19 +67,6 @@ export function requestedWait(req: FastifyRequest): number | undefined {
   return Number(raw);
 }
 
-/** One step of `POST /v1/nodes/{n}/intents` and its check. */
-const STEP_ACTIONS: Record<string, (args: Record<string, unknown>, req: FastifyRequest) => Record<string, unknown>> = {
-  power: (args, req) => checkPowerArgs(args, req),
-  set_boot_device: (args) => checkBootDeviceArgs(args),
-  get_boot_device: () => ({}),
-  get_power_state: () => ({}),
-  maintenance: (args) => {
-    if (typeof args.maintenance !== 'boolean') throw new InvalidParameterValue('maintenance step needs "maintenance": true or false.');
-    if (args.reason !== undefined && args.reason !== null && typeof args.reason !== 'string') throw new InvalidParameterValue('maintenance reason must be a string.');
-    return { maintenance: args.maintenance, reason: args.reason ?? null };
-  },
-};
-
 /** Checks `steps` (`[{action, args}]`, 1 to 100) and returns them as intent kinds and arguments. */
 export function parseSteps(raw: unknown, req: FastifyRequest): Array<{ kind: string; args: Record<string, unknown> }> {
   if (!Array.isArray(raw) || raw.length === 0 || raw.length > 100) {
@@ -88,47 +76,17 @@ export function parseSteps(raw: unknown, req: FastifyRequest): Array<{ kind: str
     const step = requireObject(item, `step ${i}`);
     const unknown = Object.keys(step).filter((k) => k !== 'action' && k !== 'args');
     if (unknown.length) throw new InvalidParameterValue(`Unknown attribute(s) in step ${i}: ${unknown.join(', ')}`);
-    // Own properties only: "constructor" or "__proto__" must not find Object.prototype's.
-    const check = typeof step.action === 'string' && Object.hasOwn(STEP_ACTIONS, step.action) ? STEP_ACTIONS[step.action] : undefined;
-    if (!check) throw new InvalidParameterValue(`Step ${i}: unknown action ${JSON.stringify(step.action)}; known actions are ${Object.keys(STEP_ACTIONS).join(', ')}.`);
+    // A list, not an object's keys: "constructor" or "__proto__" finds nothing.
+    const kind = STEP_KINDS.find((k) => k === step.action);
+    if (!kind) throw new InvalidParameterValue(`Step ${i}: unknown action ${JSON.stringify(step.action)}; known actions are ${STEP_KINDS.join(', ')}.`);
     const args = step.args === undefined ? {} : requireObject(step.args, `step ${i} args`);
-    return { kind: step.action as string, args: check(args, req) };
+    return { kind, args: parseStepArgs(kind, args, req.apiVersion)! };
   });
 }
 
-const POWER_TARGETS = ['power on', 'power off', 'rebooting', 'soft power off', 'soft rebooting'];
-
-export function checkPowerArgs(body: Record<string, unknown>, req: FastifyRequest): Record<string, unknown> {
-  const extra = Object.keys(body).filter((k) => k !== 'target' && k !== 'timeout');
-  if (extra.length) throw new InvalidParameterValue(`Unknown attribute(s) for power state change: ${extra.join(', ')}`);
-  const { target, timeout } = body;
-  if (typeof target !== 'string' || !POWER_TARGETS.includes(target)) {
-    throw new InvalidParameterValue(`Invalid power target ${JSON.stringify(target)}: expected one of ${POWER_TARGETS.join(', ')}.`);
-  }
-  if ((target.startsWith('soft') || timeout !== undefined) && !req.apiVersion.atLeast(27)) {
-    throw new NotAcceptable('Soft power actions and "timeout" require API version 1.27 or later.');
-  }
-  if (timeout !== undefined && timeout !== null && (!Number.isInteger(timeout) || (timeout as number) < 1)) {
-    throw new InvalidParameterValue(`Invalid timeout value ${JSON.stringify(timeout)}: it must be a positive integer.`);
-  }
-  return timeout === undefined || timeout === null ? { target } : { target, timeout };
-}
-
-/**
- * Boot device names any management interface may accept: Ironic's `boot_devices` (with
- * `uefihttp` of newer releases) and the Redfish names Galvanic maps (`usb`, `uefi-http`).
- */
-const KNOWN_BOOT_DEVICES: ReadonlySet<string> = new Set([
-  'pxe', 'disk', 'cdrom', 'bios', 'safe', 'wanboot', 'iscsiboot', 'floppy', 'uefihttp', 'usb', 'uefi-http',
-]);
-
-export function checkBootDeviceArgs(body: Record<string, unknown>): Record<string, unknown> {
-  const extra = Object.keys(body).filter((k) => k !== 'boot_device' && k !== 'persistent');
-  if (extra.length) throw new InvalidParameterValue(`Unknown attribute(s) for boot device: ${extra.join(', ')}`);
-  if (typeof body.boot_device !== 'string' || !body.boot_device) throw new InvalidParameterValue('"boot_device" is required and must be a string.');
-  if (!KNOWN_BOOT_DEVICES.has(body.boot_device)) throw new InvalidParameterValue(`Invalid boot device ${body.boot_device} specified.`);
-  if (body.persistent !== undefined && typeof body.persistent !== 'boolean') throw new InvalidParameterValue('"persistent" must be a boolean.');
-  return { boot_device: body.boot_device, persistent: body.persistent ?? false };
+/** The checked arguments of a power state change (the intent kind's parser). */
+export function checkPowerArgs(body: Record<string, unknown>, req: FastifyRequest): PowerArgs {
+  return parsePowerArgs(body, req.apiVersion);
 }
 
 /**
@@ -147,6 +105,11 @@ export interface AcceptOptions {
   steps: Array<{ kind: string; args: Record<string, unknown> }>;
   /** Checks against the locked node and returns the node changes made with the acceptance. */
   prepare?(node: Node): NodeChanges | undefined;
+  /**
+   * Instead of `prepare`, for steps that depend on the locked node and on other rows (read
+   * with `trx`): checks, and returns the node changes and the steps to queue.
+   */
+  resolve?(node: Node, trx: Knex.Transaction): Promise<{ changes?: NodeChanges; steps: AcceptOptions['steps'] }>;
 }
 
 /** One request's acceptance, as the batch sees it. */
@@ -202,8 +165,10 @@ async function acceptJobs(trx: Knex.Transaction, jobs: readonly AcceptJob[], max
     let s = state.get(node.id);
     if (!s) state.set(node.id, (s = { before: node, current: node, changes: {} }));
     let changes: NodeChanges | undefined;
+    let steps = job.opts.steps;
     try {
-      changes = job.opts.prepare?.(s.current);
+      if (job.opts.resolve) ({ changes, steps } = await job.opts.resolve(s.current, trx));
+      else changes = job.opts.prepare?.(s.current);
     } catch (error) {
       outcomes.push({ error });
       continue;
@@ -212,9 +177,9 @@ async function acceptJobs(trx: Knex.Transaction, jobs: readonly AcceptJob[], max
       s.current = { ...s.current, ...changes };
       Object.assign(s.changes, changes);
     }
-    const batch = job.opts.steps.length > 1 ? randomUUID() : undefined;
-    outcomes.push({ nodeId: node.id, from: queued.length, count: job.opts.steps.length });
-    job.opts.steps.forEach((step, i) => queued.push({
+    const batch = steps.length > 1 ? randomUUID() : undefined;
+    outcomes.push({ nodeId: node.id, from: queued.length, count: steps.length });
+    steps.forEach((step, i) => queued.push({
       nodeId: node.id,
       intent: {
         kind: step.kind, args: step.args, maxAttempts, batch, stepIndex: batch ? i : undefined,
@@ -341,13 +306,13 @@ export function registerIntentRoutes(app: FastifyInstance, deps: ApiDeps, accept
     const args = checkPowerArgs(requireObject(req.body, 'power state change'), req);
     const wait = requestedWait(req) ?? 0;
     const { node, intents } = await acceptor.accept(req, nodeIdent(req), {
-      steps: [{ kind: 'power', args }],
+      steps: [{ kind: 'power', args: { ...args } }],
       prepare: (n) => {
         if (n.provisionState === 'cleaning' || n.provisionState === 'clean wait') {
           throw new InvalidParameterValue(`Can not change power state of node ${n.uuid} while it is in state ${n.provisionState}.`);
         }
         if (n.disablePowerOff && (args.target === 'power off' || args.target === 'soft power off')) throw new PowerOffDisabled(args.target);
-        return { targetPowerState: args.target as string, lastError: null };
+        return { targetPowerState: args.target, lastError: null };
       },
     });
     const done = await acceptor.waitAll(intents, wait);
@@ -356,13 +321,13 @@ export function registerIntentRoutes(app: FastifyInstance, deps: ApiDeps, accept
   });
 
   app.put('/v1/nodes/:node/management/boot_device', async (req, reply) => {
-    const args = checkBootDeviceArgs(requireObject(req.body, 'boot device'));
+    const args = parseBootDeviceArgs(requireObject(req.body, 'boot device'));
     // Ironic's call is synchronous: wait by default.
     const wait = requestedWait(req) ?? 60;
     const { node, intents } = await acceptor.accept(req, nodeIdent(req), {
-      steps: [{ kind: 'set_boot_device', args }],
+      steps: [{ kind: 'set_boot_device', args: { ...args } }],
       prepare: (n) => {
-        checkBootDeviceSupported(deps.registry, n, args.boot_device as string);
+        checkBootDeviceSupported(deps.registry, n, args.boot_device);
         return undefined;
       },
     });

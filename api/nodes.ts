@@ -8,7 +8,7 @@ import {
 import { getChassis } from '../db/chassis.js';
 import { ProvisionState } from '../common/states.js';
 import {
-  createNode, deleteNodeIfUnchanged, getNode, getNodesByIds, listNodeStamps, maintenanceChanges, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges,
+  createNode, getNode, getNodesByIds, listNodeStamps, maintenanceChanges, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges,
   type NodeFilters, type NodeStamp,
 } from '../db/nodes.js';
 import { INTERFACE_KINDS, type InterfaceKind } from '../drivers/interfaces.js';
@@ -22,6 +22,7 @@ import { noValidHost } from './drivers.js';
 import { ConductorLocator } from './conductor-locator.js';
 import { RenderedNodes } from './rendered-nodes.js';
 import { traitsOfNode, traitsOfNodes } from '../db/traits.js';
+import { deleteNodeIfUnreserved } from '../db/reservations.js';
 import { TRAITS_VERSION } from './traits.js';
 import { patchInstanceUuid } from './allocations.js';
 import { checkNodeListQuery } from './list-gates.js';
@@ -328,7 +329,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
         }
         if (node.protected) throw new NodeProtected(node.uuid);
         // Deleted only as checked: a task that took it, or a change, since the read means read again.
-        if (await deleteNodeIfUnchanged(db, node.id, node.version)) return reply.code(204).send();
+        if (await deleteNodeIfUnreserved(db, node.id, node.version)) return reply.code(204).send();
       }
       if (attempt >= attempts) throw new NodeLocked(node.uuid, node.reservation ?? 'another request');
       if (node.reservation !== null) await new Promise((r) => setTimeout(r, interval * 1000));

@@ -1,9 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { NotAcceptable, InvalidParameterValue, MissingParameterValue } from '../common/errors.js';
-import { INTENT_CHANNEL, enqueueIntents } from '../db/intents.js';
+import { intentArgs } from '../common/intent-kinds.js';
 import type { IntentAcceptor } from './intents.js';
-import { getNode, updateNode, type Node, type NodeChanges } from '../db/nodes.js';
-import { withTransaction } from '../db/transaction.js';
+import type { Node, NodeChanges } from '../db/nodes.js';
 import { checkNodeForProvision, provisionTransition, transitionStartChanges } from '../drivers/provision-checks.js';
 import type { ApiDeps } from './deps.js';
 import { baseUrl } from './links.js';
@@ -182,40 +181,40 @@ export function checkProvisionBody(body: Record<string, unknown>, req: FastifyRe
 }
 
 export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acceptor: IntentAcceptor): void {
-  const { db, config, registry } = deps;
+  const { config, registry } = deps;
 
   app.put('/v1/nodes/:node/states/provision', async (req, reply) => {
     const checked = checkProvisionBody(requireObject(req.body, 'provision state change'), req);
     const { verb, deploying, configdrive, runbook, deploySteps, disableRamdisk } = checked;
-    let { cleanSteps, serviceSteps } = checked;
     const ident = (req.params as { node: string }).node;
-    const node = await withTransaction(db, async (trx) => {
-      const current = await getNode(trx, ident, { forUpdate: true });
-      const t = provisionTransition(current, verb);
-      // Aborting an inspection that waits for its agent came with 1.41.
-      if (verb === 'abort' && current.provisionState === ProvisionState.INSPECTWAIT && !req.apiVersion.atLeast(41)) {
-        throw new NotAcceptable('Request not acceptable.');
-      }
-      if (runbook !== undefined) {
-        const steps = await stepsOfRunbook(trx, current, runbook);
-        if (verb === 'clean') {
-          if (cleanSteps) throw new InvalidParameterValue('Please provide either "clean_steps" or a runbook, but not both.');
-          cleanSteps = steps;
-        } else if (verb === 'service') {
-          if (serviceSteps) throw new InvalidParameterValue('Please provide either "service_steps" or a runbook, but not both.');
-          serviceSteps = steps;
+    // Through the acceptor as every action: one transaction with the node's row lock, group
+    // commit, and Idempotency-Key (a repeated request finds the intent the first one queued).
+    const { node } = await acceptor.accept(req, ident, {
+      steps: [],
+      resolve: async (current, trx) => {
+        const t = provisionTransition(current, verb);
+        // Aborting an inspection that waits for its agent came with 1.41.
+        if (verb === 'abort' && current.provisionState === ProvisionState.INSPECTWAIT && !req.apiVersion.atLeast(41)) {
+          throw new NotAcceptable('Request not acceptable.');
         }
-      }
-      checkNodeForProvision(registry, current, verb, t);
-      // Ironic moves the node into the transitional state before answering 202.
-      const changes: NodeChanges = transitionStartChanges(t);
-      if (deploying && configdrive !== undefined && configdrive !== null) {
-        changes.instanceInfo = { ...current.instanceInfo, configdrive };
-      }
-      const updated = await updateNode(trx, current.id, changes);
-      await enqueueIntents(trx, current.id, [{
-        kind: 'provision',
-        args: {
+        let { cleanSteps, serviceSteps } = checked;
+        if (runbook !== undefined) {
+          const steps = await stepsOfRunbook(trx, current, runbook);
+          if (verb === 'clean') {
+            if (cleanSteps) throw new InvalidParameterValue('Please provide either "clean_steps" or a runbook, but not both.');
+            cleanSteps = steps;
+          } else if (verb === 'service') {
+            if (serviceSteps) throw new InvalidParameterValue('Please provide either "service_steps" or a runbook, but not both.');
+            serviceSteps = steps;
+          }
+        }
+        checkNodeForProvision(registry, current, verb, t);
+        // Ironic moves the node into the transitional state before answering 202.
+        const changes: NodeChanges = transitionStartChanges(t);
+        if (deploying && configdrive !== undefined && configdrive !== null) {
+          changes.instanceInfo = { ...current.instanceInfo, configdrive };
+        }
+        const args = intentArgs('provision', {
           verb, target: t.target, onFail: t.onFail, work: t.work,
           ...(cleanSteps ? { cleanSteps } : {}),
           ...(serviceSteps ? { serviceSteps } : {}),
@@ -224,14 +223,10 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
           // Decided now, as Ironic decides it when the cleaning starts from this request.
           automatedClean: current.automatedClean ?? config.conductor.automated_clean,
           ...(t.work === 'inspect' ? { inspector: inspectorArgs(config) } : {}),
-        },
-        maxAttempts: config.conductor.intent_max_attempts,
-        requester: req.user,
-        requestId: req.id,
-      }]);
-      return updated;
+        });
+        return { changes, steps: [{ kind: 'provision', args }] };
+      },
     });
-    acceptor.wake.notify(INTENT_CHANNEL, node.uuid);
     reply.code(202).header('Location', `${baseUrl(req, config.api.public_endpoint)}/v1/nodes/${node.uuid}/states`).send();
   });
 }

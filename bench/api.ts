@@ -300,7 +300,7 @@ async function startServer(opts: Options, dbUrl: string, log: (m: string) => voi
   const env: Record<string, string> = {
     GALVANIC_DATABASE__CONNECTION: dbUrl,
     GALVANIC_API__PORT: String(port),
-    GALVANIC_LOG_LEVEL: SERVER_LOG_LEVEL,
+    GALVANIC_DEFAULT__LOG_LEVEL: SERVER_LOG_LEVEL,
   };
   if (opts.poolMax !== undefined) env.GALVANIC_DATABASE__MAX_POOL_SIZE = String(opts.poolMax);
   if (!opts.renderCache) env.GALVANIC_API__NODE_RENDER_CACHE_BYTES = '0';
@@ -529,7 +529,7 @@ async function main(): Promise<number> {
     server: {
       command: opts.command,
       logLevel: SERVER_LOG_LEVEL,
-      logLevelNote: 'GALVANIC_LOG_LEVEL=warn: the per-request info line is not written, so these figures exclude logging cost',
+      logLevelNote: 'GALVANIC_DEFAULT__LOG_LEVEL=warn: the per-request info line is not written, so these figures exclude logging cost',
       maxPoolSize: opts.poolMax ?? 'config default (10)',
       cpuProfileDir: opts.serverCpuProf,
     },

@@ -336,7 +336,7 @@ async function main(): Promise<number> {
   const ports = await simPorts(sim);
 
   const env: Record<string, string> = {
-    GALVANIC_DATABASE__CONNECTION: db.url, GALVANIC_LOG_LEVEL: 'warn',
+    GALVANIC_DATABASE__CONNECTION: db.url, GALVANIC_DEFAULT__LOG_LEVEL: 'warn',
     GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
     GALVANIC_CONDUCTOR__WORKERS_POOL_SIZE: String(opts.workers),
     GALVANIC_REDFISH__CONNECTION_CACHE_SIZE: String(opts.nodes + 100),

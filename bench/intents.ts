@@ -183,7 +183,7 @@ interface Fleet {
 function serverEnv(opts: Options, dbUrl: string): Record<string, string> {
   const env: Record<string, string> = {
     GALVANIC_DATABASE__CONNECTION: dbUrl,
-    GALVANIC_LOG_LEVEL: SERVER_LOG_LEVEL,
+    GALVANIC_DEFAULT__LOG_LEVEL: SERVER_LOG_LEVEL,
     GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
   };
   if (opts.workers !== undefined) env.GALVANIC_CONDUCTOR__WORKERS_POOL_SIZE = String(opts.workers);

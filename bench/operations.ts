@@ -57,7 +57,7 @@ async function main(): Promise<number> {
     driverInfo: { fake_delay_ms: delayMs }, provisionState: 'manageable',
   })), 1000);
 
-  const env = { GALVANIC_DATABASE__CONNECTION: db.url, GALVANIC_LOG_LEVEL: 'warn', GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0' };
+  const env = { GALVANIC_DATABASE__CONNECTION: db.url, GALVANIC_DEFAULT__LOG_LEVEL: 'warn', GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0' };
   const apiPort = await freePort();
   const procs: GalvanicProcess[] = [await spawnGalvanic({ label: 'api', command: 'api', env: { ...env, GALVANIC_API__PORT: String(apiPort) } })];
   for (let i = 0; i < k; i++) {

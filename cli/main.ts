@@ -1,9 +1,10 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
 import { loadConfig, describeConfigForLog, renderSample, type Config } from '../common/config.js';
 import { ConfigError, GalvanicError } from '../common/errors.js';
-import { createLogger } from '../common/logger.js';
+import { createLogger, type LogFormat } from '../common/logger.js';
 import { notifierFromConfig } from '../common/notifier.js';
 import { buildApp } from '../api/app.js';
 import { ConductorService } from '../conductor/service.js';
@@ -25,21 +26,81 @@ Commands:
 
 Options:
   --config PATH   configuration file (default: etc/galvanic.conf when present)
+  -h, --help      this help, or a command's with "galvanic <command> --help"
+  --version       the version of galvanic
+Environment: GALVANIC_<SECTION>__<OPTION> overrides one option, e.g. GALVANIC_API__PORT=6390.`;
+
+const COMMON_OPTIONS = `Options:
+  --config PATH   configuration file (default: etc/galvanic.conf when present)
   -h, --help      this help
 Environment: GALVANIC_<SECTION>__<OPTION> overrides one option, e.g. GALVANIC_API__PORT=6390.`;
+
+/** Each command's help: what it runs and which configuration sections it reads. */
+const COMMAND_HELP: Record<string, string> = {
+  'all-in-one': `Usage: galvanic all-in-one [--config PATH]
+
+The API and a conductor in one process. With [database] connection empty, an embedded Postgres
+is started (data in [database] embedded_data_dir) and migrated.
+Sections read: [DEFAULT], [api], [conductor], [database], the driver sections, [notifications].`,
+  api: `Usage: galvanic api [--config PATH]
+
+The REST API only, against a shared database whose schema is current ("galvanic db upgrade").
+Sections read: [DEFAULT] (logging, enabled interfaces), [api], [database].`,
+  conductor: `Usage: galvanic conductor [--config PATH]
+
+A conductor only: claims and runs intents, periodic tasks and consoles for its share of the nodes.
+SIGHUP reads the configuration file again. Sections read: [DEFAULT], [conductor], [database],
+the driver sections ([redfish], [ipmi], ...), [sensor_data], [console], [operations], [notifications].`,
+  exporter: `Usage: galvanic exporter [--config PATH]
+
+Prometheus exporter of the sensor notifications on the bus; needs no database.
+Sections read: [DEFAULT] (logging), [exporter].`,
+  db: `Usage: galvanic db upgrade [--config PATH]
+
+Subcommands:
+  upgrade         apply pending database migrations ([database] connection); a second run does nothing.`,
+  config: `Usage: galvanic config sample
+
+Subcommands:
+  sample          print the sample configuration file, every option with its default and help.`,
+};
+
+/** The help of `command` ("db upgrade" shows the db help), or null for an unknown one. */
+function commandHelp(command: string): string | null {
+  const help = COMMAND_HELP[command] ?? COMMAND_HELP[command.split(' ')[0]!];
+  return help ? `${help}\n\n${COMMON_OPTIONS}` : null;
+}
+
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
 
 async function run(argv: string[]): Promise<number> {
   // The simulator has its own options; it is loaded only when asked for.
   if (argv[0] === 'sim' && argv[1] === 'redfish') return (await import('../sim/redfish/cli.js')).runRedfishSim(argv.slice(2));
   if (argv[0] === 'op') return (await import('./op.js')).runOperationCli(argv.slice(1));
-  const { values, positionals } = parseArgs({
-    args: argv,
-    options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-    allowPositionals: true,
-  });
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' } },
+      allowPositionals: true,
+    });
+  } catch (err) {
+    // parseArgs's own errors (unknown option, missing value) are a usage error, not a crash.
+    const command = argv.filter((a) => !a.startsWith('-')).join(' ');
+    process.stderr.write(`galvanic: ${(err as Error).message}\n${commandHelp(command) ?? USAGE}\n`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
   const command = positionals.join(' ');
+  if (values.version) {
+    process.stdout.write(`galvanic ${packageVersion()}\n`);
+    return 0;
+  }
   if (values.help || !command) {
-    process.stdout.write(`${USAGE}\n`);
+    process.stdout.write(`${(command && commandHelp(command)) || USAGE}\n`);
     return values.help ? 0 : 2;
   }
   if (command === 'config sample') {
@@ -48,13 +109,14 @@ async function run(argv: string[]): Promise<number> {
   }
   const known = ['all-in-one', 'api', 'conductor', 'db upgrade', 'exporter'];
   if (!known.includes(command)) {
-    process.stderr.write(`galvanic: unknown command "${command}"\n${USAGE}\n`);
+    const help = command === 'db' || command === 'config' ? commandHelp(command) : null;
+    process.stderr.write(help ? `galvanic: "${command}" needs a subcommand\n${help}\n` : `galvanic: unknown command "${command}"\n${USAGE}\n`);
     return 2;
   }
   const config = loadConfig({ path: values.config });
   // Read by V8 at every full collection, so setting it now, before the work starts, is enough.
   if (config.DEFAULT.heap_growing_percent > 0) v8.setFlagsFromString(`--heap-growing-percent=${config.DEFAULT.heap_growing_percent}`);
-  const log = createLogger({ debug: config.DEFAULT.debug });
+  const log = createLogger({ debug: config.DEFAULT.debug, level: config.DEFAULT.log_level, format: config.DEFAULT.log_format as LogFormat });
   log.debug({ config: describeConfigForLog(config) }, 'configuration');
   const releasers = new Releasers();
   const shutdown = async (code: number) => {

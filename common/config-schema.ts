@@ -58,6 +58,18 @@ export const SCHEMA = {
       default: false,
       help: 'Log at debug level instead of info.',
     },
+    log_level: {
+      type: 'enum',
+      choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal'],
+      default: 'info',
+      help: 'The least severe level written to the log. debug = true lowers it to debug.',
+    },
+    log_format: {
+      type: 'enum',
+      choices: ['auto', 'json', 'text'],
+      default: 'auto',
+      help: 'json: one JSON object a line, for log collectors; text: one readable line a record, as oslo.log writes; auto: text when standard output is a terminal, json otherwise.',
+    },
     heap_growing_percent: {
       type: 'int',
       default: 50,

@@ -238,16 +238,6 @@ export class PreconditionFailed extends GalvanicError {
   override readonly httpStatus: number = 412;
 }
 
-export class PayloadTooLarge extends GalvanicError {
-  readonly code = 'PAYLOAD_TOO_LARGE';
-  override readonly httpStatus: number = 413;
-}
-
-export class UnsupportedMediaType extends GalvanicError {
-  readonly code = 'UNSUPPORTED_MEDIA_TYPE';
-  override readonly httpStatus: number = 415;
-}
-
 /** 503: the service cannot take the request now. */
 export class ServiceUnavailable extends GalvanicError {
   readonly code = 'SERVICE_UNAVAILABLE';

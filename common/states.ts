@@ -30,11 +30,6 @@ export type ProvisionStateName = (typeof ProvisionState)[keyof typeof ProvisionS
 
 const S = ProvisionState;
 
-/** States in which nothing is under way. */
-export const STABLE_STATES: ReadonlySet<string> = new Set([
-  S.ENROLL, S.MANAGEABLE, S.AVAILABLE, S.ACTIVE, S.CLEANFAIL, S.INSPECTFAIL, S.DEPLOYFAIL, S.ERROR, S.SERVICEFAIL,
-]);
-
 /** States that wait for a call-back, each failed after its `[conductor]` timeout. */
 export const WAIT_STATES: Readonly<Record<string, { timeoutOption: 'deploy_callback_timeout' | 'inspect_wait_timeout' | 'clean_callback_timeout'; onTimeout: string; what: string }>> = {
   [S.DEPLOYWAIT]: { timeoutOption: 'deploy_callback_timeout', onTimeout: S.DEPLOYFAIL, what: 'deploy' },

@@ -4,17 +4,17 @@ import { lazyChild } from '../common/logger.js';
 import { DriverError, GalvanicError } from '../common/errors.js';
 import type { Notifier } from '../common/notifier.js';
 import { retryPolicyOf } from '../db/operations.js';
-import { ClaimIncomplete, INTENT_DONE_CHANNEL, clearSettledPowerTarget, finishIntent, skipRestOfBatch, type ClaimedIntent, type ClaimScope, type Intent } from '../db/intents.js';
+import { ClaimIncomplete, INTENT_DONE_CHANNEL, finishIntent, skipRestOfBatch, type ClaimedIntent, type ClaimScope, type Intent } from '../db/intents.js';
 import { isDatabaseUnavailable } from '../db/transaction.js';
 import type { PgNotifyBatcher } from '../db/notify.js';
-import { recordHistory } from '../db/node-history.js';
-import type { NodeChanges, AccessOptions } from '../db/nodes.js';
+import type { AccessOptions } from '../db/nodes.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import type { Action, ActionContext, ActionResult } from './actions/types.js';
 import { nodePayload } from './node-payload.js';
 import { LockLost, type Task, type TaskManager } from './task-manager.js';
 import { SuccessRecorder } from './success-recorder.js';
 import type { AgentServices } from './agent-steps.js';
+import { failureChanges, settleFailure } from './intent-outcome.js';
 
 export interface RunnerOptions {
   hostname: string;
@@ -115,7 +115,7 @@ export class IntentRunner {
   constructor(
     private readonly tasks: TaskManager,
     private readonly registry: DriverRegistry,
-    private readonly actions: Record<string, Action>,
+    private readonly actions: Readonly<Record<string, Action | undefined>>,
     private readonly notifier: Notifier,
     /** Wakes API requests waiting on an intent, after its outcome is committed. */
     private readonly wake: PgNotifyBatcher,
@@ -329,8 +329,8 @@ export class IntentRunner {
         const retryable = isTransient(err) && intent.attempts < intent.maxAttempts;
         let retry = retryable;
         let retryDelay = 0;
-        const changes: NodeChanges = action?.onFailure?.(ctx, error, !retry) ?? {};
-        const updated = await withCommitRetries(log, () => task.commit(retry ? changes : { lastError: error.message, ...changes }, async (trx, after) => {
+        const changes = failureChanges(action, ctx, error, !retry);
+        const updated = await withCommitRetries(log, () => task.commit(changes, async (trx, after) => {
           retry = retryable;
           // An intent of a group operation retries on the operation's policy, unless it was stopped.
           const policy = retry && intent.operation ? await retryPolicyOf(trx, intent.operation) : undefined;
@@ -343,18 +343,9 @@ export class IntentRunner {
           } else {
             const status = err instanceof GalvanicError ? { error_code: err.code, http_status: err.httpStatus } : { error_code: 'INTERNAL', http_status: 500 };
             await finishIntent(trx, intent.id, { state: 'failed', error: error.message, result: status });
-            if (intent.batch !== null && intent.stepIndex !== null) {
-              await skipRestOfBatch(trx, intent.batch, intent.stepIndex);
-              // A skipped power step will never reach the target the API announced for it.
-              await clearSettledPowerTarget(trx, after);
-            }
+            if (intent.batch !== null && intent.stepIndex !== null) await skipRestOfBatch(trx, intent.batch, intent.stepIndex);
           }
-          await recordHistory(trx, {
-            nodeId: node.id, severity: 'ERROR', eventType: intent.kind, conductor: host, user: intent.requester, operation: intent.operation,
-            event: retry
-              ? `Attempt ${intent.attempts} of ${intent.maxAttempts} of ${intent.kind} failed, will retry: ${error.message}`
-              : `${intent.kind} failed after ${intent.attempts} attempt(s): ${error.message}`,
-          });
+          await settleFailure(trx, { intent, after, error, conductor: host, retry });
         }));
         if (!retry) this.wake.notify(INTENT_DONE_CHANNEL, intent.uuid);
         // Look again when the retry falls due rather than at the next poll.

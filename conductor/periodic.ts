@@ -71,13 +71,13 @@ export class PeriodicRunner {
         const spacingMs = task.spacingSeconds * 1000;
         const first = task.runAtStart ? 0 : spacingMs * (0.5 + Math.random() / 2);
         const t = setTimeout(() => {
-          this.tick(task);
-          this.timers.push(setInterval(() => this.tick(task), spacingMs));
+          void this.tick(task);
+          this.timers.push(setInterval(() => void this.tick(task), spacingMs));
         }, first);
         this.timers.push(t);
       } else {
         this.cronTasks.push(cron.schedule(task.cron!, () => this.tick(task), { name: task.name }));
-        if (task.runAtStart) this.tick(task);
+        if (task.runAtStart) void this.tick(task);
       }
     }
   }
@@ -108,7 +108,7 @@ export class PeriodicRunner {
         this.running.delete(task.name);
         this.log.debug({ task: task.name, ...stats }, 'periodic task iteration');
       }
-      if (this.deferred.delete(task.name)) this.tick(task);
+      if (this.deferred.delete(task.name)) void this.tick(task);
     })();
     this.running.set(task.name, p);
     return p;

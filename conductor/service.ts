@@ -3,20 +3,21 @@ import type { Logger } from 'pino';
 import type { Config } from '../common/config.js';
 import type { Notifier } from '../common/notifier.js';
 import { findDeadConductors, heartbeat, liveConductorsOfGroup, markOffline, registerConductor } from '../db/conductors.js';
-import { INTENT_CHANNEL, clearSettledPowerTarget, longRunningIntentIds, recoverConductorLeftovers, type ClaimScope, type Intent } from '../db/intents.js';
-import { recordHistory } from '../db/node-history.js';
-import { getNodeById, isUuid, updateNode, type NodeChanges } from '../db/nodes.js';
+import { INTENT_CHANNEL, longRunningIntentIds, recoverConductorLeftovers, type ClaimScope, type Intent } from '../db/intents.js';
+import { getNodeById, isUuid, updateNode } from '../db/nodes.js';
 import { assertSchemaCurrent } from '../db/migrate.js';
 import { PgListener } from '../db/listener.js';
 import { PgNotifyBatcher } from '../db/notify.js';
 import type { DriverRegistry } from '../drivers/registry.js';
-import { ACTIONS, IDEMPOTENT_KINDS } from './actions/index.js';
+import { ACTIONS } from './actions/index.js';
+import { safeToRepeat } from '../common/intent-kinds.js';
 import { HashRing, ringHashSql } from '../common/hash-ring.js';
 import { ConsoleManager } from './console/manager.js';
 import { IntentRunner } from './intent-runner.js';
 import { AgentClient } from '../drivers/agent/client.js';
 import { agentTokenOf, wipeAgentToken } from '../db/agent-tokens.js';
 import { portAddressesOfNode } from '../db/ports.js';
+import { failureChanges, settleFailure } from './intent-outcome.js';
 import { Allocator } from './allocations.js';
 import { ALLOCATION_CHANNEL } from '../db/allocations.js';
 import { OperationAdvancer } from './operations.js';
@@ -286,7 +287,7 @@ export class ConductorService {
   }
 
   private async recover(host: string): Promise<void> {
-    const { requeued, failed } = await recoverConductorLeftovers(this.deps.db, host, IDEMPOTENT_KINDS, (trx, intent) => this.settleFailed(trx, intent));
+    const { requeued, failed } = await recoverConductorLeftovers(this.deps.db, host, safeToRepeat, (trx, intent) => this.settleFailed(trx, intent));
     if (requeued.length || failed.length) {
       this.log.warn({ from: host, requeued: requeued.length, failed: failed.length }, 'recovered intents of a stopped conductor');
     }
@@ -300,13 +301,8 @@ export class ConductorService {
   private async settleFailed(trx: Knex.Transaction, intent: Intent): Promise<void> {
     const node = await getNodeById(trx, intent.nodeId);
     const error = new Error(intent.error ?? 'The conductor stopped while running this intent.');
-    const changes: NodeChanges = { lastError: error.message, ...ACTIONS[intent.kind]?.onFailure?.({ node, intent }, error, true) };
-    const after = await updateNode(trx, node.id, changes);
-    await clearSettledPowerTarget(trx, after);
-    await recordHistory(trx, {
-      nodeId: node.id, severity: 'ERROR', eventType: intent.kind, conductor: this.hostname,
-      user: intent.requester, operation: intent.operation, event: `${intent.kind} failed: ${error.message}`,
-    });
+    const after = await updateNode(trx, node.id, failureChanges(ACTIONS[intent.kind], { node, intent }, error, true));
+    await settleFailure(trx, { intent, after, error, conductor: this.hostname, retry: false });
   }
 
   /**
@@ -319,7 +315,7 @@ export class ConductorService {
     const ids = (await longRunningIntentIds(this.deps.db, this.hostname, timeout)).filter((id) => !this.runner.isRunning(id));
     if (ids.length === 0) return { nodes: 0 };
     const { requeued, failed } = await recoverConductorLeftovers(
-      this.deps.db, this.hostname, IDEMPOTENT_KINDS, (trx, intent) => this.settleFailed(trx, intent), ids,
+      this.deps.db, this.hostname, safeToRepeat, (trx, intent) => this.settleFailed(trx, intent), ids,
     );
     this.log.warn({ requeued: requeued.length, failed: failed.length }, 'recovered intents this conductor had lost track of');
     this.runner.pump();

@@ -2,9 +2,8 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
 import { claimIntents, unclaimIntents, type ClaimedIntent, type ClaimScope, type Intent } from '../db/intents.js';
-import { getNodeById, getNodesByIds, reserveIdleNodes, LOCKED_STATE_COLUMNS, nodeMapper, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type AccessOptions } from '../db/nodes.js';
-import { clearStaleReservation } from '../db/conductors.js';
-import { preparedRaw } from '../db/prepared.js';
+import { getNodeById, getNodesByIds, reserveIdleNodes, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type AccessOptions } from '../db/nodes.js';
+import { clearStaleReservation, lockHeldNodes, releaseNode, reserveNode } from '../db/reservations.js';
 import { Batcher, type BatchOutcome } from '../common/batcher.js';
 
 export type LockMode = 'exclusive' | 'shared';
@@ -58,7 +57,7 @@ export class Task {
   /**
    * Writes `changes` (and whatever `more` writes) and releases the reservation, in one
    * transaction: an outcome and the release can never be seen apart. Throws LockLost, writing
-   * nothing, when the node is no longer this task's (see HELD_SQL).
+   * nothing, when the node is no longer this task's (see db/reservations.ts lockHeldNodes).
    */
   async commit(changes: NodeChanges, more?: (trx: Knex.Transaction, node: Node) => Promise<void>, update: AccessOptions = {}): Promise<Node> {
     const [outcome] = await commitTasks(this.db, this.hostname, [{ task: this, changes }], async (trx, held) => {
@@ -101,13 +100,7 @@ export class Task {
   /** Releases without changes; safe to call twice (use it in `finally`). */
   async release(): Promise<void> {
     if (this.released) return;
-    if (this.exclusive) {
-      await this.db.raw(
-        `UPDATE nodes SET reservation = NULL FROM (SELECT ?::bigint AS intent_id, ?::int AS attempts) AS v
-          WHERE nodes.id = ? AND ${HELD_SQL}`,
-        [this.fence?.intentId ?? null, this.fence?.attempts ?? null, this.node.id, this.hostname, this.hostname],
-      );
-    }
+    if (this.exclusive) await releaseNode(this.db, this.node.id, this.hostname, this.fence);
     this.markReleased();
   }
 
@@ -132,18 +125,6 @@ export class Task {
   }
 }
 
-/**
- * SQL (on `nodes`, beside a row `v(intent_id, attempts)`): the node is still the task's. The
- * reservation names this host (first binding), and for an intent (v.intent_id not null), that
- * intent is still running this very attempt on this host (second binding). Both can change
- * behind a live task whose conductor was taken for dead: the survivors clear its reservations
- * and requeue its intents, and the node may be reserved again, even by this same host for a
- * retry of the same intent. Without the check, the late outcome would settle the retry and free
- * the node while the retry runs.
- */
-const HELD_SQL = `(nodes.reservation = ? AND (v.intent_id IS NULL OR EXISTS (SELECT 1 FROM intents
-  WHERE intents.id = v.intent_id AND intents.state = 'running' AND intents.conductor = ? AND intents.attempts = v.attempts)))`;
-
 /** An exclusive task's outcome: its node's changes, written with the release. */
 export interface TaskOutcome {
   task: Task;
@@ -167,22 +148,12 @@ export async function commitTasks(
 ): Promise<Array<Node | LockLost>> {
   for (const o of outcomes) o.task.requireExclusive();
   const result = await db.transaction(async (trx) => {
-    const { rows } = await preparedRaw(
-      trx,
-      // Only what the change depends on: these rows are read per outcome, on the hot path.
-      `SELECT ${LOCKED_STATE_COLUMNS.map((c) => `nodes.${c}`).join(', ')}, ${HELD_SQL} AS held_by_task
-         FROM nodes JOIN unnest(?::int[], ?::bigint[], ?::int[]) AS v(node_id, intent_id, attempts) ON nodes.id = v.node_id
-        ORDER BY nodes.id
-          FOR UPDATE OF nodes`,
-      [hostname, hostname, outcomes.map((o) => o.task.node.id), outcomes.map((o) => o.task.fenceOf?.intentId ?? null),
-        outcomes.map((o) => o.task.fenceOf?.attempts ?? null)] as Knex.RawBinding[],
-    );
-    const locked = new Map<number, Record<string, unknown>>((rows as Array<Record<string, unknown>>).map((r) => [r.id as number, r]));
+    const locked = await lockHeldNodes(trx, hostname, outcomes.map((o) => ({ nodeId: o.task.node.id, fence: o.task.fenceOf })));
     const held: Array<{ index: number; change: LockedNodeChange }> = [];
     const out = new Array<Node | LockLost>(outcomes.length);
     outcomes.forEach((o, index) => {
       const row = locked.get(o.task.node.id);
-      if (row?.held_by_task === true) held.push({ index, change: { before: nodeMapper.fromRow(row), changes: release ? { ...o.changes, reservation: null } : o.changes } });
+      if (row?.held) held.push({ index, change: { before: row.before, changes: release ? { ...o.changes, reservation: null } : o.changes } });
       else out[index] = o.task.lockLost();
     });
     const nodes = await updateLockedNodes(trx, held.map((h) => h.change), update);
@@ -226,12 +197,7 @@ export class TaskManager {
       return new Task(this.db, await getNodeById(this.db, nodeId), 'shared', opts.purpose, this.hostname, this.log);
     }
     for (let attempt = 0; attempt < 2; attempt++) {
-      const [row] = await this.db('nodes')
-        .where({ id: nodeId })
-        .whereNull('reservation')
-        .update({ reservation: this.hostname })
-        .returning('id');
-      if (row) {
+      if (await reserveNode(this.db, nodeId, this.hostname)) {
         const node = await getNodeById(this.db, nodeId);
         this.log.debug({ node: node.uuid, purpose: opts.purpose, waitMs: Date.now() - started }, 'exclusive lock taken');
         return new Task(this.db, node, 'exclusive', opts.purpose, this.hostname, this.log);

@@ -57,17 +57,6 @@ export async function getConductor(db: Knex, hostname: string, timeoutSeconds: n
   return { ...mapper.fromRow(r), alive: Boolean(r.alive) };
 }
 
-/** Clears a node's reservation when its holder's heartbeat is stale; true when cleared. */
-export async function clearStaleReservation(db: Knex, nodeId: number, timeoutSeconds: number): Promise<boolean> {
-  const n = await db('nodes')
-    .where('id', nodeId)
-    .whereNotNull('reservation')
-    .whereNotIn('reservation', db('conductors').select('hostname')
-      .whereRaw('online AND heartbeat_at > now() - make_interval(secs => ?)', [timeoutSeconds]))
-    .update({ reservation: null });
-  return n > 0;
-}
-
 /**
  * Conductors that stopped heartbeating but still hold something (online flag, running
  * intents or reservations): the survivors recover them.

@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import { IntentNotFound } from '../common/errors.js';
 import { updateNode } from './nodes.js';
 import { preparedRaw } from './prepared.js';
+import { clearReservationsOf } from './reservations.js';
 import { RowMapper } from './rows.js';
 
 export type IntentState = 'queued' | 'running' | 'succeeded' | 'failed' | 'skipped' | 'cancelled';
@@ -345,11 +346,6 @@ export async function cancelIntent(db: Knex, id: number): Promise<boolean> {
   return n > 0;
 }
 
-/** Releases a node reservation held by `conductor`. */
-export async function releaseReservation(trx: Knex, nodeId: number, conductor: string): Promise<void> {
-  await trx('nodes').where({ id: nodeId, reservation: conductor }).update({ reservation: null });
-}
-
 /** Intents running under `conductor` for longer than `olderThanSeconds`. */
 export async function longRunningIntentIds(db: Knex, conductor: string, olderThanSeconds: number): Promise<number[]> {
   const rows: Array<{ id: number }> = await db('intents')
@@ -368,14 +364,15 @@ export async function notifyIntentDone(trx: Knex, uuid: string): Promise<void> {
 
 /**
  * Recovers what `conductor` (restarted, or dead) left behind, in one transaction: running
- * intents of idempotent kinds go back to the queue (their attempt stays counted, so the
+ * intents that are safe to repeat go back to the queue (their attempt stays counted, so the
  * re-run is recorded as a retry); the others fail with a clear error, since running them
  * twice could do harm. Then its reservations are cleared.
  */
 export async function recoverConductorLeftovers(
   db: Knex,
   conductor: string,
-  idempotentKinds: readonly string[],
+  /** Whether an intent cut short may run again: the kind's contract (common/intent-kinds.ts). */
+  safeToRepeat: (intent: Intent) => boolean,
   /** Puts the node of a failed intent right (rolls back a transition), in the same transaction. */
   settleFailed?: (trx: Knex.Transaction, failed: Intent) => Promise<void>,
   /** Only these intents (and their nodes' reservations): the conductor is alive and runs others. */
@@ -387,13 +384,12 @@ export async function recoverConductorLeftovers(
     return q;
   };
   return db.transaction(async (trx) => {
-    const requeued = await mine(trx('intents'))
-      .whereIn('kind', idempotentKinds as string[])
-      // A reboot half done and done again reboots the machine twice.
-      .whereRaw("NOT (kind = 'power' AND args->>'target' IN ('rebooting', 'soft rebooting'))")
+    const running: Intent[] = (await mine(trx('intents')).select('*').forUpdate()).map((r: Record<string, unknown>) => mapper.fromRow(r));
+    const ids = (repeat: boolean) => running.filter((i) => safeToRepeat(i) === repeat).map((i) => i.id);
+    const requeued = await trx('intents').whereIn('id', ids(true))
       .update({ state: 'queued', error: `Conductor ${conductor} stopped while running this intent; retried.` })
       .returning('*');
-    const failed = await mine(trx('intents'))
+    const failed = await trx('intents').whereIn('id', ids(false))
       .update({
         state: 'failed', finished_at: trx.fn.now(),
         // What is known: when it started; not whether its request reached the BMC before the stop.
@@ -408,9 +404,7 @@ export async function recoverConductorLeftovers(
       if (settleFailed) await settleFailed(trx, mapper.fromRow(f));
       await notifyIntentDone(trx, f.uuid);
     }
-    const nodes = trx('nodes').where('reservation', conductor);
-    if (onlyIds) nodes.whereIn('id', [...requeued, ...failed].map((r: { node_id: number }) => r.node_id));
-    await nodes.update({ reservation: null });
+    await clearReservationsOf(trx, conductor, onlyIds ? [...requeued, ...failed].map((r: { node_id: number }) => r.node_id) : undefined);
     const map = (r: Record<string, unknown>) => mapper.fromRow(r);
     return { requeued: requeued.map(map), failed: failed.map(map) };
   });

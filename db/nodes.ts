@@ -345,8 +345,9 @@ function changeOf(before: LockedNodeState, changes: NodeChanges, opts: AccessOpt
 }
 
 /**
- * The one place that changes a node row: bumps `version` always, and `access_epoch` as
- * `changeOf` says. Takes the row lock for the read-compare-write.
+ * Changes one node row: bumps `version` always, and `access_epoch` as `changeOf` says (the
+ * rule updateLockedNodes shares; reservations alone change through db/reservations.ts). Takes
+ * the row lock for the read-compare-write.
  */
 export async function updateNode(db: Knex, id: number, changes: NodeChanges, opts: UpdateOptions = {}): Promise<Node> {
   const run = async (trx: Knex.Transaction): Promise<Node> => {
@@ -424,14 +425,6 @@ export async function updateLockedNodes(trx: Knex.Transaction, updates: readonly
 
 export async function deleteNode(db: Knex, id: number): Promise<void> {
   await db('nodes').where('id', id).delete();
-}
-
-/**
- * Deletes the node as it was read (same `version`) if no task holds it; false when it is
- * reserved or changed since, so the caller reads it again and re-checks.
- */
-export async function deleteNodeIfUnchanged(db: Knex, id: number, version: number): Promise<boolean> {
-  return (await db('nodes').where({ id, version }).whereNull('reservation').delete()) > 0;
 }
 
 /**

@@ -5,9 +5,10 @@
 import type { Logger } from 'pino';
 import type { ExistingPort, HooksOutcome } from './inspection-hooks.js';
 import type { BmcPriority } from './bmc-budget.js';
+import type { PowerTargetName, VirtualMediaDevice } from '../common/intent-kinds.js';
 
 export type PowerStateValue = 'power on' | 'power off' | 'error';
-export type PowerTarget = 'power on' | 'power off' | 'rebooting' | 'soft power off' | 'soft rebooting';
+export type PowerTarget = PowerTargetName;
 
 /** What a driver call gets to know about its node. */
 export interface DriverContext {
@@ -124,9 +125,7 @@ export interface BootInterface {
   getMedia?(ctx: DriverContext): Promise<VirtualMediaSlot[]>;
 }
 
-/** Ironic's boot_devices.VMEDIA_DEVICES. */
-export const VIRTUAL_MEDIA_DEVICES = ['disk', 'cdrom', 'floppy'] as const;
-export type VirtualMediaDevice = (typeof VIRTUAL_MEDIA_DEVICES)[number];
+export { VIRTUAL_MEDIA_DEVICES, type VirtualMediaDevice } from '../common/intent-kinds.js';
 
 /** One virtual media slot, in Ironic's shape. */
 export interface VirtualMediaSlot {

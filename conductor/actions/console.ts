@@ -1,9 +1,6 @@
 import { UnsupportedDriverExtension } from '../../common/errors.js';
+import { argsOf } from '../../common/intent-kinds.js';
 import type { Action } from './types.js';
-
-interface ConsoleArgs {
-  enabled: boolean;
-}
 
 /**
  * Turns a node's console on or off. It only records the wish (`console_enabled`); the
@@ -13,7 +10,7 @@ interface ConsoleArgs {
 export const consoleAction: Action = {
   notification: { prefix: 'baremetal.node.console_set', payloadName: 'NodePayload', extra: () => ({}) },
   async run(ctx) {
-    const { enabled } = ctx.intent.args as unknown as ConsoleArgs;
+    const { enabled } = argsOf(ctx.intent, 'console');
     if (enabled) {
       const name = ctx.node.consoleInterface ?? '';
       const iface = ctx.registry.console(name);

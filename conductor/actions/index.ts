@@ -5,10 +5,11 @@ import { provisionAction } from './provision.js';
 import { agentContinueAction } from './agent-continue.js';
 import { provisionStepAction } from './provision-step.js';
 import type { Action } from './types.js';
+import type { IntentKind } from '../../common/intent-kinds.js';
 import { attachVirtualMediaAction, detachVirtualMediaAction, getVirtualMediaAction } from './vmedia.js';
 
-/** Actions by intent kind. */
-export const ACTIONS: Record<string, Action> = {
+/** Actions by intent kind: one for each kind of the contract (common/intent-kinds.ts). */
+export const ACTIONS: Readonly<Record<IntentKind, Action>> & Readonly<Record<string, Action | undefined>> = {
   power: powerAction,
   get_power_state: getPowerStateAction,
   set_boot_device: setBootDeviceAction,
@@ -23,10 +24,3 @@ export const ACTIONS: Record<string, Action> = {
   detach_virtual_media: detachVirtualMediaAction,
   get_virtual_media: getVirtualMediaAction,
 };
-
-/**
- * Kinds safe to run again when a conductor died mid-way (reboots excepted, see
- * recoverConductorLeftovers). Provision transitions are not: a half-done one needs a look.
- */
-export const IDEMPOTENT_KINDS = ['power', 'get_power_state', 'set_boot_device', 'get_boot_device', 'get_supported_boot_devices', 'maintenance', 'console',
-  'attach_virtual_media', 'detach_virtual_media', 'get_virtual_media'];

@@ -1,5 +1,6 @@
 import { InvalidParameterValue, UnsupportedDriverExtension } from '../../common/errors.js';
 import { maintenanceChanges } from '../../db/nodes.js';
+import { argsOf } from '../../common/intent-kinds.js';
 import type { Action, ActionContext } from './types.js';
 
 function managementOf(ctx: ActionContext) {
@@ -9,14 +10,9 @@ function managementOf(ctx: ActionContext) {
   return m;
 }
 
-interface BootArgs {
-  boot_device: string;
-  persistent?: boolean;
-}
-
 export const setBootDeviceAction: Action = {
   async run(ctx) {
-    const { boot_device: device, persistent = false } = ctx.intent.args as unknown as BootArgs;
+    const { boot_device: device, persistent = false } = argsOf(ctx.intent, 'set_boot_device');
     const m = managementOf(ctx);
     const supported = await m.getSupportedBootDevices(ctx.driver);
     if (!supported.includes(device)) {
@@ -43,16 +39,11 @@ export const getSupportedBootDevicesAction: Action = {
   },
 };
 
-interface MaintenanceArgs {
-  maintenance: boolean;
-  reason?: string | null;
-}
-
 /** Maintenance touches no BMC; it is an intent so that it keeps its place in the node's queue. */
 export const maintenanceAction: Action = {
   notification: { prefix: 'baremetal.node.maintenance_set', payloadName: 'NodePayload', extra: () => ({}) },
   async run(ctx) {
-    const { maintenance, reason } = ctx.intent.args as unknown as MaintenanceArgs;
+    const { maintenance, reason } = argsOf(ctx.intent, 'maintenance');
     return {
       changes: maintenanceChanges(maintenance, reason ?? null),
       history: { severity: 'INFO', eventType: 'maintenance', event: maintenance ? `Maintenance set${reason ? `: ${reason}` : ''}.` : 'Maintenance unset.' },

@@ -1,8 +1,7 @@
 import { InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../../common/errors.js';
 import type { PowerTarget } from '../../drivers/interfaces.js';
+import { argsOf, POWER_TARGETS } from '../../common/intent-kinds.js';
 import type { Action, ActionContext } from './types.js';
-
-export const POWER_TARGETS: readonly PowerTarget[] = ['power on', 'power off', 'rebooting', 'soft power off', 'soft rebooting'];
 
 /** The state a node is in once `target` has been reached. */
 export function resultingPowerState(target: PowerTarget): 'power on' | 'power off' {
@@ -15,21 +14,16 @@ function powerOf(ctx: ActionContext) {
   return power;
 }
 
-interface PowerArgs {
-  target: PowerTarget;
-  timeout?: number;
-}
-
 /** Drives the node's power through its power interface. */
 export const powerAction: Action = {
   notification: {
     prefix: 'baremetal.node.power_set',
     payloadName: 'NodeSetPowerStatePayload',
-    extra: (ctx) => ({ to_power: (ctx.intent.args as unknown as PowerArgs).target }),
+    extra: (ctx) => ({ to_power: (argsOf(ctx.intent, 'power')).target }),
   },
 
   async run(ctx) {
-    const { target, timeout } = ctx.intent.args as unknown as PowerArgs;
+    const { target, timeout } = argsOf(ctx.intent, 'power');
     if (!POWER_TARGETS.includes(target)) throw new InvalidParameterValue(`Invalid power target ${target}`);
     // Ironic's node_power_action refuses it under the lock, whatever the API saw.
     if (ctx.node.disablePowerOff && resultingPowerState(target) === 'power off') throw new PowerOffDisabled(target);
@@ -46,7 +40,7 @@ export const powerAction: Action = {
 
   onFailure(ctx, error, final) {
     if (!final) return {};
-    const { target } = ctx.intent.args as unknown as PowerArgs;
+    const { target } = argsOf(ctx.intent, 'power');
     return { targetPowerState: null, lastError: `Failed to change power state to '${target}': ${error.message}` };
   },
 };

@@ -2,22 +2,16 @@ import { ProvisionState, transitionFor, type Transition } from '../../common/sta
 import { checkNodeForProvision, provisionTransition, transitionStartChanges } from '../../drivers/provision-checks.js';
 import type { Node, NodeChanges } from '../../db/nodes.js';
 import type { Intent } from '../../db/intents.js';
-import { provisionAction, type ProvisionArgs } from './provision.js';
+import { provisionAction } from './provision.js';
+import { argsOf, intentArgs, type ProvisionArgs, type ProvisionStepArgs } from '../../common/intent-kinds.js';
 import type { Task } from '../task-manager.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 import { agentContinueAction } from './agent-continue.js';
 import { AgentStepFailed } from '../../common/errors.js';
 import { WAIT_STATES } from '../../common/states.js';
 
-/** What a group operation queues for a provision step: the verb, not yet a transition. */
-export interface ProvisionStepArgs {
-  verb: string;
-  /** `[conductor] automated_clean` when the operation was created, for nodes that do not say. */
-  automatedCleanDefault: boolean;
-}
-
 function stepArgs(intent: Intent): ProvisionStepArgs {
-  return intent.args as unknown as ProvisionStepArgs;
+  return argsOf(intent, 'provision_step');
 }
 
 const ALL_STATES = Object.values(ProvisionState);
@@ -64,7 +58,7 @@ function withArgs(ctx: ActionContext, args: ProvisionArgs, pending?: NodeChanges
   }
   return {
     task, registry: ctx.registry, log: ctx.log, driver: ctx.driver, agent: ctx.agent,
-    intent: { ...ctx.intent, args: args as unknown as Record<string, unknown> },
+    intent: { ...ctx.intent, args: intentArgs('provision', args) },
     get node() {
       return ctx.node;
     },
@@ -142,7 +136,7 @@ export const provisionStepAction: Action = {
     // Refused before it started (the node had moved on): the node is left as it is.
     const t = refused.has(ctx.intent) ? undefined : startedTransition(ctx.node, args.verb);
     if (!t || !provisionAction.onFailure) return {};
-    const intent = { ...ctx.intent, args: provisionArgs(ctx.node, args, t) as unknown as Record<string, unknown> };
+    const intent = { ...ctx.intent, args: intentArgs('provision', provisionArgs(ctx.node, args, t)) };
     return provisionAction.onFailure({ node: ctx.node, intent }, error, final);
   },
 };

@@ -11,40 +11,18 @@ import type { ExistingPort } from '../../drivers/inspection-hooks.js';
 import { parseCapabilities } from '../../common/capabilities.js';
 import { cleanStepsFor, type CleanStep } from '../clean-steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
+import { argsOf, type ProvisionArgs } from '../../common/intent-kinds.js';
 import { runServiceSteps } from '../servicing.js';
 import { bootAgent, bootOf, cleaningNeedsAgent, powerOf, startAgentCleaning, startDirectDeploy, tearDownCleaning, wipedInternalInfo } from '../agent-steps.js';
 import { failureChanges } from './agent-continue.js';
 
-/** What the API queued: the verb, the transition it started and its arguments. */
-export interface ProvisionArgs {
-  verb: string;
-  target: string;
-  onFail: string;
-  work?: ProvisionWork;
-  /** Manual cleaning's steps (`clean` with `clean_steps`). */
-  cleanSteps?: CleanStep[];
-  /** Servicing's steps (`service` with `service_steps`). */
-  serviceSteps?: CleanStep[];
-  /** Whether tear-down is followed by automated cleaning (decided when it was asked). */
-  automatedClean?: boolean;
-  /** What the agent posted to /v1/continue_inspection (`process_inspection`). */
-  inventory?: Record<string, unknown>;
-  pluginData?: Record<string, unknown>;
-  /** `[inspector]` options in force when the inspection was asked for or continued. */
-  inspector?: { powerOff: boolean; preCreatePorts: boolean };
-  /** The user's deploy steps (1.69). */
-  deploySteps?: CleanStep[];
-  /** Manual cleaning without booting the agent (1.70). */
-  disableRamdisk?: boolean;
-}
-
-function argsOf(ctx: Pick<ActionContext, 'intent'>): ProvisionArgs {
-  return ctx.intent.args as unknown as ProvisionArgs;
+function provisionArgsOf(ctx: Pick<ActionContext, 'intent'>): ProvisionArgs {
+  return argsOf(ctx.intent, 'provision');
 }
 
 /** The work of an intent; intents queued before `work` existed only verified or confirmed. */
 function workOf(ctx: Pick<ActionContext, 'intent' | 'node'>): ProvisionWork {
-  return argsOf(ctx).work ?? (ctx.node.provisionState === ProvisionState.VERIFYING ? 'verify' : 'none');
+  return provisionArgsOf(ctx).work ?? (ctx.node.provisionState === ProvisionState.VERIFYING ? 'verify' : 'none');
 }
 
 const DEPLOY_STEP = { step: 'deploy', interface: 'deploy', priority: 100, args: {} };
@@ -66,7 +44,7 @@ async function deploy(ctx: ActionContext): Promise<NodeChanges> {
   const node = ctx.node;
   validateForDeploy(ctx.registry, describeNode(node));
   if (node.deployInterface === 'direct') {
-    await startDirectDeploy(ctx, argsOf(ctx).deploySteps);
+    await startDirectDeploy(ctx, provisionArgsOf(ctx).deploySteps);
     return { provisionState: ProvisionState.DEPLOYWAIT, powerState: 'power on' };
   }
   await ctx.task.progress({ deployStep: DEPLOY_STEP });
@@ -108,7 +86,7 @@ async function tearDown(ctx: ActionContext): Promise<NodeChanges> {
  * manual cleaning runs the steps asked for, each of which must exist.
  */
 async function clean(ctx: ActionContext, manual: CleanStep[] | undefined): Promise<NodeChanges> {
-  if (cleaningNeedsAgent(ctx.node, manual, argsOf(ctx).disableRamdisk === true)) {
+  if (cleaningNeedsAgent(ctx.node, manual, provisionArgsOf(ctx).disableRamdisk === true)) {
     await startAgentCleaning(ctx, manual);
     return { provisionState: ProvisionState.CLEANWAIT, powerState: 'power on' };
   }
@@ -134,7 +112,7 @@ async function clean(ctx: ActionContext, manual: CleanStep[] | undefined): Promi
  */
 async function startInBandInspection(ctx: ActionContext): Promise<NodeChanges> {
   const node = ctx.node;
-  const opts = argsOf(ctx).inspector ?? { powerOff: true, preCreatePorts: true };
+  const opts = provisionArgsOf(ctx).inspector ?? { powerOff: true, preCreatePorts: true };
   agentIso(node.driverInfo);
   const power = powerOf(ctx);
   if (opts.preCreatePorts) {
@@ -174,7 +152,7 @@ async function tearDownInspectionBoot(ctx: ActionContext, powerOff: boolean): Pr
  */
 async function processInspection(ctx: ActionContext): Promise<{ changes: NodeChanges; write: ActionResult['write'] }> {
   const node = ctx.node;
-  const args = argsOf(ctx);
+  const args = provisionArgsOf(ctx);
   const iface = ctx.registry.impl('inspect', node.inspectInterface);
   if (!iface?.processInventory) {
     throw new UnsupportedDriverExtension(`Inspect interface ${node.inspectInterface} does not support processing inspection data for node ${node.uuid}.`);
@@ -257,11 +235,11 @@ export const provisionAction: Action = {
   notification: {
     prefix: 'baremetal.node.provision_set',
     payloadName: 'NodeSetProvisionStatePayload',
-    extra: (ctx) => ({ event: argsOf(ctx).verb, previous_provision_state: ctx.node.provisionState }),
+    extra: (ctx) => ({ event: provisionArgsOf(ctx).verb, previous_provision_state: ctx.node.provisionState }),
   },
 
   async run(ctx: ActionContext): Promise<ActionResult> {
-    const args = argsOf(ctx);
+    const args = provisionArgsOf(ctx);
     const work = workOf(ctx);
     let changes: NodeChanges = {};
     let write: ActionResult['write'];
@@ -342,7 +320,7 @@ export const provisionAction: Action = {
 
   onFailure(ctx: Pick<ActionContext, 'node' | 'intent'>, error: Error, final: boolean) {
     if (!final) return {};
-    const args = argsOf(ctx);
+    const args = provisionArgsOf(ctx);
     const work = workOf(ctx);
     // A tear-down that got as far as cleaning fails as cleaning does.
     const onFail = work === 'tear_down' && ctx.node.provisionState === ProvisionState.CLEANING ? ProvisionState.CLEANFAIL : args.onFail;

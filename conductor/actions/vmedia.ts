@@ -4,18 +4,9 @@
  * `last_error` after the API answered 204; a read fails the request and leaves `last_error` alone.
  */
 import { UnsupportedDriverExtension } from '../../common/errors.js';
-import type { BootInterface, VirtualMediaDevice } from '../../drivers/interfaces.js';
+import type { BootInterface } from '../../drivers/interfaces.js';
+import { argsOf } from '../../common/intent-kinds.js';
 import type { Action, ActionContext } from './types.js';
-
-interface AttachArgs {
-  device_type: VirtualMediaDevice;
-  image_url: string;
-  image_download_source: 'http' | 'local' | 'swift';
-}
-
-interface DetachArgs {
-  device_types: VirtualMediaDevice[] | null;
-}
 
 /** The boot interface's method, or Ironic's UnsupportedDriverExtension naming the call. */
 function media<K extends 'attachMedia' | 'detachMedia' | 'getMedia'>(ctx: ActionContext, method: K, extension: string): NonNullable<BootInterface[K]> {
@@ -31,7 +22,7 @@ const pyList = (devices: readonly string[] | null) => (devices === null ? 'None'
 
 export const attachVirtualMediaAction: Action = {
   async run(ctx) {
-    const args = ctx.intent.args as unknown as AttachArgs;
+    const args = argsOf(ctx.intent, 'attach_virtual_media');
     const attach = media(ctx, 'attachMedia', 'attach_virtual_media');
     // Ironic's "swift" re-publishes the image through an object store a standalone deployment lacks.
     if (args.image_download_source === 'swift') throw new UnsupportedDriverExtension('image_download_source "swift" needs the Object Storage service, which this deployment does not have.');
@@ -41,21 +32,21 @@ export const attachVirtualMediaAction: Action = {
   },
   onFailure(ctx, error, final) {
     if (!final) return {};
-    const args = ctx.intent.args as unknown as AttachArgs;
+    const args = argsOf(ctx.intent, 'attach_virtual_media');
     return { lastError: `Could not attach device ${args.device_type} to node ${ctx.node.uuid}: ${error.message}` };
   },
 };
 
 export const detachVirtualMediaAction: Action = {
   async run(ctx) {
-    const args = ctx.intent.args as unknown as DetachArgs;
+    const args = argsOf(ctx.intent, 'detach_virtual_media');
     const detach = media(ctx, 'detachMedia', 'detach_virtual_media');
     await detach(ctx.driver, args.device_types ?? undefined);
     return { history: { severity: 'INFO', eventType: 'vmedia', event: `Device(s) ${pyList(args.device_types)} detached from node ${ctx.node.uuid}` } };
   },
   onFailure(ctx, error, final) {
     if (!final) return {};
-    const args = ctx.intent.args as unknown as DetachArgs;
+    const args = argsOf(ctx.intent, 'detach_virtual_media');
     return { lastError: `Could not detach device(s) ${pyList(args.device_types)} from node ${ctx.node.uuid}: ${error.message}` };
   },
 };

@@ -43,7 +43,7 @@ export class ConsoleManager {
   private again = false;
 
   constructor(private readonly deps: ConsoleManagerDeps) {
-    this.log = deps.log.child({ component: 'console' });
+    this.log = deps.log.child({ subsystem: 'console' });
     this.reconciler = new ConsoleReconciler({ ...deps, log: this.log }, () => this.address);
     this.guard = new AccessGuard({ config: deps.config, db: deps.db, log: this.log }, this.reconciler.consoles);
     this.endpoint = new ConsoleEndpoint({

@@ -44,7 +44,7 @@ export async function startCluster(prefix: string, opts: { conductors: number; e
   try {
     // One after the other: several Node processes starting at once on a busy 2-core machine
     // can miss startGalvanic's deadline.
-    api = await startGalvanic({ databaseUrl: tdb.url, command: 'api', env: { ...env, GALVANIC_LOG_LEVEL: 'warn' } });
+    api = await startGalvanic({ databaseUrl: tdb.url, command: 'api', env: { ...env, GALVANIC_DEFAULT__LOG_LEVEL: 'warn' } });
     for (const host of hosts) conductors.push(await startConductor({ databaseUrl: tdb.url, host, env: { ...env, ...opts.conductorEnv } }));
     const full = `"ring":${JSON.stringify([...hosts].sort())}`;
     const deadline = Date.now() + 20_000;

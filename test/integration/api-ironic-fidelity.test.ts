@@ -199,7 +199,7 @@ describe('Ironic fidelity: routing, gates, HTTP-layer errors and validation', fu
     // As the power sync holds it: a reservation, released 1.2 s later.
     await t.tdb.knex('nodes').where({ uuid }).update({ reservation: 'periodic-host' });
     // A knex builder runs only when awaited or then()ed.
-    const release = setTimeout(() => t.tdb.knex('nodes').where({ uuid }).update({ reservation: null }).then(() => undefined, () => undefined), 1200);
+    const release = setTimeout(() => void t.tdb.knex('nodes').where({ uuid }).update({ reservation: null }).then(() => undefined, () => undefined), 1200);
     try {
       const res = await t.app.inject({ method: 'DELETE', url: `/v1/nodes/${uuid}`, headers: { 'x-openstack-ironic-api-version': 'latest' } });
       expect(res.statusCode, res.body).to.equal(204);

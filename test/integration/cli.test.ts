@@ -48,6 +48,30 @@ describe('galvanic command', function () {
     expect(stderr).to.contain(`${file}:4: [nope]: unknown section`);
   });
 
+  it('answers an unknown option with the usage and exit status 2, not a stack trace', async () => {
+    const { code, stdout, stderr } = await galvanic(['api', '--bogus']);
+    expect(code).to.equal(2);
+    expect(stdout).to.equal('');
+    expect(stderr).to.contain("Unknown option '--bogus'").and.contain('Usage: galvanic api').and.not.contain('    at ');
+    const top = await galvanic(['--bogus']);
+    expect(top.code).to.equal(2);
+    expect(top.stderr).to.contain('Usage: galvanic <command>').and.not.contain('    at ');
+  });
+
+  it("prints each command's help, the subcommands of db and config, and the version", async () => {
+    for (const [args, first] of [[['api', '--help'], 'Usage: galvanic api'], [['conductor', '-h'], 'Usage: galvanic conductor'], [['db', '--help'], 'Usage: galvanic db upgrade'], [['exporter', '--help'], 'Usage: galvanic exporter']] as const) {
+      const { code, stdout } = await galvanic([...args]);
+      expect(code, args.join(' ')).to.equal(0);
+      expect(stdout.startsWith(first), stdout).to.equal(true);
+      expect(stdout).to.match(/Sections read:|Subcommands:/);
+    }
+    const db = await galvanic(['db']);
+    expect(db.code).to.equal(2);
+    expect(db.stderr).to.contain('upgrade');
+    const pkg = JSON.parse(await fs.readFile(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    expect((await galvanic(['--version'])).stdout).to.equal(`galvanic ${pkg.version}\n`);
+  });
+
   it('refuses an unknown command', async () => {
     const { code, stderr } = await galvanic(['frobnicate']);
     expect(code).to.equal(2);

@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { pino } from 'pino';
 import { NodeLocked } from '../../common/errors.js';
-import { IDEMPOTENT_KINDS } from '../../conductor/actions/index.js';
+import { safeToRepeat } from '../../common/intent-kinds.js';
 import { HashRing, ringHash, ringHashSql } from '../../common/hash-ring.js';
 import { LockLost, TaskManager, type Task } from '../../conductor/task-manager.js';
 import { registerConductor } from '../../db/conductors.js';
@@ -567,7 +567,7 @@ describe('conductor races (real processes, real Postgres)', function () {
       // tm-b retries the intent, while tm-a's BMC call is in fact still under way.
       const [first] = await a.claimIntents(10, scope);
       expect(first.intent.seq).to.equal(1);
-      await recoverConductorLeftovers(tdb.knex, 'tm-a', IDEMPOTENT_KINDS);
+      await recoverConductorLeftovers(tdb.knex, 'tm-a', safeToRepeat);
       const [second] = await b.claimIntents(10, scope);
       expect([second.intent.id, second.intent.attempts]).to.deep.equal([first.intent.id, 2]);
       // tm-a's late outcome must not land: tm-b holds the node and runs attempt 2.
@@ -579,7 +579,7 @@ describe('conductor races (real processes, real Postgres)', function () {
       expect(await claimIntents(tdb.knex, 'tm-c', 10, scope), 'the next intent is not claimable').to.deep.equal([]);
 
       // The same with one host: tm-b is recovered and claims the intent again itself (attempt 3).
-      await recoverConductorLeftovers(tdb.knex, 'tm-b', IDEMPOTENT_KINDS);
+      await recoverConductorLeftovers(tdb.knex, 'tm-b', safeToRepeat);
       const [third] = await b.claimIntents(10, scope);
       expect([third.intent.id, third.intent.attempts]).to.deep.equal([first.intent.id, 3]);
       expect(await rejected(late(second.task, second.intent.id)), 'late commit of attempt 2').to.be.instanceOf(LockLost);
@@ -607,7 +607,7 @@ describe('conductor races (real processes, real Postgres)', function () {
       expect(claimed).to.have.length(3);
       // The middle one is taken for dead and recovered (requeued) while tm-a still works.
       const lost = claimed[1];
-      await recoverConductorLeftovers(tdb.knex, 'tm-a', IDEMPOTENT_KINDS, undefined, [lost.intent.id]);
+      await recoverConductorLeftovers(tdb.knex, 'tm-a', safeToRepeat, undefined, [lost.intent.id]);
       const versions = new Map(claimed.map((c) => [c.task.node.id, c.task.node.version]));
 
       const out = await a.commitAll(claimed.map((c) => ({ task: c.task, changes: { powerState: 'power on' } })), async (trx, held) => {

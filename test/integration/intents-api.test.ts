@@ -400,6 +400,23 @@ describe('intents API (with a conductor)', function () {
       expect(uuidsOf(b)).to.deep.equal(uuidsOf(a));
       expect(await nodeIntents(uuid)).to.have.length(2);
     });
+
+    it('queues one provision intent for a provision request repeated with one key, at once or later', async () => {
+      const uuid = await createNode({ fake_delay_ms: 300 });
+      const headers = { 'idempotency-key': `manage-${uuid}` };
+      const concurrent = await Promise.all(Array.from({ length: 5 }, () =>
+        call(t, 'PUT', `/v1/nodes/${uuid}/states/provision`, { body: { target: 'manage' }, headers })));
+      for (const r of concurrent) expectStatus(r, 202);
+      // After the first was accepted the node is in verifying, where "manage" is refused: a
+      // repeat is answered from the first request, not checked again.
+      expectStatus(await call(t, 'PUT', `/v1/nodes/${uuid}/states/provision`, { body: { target: 'manage' }, headers }), 202);
+      const intents = await nodeIntents(uuid);
+      expect(intents.map((i) => i.action)).to.deep.equal(['provision']);
+      await waitIntent(intents[0].uuid);
+      expect((await getNode(uuid)).provision_state).to.equal('manageable');
+      expectStatus(await call(t, 'PUT', `/v1/nodes/${uuid}/states/provision`, { body: { target: 'manage' }, headers }), 202);
+      expect(await nodeIntents(uuid)).to.have.length(1);
+    });
   });
 
   describe('cancellation', () => {

@@ -26,7 +26,7 @@ describe('galvanic op (CLI over HTTP)', function () {
 
   before(async () => {
     tdb = await freshDatabase();
-    g = await startGalvanic({ databaseUrl: tdb.url, env: { GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0', GALVANIC_LOG_LEVEL: 'warn' } });
+    g = await startGalvanic({ databaseUrl: tdb.url, env: { GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0', GALVANIC_DEFAULT__LOG_LEVEL: 'warn' } });
     for (let i = 0; i < 5; i++) {
       const res = await fetch(`${g.url}/v1/nodes`, {
         method: 'POST',

@@ -95,7 +95,7 @@ async function getOperation(c: Cluster, uuid: string): Promise<OperationBody> {
 async function diagnose(c: Cluster, uuid: string): Promise<string> {
   const intents = await c.tdb.knex('intents as i').join('nodes as n', 'n.id', 'i.node_id').where('i.operation', uuid)
     .whereIn('i.state', ['queued', 'running', 'failed']).select('n.uuid', 'n.reservation', 'i.state', 'i.held', 'i.attempts', 'i.conductor', 'i.error', 'i.not_before').limit(30);
-  const complaints = c.conductors.flatMap((x) => x.output().split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(-15));
+  const complaints = c.conductors.flatMap((x) => x.output().split('\n').filter((l) => /"level":"(warn|error|fatal)"/.test(l)).slice(-15));
   return `${JSON.stringify(intents, null, 1)}\n${complaints.join('\n')}`;
 }
 

@@ -1,0 +1,99 @@
+/**
+ * The node reservation (`nodes.reservation`): the durable exclusive lock a conductor holds
+ * across BMC I/O. Every statement that takes, checks, clears or deletes through it lives here;
+ * the policy (modes, fences, logging, what to do when it is held) is TaskManager's. The one
+ * exception is the intent claim (db/intents.ts claimIntents), which reserves the nodes in the
+ * same statement that starts their intents.
+ */
+import type { Knex } from 'knex';
+import { preparedRaw } from './prepared.js';
+import { LOCKED_STATE_COLUMNS, nodeMapper, type Node } from './nodes.js';
+
+/** The intent attempt a reservation was taken for (see HELD_SQL). */
+export interface ReservationFence {
+  intentId: number;
+  attempts: number;
+}
+
+/**
+ * SQL (on `nodes`, beside a row `v(intent_id, attempts)`): the node is still the task's. The
+ * reservation names this host (first binding), and for an intent (v.intent_id not null), that
+ * intent is still running this very attempt on this host (second binding). Both can change
+ * behind a live task whose conductor was taken for dead: the survivors clear its reservations
+ * and requeue its intents, and the node may be reserved again, even by this same host for a
+ * retry of the same intent. Without the check, the late outcome would settle the retry and free
+ * the node while the retry runs.
+ */
+const HELD_SQL = `(nodes.reservation = ? AND (v.intent_id IS NULL OR EXISTS (SELECT 1 FROM intents
+  WHERE intents.id = v.intent_id AND intents.state = 'running' AND intents.conductor = ? AND intents.attempts = v.attempts)))`;
+
+/** Reserves the node for `host` by compare-and-set; false when someone holds it (or it is gone). */
+export async function reserveNode(db: Knex, nodeId: number, host: string): Promise<boolean> {
+  const rows = await db('nodes').where({ id: nodeId }).whereNull('reservation').update({ reservation: host }).returning('id');
+  return rows.length > 0;
+}
+
+/** Releases the node if it is still held by `host` (for `fence`, when given); else does nothing. */
+export async function releaseNode(db: Knex, nodeId: number, host: string, fence?: ReservationFence): Promise<void> {
+  await db.raw(
+    `UPDATE nodes SET reservation = NULL FROM (SELECT ?::bigint AS intent_id, ?::int AS attempts) AS v
+      WHERE nodes.id = ? AND ${HELD_SQL}`,
+    [fence?.intentId ?? null, fence?.attempts ?? null, nodeId, host, host],
+  );
+}
+
+/** A node locked for a commit: what the change depends on, and whether the task still holds it. */
+export interface LockedForCommit {
+  /** Only LOCKED_STATE_COLUMNS are read: these rows are read per outcome, on the hot path. */
+  before: Node;
+  held: boolean;
+}
+
+/**
+ * Row-locks the nodes (in id order) inside `trx` and tells, for each, whether `host` still
+ * holds it for its fence. The caller then writes only the held ones, clearing their reservation
+ * in the same statement (updateLockedNodes) when it releases.
+ */
+export async function lockHeldNodes(
+  trx: Knex.Transaction,
+  host: string,
+  items: ReadonlyArray<{ nodeId: number; fence?: ReservationFence }>,
+): Promise<Map<number, LockedForCommit>> {
+  // Prepared: read per outcome batch, on the hot path.
+  const { rows } = await preparedRaw(
+    trx,
+    `SELECT ${LOCKED_STATE_COLUMNS.map((c) => `nodes.${c}`).join(', ')}, ${HELD_SQL} AS held_by_task
+       FROM nodes JOIN unnest(?::int[], ?::bigint[], ?::int[]) AS v(node_id, intent_id, attempts) ON nodes.id = v.node_id
+      ORDER BY nodes.id
+        FOR UPDATE OF nodes`,
+    [host, host, items.map((i) => i.nodeId), items.map((i) => i.fence?.intentId ?? null), items.map((i) => i.fence?.attempts ?? null)],
+  );
+  return new Map((rows as Array<Record<string, unknown>>).map((r) => [r.id as number, { before: nodeMapper.fromRow(r), held: r.held_by_task === true }]));
+}
+
+/** Clears a node's reservation when its holder's heartbeat is stale; true when cleared. */
+export async function clearStaleReservation(db: Knex, nodeId: number, timeoutSeconds: number): Promise<boolean> {
+  const n = await db('nodes')
+    .where('id', nodeId)
+    .whereNotNull('reservation')
+    .whereNotIn('reservation', db('conductors').select('hostname')
+      .whereRaw('online AND heartbeat_at > now() - make_interval(secs => ?)', [timeoutSeconds]))
+    .update({ reservation: null });
+  return n > 0;
+}
+
+/** Clears every reservation `conductor` holds, or only those of `nodeIds`. */
+export async function clearReservationsOf(db: Knex, conductor: string, nodeIds?: readonly number[]): Promise<void> {
+  const nodes = db('nodes').where('reservation', conductor);
+  if (nodeIds) nodes.whereIn('id', nodeIds as number[]);
+  await nodes.update({ reservation: null });
+}
+
+/**
+ * Deletes the node as it was read (same `version`) if no task holds it, in one statement: a
+ * reservation taken after the caller's checks keeps the node. False when it is reserved or
+ * changed since, so the caller reads it again and re-checks.
+ */
+export async function deleteNodeIfUnreserved(db: Knex, id: number, version: number): Promise<boolean> {
+  return (await db('nodes').where({ id, version }).whereNull('reservation').delete()) > 0;
+}
