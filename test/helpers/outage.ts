@@ -66,7 +66,7 @@ export async function startOutageCluster(opts: OutageClusterOptions): Promise<Ou
     const conductors: RunningConductor[] = [];
     closers.push(() => Promise.all([...apis, ...conductors].map((p) => p.stop())));
     const env = { ...OUTAGE_CONDUCTOR_ENV, ...opts.conductorEnv };
-    for (let i = 0; i < opts.apis; i++) apis.push(await startGalvanic({ databaseUrl: pg.url, command: 'api', env: { GALVANIC_LOG_LEVEL: 'warn' } }));
+    for (let i = 0; i < opts.apis; i++) apis.push(await startGalvanic({ databaseUrl: pg.url, command: 'api', env: { GALVANIC_DEFAULT__LOG_LEVEL: 'warn' } }));
     const hosts = Array.from({ length: opts.conductors }, (_, i) => `outage-c${i + 1}`);
     for (const host of hosts) conductors.push(await startConductor({ databaseUrl: pg.url, host, env }));
     const full = `"ring":${JSON.stringify([...hosts].sort())}`;
