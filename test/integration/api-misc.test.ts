@@ -350,7 +350,7 @@ describe('HTTP basic authentication', function () {
     await fs.rm(dir, { recursive: true, force: true });
   });
 
-  for (const url of ['/v1', '/v1/nodes']) {
+  for (const url of ['/v1/nodes', '/v1/chassis']) {
     it(`answers 401 with WWW-Authenticate on ${url} without or with wrong credentials`, async () => {
       for (const headers of [{}, basic('admin', 'wrong'), basic('mallory', 's3cret'), { authorization: 'Bearer abc' }, { authorization: 'Basic !!!' }]) {
         const res = await call(t, 'GET', url, { headers });
@@ -366,9 +366,10 @@ describe('HTTP basic authentication', function () {
     });
   }
 
-  it('leaves GET / open', async () => {
+  it('leaves GET / and GET /v1 open, as Ironic\'s public routes (the agent reads them)', async () => {
     expect((await call(t, 'GET', '/')).statusCode).to.equal(200);
     expect((await call(t, 'GET', '/?format=json')).statusCode).to.equal(200);
+    expect((await call(t, 'GET', '/v1')).statusCode).to.equal(200);
   });
 
   it('refuses writes without credentials and does not create anything', async () => {
