@@ -753,9 +753,7 @@ async function captureClaimSql(conductor: string, limit: number, scope: ClaimSco
   const fake = {
     raw: (sql: string, bindings: unknown[] = []) => {
       captured.push({ sql, bindings });
-      // A prepared statement's options (its name) change nothing here.
-      const result = Promise.resolve({ rows: [] });
-      return Object.assign(result, { options: () => result });
+      return Promise.resolve({ rows: [] });
     },
     transaction: async (work: (trx: unknown) => Promise<unknown>) => work(fake),
   } as unknown as Knex;
@@ -814,7 +812,7 @@ async function explainClaim(opts: Options, server: DatabaseServer, log: (m: stri
         const { rows } = (await trx.raw(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, bindings as Knex.RawBinding[])) as { rows: Array<{ 'QUERY PLAN': string }> };
         plan = rows.map((r) => r['QUERY PLAN']).join('\n');
       });
-      // The plan every claim runs: the prepared statement's one generic plan (Postgres 16 or later).
+      // The plan a prepared claim would run: its generic plan (Postgres 16 or later), kept to show why the claim is planned per call.
       let genericPlan = '';
       await inRolledBackTransaction(knex, async (trx) => {
         for (const setting of settings) await trx.raw(setting);
@@ -837,7 +835,7 @@ async function explainClaim(opts: Options, server: DatabaseServer, log: (m: stri
       // The ring's range arrays make some lines kilobytes long; the JSON keeps them whole.
       const shown = plan.split('\n').map((l) => (l.length > 300 ? `${l.slice(0, 300)}…` : l)).join('\n');
       process.stdout.write(`\n=== claim query, ${label}, limit ${limit}, ${opts.intents} queued ===\n${shown}\n`);
-      process.stdout.write(`--- its generic plan (prepared, planned once per connection) ---\n${genericPlan.split('\n').map((l) => (l.length > 300 ? `${l.slice(0, 300)}…` : l)).join('\n')}\n`);
+      process.stdout.write(`--- its generic plan (what a prepared claim would run) ---\n${genericPlan.split('\n').map((l) => (l.length > 300 ? `${l.slice(0, 300)}…` : l)).join('\n')}\n`);
       process.stdout.write(`claimIntents() wall time over 5 runs (rolled back): ${timings.map((x) => x.toFixed(1)).join(', ')} ms\n`);
       (out.scopes as unknown[]).push({ label, plan: plan.split('\n'), genericPlan: genericPlan.split('\n'), claimWallMs: timings.map(round2) });
     }

@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { IntentNotFound } from '../common/errors.js';
 import { updateNode } from './nodes.js';
-import { preparedRaw } from './prepared.js';
 import { clearReservationsOf } from './reservations.js';
 import { RowMapper } from './rows.js';
 
@@ -87,8 +86,7 @@ export async function enqueueIntentsOfNodes(trx: Knex.Transaction, items: Readon
     };
   });
   // Every row's subquery sees the queue as it was before this statement: a node's n-th new intent gets max + n.
-  const { rows: inserted } = await preparedRaw(
-    trx,
+  const { rows: inserted } = await trx.raw(
     `INSERT INTO intents (uuid, node_id, seq, kind, args, batch, step_index, operation, state, max_attempts, requester, request_id, idempotency_key)
      SELECT v.uuid, v.node_id, coalesce((SELECT max(i.seq) FROM intents i WHERE i.node_id = v.node_id), 0) + v.nth, v.kind, v.args,
             v.batch, v.step_index, v.operation, 'queued', v.max_attempts, v.requester, v.request_id, v.idempotency_key
@@ -280,8 +278,7 @@ export async function finishIntent(trx: Knex, id: number, outcome: IntentOutcome
 /** Records many intents as succeeded with their results, in one statement. */
 export async function finishSucceededIntents(trx: Knex, items: ReadonlyArray<{ id: number; result: unknown }>): Promise<void> {
   if (items.length === 0) return;
-  await preparedRaw(
-    trx,
+  await trx.raw(
     `UPDATE intents SET state = 'succeeded', error = NULL, result = v.result, finished_at = now()
        FROM jsonb_to_recordset(?::jsonb) AS v(id bigint, result jsonb)
       WHERE intents.id = v.id`,

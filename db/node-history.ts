@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { NodeHistoryNotFound } from '../common/errors.js';
-import { preparedRaw } from './prepared.js';
 import { RowMapper } from './rows.js';
 
 export type Severity = 'INFO' | 'WARNING' | 'ERROR';
@@ -40,8 +39,7 @@ export async function recordHistory(db: Knex, e: NewHistoryEvent): Promise<void>
 /** Records many events in one statement. */
 export async function recordHistories(db: Knex, events: readonly NewHistoryEvent[]): Promise<void> {
   if (events.length === 0) return;
-  await preparedRaw(
-    db,
+  await db.raw(
     `INSERT INTO node_history (uuid, node_id, severity, event_type, event, conductor, "user", operation)
      SELECT uuid, node_id, severity, event_type, event, conductor, "user", operation
        FROM jsonb_populate_recordset(NULL::node_history, ?::jsonb)`,

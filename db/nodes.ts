@@ -3,7 +3,6 @@ import type { Knex } from 'knex';
 import {
   ChassisNotFound, DuplicateName, NodeAlreadyExists, NodeNotFound, Conflict, PreconditionFailed, ReferencedResourceNotFound,
 } from '../common/errors.js';
-import { preparedRaw } from './prepared.js';
 import { RowMapper } from './rows.js';
 import { isUniqueViolation, pgError } from './transaction.js';
 
@@ -149,8 +148,7 @@ export async function findNode(db: Knex, ident: string, opts: { forUpdate?: bool
 export async function lockNodesByIdent(trx: Knex.Transaction, idents: readonly string[]): Promise<Node[]> {
   const uuids = [...new Set(idents.filter(isUuid).map((u) => u.toLowerCase()))];
   const names = [...new Set(idents.filter((i) => !isUuid(i)))];
-  const { rows } = await preparedRaw(
-    trx,
+  const { rows } = await trx.raw(
     'SELECT * FROM nodes WHERE uuid = ANY(?::uuid[]) OR name = ANY(?::text[]) ORDER BY id FOR UPDATE',
     [uuids, names],
   );
@@ -265,7 +263,7 @@ export async function listNodeStamps(db: Knex, filters: NodeFilters, page: Page)
 /** Nodes by id, in no particular order; ids that no longer exist are left out. */
 export async function getNodesByIds(db: Knex, ids: readonly number[]): Promise<Node[]> {
   if (ids.length === 0) return [];
-  const { rows } = await preparedRaw(db, 'SELECT * FROM nodes WHERE id = any(?::int[])', [ids as number[]]);
+  const { rows } = await db.raw('SELECT * FROM nodes WHERE id = any(?::int[])', [ids as number[]]);
   return (rows as Array<Record<string, unknown>>).map((r: Record<string, unknown>) => nodeMapper.fromRow(r));
 }
 
@@ -404,9 +402,7 @@ export async function updateLockedNodes(trx: Knex.Transaction, updates: readonly
   const out: Node[] = new Array(updates.length);
   for (const [key, group] of groups) {
     const set = key.split(',').filter((c) => c !== 'id').map((c) => `"${c}" = v."${c}"`);
-    // A few column sets recur (one per kind of outcome): each is one prepared statement.
-    const { rows } = await preparedRaw(
-      trx,
+    const { rows } = await trx.raw(
       `UPDATE nodes AS n SET ${[...set, 'updated_at = now()'].join(', ')}
          FROM jsonb_populate_recordset(NULL::nodes, ?::jsonb) AS v
         WHERE n.id = v.id

@@ -6,7 +6,6 @@
  * same statement that starts their intents.
  */
 import type { Knex } from 'knex';
-import { preparedRaw } from './prepared.js';
 import { LOCKED_STATE_COLUMNS, nodeMapper, type Node } from './nodes.js';
 
 /** The intent attempt a reservation was taken for (see HELD_SQL). */
@@ -59,14 +58,12 @@ export async function lockHeldNodes(
   host: string,
   items: ReadonlyArray<{ nodeId: number; fence?: ReservationFence }>,
 ): Promise<Map<number, LockedForCommit>> {
-  // Prepared: read per outcome batch, on the hot path.
-  const { rows } = await preparedRaw(
-    trx,
+  const { rows } = await trx.raw(
     `SELECT ${LOCKED_STATE_COLUMNS.map((c) => `nodes.${c}`).join(', ')}, ${HELD_SQL} AS held_by_task
        FROM nodes JOIN unnest(?::int[], ?::bigint[], ?::int[]) AS v(node_id, intent_id, attempts) ON nodes.id = v.node_id
       ORDER BY nodes.id
         FOR UPDATE OF nodes`,
-    [host, host, items.map((i) => i.nodeId), items.map((i) => i.fence?.intentId ?? null), items.map((i) => i.fence?.attempts ?? null)],
+    [host, host, items.map((i) => i.nodeId), items.map((i) => i.fence?.intentId ?? null), items.map((i) => i.fence?.attempts ?? null)] as Knex.RawBinding[],
   );
   return new Map((rows as Array<Record<string, unknown>>).map((r) => [r.id as number, { before: nodeMapper.fromRow(r), held: r.held_by_task === true }]));
 }
