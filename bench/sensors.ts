@@ -35,7 +35,6 @@
  * benchmark re-executes itself under the hard limit (`ulimit -n`) when the soft one is lower.
  * Results: a table on stdout, bench/results/sensors-<timestamp>.json and sensors-latest.json.
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -44,11 +43,10 @@ import amqp from 'amqplib';
 import { onCleanup, runBenchmark } from './lib/cleanup.js';
 import { createBenchDatabase, PG_FAST_FLAGS, startDatabaseServer } from './lib/database.js';
 import { rssKiB, spawnGalvanic, watchCpu, type GalvanicProcess } from './lib/proc.js';
-import { BMCS_PER_SIM, enroll, fdLimits, markChains, simTotals, startSims, type Chains, type Sim, type Totals } from './lib/redfish-fleet.js';
+import { ensureFdLimit, enroll, markChains, simTotals, startSims, type Chains, type Sim, type Totals } from './lib/redfish-fleet.js';
 import { benchLog, fmt, freePort, gitState, loadAvg, machineInfo, positiveInt, ROOT, round2, sleep, table, writeResults } from './lib/util.js';
 
 const RABBITMQ_URL = process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672/';
-const REEXEC_MARK = 'GALVANIC_BENCH_FD_RAISED';
 /** What Ironic's asynchronous prototype needed (the specification): 3,500 fake nodes. */
 const IRONIC_PROTOTYPE = { nodes: 3500, cpu: 'a whole core', rssGiB: '2-3' };
 
@@ -256,18 +254,8 @@ async function heapOf(port: number): Promise<Heap> {
 async function main(): Promise<number> {
   const opts = parseOptions(process.argv.slice(2));
   const log = benchLog();
-  const needFds = Math.min(BMCS_PER_SIM, opts.nodes) * 2 + opts.nodes + 2000;
-  const { soft, hard } = fdLimits();
-  if (soft < needFds) {
-    if (hard >= needFds && !process.env[REEXEC_MARK]) {
-      log(`raising the file-descriptor limit from ${soft} to ${hard} (need about ${needFds}) and starting again`);
-      const child = spawn('sh', ['-c', `ulimit -n ${hard} && exec "$0" "$@"`, process.execPath, ...process.execArgv, process.argv[1], ...process.argv.slice(2)], {
-        stdio: 'inherit', env: { ...process.env, [REEXEC_MARK]: '1' },
-      });
-      return new Promise((resolve) => child.once('exit', (code) => resolve(code ?? 1)));
-    }
-    throw new Error(`the conductor needs about ${needFds} file descriptors for ${opts.nodes} BMCs but ulimit -n allows ${soft} (hard ${hard}); raise it (e.g. ulimit -n ${needFds}) or use fewer --nodes`);
-  }
+  const reexec = await ensureFdLimit(opts.nodes, log);
+  if (reexec !== undefined) return reexec;
   const startedAt = new Date();
   const load0 = loadAvg();
   log(`options ${JSON.stringify(opts)}; load average ${load0.join(' ')}`);

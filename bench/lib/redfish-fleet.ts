@@ -30,6 +30,28 @@ export function fdLimits(): { soft: number; hard: number } {
   return { soft: n(out[0]), hard: n(out[1]) };
 }
 
+const REEXEC_MARK = 'GALVANIC_BENCH_FD_RAISED';
+
+/**
+ * Makes sure a fleet of `nodes` BMCs fits the file-descriptor limit: when the soft limit is too
+ * low and the hard one allows it, starts this benchmark again under a raised limit and resolves
+ * with that run's exit code; resolves undefined when the limit already suffices.
+ * @throws Error when even the hard limit is too low
+ */
+export async function ensureFdLimit(nodes: number, log: (m: string) => void): Promise<number | undefined> {
+  const needFds = Math.min(BMCS_PER_SIM, nodes) * 2 + nodes + 2000;
+  const { soft, hard } = fdLimits();
+  if (soft >= needFds) return undefined;
+  if (hard >= needFds && !process.env[REEXEC_MARK]) {
+    log(`raising the file-descriptor limit from ${soft} to ${hard} (need about ${needFds}) and starting again`);
+    const child = spawn('sh', ['-c', `ulimit -n ${hard} && exec "$0" "$@"`, process.execPath, ...process.execArgv, process.argv[1], ...process.argv.slice(2)], {
+      stdio: 'inherit', env: { ...process.env, [REEXEC_MARK]: '1' },
+    });
+    return new Promise((resolve) => child.once('exit', (code) => resolve(code ?? 1)));
+  }
+  throw new Error(`the conductor needs about ${needFds} file descriptors for ${nodes} BMCs but ulimit -n allows ${soft} (hard ${hard}); raise it (e.g. ulimit -n ${needFds}) or use fewer --nodes`);
+}
+
 export interface Sim {
   proc: ChildProcess;
   firstPort: number;
