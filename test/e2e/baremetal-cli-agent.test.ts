@@ -6,24 +6,13 @@
  * not installed, except under CI.
  */
 import { expect } from 'chai';
-import { execFile } from 'node:child_process';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
-import { requireCli } from '../helpers/baremetal.js';
+import { requireCli, runBaremetal, type CliResult } from '../helpers/baremetal.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { agentWitness, setAgentFaults, waitFor } from '../helpers/agent-sim.js';
 import { AGENT_TEST_ENV, startImageServer, type ImageServer } from '../helpers/agent-deploy.js';
 import { httpClient, nodeHistory, type ApiCall } from '../helpers/provisioning.js';
-
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cleanEnv(): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OS_')));
-}
 
 describe('baremetal CLI: direct deploy and cleaning through the agent (e2e)', function () {
   // Each CLI run costs seconds of Python start-up on a loaded machine.
@@ -54,13 +43,7 @@ describe('baremetal CLI: direct deploy and cleaning through the agent (e2e)', fu
   });
 
   function baremetal(...args: string[]): Promise<CliResult> {
-    const argv = ['--os-auth-type', 'none', '--os-endpoint', galvanic!.url, ...args];
-    return new Promise((resolve) => {
-      execFile('baremetal', argv, { env: cleanEnv(), timeout: 150_000 }, (err, stdout, stderr) => {
-        const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
-        resolve({ code, stdout, stderr });
-      });
-    });
+    return runBaremetal(galvanic!.url, args, 150_000);
   }
 
   async function ok(...args: string[]): Promise<string> {
