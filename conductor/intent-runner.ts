@@ -180,8 +180,10 @@ export class IntentRunner {
       // take in turn) five times over while 1,000 admitted nodes waited to be claimed.
       if (this.opts.beforeClaim && !advanced) {
         advanced = true;
+        const t0 = Date.now();
         try {
           await this.opts.beforeClaim();
+          this.log.debug({ ms: Date.now() - t0 }, 'group operations advanced');
         } catch (err) {
           this.log.error({ err }, 'advancing group operations failed');
         }
@@ -192,7 +194,9 @@ export class IntentRunner {
       this.wokenDuringClaim = during;
       let claimed: Array<{ intent: ClaimedIntent; task: Task }>;
       try {
+        const t0 = Date.now();
         claimed = await this.tasks.claimIntents(want, scope);
+        this.log.debug({ ms: Date.now() - t0, want, claimed: claimed.length }, 'claimed intents');
       } catch (err) {
         if (err instanceof ClaimIncomplete) this.undoClaim(err.claimed);
         if (isDatabaseUnavailable(err)) this.log.warn({ err: (err as Error).message }, 'claiming intents failed: the database is unavailable');
@@ -297,6 +301,8 @@ export class IntentRunner {
       },
       driver: { nodeUuid: node.uuid, driverInfo: node.driverInfo, log, trace: `${intent.uuid}#${intent.attempts}`, attempt: intent.attempts },
     };
+    // How long it waited once due: a wake-up that reaches no claim shows here.
+    log.debug({ dueMs: Date.now() - (intent.notBefore ?? intent.createdAt).getTime() }, 'intent started');
     const note = action?.notification;
     try {
       if (note) this.notifier.emit(`${note.prefix}.start`, 'info', note.payloadName, nodePayload(node, note.extra(ctx)));

@@ -1,6 +1,6 @@
 /** Galvanic processes for benchmarks, and their CPU and memory from /proc. */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { createWriteStream, readdirSync, readFileSync, type WriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { onCleanup } from './cleanup.js';
@@ -152,6 +152,8 @@ export interface StartOptions {
   config?: string;
   /** How long stop() waits after SIGTERM before SIGKILL; default 30 s. */
   stopGraceMs?: number;
+  /** When set, all of the process's output is also written to `<logDir>/<label>.log`. */
+  logDir?: string;
 }
 
 /**
@@ -168,7 +170,13 @@ export async function spawnGalvanic(opts: StartOptions): Promise<GalvanicProcess
   const proc: ChildProcess = spawn(process.execPath, args, { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let tail: string[] = [];
   let lines = 0;
+  let logFile: WriteStream | undefined;
+  if (opts.logDir) {
+    await fs.mkdir(opts.logDir, { recursive: true });
+    logFile = createWriteStream(path.join(opts.logDir, `${opts.label}.log`));
+  }
   const collect = (d: Buffer) => {
+    logFile?.write(d);
     for (const line of d.toString('utf8').split('\n')) {
       if (line === '') continue;
       lines += 1;
@@ -178,7 +186,10 @@ export async function spawnGalvanic(opts: StartOptions): Promise<GalvanicProcess
   };
   proc.stdout!.on('data', collect);
   proc.stderr!.on('data', collect);
-  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  const exited = new Promise<void>((resolve) => proc.once('exit', () => {
+    logFile?.end();
+    resolve();
+  }));
   const output = () => `${opts.label}: ${lines} line(s) of output; last ${tail.length}:\n${tail.join('\n')}`;
   const graceMs = opts.stopGraceMs ?? 30_000;
   const terminate = async () => {
