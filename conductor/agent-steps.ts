@@ -97,12 +97,28 @@ export function wipedInternalInfo(info: Record<string, unknown>, type?: StepType
   return out;
 }
 
+/**
+ * The agent's token, read once per task: a run makes several agent calls, and the token changes
+ * only at a lookup, which comes after a wipe (`wipeToken` below forgets it).
+ */
+const taskTokens = new WeakMap<ActionContext['task'], string>();
+
 async function target(ctx: ActionContext): Promise<AgentTarget> {
   const url = dii(ctx).agent_url;
   if (typeof url !== 'string' || !url) throw new AgentStepFailed(`Node ${ctx.node.uuid} has no agent URL: its agent has not heartbeated.`);
-  const token = await servicesOf(ctx).tokenOf(ctx.node.id);
-  if (!token) throw new AgentStepFailed(`Node ${ctx.node.uuid} has no agent token: its agent has not looked itself up.`);
+  let token = taskTokens.get(ctx.task);
+  if (token === undefined) {
+    token = (await servicesOf(ctx).tokenOf(ctx.node.id)) ?? undefined;
+    if (!token) throw new AgentStepFailed(`Node ${ctx.node.uuid} has no agent token: its agent has not looked itself up.`);
+    taskTokens.set(ctx.task, token);
+  }
   return { url, token };
+}
+
+/** The node's agent token is wiped (Ironic's wipe_token_and_url), and forgotten here. */
+async function wipeToken(ctx: ActionContext): Promise<void> {
+  taskTokens.delete(ctx.task);
+  await servicesOf(ctx).wipeToken(ctx.node.id);
 }
 
 /** The node as Ironic sends it to the agent (no secrets: driver_info stays home). */
@@ -140,8 +156,7 @@ function managementOf(ctx: ActionContext) {
  * for the next boot, and powers the node on (or restarts it).
  */
 export async function bootAgent(ctx: ActionContext): Promise<void> {
-  const services = servicesOf(ctx);
-  await services.wipeToken(ctx.node.id);
+  await wipeToken(ctx);
   const iso = agentIso(ctx.node.driverInfo);
   const mode = parseCapabilities(ctx.node.properties.capabilities).boot_mode;
   await bootOf(ctx).prepareInstance(ctx.driver, {
@@ -365,7 +380,7 @@ async function tearDownAgent(ctx: ActionContext): Promise<void> {
     }
     if (!off) await power.setPowerState(ctx.driver, 'power off');
   }
-  await services.wipeToken(ctx.node.id);
+  await wipeToken(ctx);
 }
 
 /**
@@ -482,7 +497,7 @@ export async function continueFromHeartbeat(ctx: ActionContext, type: StepType):
 export async function tearDownCleaning(ctx: ActionContext): Promise<void> {
   await bootOf(ctx).cleanUpInstance(ctx.driver);
   if (!ctx.node.disablePowerOff) await powerOf(ctx).setPowerState(ctx.driver, 'power off');
-  await servicesOf(ctx).wipeToken(ctx.node.id);
+  await wipeToken(ctx);
 }
 
 /** The changes that end an agent run (success or failure): its steps and connection forgotten. */
