@@ -325,6 +325,7 @@ interface IntentRow {
   state: string;
   attempts: number;
   error: string | null;
+  conductor: string | null;
   created_ms: number;
   started_ms: number | null;
   finished_ms: number | null;
@@ -336,19 +337,30 @@ interface IntentRow {
  */
 function witnessNode(node: string, intents: IntentRow[], events: SimEvent[]): string[] {
   // A boot-override to None is the BMC consuming a one-time override at boot, not a request.
-  const labels = events.filter((e) => e.type === 'reset' || (e.type === 'boot-override' && e.target !== 'None')).map((e) => (e.type === 'reset' ? 'reset' : `boot:${String(e.target)}`));
+  const seen = events.filter((e) => e.type === 'reset' || (e.type === 'boot-override' && e.target !== 'None'));
+  const labels = seen.map((e) => (e.type === 'reset' ? 'reset' : `boot:${String(e.target)}`));
+  const wanted = (i: IntentRow) => (i.kind === 'power' ? 'reset' : i.kind === 'set_boot_device' ? `boot:${BOOT_TARGETS[String(i.args.device ?? i.args.boot_device)] ?? '?'}` : undefined);
+  // What surrounds a disagreement: the intents (with who ran them and when) and the BMC's events.
+  const around = (at: number, k: number) => {
+    const t0 = Number(intents[at].created_ms);
+    const rel = (ms: number | null) => (ms === null ? '-' : `${Math.round(Number(ms) - t0)}`);
+    const rows = intents.slice(Math.max(0, at - 3), at + 3).map((i) => `seq ${i.seq} ${wanted(i) ?? i.kind} ${i.state} x${i.attempts} on ${i.conductor ?? '-'} created ${rel(i.created_ms)} started ${rel(i.started_ms)} finished ${rel(i.finished_ms)}`);
+    const evs = seen.slice(Math.max(0, k - 3), k + 3).map((e, j) => `#${Math.max(0, k - 3) + j} ${labels[Math.max(0, k - 3) + j]} at ${rel(e.at)}`);
+    return ` [intents (ms from seq ${intents[at].seq}'s creation): ${rows.join('; ')}] [BMC: ${evs.join('; ')}]`;
+  };
   let k = 0;
-  for (const i of intents) {
-    const want = i.kind === 'power' ? 'reset' : i.kind === 'set_boot_device' ? `boot:${BOOT_TARGETS[String(i.args.device ?? i.args.boot_device)] ?? '?'}` : undefined;
+  for (let at = 0; at < intents.length; at++) {
+    const i = intents[at];
+    const want = wanted(i);
     if (want === undefined) continue;
     let n = 0;
     while (k < labels.length && labels[k] === want && n < Math.max(1, i.attempts)) {
       k++;
       n++;
     }
-    if (n === 0) return [`${node}: intent ${i.uuid} (seq ${i.seq}, ${want}, ${i.state}) has no BMC event at position ${k} (found ${labels[k] ?? 'nothing'})`];
+    if (n === 0) return [`${node}: intent ${i.uuid} (seq ${i.seq}, ${want}, ${i.state}) has no BMC event at position ${k} (found ${labels[k] ?? 'nothing'})${around(at, k)}`];
   }
-  if (k < labels.length) return [`${node}: ${labels.length - k} BMC event(s) no intent accounts for, from position ${k}: ${labels.slice(k, k + 3).join(', ')}`];
+  if (k < labels.length) return [`${node}: ${labels.length - k} BMC event(s) no intent accounts for, from position ${k}: ${labels.slice(k, k + 3).join(', ')}${intents.length ? around(intents.length - 1, k) : ''}`];
   return [];
 }
 
@@ -395,7 +407,7 @@ export async function runRound(c: OutageCluster, fault: Fault, opts: { perNode: 
   await collectEvents(c);
 
   const rows = await retrying(() => c.db('intents as i').join('nodes as n', 'n.id', 'i.node_id')
-    .select('i.uuid', 'n.uuid as node', 'i.seq', 'i.kind', 'i.args', 'i.state', 'i.attempts', 'i.error',
+    .select('i.uuid', 'n.uuid as node', 'i.seq', 'i.kind', 'i.args', 'i.state', 'i.attempts', 'i.error', 'i.conductor',
       c.db.raw('extract(epoch FROM i.created_at) * 1000 AS created_ms'), c.db.raw('extract(epoch FROM i.started_at) * 1000 AS started_ms'),
       c.db.raw('extract(epoch FROM i.finished_at) * 1000 AS finished_ms'))
     .orderBy([{ column: 'n.uuid' }, { column: 'i.seq' }]) as Promise<Array<IntentRow & { node: string }>>);
