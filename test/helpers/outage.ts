@@ -5,6 +5,7 @@
  * terminated in the middle. The BMCs' event logs are the witness of what reached them.
  * Used by test/integration/database-outage.test.ts (a few rounds) and bench/outage.ts (many).
  */
+import diagnostics from 'node:diagnostics_channel';
 import type { Knex } from 'knex';
 import { createKnex } from '../../db/connection.js';
 import { startRedfishSim, type RedfishSim, type SimEvent } from '../../sim/redfish/index.js';
@@ -30,6 +31,8 @@ export interface OutageCluster {
   nodes: Array<{ uuid: string; bmc: string }>;
   /** Every event of each BMC seen so far (by BMC URL), kept across rounds. */
   events: Map<string, SimEvent[]>;
+  /** The client's connections to the API servers, to describe a failed request. */
+  connections: ConnectionWatch;
   close(): Promise<void>;
 }
 
@@ -53,7 +56,8 @@ const HEADERS = { 'content-type': 'application/json', 'x-openstack-ironic-api-ve
 
 export async function startOutageCluster(opts: OutageClusterOptions): Promise<OutageCluster> {
   const pg = await startPrivatePostgres();
-  const closers: Array<() => Promise<unknown>> = [() => pg.close()];
+  const connections = new ConnectionWatch();
+  const closers: Array<() => Promise<unknown>> = [async () => connections.close(), () => pg.close()];
   const close = async () => {
     for (const c of closers.reverse()) await c().catch(() => undefined);
   };
@@ -84,7 +88,7 @@ export async function startOutageCluster(opts: OutageClusterOptions): Promise<Ou
       if (res.status !== 201) throw new Error(`creating a node: ${res.status} ${await res.text()}`);
       nodes.push({ uuid: (await json(res)).uuid as string, bmc: bmc.url });
     }
-    return { pg, db, sim, apis, conductors, nodes, events: new Map(), close };
+    return { pg, db, sim, apis, conductors, nodes, events: new Map(), connections, close };
   } catch (err) {
     await close();
     throw err;
@@ -113,24 +117,68 @@ export interface Answers {
   /** 503s without a Retry-After header. */
   withoutRetryAfter: number;
   status500: number;
-  /** Requests whose connection failed (then retried). */
+  /**
+   * Requests whose connection failed (then retried): when, relative to the fault, and whether
+   * the connection was new or reused after how long idle.
+   */
   transportErrors: string[];
   other: string[];
+  /** When the fault was injected (ms since the epoch), once it was. */
+  faultAt?: number;
+}
+
+/**
+ * What the client knew of the connection each request went out on, from the diagnostics
+ * channels of fetch's undici: a connection reset on one reused after about the server's
+ * keep-alive timeout is the client's race with the idle timeout, one on a busy or new
+ * connection is the server's doing.
+ */
+export class ConnectionWatch {
+  private readonly lastDone = new WeakMap<object, number>();
+  private readonly socketOf = new WeakMap<object, object>();
+  private readonly sentOn = new Map<string, string>();
+  private readonly onSend = (m: unknown) => {
+    const { request, socket } = m as { request: { origin: string; path: string }; socket: object };
+    this.socketOf.set(request, socket);
+    const done = this.lastDone.get(socket);
+    this.sentOn.set(`${request.origin}${request.path}`, done === undefined ? 'a new connection' : `a connection idle for ${Date.now() - done} ms`);
+  };
+  private readonly onDone = (m: unknown) => {
+    const socket = this.socketOf.get((m as { request: object }).request);
+    if (socket) this.lastDone.set(socket, Date.now());
+  };
+
+  constructor() {
+    diagnostics.subscribe('undici:client:sendHeaders', this.onSend);
+    diagnostics.subscribe('undici:request:trailers', this.onDone);
+  }
+
+  /** The connection the last request to `url` went out on. */
+  describe(url: string): string {
+    return this.sentOn.get(url) ?? 'an unknown connection';
+  }
+
+  close(): void {
+    diagnostics.unsubscribe('undici:client:sendHeaders', this.onSend);
+    diagnostics.unsubscribe('undici:request:trailers', this.onDone);
+  }
 }
 
 /**
  * Fires `action` as a client of Ironic would: a 503 is retried after its Retry-After (as
  * python-ironicclient and openstacksdk do), anything else is final. Returns the intent UUID once accepted.
  */
-async function fire(base: string, a: Action, answers: Answers): Promise<string | undefined> {
+async function fire(base: string, a: Action, answers: Answers, watch: ConnectionWatch): Promise<string | undefined> {
   for (let attempt = 0; attempt < 60; attempt++) {
     let res: Response;
+    const sentAt = Date.now();
     try {
       res = await fetch(`${base}${a.path}`, { method: 'PUT', headers: HEADERS, body: JSON.stringify(a.body) });
     } catch (err) {
       // A connection reset: retried, as python-ironicclient retries connection errors.
       const cause = (err as Error & { cause?: Error }).cause;
-      answers.transportErrors.push(`${a.path}: ${(err as Error).message}${cause ? ` (${cause.message})` : ''}`);
+      const when = answers.faultAt === undefined ? 'with no fault injected yet' : `${sentAt - answers.faultAt} ms after the fault began`;
+      answers.transportErrors.push(`${a.path}: ${(err as Error).message}${cause ? ` (${cause.message})` : ''}, sent ${when} on ${watch.describe(`${base}${a.path}`)}`);
       await sleep(500);
       continue;
     }
@@ -207,7 +255,7 @@ export async function measureWakeUp(c: OutageCluster, samples = 8): Promise<{ ac
   const answers: Answers = { accepted: 0, status503: 0, withoutRetryAfter: 0, status500: 0, transportErrors: [], other: [] };
   for (let i = 0; i < samples; i++) {
     const node = c.nodes[(i * 7) % c.nodes.length].uuid;
-    const uuid = await fire(c.apis[i % c.apis.length].url, { node, path: `/v1/nodes/${node}/management/boot_device?wait=0`, body: { boot_device: 'pxe' } }, answers);
+    const uuid = await fire(c.apis[i % c.apis.length].url, { node, path: `/v1/nodes/${node}/management/boot_device?wait=0`, body: { boot_device: 'pxe' } }, answers, c.connections);
     if (!uuid) throw new Error(`a wake-up sample was not accepted: ${JSON.stringify(answers)}`);
     const deadline = Date.now() + 30_000;
     for (;;) {
@@ -277,6 +325,7 @@ interface IntentRow {
   state: string;
   attempts: number;
   error: string | null;
+  conductor: string | null;
   created_ms: number;
   started_ms: number | null;
   finished_ms: number | null;
@@ -288,19 +337,30 @@ interface IntentRow {
  */
 function witnessNode(node: string, intents: IntentRow[], events: SimEvent[]): string[] {
   // A boot-override to None is the BMC consuming a one-time override at boot, not a request.
-  const labels = events.filter((e) => e.type === 'reset' || (e.type === 'boot-override' && e.target !== 'None')).map((e) => (e.type === 'reset' ? 'reset' : `boot:${String(e.target)}`));
+  const seen = events.filter((e) => e.type === 'reset' || (e.type === 'boot-override' && e.target !== 'None'));
+  const labels = seen.map((e) => (e.type === 'reset' ? 'reset' : `boot:${String(e.target)}`));
+  const wanted = (i: IntentRow) => (i.kind === 'power' ? 'reset' : i.kind === 'set_boot_device' ? `boot:${BOOT_TARGETS[String(i.args.device ?? i.args.boot_device)] ?? '?'}` : undefined);
+  // What surrounds a disagreement: the intents (with who ran them and when) and the BMC's events.
+  const around = (at: number, k: number) => {
+    const t0 = Number(intents[at].created_ms);
+    const rel = (ms: number | null) => (ms === null ? '-' : `${Math.round(Number(ms) - t0)}`);
+    const rows = intents.slice(Math.max(0, at - 3), at + 3).map((i) => `seq ${i.seq} ${wanted(i) ?? i.kind} ${i.state} x${i.attempts} on ${i.conductor ?? '-'} created ${rel(i.created_ms)} started ${rel(i.started_ms)} finished ${rel(i.finished_ms)}`);
+    const evs = seen.slice(Math.max(0, k - 3), k + 3).map((e, j) => `#${Math.max(0, k - 3) + j} ${labels[Math.max(0, k - 3) + j]} at ${rel(e.at)}`);
+    return ` [intents (ms from seq ${intents[at].seq}'s creation): ${rows.join('; ')}] [BMC: ${evs.join('; ')}]`;
+  };
   let k = 0;
-  for (const i of intents) {
-    const want = i.kind === 'power' ? 'reset' : i.kind === 'set_boot_device' ? `boot:${BOOT_TARGETS[String(i.args.device ?? i.args.boot_device)] ?? '?'}` : undefined;
+  for (let at = 0; at < intents.length; at++) {
+    const i = intents[at];
+    const want = wanted(i);
     if (want === undefined) continue;
     let n = 0;
     while (k < labels.length && labels[k] === want && n < Math.max(1, i.attempts)) {
       k++;
       n++;
     }
-    if (n === 0) return [`${node}: intent ${i.uuid} (seq ${i.seq}, ${want}, ${i.state}) has no BMC event at position ${k} (found ${labels[k] ?? 'nothing'})`];
+    if (n === 0) return [`${node}: intent ${i.uuid} (seq ${i.seq}, ${want}, ${i.state}) has no BMC event at position ${k} (found ${labels[k] ?? 'nothing'})${around(at, k)}`];
   }
-  if (k < labels.length) return [`${node}: ${labels.length - k} BMC event(s) no intent accounts for, from position ${k}: ${labels.slice(k, k + 3).join(', ')}`];
+  if (k < labels.length) return [`${node}: ${labels.length - k} BMC event(s) no intent accounts for, from position ${k}: ${labels.slice(k, k + 3).join(', ')}${intents.length ? around(intents.length - 1, k) : ''}`];
   return [];
 }
 
@@ -318,6 +378,7 @@ export async function runRound(c: OutageCluster, fault: Fault, opts: { perNode: 
   let faulted: Promise<number> | undefined;
   let probe: RoundResult['probe'];
   const inject = async (): Promise<number> => {
+    answers.faultAt = Date.now();
     switch (fault) {
       case 'restart': return c.pg.restart();
       case 'outage': {
@@ -338,7 +399,7 @@ export async function runRound(c: OutageCluster, fault: Fault, opts: { perNode: 
   };
   await pool(32, actions, async (a, i) => {
     if (i === Math.floor(actions.length / 3) && !faulted) faulted = inject();
-    const uuid = await fire(c.apis[i % c.apis.length].url, a, answers);
+    const uuid = await fire(c.apis[i % c.apis.length].url, a, answers, c.connections);
     if (uuid) accepted.push(uuid);
   });
   const downMs = (await faulted) ?? 0;
@@ -346,7 +407,7 @@ export async function runRound(c: OutageCluster, fault: Fault, opts: { perNode: 
   await collectEvents(c);
 
   const rows = await retrying(() => c.db('intents as i').join('nodes as n', 'n.id', 'i.node_id')
-    .select('i.uuid', 'n.uuid as node', 'i.seq', 'i.kind', 'i.args', 'i.state', 'i.attempts', 'i.error',
+    .select('i.uuid', 'n.uuid as node', 'i.seq', 'i.kind', 'i.args', 'i.state', 'i.attempts', 'i.error', 'i.conductor',
       c.db.raw('extract(epoch FROM i.created_at) * 1000 AS created_ms'), c.db.raw('extract(epoch FROM i.started_at) * 1000 AS started_ms'),
       c.db.raw('extract(epoch FROM i.finished_at) * 1000 AS finished_ms'))
     .orderBy([{ column: 'n.uuid' }, { column: 'i.seq' }]) as Promise<Array<IntentRow & { node: string }>>);
