@@ -44,7 +44,12 @@ export async function openDatabase(config: Readonly<Config>, log: Logger, releas
     releasers.add('embedded postgres', () => embedded.stop());
     connectionString = embedded.connectionString;
   }
-  const db = createKnex(connectionString, { poolMax: config.database.max_pool_size, applicationName: `galvanic-${role}` });
+  const knexLog = log.child({ component: 'knex' });
+  const db = createKnex(connectionString, {
+    poolMax: config.database.max_pool_size, applicationName: `galvanic-${role}`,
+    // One line each, through the process's logger, not a stack trace on the console.
+    log: { warn: (m) => knexLog.warn(String(m).split('\n')[0]), error: (m) => knexLog.error(String(m)), debug: (m) => knexLog.debug(String(m)) },
+  });
   releasers.add('database pool', () => db.destroy());
   return { db, connectionString };
 }

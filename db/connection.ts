@@ -6,6 +6,11 @@ export interface KnexOptions {
   poolMax?: number;
   /** Shown in pg_stat_activity, so an operator can tell api, conductor and exporter apart. */
   applicationName?: string;
+  /**
+   * Where knex's own warnings go (pool acquire errors during a database outage, among them);
+   * by default knex writes them, with stack traces, straight to the console.
+   */
+  log?: { warn(msg: string): void; error(msg: string): void; debug(msg: string): void };
 }
 
 const INT8_OID = 20;
@@ -35,6 +40,7 @@ export function createKnex(connectionString: string, opts: KnexOptions = {}): Kn
     },
     // Fail fast instead of queueing forever when the pool is exhausted or the server is down.
     acquireConnectionTimeout: 30_000,
+    ...(opts.log ? { log: { warn: opts.log.warn, error: opts.log.error, debug: opts.log.debug, deprecate: opts.log.warn } } : {}),
   });
 }
 
