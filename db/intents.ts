@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { IntentNotFound } from '../common/errors.js';
-import { isUuid, updateNode } from './nodes.js';
+import { NODE_COLUMNS, isUuid, nodeMapper, updateNode, type Node } from './nodes.js';
 import { clearReservationsOf } from './reservations.js';
 import { RowMapper } from './rows.js';
 
@@ -174,6 +174,15 @@ export interface ClaimScope {
   hashSql: string;
 }
 
+/** The claimed nodes' columns, returned by the claim statement under a prefix of their own. */
+const CLAIMED_NODE_COLUMNS = NODE_COLUMNS.map((c) => `nodes.${c} AS "node.${c}"`).join(', ');
+
+function claimedNodeOf(row: Record<string, unknown>): Node {
+  const node: Record<string, unknown> = {};
+  for (const c of NODE_COLUMNS) node[c] = row[`node.${c}`];
+  return nodeMapper.fromRow(node);
+}
+
 /**
  * Claims up to `limit` runnable intents in one statement: the head of each node's open
  * queue, due (not_before passed), whose node nobody reserves. The node rows are locked
@@ -187,8 +196,11 @@ export async function claimIntents(
   conductor: string,
   limit: number,
   scope: ClaimScope,
-  /** Reads what the claimer needs (the nodes) in the claim's transaction: both or neither. */
-  more?: (trx: Knex.Transaction, claimed: ClaimedIntent[]) => Promise<void>,
+  /**
+   * Filled with the claimed nodes by id, as the claim left them (reserved). The same statement
+   * returns them: a read of its own cost a statement and a plan per claim.
+   */
+  nodes?: Map<number, Node>,
 ): Promise<ClaimedIntent[]> {
   const bindings: unknown[] = [scope.conductorGroup, scope.drivers as string[]];
   let ringFilter = '';
@@ -235,10 +247,11 @@ export async function claimIntents(
      )
      UPDATE nodes SET reservation = ? FROM started WHERE nodes.id = started.node_id
      RETURNING started.*, EXISTS (SELECT 1 FROM intents q
-                                   WHERE q.node_id = started.node_id AND q.seq > started.seq AND q.finished_at IS NULL) AS queued_behind`,
+                                   WHERE q.node_id = started.node_id AND q.seq > started.seq AND q.finished_at IS NULL) AS queued_behind${nodes ? `,
+               ${CLAIMED_NODE_COLUMNS}` : ''}`,
       bindings as Knex.RawBinding[]);
       claimed = rows.map((r: Record<string, unknown>) => ({ ...mapper.fromRow(r), queuedBehind: r.queued_behind === true }));
-      if (more && claimed.length > 0) await more(trx, claimed);
+      if (nodes) for (const r of rows as Array<Record<string, unknown>>) nodes.set(r.node_id as number, claimedNodeOf(r));
       return claimed;
     });
   } catch (err) {
