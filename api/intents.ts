@@ -5,7 +5,7 @@ import {
   Conflict, InvalidParameterValue, NodeNotFound, PowerOffDisabled,
 } from '../common/errors.js';
 import {
-  INTENT_CHANNEL, cancelIntent, clearSettledPowerTarget, enqueueIntentsOfNodes, findIntentByKey, getIntent, listNodeIntents, skipRestOfBatch, type Intent, type NewIntent,
+  INTENT_CHANNEL, intentWakePayload, cancelIntent, clearSettledPowerTarget, enqueueIntentsOfNodes, findIntentByKey, getIntent, listNodeIntents, skipRestOfBatch, type Intent, type NewIntent,
 } from '../db/intents.js';
 import { getNode, getNodeById, isUuid, lockNodesByIdent, updateLockedNodes, type Node, type NodeChanges } from '../db/nodes.js';
 import { Batcher, type BatchOutcome } from '../common/batcher.js';
@@ -228,7 +228,9 @@ export class IntentAcceptor {
       nodeIdent, opts, requester: req.user ?? null, requestId: String(req.id),
       idempotencyKey: typeof key === 'string' && key ? key.slice(0, 255) : undefined,
     });
-    this.wake.notify(INTENT_CHANNEL, accepted.node.uuid);
+    // The newest seq lets the node's conductor tell this intent from one it already claimed.
+    const seq = accepted.intents.reduce((max, i) => Math.max(max, i.seq), 0);
+    this.wake.notify(INTENT_CHANNEL, intentWakePayload({ nodeUuid: accepted.node.uuid, seq: seq > 0 ? seq : undefined }));
     return accepted;
   }
 

@@ -275,6 +275,45 @@ async function resetStatements(knex: Knex, enabled: boolean): Promise<void> {
   if (enabled) await knex.raw('SELECT pg_stat_statements_reset()');
 }
 
+/**
+ * What the database did in a phase, counted whole: every statement (pg_stat_statements, this
+ * database, the bench's own polling included), the transactions committed, the WAL written.
+ * Divided by the intents, these change only with how the work is batched, not with the load.
+ */
+interface DatabaseWork {
+  statements?: { calls: number; execMs: number; planMs: number };
+  commits: number;
+  walRecords: number;
+  walBytes: number;
+}
+
+async function databaseWork(knex: Knex, statements: boolean): Promise<DatabaseWork> {
+  await knex.raw('SELECT pg_stat_force_next_flush()').catch(() => undefined);
+  const { rows: [db] } = (await knex.raw(
+    `SELECT xact_commit AS commits, (SELECT wal_records FROM pg_stat_wal) AS records, (SELECT wal_bytes FROM pg_stat_wal) AS bytes
+       FROM pg_stat_database WHERE datname = current_database()`,
+  )) as { rows: Array<{ commits: string; records: string; bytes: string }> };
+  const out: DatabaseWork = { commits: Number(db.commits), walRecords: Number(db.records), walBytes: Number(db.bytes) };
+  if (statements) {
+    const { rows: [s] } = (await knex.raw(
+      `SELECT coalesce(sum(calls), 0) AS calls, coalesce(sum(total_exec_time), 0) AS exec, coalesce(sum(total_plan_time), 0) AS plan
+         FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+    )) as { rows: Array<{ calls: string; exec: number; plan: number }> };
+    out.statements = { calls: Number(s.calls), execMs: round2(Number(s.exec)), planMs: round2(Number(s.plan)) };
+  }
+  return out;
+}
+
+function diffWork(after: DatabaseWork, before: DatabaseWork): DatabaseWork {
+  return {
+    // pg_stat_statements was reset at the start of the phase.
+    statements: after.statements,
+    commits: after.commits - before.commits,
+    walRecords: after.walRecords - before.walRecords,
+    walBytes: after.walBytes - before.walBytes,
+  };
+}
+
 /** The statements of this database by total execution time. */
 async function topStatements(knex: Knex, enabled: boolean, limit = 15): Promise<StatementStat[] | undefined> {
   if (!enabled) return undefined;
@@ -349,6 +388,8 @@ interface ThroughputResult {
   topStatements?: StatementStat[];
   /** Row writes by table during the phase; HOT updates touch no index, the others update every index of the table. */
   tableWrites: Record<string, TableWrites>;
+  /** Statements, commits and WAL of the phase (statements with --pg-stat-statements only). */
+  databaseWork: DatabaseWork;
 }
 
 interface TableWrites {
@@ -397,6 +438,7 @@ async function throughputPhase(
   let answered = 0;
   await resetStatements(knex, opts.pgStatStatements);
   const writes0 = await tableWrites(knex);
+  const work0 = await databaseWork(knex, opts.pgStatStatements);
   const watch = watchCpu(fleet.pids, fleet.postmasterPid);
 
   const t0 = performance.now();
@@ -461,6 +503,7 @@ async function throughputPhase(
   const resources = watch.stop();
   const top = await topStatements(knex, opts.pgStatStatements);
   const writes = diffWrites(await tableWrites(knex, true), writes0);
+  const work = diffWork(await databaseWork(knex, opts.pgStatStatements), work0);
   const e2eWall = (endAt - t0) / 1000;
 
   // What finished while requests were still being sent: accepted minus the backlog at the end.
@@ -543,6 +586,7 @@ async function throughputPhase(
     resources,
     topStatements: top,
     tableWrites: writes,
+    databaseWork: work,
   };
 }
 
@@ -1034,6 +1078,11 @@ async function main(): Promise<number> {
     if (tp) {
       out.push(`K=${r.conductors} row writes per intent: ${Object.entries(tp.tableWrites).map(([t, w]) => `${t} ${fmt(w.inserts / tp.intents, 2)} ins + `
         + `${fmt(w.updates / tp.intents, 2)} upd (${fmt(w.hotUpdates / tp.intents, 2)} HOT; ${w.indexes} indexes)`).join(', ')}`);
+      const w = tp.databaseWork;
+      const st = w.statements;
+      out.push(`K=${r.conductors} database work per intent: ${st ? `${fmt(st.calls / tp.intents, 2)} statements (exec ${fmt(st.execMs / tp.intents, 3)} ms + plan `
+        + `${fmt(st.planMs / tp.intents, 3)} ms), ` : ''}${fmt(w.commits / tp.intents, 3)} commits, ${fmt(w.walRecords / tp.intents, 1)} WAL records, `
+        + `${fmt(w.walBytes / tp.intents, 0)} WAL bytes`);
     }
     if (opts.pgStatStatements && tp?.topStatements) {
       out.push('', `K=${r.conductors} throughput phase, top statements by execution + planning time (pg_stat_statements):`);

@@ -8,9 +8,12 @@ interface Pending<I, O> {
 }
 
 /**
- * Group commit: items submitted while a batch runs form the next batch. Nothing waits for a
- * batch to fill, so a lone item runs at once and batches grow only under load. One batch runs
- * at a time; `run` answers for each item of the batch, in order, or throws to fail them all.
+ * Group commit: the items submitted in one turn of the event loop, or while a batch runs, form
+ * the next batch. Nothing waits for a batch to fill, so a lone item runs at the end of its turn
+ * and batches grow only under load. The turn matters: work started together (the intents of
+ * one claim) ends together, in one turn, and the first item alone used to make a transaction
+ * of its own. One batch runs at a time; `run` answers for each item of the batch, in order, or
+ * throws to fail them all.
  */
 export class Batcher<I, O> {
   private queue: Array<Pending<I, O>> = [];
@@ -24,12 +27,14 @@ export class Batcher<I, O> {
   submit(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
       this.queue.push({ item, resolve, reject });
-      if (!this.running) void this.drain();
+      if (!this.running) {
+        this.running = true;
+        setImmediate(() => void this.drain());
+      }
     });
   }
 
   private async drain(): Promise<void> {
-    this.running = true;
     try {
       while (this.queue.length > 0) {
         const batch = this.queue.splice(0, this.maxBatch);

@@ -4,7 +4,7 @@ import { lazyChild } from '../common/logger.js';
 import { DriverError, GalvanicError } from '../common/errors.js';
 import type { Notifier } from '../common/notifier.js';
 import { retryPolicyOf } from '../db/operations.js';
-import { ClaimIncomplete, INTENT_DONE_CHANNEL, finishIntent, skipRestOfBatch, type ClaimedIntent, type ClaimScope, type Intent } from '../db/intents.js';
+import { ClaimIncomplete, INTENT_DONE_CHANNEL, finishIntent, skipRestOfBatch, type ClaimedIntent, type ClaimScope, type Intent, type IntentWake } from '../db/intents.js';
 import { isDatabaseUnavailable } from '../db/transaction.js';
 import type { PgNotifyBatcher } from '../db/notify.js';
 import type { AccessOptions } from '../db/nodes.js';
@@ -98,14 +98,18 @@ export class IntentRunner {
   private pumping = false;
   private again = false;
   /**
-   * The nodes running here, by UUID: `more` once another intent of the node is known to be
-   * queued (the claim said so, or a wake-up came while it ran), so its end claims again.
+   * The nodes running here, by UUID: the `seq` of the intent running, and `more` once another
+   * intent of the node is known to be queued (the claim said so, or a wake-up for a later
+   * intent came while it ran), so its end claims again.
    */
-  private readonly activeNodes = new Map<string, { more: boolean }>();
+  private readonly activeNodes = new Map<string, { seq: number; more: boolean }>();
   /** Nodes not running here woken since the last claim began; those it misses keep `backlog`. */
   private wokenBeforeClaim = new Set<string>();
-  /** Set while a claim statement runs: a node woken then may be claimed with its older intent. */
-  private wokenDuringClaim?: Set<string>;
+  /**
+   * Set while a claim statement runs: the nodes woken then, each with the newest `seq` announced
+   * (Infinity: not known). The claim may take such a node with that intent or an older one.
+   */
+  private wokenDuringClaim?: Map<string, number>;
   /** This conductor's share may hold runnable intents no claim took yet: an end claims again. */
   private backlog = true;
   private stopped = false;
@@ -131,21 +135,33 @@ export class IntentRunner {
   }
 
   /**
-   * A wake-up: the node (by UUID; undefined = any node) has a new intent. For a node running
-   * here it is remembered (its end claims again); otherwise it claims, as pump does.
+   * A wake-up: the node (undefined = any node) has a new intent. For a node running here it is
+   * remembered (its end claims again) unless it announces the running intent or an earlier
+   * one; otherwise it claims, as pump does. A wake-up announces each intent once, and it
+   * comes after the claim that may already have taken the intent: a claim for each would
+   * find nothing as often as not.
    */
-  newWork(nodeUuid?: string): void {
-    if (nodeUuid === undefined) {
+  newWork(wake?: IntentWake): void {
+    if (wake === undefined) {
       this.backlog = true;
-    } else {
-      const running = this.activeNodes.get(nodeUuid);
-      if (running) {
-        running.more = true;
-        return;
-      }
-      (this.wokenDuringClaim ?? this.wokenBeforeClaim).add(nodeUuid);
+      this.pump();
+      return;
     }
-    this.pump();
+    const uuid = wake.nodeUuid;
+    const seq = wake.seq ?? Infinity;
+    const running = this.activeNodes.get(uuid);
+    if (running) {
+      if (seq > running.seq) running.more = true;
+      return;
+    }
+    if (this.wokenDuringClaim) {
+      // The claim under way settles it: claimed with this intent, or looked for again after it.
+      this.wokenDuringClaim.set(uuid, Math.max(this.wokenDuringClaim.get(uuid) ?? 0, seq));
+      return;
+    }
+    this.wokenBeforeClaim.add(uuid);
+    // A pass already started looks at wokenBeforeClaim when its claim begins.
+    if (!this.pumping) this.pump();
   }
 
   /**
@@ -174,7 +190,11 @@ export class IntentRunner {
     while (!this.stopped) {
       const scope = this.scope();
       const want = Math.min(this.opts.workers - this.inflight, CLAIM_BATCH);
-      if (!scope || want <= 0) return;
+      if (!scope || want <= 0) {
+        // Every worker busy: the woken nodes are looked for when one is free.
+        if (this.wokenBeforeClaim.size > 0) this.backlog = true;
+        return;
+      }
       // Once per pass, not per batch: what it admits changes only when work ends, and every
       // end pumps again. Per batch, it held the operation's row lock (which the conductors
       // take in turn) five times over while 1,000 admitted nodes waited to be claimed.
@@ -189,7 +209,7 @@ export class IntentRunner {
         }
       }
       const before = this.wokenBeforeClaim;
-      const during = new Set<string>();
+      const during = new Map<string, number>();
       this.wokenBeforeClaim = new Set();
       this.wokenDuringClaim = during;
       let claimed: Array<{ intent: ClaimedIntent; task: Task }>;
@@ -203,15 +223,16 @@ export class IntentRunner {
         else this.log.error({ err }, 'claiming intents failed');
         // The next wake-up (LISTEN reconnect, poll) tries again.
         this.backlog = true;
+        for (const uuid of during.keys()) this.wokenBeforeClaim.add(uuid);
         return;
       } finally {
         this.wokenDuringClaim = undefined;
-        for (const uuid of during) this.wokenBeforeClaim.add(uuid);
       }
       for (const { intent, task } of claimed) {
         const uuid = task.node.uuid;
-        // Woken during the claim: its new intent may have come after the claim's snapshot.
-        const entry = { more: intent.queuedBehind || during.has(uuid) };
+        // Woken during the claim for a later intent: it may have come after the claim's snapshot.
+        const entry = { seq: intent.seq, more: intent.queuedBehind || (during.get(uuid) ?? 0) > intent.seq };
+        during.delete(uuid);
         before.delete(uuid);
         this.wokenBeforeClaim.delete(uuid);
         this.activeNodes.set(uuid, entry);
@@ -228,10 +249,13 @@ export class IntentRunner {
           if (entry.more || this.backlog || intent.operation !== null) this.pump();
         });
       }
+      // Woken during the claim and not taken: their intents may have come after its snapshot.
+      for (const uuid of during.keys()) this.wokenBeforeClaim.add(uuid);
       if (claimed.length < want) {
         // A woken node this claim missed is reserved (another task holds it), held or not due:
         // look again at the next end rather than wait for the poll.
         this.backlog = before.size > 0;
+        if (during.size > 0) this.again = true;
         return;
       }
       this.backlog = true;

@@ -3,8 +3,8 @@ import type { Logger } from 'pino';
 import type { Config } from '../common/config.js';
 import type { Notifier } from '../common/notifier.js';
 import { findDeadConductors, heartbeat, liveConductorsOfGroup, markOffline, registerConductor } from '../db/conductors.js';
-import { INTENT_CHANNEL, longRunningIntentIds, recoverConductorLeftovers, type ClaimScope, type Intent } from '../db/intents.js';
-import { getNodeById, isUuid, updateNode } from '../db/nodes.js';
+import { INTENT_CHANNEL, longRunningIntentIds, parseIntentWake, type IntentWake, recoverConductorLeftovers, type ClaimScope, type Intent } from '../db/intents.js';
+import { getNodeById, updateNode } from '../db/nodes.js';
 import { assertSchemaCurrent } from '../db/migrate.js';
 import { PgListener } from '../db/listener.js';
 import { PgNotifyBatcher } from '../db/notify.js';
@@ -170,14 +170,14 @@ export class ConductorService {
   }
 
   /**
-   * Whether a wake-up for `payload` (a node UUID, or anything else) may concern this conductor.
+   * Whether a wake-up (for a node, or undefined: for any) may concern this conductor.
    * With three conductors each would otherwise run a claim for every accepted request, two of
    * three finding nothing. A ring that is changing may say no to the new owner: the poll
    * (poll_interval) still finds the work.
    */
-  private mayOwn(payload: string | undefined): boolean {
-    if (!this.ring || this.ring.hosts.length <= 1 || !payload || !isUuid(payload)) return true;
-    return this.ring.owner(payload) === this.hostname;
+  private mayOwn(wake: IntentWake | undefined): boolean {
+    if (!this.ring || this.ring.hosts.length <= 1 || !wake) return true;
+    return this.ring.owner(wake.nodeUuid) === this.hostname;
   }
 
   /** This conductor's share of its group's nodes; undefined until the ring is known. */
@@ -213,7 +213,10 @@ export class ConductorService {
       onNotification: (channel, payload) => {
         // Any conductor may take any allocation: no ring check.
         if (channel === ALLOCATION_CHANNEL) this.allocator.pump();
-        else if (this.mayOwn(payload)) this.runner.newWork(payload && isUuid(payload) ? payload : undefined);
+        else {
+          const wake = parseIntentWake(payload);
+          if (this.mayOwn(wake)) this.runner.newWork(wake);
+        }
       },
       // What was accepted while the connection was down was notified to nobody.
       onReconnect: () => {

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
 import { claimIntents, unclaimIntents, type ClaimedIntent, type ClaimScope, type Intent } from '../db/intents.js';
-import { getNodeById, getNodesByIds, reserveIdleNodes, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type AccessOptions } from '../db/nodes.js';
+import { getNodeById, reserveIdleNodes, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type AccessOptions } from '../db/nodes.js';
 import { clearStaleReservation, lockHeldNodes, releaseNode, reserveNode } from '../db/reservations.js';
 import { Batcher, type BatchOutcome } from '../common/batcher.js';
 
@@ -236,11 +236,8 @@ export class TaskManager {
 
   /** Claims runnable intents with their nodes reserved: one exclusive task per intent. */
   async claimIntents(limit: number, scope: ClaimScope): Promise<Array<{ intent: ClaimedIntent; task: Task }>> {
-    let nodes = new Map<number, Node>();
-    // The nodes are read in the claim's transaction: a claim whose nodes cannot be read did not happen.
-    const intents = await claimIntents(this.db, this.hostname, limit, scope, async (trx, claimed) => {
-      nodes = new Map((await getNodesByIds(trx, claimed.map((i) => i.nodeId))).map((n) => [n.id, n]));
-    });
+    const nodes = new Map<number, Node>();
+    const intents = await claimIntents(this.db, this.hostname, limit, scope, nodes);
     const out: Array<{ intent: ClaimedIntent; task: Task }> = [];
     for (const intent of intents) {
       const node = nodes.get(intent.nodeId)!;

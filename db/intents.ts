@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { IntentNotFound } from '../common/errors.js';
-import { updateNode } from './nodes.js';
+import { NODE_COLUMNS, isUuid, nodeMapper, updateNode, type Node } from './nodes.js';
 import { clearReservationsOf } from './reservations.js';
 import { RowMapper } from './rows.js';
 
@@ -42,10 +42,37 @@ const mapper = new RowMapper<Intent>([
 ], JSON_COLUMNS);
 
 /**
- * The channel conductors LISTEN on. The payload is the UUID of the node with new work: only
- * the conductor owning it on the hash ring looks; any other payload wakes every conductor.
+ * The channel conductors LISTEN on. The payload names the node with new work (intentWakePayload):
+ * only the conductor owning it on the hash ring looks; any other payload wakes every conductor.
  */
 export const INTENT_CHANNEL = 'galvanic_intents';
+
+/** What a wake-up on INTENT_CHANNEL says: the node, and the newest intent it announces if known. */
+export interface IntentWake {
+  nodeUuid: string;
+  /**
+   * The `seq` of the newest intent queued: a conductor running that node's intent of this
+   * `seq` or a later one has nothing more to look for. Unknown when the wake-up is for work
+   * that may concern any intent of the node (a waiting step made due).
+   */
+  seq?: number;
+}
+
+/** The payload of a wake-up for new work on a node: `uuid`, or `uuid:seq`. */
+export function intentWakePayload(wake: IntentWake): string {
+  return wake.seq === undefined ? wake.nodeUuid : `${wake.nodeUuid}:${wake.seq}`;
+}
+
+/** The node and intent a wake-up payload names; undefined when it names none (wake every conductor). */
+export function parseIntentWake(payload: string | undefined): IntentWake | undefined {
+  if (!payload) return undefined;
+  const colon = payload.indexOf(':');
+  const nodeUuid = colon < 0 ? payload : payload.slice(0, colon);
+  if (!isUuid(nodeUuid)) return undefined;
+  if (colon < 0) return { nodeUuid };
+  const seq = Number(payload.slice(colon + 1));
+  return Number.isSafeInteger(seq) && seq > 0 ? { nodeUuid, seq } : { nodeUuid };
+}
 
 export interface NewIntent {
   kind: string;
@@ -105,7 +132,7 @@ export async function findIntentByKey(db: Knex, nodeId: number, key: string): Pr
 }
 
 export async function getIntent(db: Knex, uuid: string): Promise<Intent> {
-  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(uuid)) throw new IntentNotFound(uuid);
+  if (!isUuid(uuid)) throw new IntentNotFound(uuid);
   const row = await db('intents').where('uuid', uuid).first();
   if (!row) throw new IntentNotFound(uuid);
   return mapper.fromRow(row);
@@ -147,6 +174,15 @@ export interface ClaimScope {
   hashSql: string;
 }
 
+/** The claimed nodes' columns, returned by the claim statement under a prefix of their own. */
+const CLAIMED_NODE_COLUMNS = NODE_COLUMNS.map((c) => `nodes.${c} AS "node.${c}"`).join(', ');
+
+function claimedNodeOf(row: Record<string, unknown>): Node {
+  const node: Record<string, unknown> = {};
+  for (const c of NODE_COLUMNS) node[c] = row[`node.${c}`];
+  return nodeMapper.fromRow(node);
+}
+
 /**
  * Claims up to `limit` runnable intents in one statement: the head of each node's open
  * queue, due (not_before passed), whose node nobody reserves. The node rows are locked
@@ -160,8 +196,11 @@ export async function claimIntents(
   conductor: string,
   limit: number,
   scope: ClaimScope,
-  /** Reads what the claimer needs (the nodes) in the claim's transaction: both or neither. */
-  more?: (trx: Knex.Transaction, claimed: ClaimedIntent[]) => Promise<void>,
+  /**
+   * Filled with the claimed nodes by id, as the claim left them (reserved). The same statement
+   * returns them: a read of its own cost a statement and a plan per claim.
+   */
+  nodes?: Map<number, Node>,
 ): Promise<ClaimedIntent[]> {
   const bindings: unknown[] = [scope.conductorGroup, scope.drivers as string[]];
   let ringFilter = '';
@@ -208,10 +247,11 @@ export async function claimIntents(
      )
      UPDATE nodes SET reservation = ? FROM started WHERE nodes.id = started.node_id
      RETURNING started.*, EXISTS (SELECT 1 FROM intents q
-                                   WHERE q.node_id = started.node_id AND q.seq > started.seq AND q.finished_at IS NULL) AS queued_behind`,
+                                   WHERE q.node_id = started.node_id AND q.seq > started.seq AND q.finished_at IS NULL) AS queued_behind${nodes ? `,
+               ${CLAIMED_NODE_COLUMNS}` : ''}`,
       bindings as Knex.RawBinding[]);
       claimed = rows.map((r: Record<string, unknown>) => ({ ...mapper.fromRow(r), queuedBehind: r.queued_behind === true }));
-      if (more && claimed.length > 0) await more(trx, claimed);
+      if (nodes) for (const r of rows as Array<Record<string, unknown>>) nodes.set(r.node_id as number, claimedNodeOf(r));
       return claimed;
     });
   } catch (err) {
