@@ -236,3 +236,50 @@ export async function nodesWithOpenIntents(trx: Knex.Transaction, nodeIds: reado
     .whereRaw('node_id = any(?::int[])', [nodeIds as number[]]).whereNull('finished_at');
   return new Set(rows.map((r) => r.node_id));
 }
+
+/** The operations not finished yet, oldest first. */
+export async function openOperationIds(db: Knex): Promise<number[]> {
+  const rows: Array<{ id: number }> = await db('operations').whereNull('finished_at').select('id').orderBy('id');
+  return rows.map((r) => r.id);
+}
+
+/** Takes the row lock of an unfinished operation; undefined once it has finished. */
+export async function lockOpenOperation(trx: Knex.Transaction, id: number): Promise<Operation | undefined> {
+  const row = await trx('operations').where('id', id).whereNull('finished_at').forUpdate().first();
+  return row ? operationMapper.fromRow(row) : undefined;
+}
+
+export async function setAbortReason(trx: Knex.Transaction, id: number, reason: string): Promise<void> {
+  await trx('operations').where('id', id).update({ abort_reason: reason });
+}
+
+export async function markOperationRunning(trx: Knex.Transaction, id: number): Promise<Operation> {
+  const [row] = await trx('operations').where('id', id).update({ state: 'running', started_at: trx.raw('coalesce(started_at, now())') }).returning('*');
+  return operationMapper.fromRow(row);
+}
+
+export async function finishOperation(trx: Knex.Transaction, id: number, state: OperationState): Promise<Operation> {
+  const [row] = await trx('operations').where('id', id)
+    .update({ state, finished_at: trx.fn.now(), started_at: trx.raw('coalesce(started_at, now())') }).returning('*');
+  return operationMapper.fromRow(row);
+}
+
+/** True when an intent of the operation is queued or running. */
+export async function hasOpenIntents(trx: Knex.Transaction, op: Operation): Promise<boolean> {
+  const { rows } = await trx.raw<{ rows: unknown[] }>(
+    'SELECT 1 FROM intents WHERE operation = ? AND finished_at IS NULL LIMIT 1', [op.uuid],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * Stamps the progress notification as sent when the last one is at least `intervalMs` old,
+ * over all conductors; true when it was due.
+ */
+export async function claimProgressNotification(trx: Knex.Transaction, id: number, intervalMs: number): Promise<boolean> {
+  const due = await trx('operations')
+    .where('id', id)
+    .where((w) => w.whereNull('progress_notified_at').orWhereRaw('progress_notified_at <= now() - ? * interval \'1 millisecond\'', [intervalMs]))
+    .update({ progress_notified_at: trx.fn.now() });
+  return due > 0;
+}

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { finalState, progressOf, type OperationCounts } from '../../db/operation-progress.js';
+import { finalState } from '../../conductor/operation-progress.js';
+import { progressOf, type OperationCounts } from '../../db/operation-nodes.js';
 import type { Operation } from '../../db/operations.js';
 
 const counts = (c: Partial<OperationCounts>): OperationCounts => ({ pending: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0, ...c });
