@@ -10,6 +10,11 @@ import {
   openOperationIds, setAbortReason, type Operation, type OperationState,
 } from '../db/operations.js';
 
+/** A cancelled or aborted operation: nothing of it is retried, and its queued intents are cancelled. */
+export function operationStopped(op: Pick<Operation, 'state' | 'abortReason'>): boolean {
+  return op.state === 'cancelled' || op.abortReason !== null;
+}
+
 /** The state an operation ends in once none of its intents is open. */
 export function finalState(op: Operation, counts: OperationCounts): OperationState {
   if (op.state === 'cancelled') return 'cancelled';
@@ -64,7 +69,7 @@ async function advanceOne(trx: Knex.Transaction, id: number, progressIntervalMs:
 
   // A conductor taken for dead hands its running intents back to the queue; for a stopped
   // operation they must not run again.
-  if (op.state === 'cancelled' || (op.abortReason !== null && !tick.aborted)) {
+  if (operationStopped(op) && !tick.aborted) {
     await cancelQueuedIntents(trx, op, op.abortReason ?? `Operation ${op.uuid} was cancelled.`);
   }
 

@@ -213,12 +213,8 @@ export async function retryFailedNodes(trx: Knex.Transaction, op: Operation): Pr
   return nodeIds;
 }
 
-/** What the intent runner needs to decide a retry: the policy, and whether the operation stopped. */
-export interface RetryPolicy {
-  stopped: boolean;
-  initialDelayMs: number;
-  maxDelayMs: number;
-}
+/** What the intent runner needs to decide a retry: the policy, and where the operation stands. */
+export type RetryPolicy = Pick<Operation, 'state' | 'abortReason' | 'initialDelayMs' | 'maxDelayMs'>;
 
 /**
  * Read under a share lock on the operation row: a cancel (which takes the row exclusively)
@@ -227,7 +223,7 @@ export interface RetryPolicy {
 export async function retryPolicyOf(trx: Knex.Transaction, uuid: string): Promise<RetryPolicy | undefined> {
   const row = await trx('operations').where('uuid', uuid).forShare().first('state', 'abort_reason', 'initial_delay_ms', 'max_delay_ms');
   if (!row) return undefined;
-  return { stopped: row.state === 'cancelled' || row.abort_reason !== null, initialDelayMs: row.initial_delay_ms, maxDelayMs: row.max_delay_ms };
+  return { state: row.state, abortReason: row.abort_reason, initialDelayMs: row.initial_delay_ms, maxDelayMs: row.max_delay_ms };
 }
 
 /** Which of the nodes have intents queued or running (work a queued operation waits behind). */

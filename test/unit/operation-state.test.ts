@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { finalState } from '../../conductor/operation-progress.js';
+import { finalState, operationStopped } from '../../conductor/operation-progress.js';
 import { progressOf, type OperationCounts } from '../../db/operation-nodes.js';
 import type { Operation } from '../../db/operations.js';
 
@@ -16,6 +16,13 @@ describe('operation end state and progress', () => {
   it('ends failed when aborted, and cancelled when cancelled, whatever the counts', () => {
     expect(finalState(op({ abortReason: 'node x failed' }), counts({ succeeded: 5, failed: 1, cancelled: 4 }))).to.equal('failed');
     expect(finalState(op({ state: 'cancelled' }), counts({ succeeded: 5 }))).to.equal('cancelled');
+  });
+
+  it('is stopped once cancelled or aborted, and only then', () => {
+    expect(operationStopped(op({}))).to.equal(false);
+    expect(operationStopped(op({ state: 'queued' }))).to.equal(false);
+    expect(operationStopped(op({ state: 'cancelled' }))).to.equal(true);
+    expect(operationStopped(op({ abortReason: 'node x failed' }))).to.equal(true);
   });
 
   it('counts succeeded, failed and cancelled nodes as done, rounding the percentage down', () => {
