@@ -22,9 +22,6 @@ const SQL_SYNTAX = [
   { selector: "MemberExpression[property.name='raw'][object.name=/^(db|trx|knex)$/]", message: 'Raw SQL outside db/: SQL lives in db/.' },
   { selector: "MemberExpression[property.name='raw'][object.property.name=/^(db|knex)$/]", message: 'Raw SQL outside db/: SQL lives in db/.' },
 ];
-// Still hold their own LISTEN client or console queries; they move to db/ with the shared
-// listener and the console's repository.
-const SQL_ALLOWED = ['api/intent-waiter.ts', 'api/console.ts', 'conductor/service.ts', 'conductor/console/manager.ts'];
 
 function importRules(dir, sql) {
   const patterns = LAYERS[dir].map((target) => ({
@@ -61,9 +58,8 @@ export default tseslint.config(
   },
   ...Object.keys(LAYERS).flatMap((dir) => [
     { files: [`${dir}/**/*.ts`], rules: importRules(dir, dir !== 'db') },
-    ...(dir === 'db' ? [] : [{ files: [`${dir}/**/*.ts`], ignores: SQL_ALLOWED, rules: { 'no-restricted-syntax': ['error', ...SQL_SYNTAX] } }]),
+    ...(dir === 'db' ? [] : [{ files: [`${dir}/**/*.ts`], rules: { 'no-restricted-syntax': ['error', ...SQL_SYNTAX] } }]),
   ]),
   { files: ['cli/**/*.ts'], rules: { 'no-restricted-syntax': ['error', ...SQL_SYNTAX] } },
   { files: ['cli/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': ['error', { paths: SQL_IMPORTS }] } },
-  ...SQL_ALLOWED.map((file) => ({ files: [file], rules: importRules(file.split('/')[0], false) })),
 );

@@ -4,7 +4,7 @@ import type { Config } from '../common/config.js';
 import { INTENT_CHANNEL } from '../db/intents.js';
 import {
   OPERATION_NODE_STATES, listOperationNodes, operationCounts, positionOf, progressOf, type OperationCounts, type OperationNodeRow, type OperationNodeState,
-} from '../db/operation-progress.js';
+} from '../db/operation-nodes.js';
 import {
   OPERATION_STATES, assertNodesFree, cancelOperation, createOperation, getOperation, listOperations, lockNodesByIdent, lockNodesBySelector,
   retryFailedNodes, type NewOperation, type NodeSelector, type Operation, type OperationState,

@@ -4,6 +4,7 @@ import { lazyChild } from '../common/logger.js';
 import { DriverError, GalvanicError } from '../common/errors.js';
 import type { Notifier } from '../common/notifier.js';
 import { retryPolicyOf } from '../db/operations.js';
+import { operationStopped } from './operation-progress.js';
 import { ClaimIncomplete, INTENT_DONE_CHANNEL, finishIntent, skipRestOfBatch, type ClaimedIntent, type ClaimScope, type Intent, type IntentWake } from '../db/intents.js';
 import { isDatabaseUnavailable } from '../db/transaction.js';
 import type { PgNotifyBatcher } from '../db/notify.js';
@@ -364,7 +365,7 @@ export class IntentRunner {
           retry = retryable;
           // An intent of a group operation retries on the operation's policy, unless it was stopped.
           const policy = retry && intent.operation ? await retryPolicyOf(trx, intent.operation) : undefined;
-          if (policy?.stopped) {
+          if (policy && operationStopped(policy)) {
             retry = false;
             await finishIntent(trx, intent.id, { state: 'cancelled', error: `${error.message} (not retried: operation ${intent.operation} was stopped)` });
           } else if (retry) {

@@ -9,8 +9,8 @@ import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import type { BusStats } from '../common/notifier-amqp.js';
 import { countOpenIntents } from '../db/intents.js';
 import type { PeriodicRunner } from './periodic.js';
-import type { SensorStats } from './sensors/task.js';
-import type { PowerSyncStats } from './tasks/power-sync.js';
+import type { SensorStats } from './periodics/sensor-data.js';
+import type { PowerSyncStats } from './periodics/power-sync.js';
 import type { BmcBudgetStats } from '../drivers/bmc-budget.js';
 
 export interface ConductorMetricsSources {

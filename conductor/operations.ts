@@ -3,7 +3,8 @@ import type { Logger } from 'pino';
 import type { Notifier } from '../common/notifier.js';
 import { INTENT_CHANNEL } from '../db/intents.js';
 import type { PgNotifyBatcher } from '../db/notify.js';
-import { advanceOperations, progressOf, type OperationCounts, type OperationTick } from '../db/operation-progress.js';
+import { progressOf, type OperationCounts } from '../db/operation-nodes.js';
+import { advanceOperations, type OperationTick } from './operation-progress.js';
 import type { Operation } from '../db/operations.js';
 
 function iso(d: Date | null): string | null {

@@ -52,6 +52,7 @@ export class PeriodicRunner {
   private readonly abort = new AbortController();
   private timers: Array<NodeJS.Timeout> = [];
   private cronTasks: ScheduledTask[] = [];
+  private readonly started = new Set<string>();
 
   constructor(private readonly log: Logger) {}
 
@@ -64,8 +65,14 @@ export class PeriodicRunner {
     this.stats.set(task.name, { runs: 0, overruns: 0, failures: 0, lastDurationMs: 0, lastNodes: 0, lastErrors: 0 });
   }
 
-  start(): void {
+  /**
+   * Starts the schedules of the named tasks, or of every task not started yet: a service
+   * can start its own liveness tasks before the work that depends on its start-up.
+   */
+  start(names?: readonly string[]): void {
     for (const task of this.tasks) {
+      if (this.started.has(task.name) || (names && !names.includes(task.name))) continue;
+      this.started.add(task.name);
       if (task.spacingSeconds !== undefined) {
         // Jitter the first tick so conductors started together do not hit the database in step.
         const spacingMs = task.spacingSeconds * 1000;

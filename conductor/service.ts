@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Config } from '../common/config.js';
@@ -21,15 +22,19 @@ import { failureChanges, settleFailure } from './intent-outcome.js';
 import { Allocator } from './allocations.js';
 import { ALLOCATION_CHANNEL } from '../db/allocations.js';
 import { OperationAdvancer } from './operations.js';
-import { PeriodicRunner } from './periodic.js';
-import { provisionChecksTask } from './tasks/provision-checks.js';
+import { PeriodicRunner, type IterationReport } from './periodic.js';
+import { provisionChecksTask } from './periodics/provision-checks.js';
 import { TaskManager } from './task-manager.js';
-import { powerSyncTask, type PowerSyncStats, type PowerSyncTask } from './tasks/power-sync.js';
-import { sensorDataTask, type SensorDataTask, type SensorStats } from './sensors/task.js';
+import { powerSyncTask, type PowerSyncStats, type PowerSyncTask } from './periodics/power-sync.js';
+import { sensorDataTask, type SensorDataTask, type SensorStats } from './periodics/sensor-data.js';
 import { buildConductorMetrics } from './metrics.js';
 import { AmqpNotifier } from '../common/notifier-amqp.js';
 import { serveMetrics, type MetricsServer } from '../common/metrics-server.js';
 import type { Registry } from 'prom-client';
+
+/** The conductor's own periodics, started before the rest (see start()). */
+const HEARTBEAT = 'conductor_heartbeat';
+const POLL = 'poll_for_work';
 
 export type ServiceState = 'starting' | 'running' | 'draining' | 'stopped';
 
@@ -60,7 +65,6 @@ export class ConductorService {
   private readonly wake: PgNotifyBatcher;
   private readonly log: Logger;
   private listener?: PgListener;
-  private timers: NodeJS.Timeout[] = [];
   /** Since when every heartbeat has been recorded; undefined while they fail. */
   private healthySince?: number;
   /** When the heartbeat first failed in the current run of failures. */
@@ -107,6 +111,24 @@ export class ConductorService {
     operations.onDue = () => this.runner.pump();
     this.allocator = new Allocator(deps.db, this.hostname, this.log);
     this.periodic = new PeriodicRunner(this.log);
+    this.periodic.register({
+      name: HEARTBEAT,
+      spacingSeconds: c.heartbeat_interval,
+      // A beat is never dropped: one that meets a slow predecessor goes out right after it.
+      catchUp: true,
+      // Only a stuck beat overruns, and beat() already bounds and logs what the database did.
+      reportsOverruns: true,
+      run: (signal) => this.beat(signal),
+    });
+    // The safety net for a lost NOTIFY and for retries whose not_before has passed.
+    this.periodic.register({
+      name: POLL,
+      spacingSeconds: c.poll_interval,
+      run: async () => {
+        this.runner.pump();
+        this.allocator.pump();
+      },
+    });
     this.periodic.register({
       name: 'recover_dead_conductors',
       spacingSeconds: Math.max(1, Math.min(c.heartbeat_interval, c.heartbeat_timeout / 2)),
@@ -226,31 +248,8 @@ export class ConductorService {
     });
     await this.listener.start();
 
-    this.timers.push(setInterval(() => {
-      heartbeat(db, this.hostname)
-        .then(() => {
-          if (this.healthySince === undefined) {
-            this.healthySince = Date.now();
-            if (this.heartbeatLost) this.log.info({ downMs: Date.now() - this.heartbeatLost }, 'heartbeat recorded again');
-            this.heartbeatLost = undefined;
-          }
-          return this.refreshRing();
-        })
-        .catch((err) => {
-          this.healthySince = undefined;
-          if (this.heartbeatLost === undefined) {
-            this.heartbeatLost = Date.now();
-            this.log.error({ err }, 'heartbeat failed');
-          } else {
-            this.log.debug({ err: (err as Error).message }, 'heartbeat failed again');
-          }
-        });
-    }, c.heartbeat_interval * 1000));
-    // The safety net for a lost NOTIFY and for retries whose not_before has passed.
-    this.timers.push(setInterval(() => {
-      this.runner.pump();
-      this.allocator.pump();
-    }, c.poll_interval * 1000));
+    // Before the consoles' start-up, which may take a while: peers must not take it for dead.
+    this.periodic.start([HEARTBEAT, POLL]);
     if (c.metrics_port > 0) {
       this.metricsServer = await serveMetrics(this.metrics, c.metrics_host, c.metrics_port, this.log);
       this.log.info({ url: `${this.metricsServer.url}/metrics` }, 'conductor metrics listening');
@@ -262,6 +261,38 @@ export class ConductorService {
     this.runner.pump();
     this.allocator.pump();
     this.log.info({ ring: this.ring?.hosts }, 'conductor started');
+  }
+
+  /**
+   * Records this conductor's heartbeat, then refreshes the ring. The query has no timeout: a
+   * beat stuck on a lost connection is waited for one interval at most, so that the next one
+   * goes out on another connection instead of waiting behind it, and the beats go on through
+   * a database outage.
+   */
+  private async beat(signal: AbortSignal): Promise<IterationReport> {
+    let recorded = false;
+    const beat = heartbeat(this.deps.db, this.hostname)
+      .then(() => {
+        recorded = true;
+        if (this.healthySince === undefined) {
+          this.healthySince = Date.now();
+          if (this.heartbeatLost) this.log.info({ downMs: Date.now() - this.heartbeatLost }, 'heartbeat recorded again');
+          this.heartbeatLost = undefined;
+        }
+        return this.refreshRing();
+      })
+      .catch((err) => {
+        this.healthySince = undefined;
+        if (this.heartbeatLost === undefined) {
+          this.heartbeatLost = Date.now();
+          this.log.error({ err }, 'heartbeat failed');
+        } else {
+          this.log.debug({ err: (err as Error).message }, 'heartbeat failed again');
+        }
+      });
+    const bound = sleep(this.deps.config.conductor.heartbeat_interval * 1000, undefined, { signal, ref: false }).catch(() => undefined);
+    await Promise.race([beat, bound]);
+    return { errors: recorded ? 0 : 1 };
   }
 
   /**
@@ -343,8 +374,6 @@ export class ConductorService {
   async stop(): Promise<void> {
     if (this.state === 'stopped' || this.state === 'draining') return;
     this.state = 'draining';
-    for (const t of this.timers) clearInterval(t);
-    this.timers = [];
     const timeoutMs = this.deps.config.conductor.graceful_shutdown_timeout * 1000;
     await this.periodic.stop(timeoutMs);
     await this.allocator.stop();

@@ -213,12 +213,8 @@ export async function retryFailedNodes(trx: Knex.Transaction, op: Operation): Pr
   return nodeIds;
 }
 
-/** What the intent runner needs to decide a retry: the policy, and whether the operation stopped. */
-export interface RetryPolicy {
-  stopped: boolean;
-  initialDelayMs: number;
-  maxDelayMs: number;
-}
+/** What the intent runner needs to decide a retry: the policy, and where the operation stands. */
+export type RetryPolicy = Pick<Operation, 'state' | 'abortReason' | 'initialDelayMs' | 'maxDelayMs'>;
 
 /**
  * Read under a share lock on the operation row: a cancel (which takes the row exclusively)
@@ -227,7 +223,7 @@ export interface RetryPolicy {
 export async function retryPolicyOf(trx: Knex.Transaction, uuid: string): Promise<RetryPolicy | undefined> {
   const row = await trx('operations').where('uuid', uuid).forShare().first('state', 'abort_reason', 'initial_delay_ms', 'max_delay_ms');
   if (!row) return undefined;
-  return { stopped: row.state === 'cancelled' || row.abort_reason !== null, initialDelayMs: row.initial_delay_ms, maxDelayMs: row.max_delay_ms };
+  return { state: row.state, abortReason: row.abort_reason, initialDelayMs: row.initial_delay_ms, maxDelayMs: row.max_delay_ms };
 }
 
 /** Which of the nodes have intents queued or running (work a queued operation waits behind). */
@@ -235,4 +231,51 @@ export async function nodesWithOpenIntents(trx: Knex.Transaction, nodeIds: reado
   const rows: Array<{ node_id: number }> = await trx('intents').distinct('node_id')
     .whereRaw('node_id = any(?::int[])', [nodeIds as number[]]).whereNull('finished_at');
   return new Set(rows.map((r) => r.node_id));
+}
+
+/** The operations not finished yet, oldest first. */
+export async function openOperationIds(db: Knex): Promise<number[]> {
+  const rows: Array<{ id: number }> = await db('operations').whereNull('finished_at').select('id').orderBy('id');
+  return rows.map((r) => r.id);
+}
+
+/** Takes the row lock of an unfinished operation; undefined once it has finished. */
+export async function lockOpenOperation(trx: Knex.Transaction, id: number): Promise<Operation | undefined> {
+  const row = await trx('operations').where('id', id).whereNull('finished_at').forUpdate().first();
+  return row ? operationMapper.fromRow(row) : undefined;
+}
+
+export async function setAbortReason(trx: Knex.Transaction, id: number, reason: string): Promise<void> {
+  await trx('operations').where('id', id).update({ abort_reason: reason });
+}
+
+export async function markOperationRunning(trx: Knex.Transaction, id: number): Promise<Operation> {
+  const [row] = await trx('operations').where('id', id).update({ state: 'running', started_at: trx.raw('coalesce(started_at, now())') }).returning('*');
+  return operationMapper.fromRow(row);
+}
+
+export async function finishOperation(trx: Knex.Transaction, id: number, state: OperationState): Promise<Operation> {
+  const [row] = await trx('operations').where('id', id)
+    .update({ state, finished_at: trx.fn.now(), started_at: trx.raw('coalesce(started_at, now())') }).returning('*');
+  return operationMapper.fromRow(row);
+}
+
+/** True when an intent of the operation is queued or running. */
+export async function hasOpenIntents(trx: Knex.Transaction, op: Operation): Promise<boolean> {
+  const { rows } = await trx.raw<{ rows: unknown[] }>(
+    'SELECT 1 FROM intents WHERE operation = ? AND finished_at IS NULL LIMIT 1', [op.uuid],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * Stamps the progress notification as sent when the last one is at least `intervalMs` old,
+ * over all conductors; true when it was due.
+ */
+export async function claimProgressNotification(trx: Knex.Transaction, id: number, intervalMs: number): Promise<boolean> {
+  const due = await trx('operations')
+    .where('id', id)
+    .where((w) => w.whereNull('progress_notified_at').orWhereRaw('progress_notified_at <= now() - ? * interval \'1 millisecond\'', [intervalMs]))
+    .update({ progress_notified_at: trx.fn.now() });
+  return due > 0;
 }

@@ -11,7 +11,7 @@ import type { Config } from '../../common/config.js';
 import { createNotifier, type Notifier } from '../../common/notifier.js';
 import { ConductorService } from '../../conductor/service.js';
 import { TaskManager } from '../../conductor/task-manager.js';
-import { powerSyncTask, type PowerSyncTask } from '../../conductor/tasks/power-sync.js';
+import { powerSyncTask, type PowerSyncTask } from '../../conductor/periodics/power-sync.js';
 import { listHistory } from '../../db/node-history.js';
 import { createNode, getNodeById, type Node } from '../../db/nodes.js';
 import { buildRegistry } from '../../drivers/build-registry.js';

@@ -12,7 +12,7 @@ import { createNotifier, type Notification, type Notifier } from '../../common/n
 import type { Config } from '../../common/config.js';
 import type { PeriodicTask } from '../../conductor/periodic.js';
 import { TaskManager } from '../../conductor/task-manager.js';
-import { powerSyncTask } from '../../conductor/tasks/power-sync.js';
+import { powerSyncTask } from '../../conductor/periodics/power-sync.js';
 import { createKnex } from '../../db/connection.js';
 import { enqueueIntents } from '../../db/intents.js';
 import { listHistory } from '../../db/node-history.js';

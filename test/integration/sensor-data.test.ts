@@ -14,7 +14,7 @@ import { notifierFromConfig, type Notifier } from '../../common/notifier.js';
 import { buildConductorMetrics } from '../../conductor/metrics.js';
 import { PeriodicRunner } from '../../conductor/periodic.js';
 import { ConductorService } from '../../conductor/service.js';
-import { NODE_TIMEOUT, sensorDataTask, type SensorIteration } from '../../conductor/sensors/task.js';
+import { NODE_TIMEOUT, sensorDataTask, type SensorIteration } from '../../conductor/periodics/sensor-data.js';
 import { listHistory } from '../../db/node-history.js';
 import { createNode, deleteNode, type Node } from '../../db/nodes.js';
 import { buildRegistry } from '../../drivers/build-registry.js';

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { finalState, progressOf, type OperationCounts } from '../../db/operation-progress.js';
+import { finalState, operationStopped } from '../../conductor/operation-progress.js';
+import { progressOf, type OperationCounts } from '../../db/operation-nodes.js';
 import type { Operation } from '../../db/operations.js';
 
 const counts = (c: Partial<OperationCounts>): OperationCounts => ({ pending: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0, ...c });
@@ -15,6 +16,13 @@ describe('operation end state and progress', () => {
   it('ends failed when aborted, and cancelled when cancelled, whatever the counts', () => {
     expect(finalState(op({ abortReason: 'node x failed' }), counts({ succeeded: 5, failed: 1, cancelled: 4 }))).to.equal('failed');
     expect(finalState(op({ state: 'cancelled' }), counts({ succeeded: 5 }))).to.equal('cancelled');
+  });
+
+  it('is stopped once cancelled or aborted, and only then', () => {
+    expect(operationStopped(op({}))).to.equal(false);
+    expect(operationStopped(op({ state: 'queued' }))).to.equal(false);
+    expect(operationStopped(op({ state: 'cancelled' }))).to.equal(true);
+    expect(operationStopped(op({ abortReason: 'node x failed' }))).to.equal(true);
   });
 
   it('counts succeeded, failed and cancelled nodes as done, rounding the percentage down', () => {

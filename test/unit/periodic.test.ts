@@ -1,6 +1,6 @@
 /**
- * PeriodicRunner: iterations of one task never overlap, statistics, bounded shutdown and the
- * validation of task declarations.
+ * PeriodicRunner: iterations of one task never overlap, statistics, bounded shutdown, starting
+ * some tasks before the others, and the validation of task declarations.
  */
 import { expect } from 'chai';
 import { pino } from 'pino';
@@ -219,6 +219,22 @@ describe('PeriodicRunner', () => {
       await sleep(100);
       expect(runs).to.equal(atStop);
       expect(r.tick(task)).to.equal(undefined);
+    });
+  });
+
+  describe('start', () => {
+    it('starts the named tasks first and the others on a later start, each once', async () => {
+      const r = runner();
+      const runs = { early: 0, late: 0 };
+      for (const name of ['early', 'late'] as const) {
+        r.register({ name, spacingSeconds: 60, runAtStart: true, run: async () => { runs[name]++; } });
+      }
+      r.start(['early']);
+      await sleep(20);
+      expect(runs).to.deep.equal({ early: 1, late: 0 });
+      r.start();
+      await sleep(20);
+      expect(runs).to.deep.equal({ early: 1, late: 1 });
     });
   });
 

@@ -2,11 +2,11 @@
 import { expect } from 'chai';
 import { runKeyedBounded } from '../../conductor/sensors/keyed-limiter.js';
 import { filterDataTypes, sensorMessage } from '../../conductor/sensors/message.js';
-import { bmcAddressOf } from '../../conductor/sensors/task.js';
+import { bmcAddressOf } from '../../conductor/periodics/sensor-data.js';
 
 const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe('sensor task parts', () => {
+describe('sensor data parts', () => {
   it('runs every item, never more than the limit at once nor more than perKey of one key', async () => {
     const items = Array.from({ length: 60 }, (_, i) => ({ i, key: i < 30 ? 'shared' : `own-${i}` }));
     let running = 0;

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { cancelQueuedIntents, operationMapper, type Operation, type OperationState } from './operations.js';
+import type { Operation } from './operations.js';
 
 /**
  * Where each node of an operation stands, derived from its intents of the current round
@@ -94,99 +94,14 @@ export async function positionOf(db: Knex, opId: number, nodeUuid: string): Prom
   return row?.position;
 }
 
-/** The state an operation ends in once none of its intents is open. */
-export function finalState(op: Operation, counts: OperationCounts): OperationState {
-  if (op.state === 'cancelled') return 'cancelled';
-  if (counts.failed === 0 && counts.cancelled === 0) return 'succeeded';
-  if (op.abortReason !== null || counts.succeeded === 0) return 'failed';
-  return 'partially_failed';
-}
-
-/** What one pass over an operation did, for the caller's notifications and wake-ups. */
-export interface OperationTick {
-  op: Operation;
-  admittedNodeIds: number[];
-  started: boolean;
-  aborted: boolean;
-  /** Set when the operation ended in this pass. */
-  finished?: OperationState;
-  /** Set when a progress notification is due (at most one per `progressIntervalMs` over all conductors). */
-  progress?: OperationCounts;
-}
-
-/**
- * Advances every unfinished operation, each in a short transaction under its row lock (so
- * conductors take turns, and a cancel is ordered before or after): on_failure=abort stops
- * the rest after a failure; nodes are admitted while fewer than max_parallel are active (an
- * admitted node stays active until its round ends, waits between retries included); an
- * operation with nothing left open ends.
- */
-export async function advanceOperations(db: Knex, progressIntervalMs: number): Promise<OperationTick[]> {
-  const open: Array<{ id: number }> = await db('operations').whereNull('finished_at').select('id').orderBy('id');
-  const out: OperationTick[] = [];
-  for (const { id } of open) {
-    const tick = await db.transaction(async (trx) => advanceOne(trx, id, progressIntervalMs));
-    if (tick) out.push(tick);
-  }
-  return out;
-}
-
-async function advanceOne(trx: Knex.Transaction, id: number, progressIntervalMs: number): Promise<OperationTick | undefined> {
-  const row = await trx('operations').where('id', id).whereNull('finished_at').forUpdate().first();
-  if (!row) return undefined;
-  let op = operationMapper.fromRow(row);
-  const tick: OperationTick = { op, admittedNodeIds: [], started: false, aborted: false };
-
-  if (op.onFailure === 'abort' && op.abortReason === null && op.state !== 'cancelled') {
-    const failed = await trx.raw<{ rows: Array<{ uuid: string }> }>(
-      `SELECT n.uuid FROM operation_nodes o JOIN nodes n ON n.id = o.node_id
-        WHERE o.operation_id = ? AND EXISTS (SELECT 1 FROM intents i WHERE i.batch = o.batch AND i.state = 'failed') LIMIT 1`,
-      [op.id],
-    );
-    if (failed.rows.length) {
-      const reason = `Operation ${op.uuid} stopped (on_failure=abort): node ${failed.rows[0].uuid} failed.`;
-      await trx('operations').where('id', op.id).update({ abort_reason: reason });
-      await cancelQueuedIntents(trx, op, reason);
-      op = { ...op, abortReason: reason };
-      tick.aborted = true;
-    }
-  }
-
-  // A conductor taken for dead hands its running intents back to the queue; for a stopped
-  // operation they must not run again.
-  if (op.state === 'cancelled' || (op.abortReason !== null && !tick.aborted)) {
-    await cancelQueuedIntents(trx, op, op.abortReason ?? `Operation ${op.uuid} was cancelled.`);
-  }
-
-  if ((op.state === 'queued' || op.state === 'running') && op.abortReason === null) {
-    tick.admittedNodeIds = await admitNodes(trx, op);
-    if (op.state === 'queued' && tick.admittedNodeIds.length) {
-      const [row] = await trx('operations').where('id', op.id).update({ state: 'running', started_at: trx.raw('coalesce(started_at, now())') }).returning('*');
-      op = operationMapper.fromRow(row);
-      tick.started = true;
-    }
-  }
-
-  const { rows: openRows } = await trx.raw<{ rows: unknown[] }>(
-    'SELECT 1 FROM intents WHERE operation = ? AND finished_at IS NULL LIMIT 1', [op.uuid],
+/** The uuid of a node whose current round failed, if any. */
+export async function firstFailedNode(trx: Knex.Transaction, opId: number): Promise<string | undefined> {
+  const failed = await trx.raw<{ rows: Array<{ uuid: string }> }>(
+    `SELECT n.uuid FROM operation_nodes o JOIN nodes n ON n.id = o.node_id
+      WHERE o.operation_id = ? AND EXISTS (SELECT 1 FROM intents i WHERE i.batch = o.batch AND i.state = 'failed') LIMIT 1`,
+    [opId],
   );
-  if (openRows.length === 0) {
-    const counts = (await operationCounts(trx, [op.id])).get(op.id)!;
-    const state = finalState(op, counts);
-    const [row] = await trx('operations').where('id', op.id)
-      .update({ state, finished_at: trx.fn.now(), started_at: trx.raw('coalesce(started_at, now())') }).returning('*');
-    tick.op = operationMapper.fromRow(row);
-    tick.finished = state;
-    tick.progress = counts;
-    return tick;
-  }
-  tick.op = op;
-  const due = await trx('operations')
-    .where('id', op.id)
-    .where((w) => w.whereNull('progress_notified_at').orWhereRaw('progress_notified_at <= now() - ? * interval \'1 millisecond\'', [progressIntervalMs]))
-    .update({ progress_notified_at: trx.fn.now() });
-  if (due && op.state === 'running' && !tick.started) tick.progress = (await operationCounts(trx, [op.id])).get(op.id)!;
-  return tick;
+  return failed.rows[0]?.uuid;
 }
 
 /**
@@ -194,7 +109,7 @@ async function advanceOne(trx: Knex.Transaction, id: number, progressIntervalMs:
  * held first intent of each. Only nodes whose held intent heads their queue are admitted,
  * so an admitted node starts at once and never holds a slot waiting for other work.
  */
-async function admitNodes(trx: Knex.Transaction, op: Operation): Promise<number[]> {
+export async function admitNodes(trx: Knex.Transaction, op: Operation): Promise<number[]> {
   // Most passes over a running operation have nobody left to admit: say so without counting
   // the active nodes (an index probe per admitted node).
   const waiting = await trx('operation_nodes').where('operation_id', op.id).whereNull('admitted_at').first(trx.raw('1 AS one'));

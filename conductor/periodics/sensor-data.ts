@@ -23,8 +23,8 @@ import { nodesForSensorData, type SensorNode } from '../../db/nodes.js';
 import type { DriverContext, ManagementInterface, SensorData } from '../../drivers/interfaces.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import type { PeriodicTask } from '../periodic.js';
-import { runKeyedBounded } from './keyed-limiter.js';
-import { filterDataTypes, sensorEventType, sensorMessage } from './message.js';
+import { runKeyedBounded } from '../sensors/keyed-limiter.js';
+import { filterDataTypes, sensorEventType, sensorMessage } from '../sensors/message.js';
 
 export interface SensorTaskDeps {
   db: Knex;

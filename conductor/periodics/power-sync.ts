@@ -32,7 +32,7 @@ import { nodePayload } from '../node-payload.js';
 import type { PeriodicTask } from '../periodic.js';
 import type { Task, TaskManager } from '../task-manager.js';
 import { runKeyedBounded } from '../sensors/keyed-limiter.js';
-import { bmcAddressOf } from '../sensors/task.js';
+import { bmcAddressOf } from './sensor-data.js';
 
 export interface PowerSyncDeps {
   db: Knex;
