@@ -7,7 +7,7 @@ import type { Knex } from 'knex';
 import { admitNodes, firstFailedNode, operationCounts, type OperationCounts } from '../db/operation-nodes.js';
 import {
   cancelQueuedIntents, claimProgressNotification, finishOperation, hasOpenIntents, lockOpenOperation, markOperationRunning,
-  openOperationIds, setAbortReason, type Operation, type OperationState,
+  operationsToAdvance, setAbortReason, type Operation, type OperationState,
 } from '../db/operations.js';
 
 /** A cancelled or aborted operation: nothing of it is retried, and its queued intents are cancelled. */
@@ -44,7 +44,7 @@ export interface OperationTick {
  */
 export async function advanceOperations(db: Knex, progressIntervalMs: number): Promise<OperationTick[]> {
   const out: OperationTick[] = [];
-  for (const id of await openOperationIds(db)) {
+  for (const id of await operationsToAdvance(db, progressIntervalMs)) {
     const tick = await db.transaction(async (trx) => advanceOne(trx, id, progressIntervalMs));
     if (tick) out.push(tick);
   }

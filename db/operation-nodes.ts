@@ -126,6 +126,10 @@ export async function admitNodes(trx: Knex.Transaction, op: Operation): Promise<
          FROM operation_nodes o JOIN intents h ON h.id = o.head_intent_id
         WHERE o.operation_id = ? AND o.admitted_at IS NULL AND h.held AND h.state = 'queued'
           AND NOT EXISTS (SELECT 1 FROM intents p WHERE p.node_id = o.node_id AND p.seq < h.seq AND p.finished_at IS NULL)
+          -- on_failure=abort: a failure committed since the pass looked for one admits nobody
+          -- (this statement's snapshot is later than that look); the next pass aborts.
+          AND NOT (?::boolean AND EXISTS (
+                SELECT 1 FROM operation_nodes f JOIN intents fi ON fi.batch = f.batch WHERE f.operation_id = ? AND fi.state = 'failed'))
         ORDER BY o.position
         LIMIT greatest(0, ? - (SELECT n FROM active))
      ), admitted AS (
@@ -135,7 +139,7 @@ export async function admitNodes(trx: Knex.Transaction, op: Operation): Promise<
      )
      UPDATE intents i SET held = false FROM admitted WHERE i.id = admitted.head_intent_id
      RETURNING i.node_id`,
-    [op.id, op.id, op.maxParallel, op.id],
+    [op.id, op.id, op.onFailure === 'abort', op.id, op.maxParallel, op.id],
   );
   return rows.map((r) => r.node_id);
 }

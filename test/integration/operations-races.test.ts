@@ -6,11 +6,15 @@
  *     partially_failed with exact counts, exact attempts, backoff respected and never more
  *     than 50 nodes active at the BMCs; then retry-failed runs the 20 failed nodes only;
  *  2. a conductor SIGKILLed mid-operation: the other finishes it with exact counts;
- *  3. cancel mid-way: no node starts after the cancel returns.
+ *  3. cancel mid-way: no node starts after the cancel returns;
+ *  4. on_failure=abort: a failure committed between the pass's look for one and its admission
+ *     admits nobody.
  */
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
 import { nodeMapper } from '../../db/nodes.js';
+import { admitNodes } from '../../db/operation-nodes.js';
+import { getOperation as readOperation } from '../../db/operations.js';
 import { readRecords, startCluster, stopCluster, type BmcRecord, type Cluster } from '../helpers/cluster.js';
 
 interface NodeRow {
@@ -310,6 +314,39 @@ describe('group operations (real processes, real Postgres)', function () {
       // Nodes that never reached a BMC ended cancelled.
       const touched = new Set(records.map((r) => r.node));
       for (const n of op.nodes) if (!touched.has(n.node_uuid)) expect(n.state, n.node_uuid).to.equal('cancelled');
+    });
+  });
+
+  describe('on_failure=abort and a failure committed during the pass', () => {
+    let c: Cluster | undefined;
+
+    before(async () => {
+      // No conductor: the test plays the pass's part, so the interleaving is exact.
+      c = await startCluster('opabort', { conductors: 0, env: CONDUCTOR_ENV });
+    });
+
+    after(async () => {
+      await stopCluster(c);
+    });
+
+    it('admits no further node once a node of the operation has failed, whichever pass looked first', async () => {
+      const kinds = await seedNodes(c!, 3, 0);
+      const res = await http(c!, 'POST', '/v1/operations', {
+        nodes: [...kinds.keys()], steps: [{ action: 'power', args: { target: 'power on' } }], max_parallel: 1, on_failure: 'abort',
+      });
+      expect(res.status, res.text).to.equal(201);
+      const opUuid = (JSON.parse(res.text) as { uuid: string }).uuid;
+      const knex = c!.tdb.knex;
+      const op = await readOperation(knex, opUuid);
+      // The first node was admitted and has just failed: its round is over, so it is no longer
+      // active, and the pass that looked for failures before this commit saw none.
+      const first = await knex('operation_nodes').where({ operation_id: op.id, position: 1 }).first();
+      await knex('operation_nodes').where({ operation_id: op.id, position: 1 }).update({ admitted_at: knex.fn.now() });
+      await knex('intents').where({ batch: first.batch }).update({ held: false, state: 'failed', finished_at: knex.fn.now(), error: 'broken' });
+      const admitted = await knex.transaction((trx) => admitNodes(trx, op));
+      expect(admitted, 'nodes admitted after the failure').to.deep.equal([]);
+      const waiting = await knex('operation_nodes').where({ operation_id: op.id }).whereNull('admitted_at').count({ n: '*' });
+      expect(Number(waiting[0].n)).to.equal(2);
     });
   });
 });
