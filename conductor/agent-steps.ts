@@ -42,8 +42,11 @@ export interface AgentStep {
   inband?: boolean;
 }
 
-/** What a step (or the whole run) comes to: wait for the agent, or done. */
-export type StepOutcome = { wait: true } | { wait: false };
+/**
+ * What a step (or the whole run) comes to: wait for the agent, or done; or, for cleaning,
+ * aborted after a step that was not abortable (`abort_after`).
+ */
+export type StepOutcome = { wait: true } | { wait: false; abortAfter?: true };
 
 /** The out-of-band deploy steps of `direct` (AgentDeploy), highest priority first. */
 export const DIRECT_DEPLOY_STEPS: readonly AgentStep[] = [
@@ -447,8 +450,10 @@ export async function continueFromHeartbeat(ctx: ActionContext, type: StepType):
   }
   const commands = await services.client.getCommands(agent);
   const index = typeof info[DII_INDEX[type]] === 'number' ? (info[DII_INDEX[type]] as number) : 0;
-  if (freshlyBooted(commands, type)) return runSteps(ctx, type, info, index + 1);
   const current = (type === 'deploy' ? ctx.node.deployStep : ctx.node.cleanStep) ?? {};
+  // Ironic's continue_node_clean: the step asked to be aborted after has ended, so the cleaning ends.
+  const next = (): Promise<StepOutcome> => (type === 'clean' && current.abort_after === true ? Promise.resolve({ wait: false, abortAfter: true }) : runSteps(ctx, type, info, index + 1));
+  if (freshlyBooted(commands, type)) return next();
   const done = completedCommand(commands, type, current);
   if (!done) {
     // Still running: the heartbeat already moved the deadline on.
@@ -472,7 +477,7 @@ export async function continueFromHeartbeat(ctx: ActionContext, type: StepType):
     await ctx.task.progress({ driverInternalInfo: info, provisionUpdatedAt: new Date() });
     return { wait: true };
   }
-  return runSteps(ctx, type, info, index + 1);
+  return next();
 }
 
 /**
@@ -483,6 +488,20 @@ export async function tearDownCleaning(ctx: ActionContext): Promise<void> {
   await bootOf(ctx).cleanUpInstance(ctx.driver);
   if (!ctx.node.disablePowerOff) await powerOf(ctx).setPowerState(ctx.driver, 'power off');
   await servicesOf(ctx).wipeToken(ctx.node.id);
+}
+
+/**
+ * Ironic's do_node_clean_abort: the cleaning torn down (the agent's CD ejected, the node off,
+ * the token gone), and last_error says which step it stopped at (get_last_error).
+ */
+export async function abortCleaning(ctx: ActionContext): Promise<NodeChanges> {
+  const step = ctx.node.cleanStep;
+  await tearDownCleaning(ctx);
+  let lastError = 'By request, the clean operation was aborted';
+  if (step && Object.keys(step).length) lastError += ` during or after the completion of step "${stepId(step as { interface: string; step: string })}"`;
+  const changes: NodeChanges = { lastError, cleanStep: {}, driverInternalInfo: wipedInternalInfo(ctx.node.driverInternalInfo ?? {}, 'clean') };
+  if (!ctx.node.disablePowerOff) changes.powerState = 'power off';
+  return changes;
 }
 
 /** The changes that end an agent run (success or failure): its steps and connection forgotten. */

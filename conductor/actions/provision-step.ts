@@ -89,7 +89,13 @@ async function continueWaiting(ctx: ActionContext): Promise<ActionResult> {
   if (Object.hasOwn(WAIT_STATES, node.provisionState)) {
     const res = await agentContinueAction.run(ctx);
     const ended = res.changes?.provisionState !== undefined && !Object.hasOwn(WAIT_STATES, res.changes.provisionState);
-    return ended ? res : { ...res, result: { waiting: node.provisionState }, requeueAt: new Date(Date.now() + WAIT_RECHECK_MS) };
+    if (!ended) return { ...res, result: { waiting: node.provisionState }, requeueAt: new Date(Date.now() + WAIT_RECHECK_MS) };
+    // Ended in failure (an abort after a step that was not abortable): the step fails with it.
+    if (typeof res.changes?.lastError === 'string') {
+      await ctx.task.progress(res.changes);
+      throw new AgentStepFailed(res.changes.lastError);
+    }
+    return res;
   }
   // The wait ended without it: its deadline failed the node (or an abort), or it is done.
   if (node.targetProvisionState === null && node.lastError === null) return {};

@@ -591,7 +591,12 @@ export class AgentHost {
     const steps = (kind: 'clean' | 'deploy') => ({
       async: false,
       required: ['node', 'ports'],
-      run: () => ({ [`${kind}_steps`]: { [HARDWARE_MANAGER]: (kind === 'clean' ? CLEAN_STEPS : DEPLOY_STEPS).map((s) => ({ ...s })) }, hardware_manager_version: this.versions() }),
+      run: () => ({
+        [`${kind}_steps`]: {
+          [HARDWARE_MANAGER]: (kind === 'clean' ? CLEAN_STEPS : DEPLOY_STEPS).map((s) => (kind === 'clean' && s.step === this.faults.unabortableStep ? { ...s, abortable: false } : { ...s })),
+        },
+        hardware_manager_version: this.versions(),
+      }),
     });
     const shutdown = (type: 'ForceOff' | 'ForceRestart'): CommandSpec => ({
       async: true,
@@ -665,7 +670,8 @@ export class AgentHost {
     if (f.hangStep === name) return new Promise<never>(() => undefined);
     let result: unknown = null;
     let work: () => void = () => undefined;
-    let busyMs = STEP_MS[name] ?? DEFAULT_STEP_MS;
+    const seconds = f.stepSeconds?.[name];
+    let busyMs = typeof seconds === 'number' ? seconds * 1000 : (STEP_MS[name] ?? DEFAULT_STEP_MS);
     const started = Date.now();
     if (name === 'write_image') {
       const info = validateImageInfo(args.image_info);

@@ -29,7 +29,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
       databaseUrl: tdb.url,
       env: { ...AGENT_TEST_ENV, GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '12', GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '12', GALVANIC_DEFAULT__DEBUG: 'true' },
     });
-    sim = await startRedfishSim({ count: 10, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } });
+    sim = await startRedfishSim({ count: 11, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } });
     api = httpClient(galvanic.url);
   });
 
@@ -47,6 +47,14 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     expect((await provisionAndSettle(api, node.uuid, 'inspect')).provision_state).to.equal('manageable');
     expect(await nodePorts(api, node.uuid)).to.have.length.at.least(1);
     return node.uuid;
+  }
+
+  /** Waits until the node is in clean wait with `step` running on its agent. */
+  async function cleanStepRunning(uuid: string, step: string): Promise<void> {
+    await waitFor('the clean step to run', async () => {
+      const n = await getNode(api, uuid);
+      return n.provision_state === 'clean wait' && (n.clean_step as { step?: string }).step === step;
+    }, 30_000);
   }
 
   async function rememberToken(i: number): Promise<void> {
@@ -99,16 +107,37 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     const uuid = await manageableNode(1);
     await setAgentFaults(sim!.bmcs[1].url, { hangStep: 'erase_devices_metadata' });
     await provision(api, uuid, 'clean', { clean_steps: [{ interface: 'deploy', step: 'erase_devices_metadata' }] });
-    await waitFor('the clean step to run', async () => {
-      const n = await getNode(api, uuid);
-      return n.provision_state === 'clean wait' && (n.clean_step as { step?: string }).step === 'erase_devices_metadata';
-    }, 30_000);
+    await cleanStepRunning(uuid, 'erase_devices_metadata');
     await rememberToken(1);
     await provision(api, uuid, 'abort');
     const aborted = await watchStates(api, uuid);
     expect(aborted.node.provision_state).to.equal('clean failed');
     expect(aborted.node.last_error).to.include('By request, the clean operation was aborted during or after the completion of step "deploy.erase_devices_metadata"');
     await setAgentFaults(sim!.bmcs[1].url, {});
+  });
+
+  it('aborts after a clean step that is not abortable, once the step has ended (abort_after)', async () => {
+    const bmc = sim!.bmcs[10].url;
+    const uuid = await manageableNode(10);
+    await setAgentFaults(bmc, { unabortableStep: 'erase_devices_metadata', stepSeconds: { erase_devices_metadata: 3 } });
+    await provision(api, uuid, 'clean', {
+      clean_steps: [{ interface: 'deploy', step: 'erase_devices_metadata' }, { interface: 'deploy', step: 'erase_devices_express' }],
+    });
+    await cleanStepRunning(uuid, 'erase_devices_metadata');
+    await rememberToken(10);
+    await provision(api, uuid, 'abort');
+    // Only marked: the step runs on, and so does the cleaning until it ends.
+    const marked = await getNode(api, uuid);
+    expect(marked.provision_state).to.equal('clean wait');
+    expect(marked.clean_step).to.include({ step: 'erase_devices_metadata', abortable: false, abort_after: true });
+    const aborted = await watchStates(api, uuid);
+    expect(aborted.states).to.deep.equal(['clean wait', 'clean failed']);
+    expect(aborted.node).to.include({ provision_state: 'clean failed', maintenance: false, power_state: 'power off' });
+    expect(aborted.node.last_error).to.equal('By request, the clean operation was aborted during or after the completion of step "deploy.erase_devices_metadata"');
+    expect(aborted.node.clean_step).to.deep.equal({});
+    const ran = (await agentWitness(bmc)).commands.filter((c) => c.command_name === 'execute_clean_step');
+    expect(ran.map((c) => [((c.command_result ?? {}) as { clean_step?: { step?: string } }).clean_step?.step, c.command_status])).to.deep.equal([['erase_devices_metadata', 'SUCCEEDED']]);
+    await setAgentFaults(bmc, {});
   });
 
   it('fails the deploy on a bad checksum, with the agent\'s reason', async () => {
