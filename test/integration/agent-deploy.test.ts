@@ -6,6 +6,7 @@
  * the agent token's secrecy (API responses, history and the process's whole log).
  */
 import { expect } from 'chai';
+import { nicMacs } from '../../sim/redfish/model-synthetic.js';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
@@ -27,9 +28,10 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     images = await startImageServer();
     galvanic = await startGalvanic({
       databaseUrl: tdb.url,
-      env: { ...AGENT_TEST_ENV, GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '12', GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '12', GALVANIC_DEFAULT__DEBUG: 'true' },
+      env: {
+        ...AGENT_TEST_ENV, GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'redfish,agent,no-inspect', GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '12', GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '12', GALVANIC_DEFAULT__DEBUG: 'true' },
     });
-    sim = await startRedfishSim({ count: 11, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } });
+    sim = await startRedfishSim({ count: 13, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } });
     api = httpClient(galvanic.url);
   });
 
@@ -55,6 +57,17 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
       const n = await getNode(api, uuid);
       return n.provision_state === 'clean wait' && (n.clean_step as { step?: string }).step === step;
     }, 30_000);
+  }
+
+  /** Runs a group operation to its end. */
+  async function runOperation(body: Record<string, unknown>): Promise<{ finished_at: string | null; state: string }> {
+    const res = await api('POST', '/v1/operations', body);
+    expect(res.status, res.body).to.equal(201);
+    const uuid = res.json<{ uuid: string }>().uuid;
+    return waitFor('the operation to end', async () => {
+      const op = (await api('GET', `/v1/operations/${uuid}`)).json<{ finished_at: string | null; state: string }>();
+      return op.finished_at !== null ? op : null;
+    }, 120_000, 100);
   }
 
   async function rememberToken(i: number): Promise<void> {
@@ -196,21 +209,12 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     const nodes = [];
     for (const i of [6, 7, 8, 9]) nodes.push(await createNode(api, directNodeBody(`group-${i}`, sim!.bmcs[i].url, images!)));
     const uuids = nodes.map((n) => n.uuid);
-    const run = async (body: Record<string, unknown>) => {
-      const res = await api('POST', '/v1/operations', body);
-      expect(res.status, res.body).to.equal(201);
-      const uuid = res.json<{ uuid: string }>().uuid;
-      return waitFor('the operation to end', async () => {
-        const op = (await api('GET', `/v1/operations/${uuid}`)).json<{ finished_at: string | null; state: string }>();
-        return op.finished_at !== null ? op : null;
-      }, 120_000, 100);
-    };
-    const ready = await run({ nodes: uuids, steps: [{ action: 'manage' }, { action: 'inspect' }, { action: 'provide' }] });
+    const ready = await runOperation({ nodes: uuids, steps: [{ action: 'manage' }, { action: 'inspect' }, { action: 'provide' }] });
     expect(ready.state, JSON.stringify(ready)).to.equal('succeeded');
     for (const u of uuids) expect((await getNode(api, u)).provision_state).to.equal('available');
     // One node's image write fails: only that node fails.
     await setAgentFaults(sim!.bmcs[9].url, { failStep: 'write_image', failMessage: 'disk on fire' });
-    const deployed = await run({ nodes: uuids, steps: [{ action: 'deploy' }] });
+    const deployed = await runOperation({ nodes: uuids, steps: [{ action: 'deploy' }] });
     expect(deployed.state, JSON.stringify(deployed)).to.equal('partially_failed');
     for (const u of uuids.slice(0, 3)) {
       const n = await getNode(api, u);
@@ -221,10 +225,25 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     expect(failed.provision_state).to.equal('deploy failed');
     expect(failed.last_error).to.include('disk on fire');
     for (const i of [6, 7, 8]) expect((await agentWitness(sim!.bmcs[i].url)).disk?.sha256).to.equal(images!.image.sha256);
-    const undeployed = await run({ nodes: uuids.slice(0, 3), steps: [{ action: 'undeploy' }] });
+    const undeployed = await runOperation({ nodes: uuids.slice(0, 3), steps: [{ action: 'undeploy' }] });
     expect(undeployed.state, JSON.stringify(undeployed)).to.equal('succeeded');
     for (const u of uuids.slice(0, 3)) expect((await getNode(api, u)).provision_state).to.equal('available');
     await setAgentFaults(sim!.bmcs[9].url, {});
+  });
+
+  it('inspects through the agent in a group operation: a node is done once manageable, with its inventory processed', async () => {
+    const uuids = [];
+    for (const i of [11, 12]) uuids.push((await createNode(api, directNodeBody(`group-inspect-${i}`, sim!.bmcs[i].url, images!, { inspect_interface: 'agent' }))).uuid);
+    const op = await runOperation({ nodes: uuids, steps: [{ action: 'manage' }, { action: 'inspect' }] });
+    expect(op.state, JSON.stringify(op)).to.equal('succeeded');
+    // Read as the operation ended: not in inspect wait or inspecting any more.
+    for (const [k, u] of uuids.entries()) {
+      const n = await getNode(api, u);
+      expect(n, n.last_error ?? '').to.include({ provision_state: 'manageable', target_provision_state: null, power_state: 'power off', last_error: null });
+      expect(n.properties).to.include({ cpu_arch: 'x86_64' });
+      expect(await nodePorts(api, u)).to.deep.equal([...nicMacs(0, 11 + k)].sort());
+      expect((await agentWitness(sim!.bmcs[11 + k].url)).inspections).to.equal(1);
+    }
   });
 
   it('never shows an agent token in API responses, node history or the logs', async () => {
