@@ -313,6 +313,21 @@ export const SCHEMA = {
       default: true,
       help: "Whether nodes are cleaned automatically on provide and after undeploy. A node's own automated_clean overrides it. Clean steps with a priority above 0 run automatically: for a direct deploy interface, the agent's (erase_devices_metadata, erase_devices), which boots the agent.",
     },
+    deploy_kernel: {
+      type: 'string',
+      default: '',
+      help: "http:// or file:// URL of the kernel of the default deploy image, for nodes whose driver_info names no deploy_iso nor deploy_kernel and deploy_ramdisk. Galvanic builds no ISO from a kernel and ramdisk: such nodes are refused until they name a deploy_iso; the option is read so that Ironic's validation messages and ironic.conf carry over.",
+    },
+    deploy_ramdisk: {
+      type: 'string',
+      default: '',
+      help: 'http:// or file:// URL of the initramfs of the default deploy image (see deploy_kernel).',
+    },
+    error_on_ramdisk_config_inconsistency: {
+      type: 'bool',
+      default: false,
+      help: "Whether a node whose driver_info names only one of deploy_kernel and deploy_ramdisk is refused; otherwise [conductor] deploy_kernel and deploy_ramdisk are used for it, as Ironic does.",
+    },
     deploy_callback_timeout: {
       type: 'int',
       default: 1800,

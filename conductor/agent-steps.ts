@@ -145,7 +145,7 @@ function managementOf(ctx: ActionContext) {
 export async function bootAgent(ctx: ActionContext): Promise<void> {
   const services = servicesOf(ctx);
   await services.wipeToken(ctx.node.id);
-  const iso = agentIso(ctx.node.driverInfo);
+  const iso = agentIso(ctx.node, ctx.registry.agentBoot);
   const mode = parseCapabilities(ctx.node.properties.capabilities).boot_mode;
   await bootOf(ctx).prepareInstance(ctx.driver, {
     bootIso: iso, forcePersistentBootDevice: 'Never', ...(mode === 'uefi' || mode === 'bios' ? { bootMode: mode } : {}),

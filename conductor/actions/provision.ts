@@ -114,7 +114,7 @@ async function clean(ctx: ActionContext, manual: CleanStep[] | undefined): Promi
 async function startInBandInspection(ctx: ActionContext): Promise<NodeChanges> {
   const node = ctx.node;
   const opts = provisionArgsOf(ctx).inspector ?? { powerOff: true, preCreatePorts: true };
-  agentIso(node.driverInfo);
+  agentIso(node, ctx.registry.agentBoot);
   const power = powerOf(ctx);
   if (opts.preCreatePorts) {
     const management = ctx.registry.impl('management', node.managementInterface);
