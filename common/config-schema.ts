@@ -539,6 +539,18 @@ export const SCHEMA = {
       min: 1,
       help: 'Attempts at an agent call that fails to connect (a lost answer is first looked for in the agent\'s command list).',
     },
+    command_wait_attempts: {
+      type: 'int',
+      default: 100,
+      min: 1,
+      help: 'Times the agent\'s command list is read for the end of a command the conductor waits for (image.install_bootloader), before it is given up.',
+    },
+    command_wait_interval: {
+      type: 'int',
+      default: 6,
+      min: 1,
+      help: 'Seconds between those reads.',
+    },
     post_deploy_get_power_state_retries: {
       type: 'int',
       default: 6,

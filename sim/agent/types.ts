@@ -99,6 +99,10 @@ export interface DiskState {
   sha256: string;
   /** Epoch ms. */
   writtenAt: number;
+  /** Whether the image was written whole or into partitions. */
+  imageType: 'whole-disk' | 'partition';
+  /** What image.install_bootloader installed, or null. */
+  bootloader: { rootUuid: string; efiSystemPartUuid: string | null; targetBootMode: string } | null;
 }
 
 /** `GET /_sim/agent` on a BMC's port. */

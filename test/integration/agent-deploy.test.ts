@@ -29,9 +29,9 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     galvanic = await startGalvanic({
       databaseUrl: tdb.url,
       env: {
-        ...AGENT_TEST_ENV, GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'redfish,agent,no-inspect', GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '12', GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '12', GALVANIC_DEFAULT__DEBUG: 'true' },
+        ...AGENT_TEST_ENV, GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'redfish,agent,no-inspect', GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '12', GALVANIC_AGENT__COMMAND_WAIT_INTERVAL: '1', GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '12', GALVANIC_DEFAULT__DEBUG: 'true' },
     });
-    sim = await startRedfishSim({ count: 13, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } });
+    sim = await startRedfishSim({ count: 14, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } });
     api = httpClient(galvanic.url);
   });
 
@@ -96,6 +96,8 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     if (witness.token) tokens.add(witness.token);
     const names = witness.commands.map((c) => c.command_name);
     expect(names).to.include.members(['get_deploy_steps', 'execute_deploy_step', 'get_partition_uuids', 'power_off']);
+    // A whole-disk image brings its own bootloader.
+    expect(names).to.not.include('install_bootloader');
 
     await provision(api, uuid, 'deleted');
     const undeployed = await watchStates(api, uuid);
@@ -151,6 +153,28 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     const ran = (await agentWitness(bmc)).commands.filter((c) => c.command_name === 'execute_clean_step');
     expect(ran.map((c) => [((c.command_result ?? {}) as { clean_step?: { step?: string } }).clean_step?.step, c.command_status])).to.deep.equal([['erase_devices_metadata', 'SUCCEEDED']]);
     await setAgentFaults(bmc, {});
+  });
+
+  it('deploys a partition image and has the agent install the bootloader on its partitions', async () => {
+    const bmc = sim!.bmcs[13].url;
+    const uuid = await manageableNode(13, { automated_clean: false });
+    await provisionAndSettle(api, uuid, 'provide');
+    const ii = { image_source: images!.image.url, image_os_hash_algo: 'sha256', image_os_hash_value: images!.image.sha256, image_type: 'partition', root_gb: 10 };
+    const res = await api('PATCH', `/v1/nodes/${uuid}`, [{ op: 'replace', path: '/instance_info', value: ii }]);
+    expect(res.status, res.body).to.equal(200);
+    await provision(api, uuid, 'active');
+    const deployed = await watchStates(api, uuid);
+    expect(deployed.node.provision_state, deployed.node.last_error ?? '').to.equal('active');
+    const witness = await agentWitness(bmc);
+    expect(witness.disk, JSON.stringify(witness)).to.include({ sha256: images!.image.sha256, imageType: 'partition' });
+    // Inspection found the node UEFI: GRUB goes to the root and EFI system partitions the agent reported.
+    const bootloader = witness.disk!.bootloader;
+    expect(bootloader, JSON.stringify(witness)).to.include({ targetBootMode: 'uefi' });
+    expect(bootloader!.efiSystemPartUuid).to.be.a('string');
+    expect(deployed.node.driver_internal_info).to.include({ root_uuid_or_disk_id: bootloader!.rootUuid });
+    const install = witness.commands.find((c) => c.command_name === 'install_bootloader');
+    expect(install?.command_status).to.equal('SUCCEEDED');
+    await rememberToken(13);
   });
 
   it('fails the deploy on a bad checksum, with the agent\'s reason', async () => {
