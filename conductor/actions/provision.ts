@@ -284,7 +284,8 @@ export const provisionAction: Action = {
           changes = await tearDownInspectionBoot(ctx, true);
           event = 'Inspection boot cleaned up (agent ISO ejected, node powered off).';
         }
-        if (ctx.node.provisionState === ProvisionState.CLEANFAIL && ctx.node.deployInterface === 'direct') {
+        // An abort marked for after a step that was not abortable: that step's end has torn the cleaning down already.
+        if (ctx.node.provisionState === ProvisionState.CLEANFAIL && ctx.node.deployInterface === 'direct' && ctx.node.lastError === null) {
           changes = await abortCleaning(ctx);
           event = changes.lastError as string;
         }

@@ -31,7 +31,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
       env: {
         ...AGENT_TEST_ENV, GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'redfish,agent,no-inspect', GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '12', GALVANIC_AGENT__COMMAND_WAIT_INTERVAL: '1', GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '12', GALVANIC_DEFAULT__DEBUG: 'true' },
     });
-    sim = await startRedfishSim({ count: 14, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } });
+    sim = await startRedfishSim({ count: 15, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } });
     api = httpClient(galvanic.url);
   });
 
@@ -59,11 +59,19 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     }, 30_000);
   }
 
-  /** Runs a group operation to its end. */
-  async function runOperation(body: Record<string, unknown>): Promise<{ finished_at: string | null; state: string }> {
+  /** Starts a group operation; resolves with its UUID. */
+  async function startOperation(body: Record<string, unknown>): Promise<string> {
     const res = await api('POST', '/v1/operations', body);
     expect(res.status, res.body).to.equal(201);
-    const uuid = res.json<{ uuid: string }>().uuid;
+    return res.json<{ uuid: string }>().uuid;
+  }
+
+  /** Runs a group operation to its end. */
+  async function runOperation(body: Record<string, unknown>): Promise<{ finished_at: string | null; state: string }> {
+    return operationEnd(await startOperation(body));
+  }
+
+  function operationEnd(uuid: string): Promise<{ finished_at: string | null; state: string }> {
     return waitFor('the operation to end', async () => {
       const op = (await api('GET', `/v1/operations/${uuid}`)).json<{ finished_at: string | null; state: string }>();
       return op.finished_at !== null ? op : null;
@@ -175,6 +183,25 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     const install = witness.commands.find((c) => c.command_name === 'install_bootloader');
     expect(install?.command_status).to.equal('SUCCEEDED');
     await rememberToken(13);
+  });
+
+  it('aborts after a step that is not abortable in a group operation: the node\'s step fails with the cleaning', async () => {
+    const bmc = sim!.bmcs[14].url;
+    const uuid = await manageableNode(14);
+    await setAgentFaults(bmc, { unabortableStep: 'erase_devices_metadata', stepSeconds: { erase_devices_metadata: 3 } });
+    const op = await startOperation({ nodes: [uuid], steps: [{ action: 'provide' }] });
+    await cleanStepRunning(uuid, 'erase_devices_metadata');
+    await provision(api, uuid, 'abort');
+    const ended = await operationEnd(op);
+    expect(ended.state, JSON.stringify(ended)).to.equal('failed');
+    const node = await watchStates(api, uuid);
+    expect(node.node).to.include({ provision_state: 'clean failed', maintenance: false });
+    expect(node.node.last_error).to.equal('By request, the clean operation was aborted during or after the completion of step "deploy.erase_devices_metadata"');
+    // erase_devices (priority 10) never ran.
+    const ran = (await agentWitness(bmc)).commands.filter((c) => c.command_name === 'execute_clean_step');
+    expect(ran.map((c) => ((c.command_result ?? {}) as { clean_step?: { step?: string } }).clean_step?.step)).to.deep.equal(['erase_devices_metadata']);
+    await rememberToken(14);
+    await setAgentFaults(bmc, {});
   });
 
   it('fails the deploy on a bad checksum, with the agent\'s reason', async () => {
