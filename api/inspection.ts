@@ -15,7 +15,7 @@
 import type { FastifyInstance } from 'fastify';
 import { InvalidParameterValue, NotFoundError, ResourceNotFound } from '../common/errors.js';
 import { getNode, getNodeById, updateNode } from '../db/nodes.js';
-import { INTENT_CHANNEL, enqueueIntents } from '../db/intents.js';
+import { INTENT_CHANNEL, enqueueIntents, handToWaitingStep } from '../db/intents.js';
 import { withTransaction } from '../db/transaction.js';
 import type { IntentAcceptor } from './intents.js';
 import { baseUrl } from './links.js';
@@ -28,6 +28,7 @@ import { ProvisionState } from '../common/states.js';
 import type { ApiDeps } from './deps.js';
 import { isUuid } from './body.js';
 import type { Query } from './query.js';
+import { intentArgs, processInspectionArgs } from '../common/intent-kinds.js';
 
 /** Ironic's is_valid_mac: six colon-separated octets. */
 const MAC_RE = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i;
@@ -113,12 +114,12 @@ export function registerInspectionRoutes(app: FastifyInstance, deps: ApiDeps, ac
       const current = await getNode(trx, found.uuid, { forUpdate: true });
       if (current.provisionState !== ProvisionState.INSPECTWAIT) throw notFound();
       const updated = await updateNode(trx, current.id, { provisionState: ProvisionState.INSPECTING, provisionUpdatedAt: new Date() });
+      const data = { inventory, pluginData, inspector: inspectorArgs(config) };
+      // A group operation's inspect step waits for this data: it processes it, and ends with it.
+      if (await handToWaitingStep(trx, current.id, data)) return updated;
       await enqueueIntents(trx, current.id, [{
         kind: 'provision',
-        args: {
-          verb: 'continue_inspection', target: ProvisionState.MANAGEABLE, onFail: ProvisionState.INSPECTFAIL, work: 'process_inspection',
-          inventory, pluginData, inspector: inspectorArgs(config),
-        },
+        args: intentArgs('provision', processInspectionArgs(data)),
         maxAttempts: config.conductor.intent_max_attempts,
         requester: null,
         requestId: req.id,

@@ -3,7 +3,7 @@ import { NotAcceptable, InvalidParameterValue, MissingParameterValue } from '../
 import { intentArgs } from '../common/intent-kinds.js';
 import type { IntentAcceptor } from './intents.js';
 import type { Node, NodeChanges } from '../db/nodes.js';
-import { checkNodeForProvision, provisionTransition, transitionStartChanges } from '../drivers/provision-checks.js';
+import { checkNodeForProvision, cleanStepToAbortAfter, provisionTransition, transitionStartChanges } from '../drivers/provision-checks.js';
 import type { ApiDeps } from './deps.js';
 import { baseUrl } from './links.js';
 import { requireObject } from './body.js';
@@ -209,8 +209,11 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
           }
         }
         checkNodeForProvision(registry, current, verb, t);
+        // A clean step that is not abortable is only marked: the node stays in clean wait, and
+        // the abort's intent checks the mark again once it holds the node.
+        const abortAfter = verb === 'abort' && current.provisionState === ProvisionState.CLEANWAIT ? cleanStepToAbortAfter(current.cleanStep) : undefined;
         // Ironic moves the node into the transitional state before answering 202.
-        const changes: NodeChanges = transitionStartChanges(t);
+        const changes: NodeChanges = abortAfter ? { cleanStep: abortAfter } : transitionStartChanges(t);
         if (deploying && configdrive !== undefined && configdrive !== null) {
           changes.instanceInfo = { ...current.instanceInfo, configdrive };
         }

@@ -313,6 +313,21 @@ export const SCHEMA = {
       default: true,
       help: "Whether nodes are cleaned automatically on provide and after undeploy. A node's own automated_clean overrides it. Clean steps with a priority above 0 run automatically: for a direct deploy interface, the agent's (erase_devices_metadata, erase_devices), which boots the agent.",
     },
+    deploy_kernel: {
+      type: 'string',
+      default: '',
+      help: "http:// or file:// URL of the kernel of the default deploy image, for nodes whose driver_info names no deploy_iso nor deploy_kernel and deploy_ramdisk. Galvanic builds no ISO from a kernel and ramdisk: such nodes are refused until they name a deploy_iso; the option is read so that Ironic's validation messages and ironic.conf carry over.",
+    },
+    deploy_ramdisk: {
+      type: 'string',
+      default: '',
+      help: 'http:// or file:// URL of the initramfs of the default deploy image (see deploy_kernel).',
+    },
+    error_on_ramdisk_config_inconsistency: {
+      type: 'bool',
+      default: false,
+      help: "Whether a node whose driver_info names only one of deploy_kernel and deploy_ramdisk is refused; otherwise [conductor] deploy_kernel and deploy_ramdisk are used for it, as Ironic does.",
+    },
     deploy_callback_timeout: {
       type: 'int',
       default: 1800,
@@ -523,6 +538,18 @@ export const SCHEMA = {
       default: 3,
       min: 1,
       help: 'Attempts at an agent call that fails to connect (a lost answer is first looked for in the agent\'s command list).',
+    },
+    command_wait_attempts: {
+      type: 'int',
+      default: 100,
+      min: 1,
+      help: 'Times the agent\'s command list is read for the end of a command the conductor waits for (image.install_bootloader), before it is given up.',
+    },
+    command_wait_interval: {
+      type: 'int',
+      default: 6,
+      min: 1,
+      help: 'Seconds between those reads.',
     },
     post_deploy_get_power_state_retries: {
       type: 'int',

@@ -499,6 +499,10 @@ export class AgentAPIError extends AgentError {
 export class AgentInProgress extends AgentError {
   readonly code = 'AGENT_IN_PROGRESS';
 }
+/** A command the conductor waits for was still running after `[agent] command_wait_attempts` reads. */
+export class AgentCommandTimeout extends AgentError {
+  readonly code = 'AGENT_COMMAND_TIMEOUT';
+}
 /** A step the agent ran failed, or its result is unusable. */
 export class AgentStepFailed extends AgentError {
   readonly code = 'AGENT_STEP_FAILED';

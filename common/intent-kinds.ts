@@ -5,7 +5,7 @@
  * what to requeue. A leaf: no I/O, nothing of ours but errors and states.
  */
 import { InvalidParameterValue, NotAcceptable } from './errors.js';
-import type { ProvisionWork } from './states.js';
+import { ProvisionState, type ProvisionWork } from './states.js';
 
 export const POWER_TARGETS = ['power on', 'power off', 'rebooting', 'soft power off', 'soft rebooting'] as const;
 export type PowerTargetName = (typeof POWER_TARGETS)[number];
@@ -62,11 +62,24 @@ export interface ProvisionArgs {
   /** Manual cleaning without booting the agent (1.70). */
   disableRamdisk?: boolean;
 }
+/** What an agent posted to /v1/continue_inspection, and the `[inspector]` options then in force. */
+export interface InspectionData {
+  inventory: Record<string, unknown>;
+  pluginData: Record<string, unknown>;
+  inspector: { powerOff: boolean; preCreatePorts: boolean };
+}
 /** What a group operation queues for a provision step: the verb, not yet a transition. */
 export interface ProvisionStepArgs {
   verb: string;
   /** `[conductor] automated_clean` when the operation was created, for nodes that do not say. */
   automatedCleanDefault: boolean;
+  /** An in-band inspection's data, handed to the step waiting for it (api/inspection.ts). */
+  inspection?: InspectionData;
+}
+
+/** The processing of an agent's inspection data: Ironic's continue_inspection (inspecting → manageable). */
+export function processInspectionArgs(data: InspectionData): ProvisionArgs {
+  return { verb: 'continue_inspection', target: ProvisionState.MANAGEABLE, onFail: ProvisionState.INSPECTFAIL, work: 'process_inspection', ...data };
 }
 export interface AttachMediaArgs {
   device_type: VirtualMediaDevice;

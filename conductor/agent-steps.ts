@@ -42,8 +42,11 @@ export interface AgentStep {
   inband?: boolean;
 }
 
-/** What a step (or the whole run) comes to: wait for the agent, or done. */
-export type StepOutcome = { wait: true } | { wait: false };
+/**
+ * What a step (or the whole run) comes to: wait for the agent, or done; or, for cleaning,
+ * aborted after a step that was not abortable (`abort_after`).
+ */
+export type StepOutcome = { wait: true } | { wait: false; abortAfter?: true };
 
 /** The out-of-band deploy steps of `direct` (AgentDeploy), highest priority first. */
 export const DIRECT_DEPLOY_STEPS: readonly AgentStep[] = [
@@ -157,7 +160,7 @@ function managementOf(ctx: ActionContext) {
  */
 export async function bootAgent(ctx: ActionContext): Promise<void> {
   await wipeToken(ctx);
-  const iso = agentIso(ctx.node.driverInfo);
+  const iso = agentIso(ctx.node, ctx.registry.agentBoot);
   const mode = parseCapabilities(ctx.node.properties.capabilities).boot_mode;
   await bootOf(ctx).prepareInstance(ctx.driver, {
     bootIso: iso, forcePersistentBootDevice: 'Never', ...(mode === 'uefi' || mode === 'bios' ? { bootMode: mode } : {}),
@@ -298,7 +301,7 @@ async function runStep(ctx: ActionContext, type: StepType, step: AgentStep, info
       case 'write_image':
         return executeInband(ctx, 'deploy', { ...step, args: { ...step.args, ...writeImageArgs(ctx.node) } }, info);
       case 'prepare_instance_boot':
-        await prepareInstanceBoot(ctx);
+        await prepareInstanceBoot(ctx, info);
         return { wait: false };
       case 'tear_down_agent':
         await tearDownAgent(ctx);
@@ -328,6 +331,23 @@ async function executeInband(ctx: ActionContext, type: StepType, step: AgentStep
   return { wait: true };
 }
 
+/**
+ * Ironic's images.is_whole_disk_image for an image that is not Glance's: `image_type` says so,
+ * else a kernel or ramdisk in instance_info makes it a partition image.
+ */
+export function isWholeDiskImage(ii: Readonly<Record<string, unknown>>): boolean {
+  if (typeof ii.image_type === 'string' && ii.image_type !== '') return ii.image_type !== 'partition';
+  return !ii.kernel && !ii.ramdisk;
+}
+
+/** Ironic's boot_mode_utils.get_boot_mode: the instance's capability, the node's, else `[deploy] default_boot_mode` (uefi). */
+function deployBootMode(node: Node): string {
+  return parseCapabilities(node.instanceInfo.capabilities).boot_mode ?? parseCapabilities(node.properties.capabilities).boot_mode ?? 'uefi';
+}
+
+/** instance_info fields AgentDeploy.write_image hands the agent for a partition image (PARTITION_IMAGE_LABELS). */
+const PARTITION_IMAGE_LABELS = ['kernel', 'ramdisk', 'root_gb', 'root_mb', 'swap_mb', 'ephemeral_mb', 'ephemeral_format', 'configdrive', 'preserve_ephemeral', 'image_type', 'deploy_boot_mode'];
+
 /** image_info for write_image, as AgentDeploy.write_image builds it for an http image. */
 function writeImageArgs(node: Node): Record<string, unknown> {
   const ii = node.instanceInfo;
@@ -342,14 +362,44 @@ function writeImageArgs(node: Node): Record<string, unknown> {
   } else if (ii.image_checksum) {
     info.checksum = ii.image_checksum;
   }
+  if (!isWholeDiskImage(ii)) {
+    for (const label of PARTITION_IMAGE_LABELS) info[label] = ii[label] ?? null;
+    // Ironic's build_instance_info_for_deploy gives the agent the root partition's size in MiB.
+    if (info.root_mb === null && ii.root_gb !== undefined && ii.root_gb !== null) info.root_mb = 1024 * Number(ii.root_gb);
+    info.deploy_boot_mode = deployBootMode(node);
+    info.boot_option = 'local';
+    const label = parseCapabilities(ii.capabilities).disk_label ?? parseCapabilities(node.properties.capabilities).disk_label;
+    if (label) info.disk_label = label;
+  }
   return { image_info: info, configdrive: ii.configdrive ?? null };
 }
 
-/** prepare_instance_boot: the agent reports the partitions, then the node boots from disk. */
-async function prepareInstanceBoot(ctx: ActionContext): Promise<void> {
+/**
+ * prepare_instance_boot: the agent reports the partitions; for a partition image it installs
+ * the bootloader on them (AgentDeploy.configure_local_boot, polled); then the node boots from
+ * disk.
+ */
+async function prepareInstanceBoot(ctx: ActionContext, info: Record<string, unknown>): Promise<void> {
   const services = servicesOf(ctx);
-  const cmd = await services.client.execute(await target(ctx), 'standby.get_partition_uuids', {}, true);
+  const agent = await target(ctx);
+  const cmd = await services.client.execute(agent, 'standby.get_partition_uuids', {}, true);
   if (cmd.command_status === 'FAILED') throw new AgentStepFailed(`Failed to get partition UUIDs: ${commandError(cmd)}`);
+  const uuids = (cmd.command_result ?? {}) as Record<string, unknown>;
+  const root = typeof uuids['root uuid'] === 'string' ? uuids['root uuid'] : undefined;
+  if (root) info.root_uuid_or_disk_id = root;
+  if (root && !isWholeDiskImage(ctx.node.instanceInfo)) {
+    const mode = deployBootMode(ctx.node);
+    const arch = ctx.node.properties.cpu_arch;
+    const result = await services.client.executeAndPoll(agent, 'image.install_bootloader', {
+      root_uuid: root,
+      efi_system_part_uuid: mode === 'uefi' ? uuids['efi system partition uuid'] ?? null : null,
+      prep_boot_part_uuid: typeof arch === 'string' && arch.startsWith('ppc64') ? uuids['PReP Boot partition uuid'] ?? null : null,
+      target_boot_mode: mode,
+    }, { attempts: services.config.agent.command_wait_attempts, intervalMs: services.config.agent.command_wait_interval * 1000 });
+    if (result.command_status === 'FAILED') {
+      throw new AgentStepFailed(`Failed to install a bootloader when deploying node ${ctx.node.uuid}: ${commandError(result)}`);
+    }
+  }
   await bootOf(ctx).cleanUpInstance(ctx.driver);
   await managementOf(ctx).setBootDevice(ctx.driver, 'disk', true);
 }
@@ -462,8 +512,10 @@ export async function continueFromHeartbeat(ctx: ActionContext, type: StepType):
   }
   const commands = await services.client.getCommands(agent);
   const index = typeof info[DII_INDEX[type]] === 'number' ? (info[DII_INDEX[type]] as number) : 0;
-  if (freshlyBooted(commands, type)) return runSteps(ctx, type, info, index + 1);
   const current = (type === 'deploy' ? ctx.node.deployStep : ctx.node.cleanStep) ?? {};
+  // Ironic's continue_node_clean: the step asked to be aborted after has ended, so the cleaning ends.
+  const next = (): Promise<StepOutcome> => (type === 'clean' && current.abort_after === true ? Promise.resolve({ wait: false, abortAfter: true }) : runSteps(ctx, type, info, index + 1));
+  if (freshlyBooted(commands, type)) return next();
   const done = completedCommand(commands, type, current);
   if (!done) {
     // Still running: the heartbeat already moved the deadline on.
@@ -487,7 +539,7 @@ export async function continueFromHeartbeat(ctx: ActionContext, type: StepType):
     await ctx.task.progress({ driverInternalInfo: info, provisionUpdatedAt: new Date() });
     return { wait: true };
   }
-  return runSteps(ctx, type, info, index + 1);
+  return next();
 }
 
 /**
@@ -498,6 +550,20 @@ export async function tearDownCleaning(ctx: ActionContext): Promise<void> {
   await bootOf(ctx).cleanUpInstance(ctx.driver);
   if (!ctx.node.disablePowerOff) await powerOf(ctx).setPowerState(ctx.driver, 'power off');
   await wipeToken(ctx);
+}
+
+/**
+ * Ironic's do_node_clean_abort: the cleaning torn down (the agent's CD ejected, the node off,
+ * the token gone), and last_error says which step it stopped at (get_last_error).
+ */
+export async function abortCleaning(ctx: ActionContext): Promise<NodeChanges> {
+  const step = ctx.node.cleanStep;
+  await tearDownCleaning(ctx);
+  let lastError = 'By request, the clean operation was aborted';
+  if (step && Object.keys(step).length) lastError += ` during or after the completion of step "${stepId(step as { interface: string; step: string })}"`;
+  const changes: NodeChanges = { lastError, cleanStep: {}, driverInternalInfo: wipedInternalInfo(ctx.node.driverInternalInfo ?? {}, 'clean') };
+  if (!ctx.node.disablePowerOff) changes.powerState = 'power off';
+  return changes;
 }
 
 /** The changes that end an agent run (success or failure): its steps and connection forgotten. */

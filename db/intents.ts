@@ -350,6 +350,20 @@ export async function wakeWaitingStep(trx: Knex, nodeId: number): Promise<boolea
   return rows.length > 0;
 }
 
+/**
+ * Hands an agent's inspection data to the node's provision step that waits for it (a group
+ * operation's inspect, requeued while its node waits in inspect wait), due now, so that the
+ * step processes it as the node's turn. Returns whether there was one. Call it holding the
+ * node's row lock.
+ */
+export async function handToWaitingStep(trx: Knex, nodeId: number, inspection: Record<string, unknown>): Promise<boolean> {
+  const rows = await trx('intents').where({ node_id: nodeId, kind: 'provision_step', held: false }).whereIn('state', ['queued', 'running'])
+    .where('attempts', '>', 0)
+    .update({ args: trx.raw(`args || jsonb_build_object('inspection', ?::jsonb)`, [JSON.stringify(inspection)]), not_before: trx.fn.now() })
+    .returning('id');
+  return rows.length > 0;
+}
+
 /** Marks the later steps of a failed batch `skipped`. */
 export async function skipRestOfBatch(trx: Knex, batch: string, afterStep: number): Promise<void> {
   await trx('intents')

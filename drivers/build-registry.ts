@@ -9,6 +9,7 @@ import { createIpmiInterfaces, ipmiHardware, ipmiRunnerOptions } from './ipmi/ha
 import { RedfishDriver, redfishHardware, redfishOptions } from './redfish/index.js';
 import { GenericImpl, NoInspect, PxeBoot, fakeAndNone } from './generic.js';
 import { AgentInspect } from './agent-inspect.js';
+import { agentBootDefaults } from './agent-boot.js';
 import { parseHooks, type AddPorts, type KeepPorts } from './inspection-hooks.js';
 
 /** Every hardware type this build of Galvanic knows; the config enables a subset. */
@@ -56,7 +57,7 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
     defaults[kind] = d[`default_${kind}_interface`] as string;
   }
   const registry = new DriverRegistry(KNOWN_HARDWARE_TYPES, impls, {
-    enabledHardwareTypes: config.DEFAULT.enabled_hardware_types, enabled, defaults,
+    enabledHardwareTypes: config.DEFAULT.enabled_hardware_types, enabled, defaults, agentBoot: agentBootDefaults(config.conductor),
   }, budget);
   // The pool itself starts on the first IPMI command; closing kills running ipmitools first.
   registry.onClose(ipmi.close);

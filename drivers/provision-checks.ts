@@ -69,6 +69,17 @@ export function checkNodeForProvision(registry: DriverRegistry, node: ProvisionN
 }
 
 /**
+ * Ironic's abort in `clean wait` (manager._do_abort): a clean step that is not abortable runs
+ * to its end, marked `abort_after`, and the cleaning is aborted once it has ended. Returns the
+ * step so marked, or undefined when the cleaning can be aborted now (no step has started yet,
+ * or the running one is abortable).
+ */
+export function cleanStepToAbortAfter(cleanStep: Readonly<Record<string, unknown>> | null): Record<string, unknown> | undefined {
+  if (!cleanStep || Object.keys(cleanStep).length === 0 || cleanStep.abortable === true) return undefined;
+  return { ...cleanStep, abort_after: true };
+}
+
+/**
  * The node fields a started transition writes: Ironic moves the node into the transitional
  * state (clients waiting on the node rely on target_provision_state being set) and clears
  * last_error.

@@ -70,7 +70,7 @@ export function validateInspectionBoot(registry: DriverRegistry, node: NodeDescr
   if (name !== 'redfish-virtual-media') {
     throw new UnsupportedDriverExtension(`Driver ${node.driver} does not support validate_inspection (disabled or not implemented).`);
   }
-  agentIso(node.driverInfo);
+  agentIso(node, registry.agentBoot);
 }
 
 /**
@@ -83,7 +83,7 @@ function validateDirectDeploy(registry: DriverRegistry, node: NodeDescription): 
     throw new InvalidParameterValue('Invalid configuration: the boot interface cannot boot the agent ISO; use a boot interface with virtual media (redfish-virtual-media).');
   }
   boot.validate(node.driverInfo);
-  agentIso(node.driverInfo);
+  agentIso(node, registry.agentBoot);
   const ii = node.instanceInfo;
   const source = ii.image_source;
   if (source === undefined || source === null || source === '') {

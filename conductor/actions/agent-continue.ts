@@ -1,7 +1,7 @@
 import { AgentStepFailed, GalvanicError } from '../../common/errors.js';
 import { ProvisionState } from '../../common/states.js';
 import type { NodeChanges } from '../../db/nodes.js';
-import { continueFromHeartbeat, endOfRunChanges, tearDownCleaning, type StepType } from '../agent-steps.js';
+import { abortCleaning, continueFromHeartbeat, endOfRunChanges, tearDownCleaning, type StepType } from '../agent-steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 
 /** The run a node's state belongs to, when it waits for (or works with) an agent. */
@@ -29,6 +29,11 @@ export const agentContinueAction: Action = {
       }
       const outcome = await continueFromHeartbeat(ctx, type);
       if (outcome.wait) return {};
+      if (outcome.abortAfter) {
+        // Ironic fails the cleaning, then aborts it: clean failed, not in maintenance.
+        const changes: NodeChanges = { ...(await abortCleaning(ctx)), provisionState: ProvisionState.CLEANFAIL, targetProvisionState: null, provisionUpdatedAt: new Date() };
+        return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: changes.lastError as string } };
+      }
       const node = ctx.node;
       const changes: NodeChanges = { ...endOfRunChanges(node, type), targetProvisionState: null, provisionUpdatedAt: new Date() };
       if (type === 'deploy') {

@@ -3,7 +3,7 @@ import { checkNodeForProvision, provisionTransition, transitionStartChanges } fr
 import type { Node, NodeChanges } from '../../db/nodes.js';
 import type { Intent } from '../../db/intents.js';
 import { provisionAction } from './provision.js';
-import { argsOf, intentArgs, type ProvisionArgs, type ProvisionStepArgs } from '../../common/intent-kinds.js';
+import { argsOf, intentArgs, processInspectionArgs, type ProvisionArgs, type ProvisionStepArgs } from '../../common/intent-kinds.js';
 import type { Task } from '../task-manager.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 import { agentContinueAction } from './agent-continue.js';
@@ -77,19 +77,34 @@ function isWaiting(intent: Intent): boolean {
  * to the queue, and the agent's heartbeats wake it (api/ramdisk.ts), so that the operation
  * counts the node done only once the run has ended.
  */
-function untilDone(res: ActionResult): ActionResult {
-  const state = res.changes?.provisionState;
+function untilDone(res: ActionResult, ctx: ActionContext): ActionResult {
+  // An in-band inspection leaves its node in inspect wait without saying so (the agent may have answered already).
+  const state = res.changes?.provisionState ?? (ctx.node.provisionState === ProvisionState.INSPECTWAIT ? ProvisionState.INSPECTWAIT : undefined);
   if (state === undefined || !Object.hasOwn(WAIT_STATES, state)) return res;
   return { ...res, result: { waiting: state }, requeueAt: new Date(Date.now() + WAIT_RECHECK_MS) };
+}
+
+/** The processing of the inspection data the agent posted, handed to this waiting step by the API. */
+function processingOf(ctx: Pick<ActionContext, 'node' | 'intent'>): ProvisionArgs | undefined {
+  const data = stepArgs(ctx.intent).inspection;
+  return data && ctx.node.provisionState === ProvisionState.INSPECTING ? processInspectionArgs(data) : undefined;
 }
 
 /** A waiting step woken (by a heartbeat or its recheck): carries the run on, or ends with it. */
 async function continueWaiting(ctx: ActionContext): Promise<ActionResult> {
   const node = ctx.node;
+  const processing = processingOf(ctx);
+  if (processing) return provisionAction.run(withArgs(ctx, processing));
   if (Object.hasOwn(WAIT_STATES, node.provisionState)) {
     const res = await agentContinueAction.run(ctx);
     const ended = res.changes?.provisionState !== undefined && !Object.hasOwn(WAIT_STATES, res.changes.provisionState);
-    return ended ? res : { ...res, result: { waiting: node.provisionState }, requeueAt: new Date(Date.now() + WAIT_RECHECK_MS) };
+    if (!ended) return { ...res, result: { waiting: node.provisionState }, requeueAt: new Date(Date.now() + WAIT_RECHECK_MS) };
+    // Ended in failure (an abort after a step that was not abortable): the step fails with it.
+    if (typeof res.changes?.lastError === 'string') {
+      await ctx.task.progress(res.changes);
+      throw new AgentStepFailed(res.changes.lastError);
+    }
+    return res;
   }
   // The wait ended without it: its deadline failed the node (or an abort), or it is done.
   if (node.targetProvisionState === null && node.lastError === null) return {};
@@ -123,15 +138,19 @@ export const provisionStepAction: Action = {
       const start = transitionStartChanges(t);
       // A deploy records its step before any BMC call: the start goes with that write, one
       // transaction fewer per node (a group deploy makes thousands of them at once).
-      if (t.work === 'deploy') return untilDone(await provisionAction.run(withArgs(ctx, provisionArgs(ctx.node, args, t), start)));
+      if (t.work === 'deploy') return untilDone(await provisionAction.run(withArgs(ctx, provisionArgs(ctx.node, args, t), start)), ctx);
       await ctx.task.progress(start);
     }
-    return untilDone(await provisionAction.run(withArgs(ctx, provisionArgs(ctx.node, args, t))));
+    return untilDone(await provisionAction.run(withArgs(ctx, provisionArgs(ctx.node, args, t))), ctx);
   },
 
   onFailure(ctx, error, final) {
-    // Woken while its node waited for the agent: fails as the agent's run fails.
-    if (isWaiting(ctx.intent)) return agentContinueAction.onFailure?.(ctx, error, final) ?? {};
+    if (isWaiting(ctx.intent)) {
+      // Processing the agent's inspection data fails as its own intent would; otherwise as the agent's run fails.
+      const processing = processingOf(ctx);
+      if (processing) return provisionAction.onFailure?.({ node: ctx.node, intent: { ...ctx.intent, args: intentArgs('provision', processing) } }, error, final) ?? {};
+      return agentContinueAction.onFailure?.(ctx, error, final) ?? {};
+    }
     const args = stepArgs(ctx.intent);
     // Refused before it started (the node had moved on): the node is left as it is.
     const t = refused.has(ctx.intent) ? undefined : startedTransition(ctx.node, args.verb);

@@ -13,7 +13,8 @@ import { cleanStepsFor, type CleanStep } from '../clean-steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 import { argsOf, type ProvisionArgs } from '../../common/intent-kinds.js';
 import { runServiceSteps } from '../servicing.js';
-import { bootAgent, bootOf, cleaningNeedsAgent, powerOf, startAgentCleaning, startDirectDeploy, tearDownCleaning, wipedInternalInfo } from '../agent-steps.js';
+import { abortCleaning, bootAgent, bootOf, cleaningNeedsAgent, powerOf, startAgentCleaning, startDirectDeploy, stepId } from '../agent-steps.js';
+import { cleanStepToAbortAfter } from '../../drivers/provision-checks.js';
 import { failureChanges } from './agent-continue.js';
 
 function provisionArgsOf(ctx: Pick<ActionContext, 'intent'>): ProvisionArgs {
@@ -113,7 +114,7 @@ async function clean(ctx: ActionContext, manual: CleanStep[] | undefined): Promi
 async function startInBandInspection(ctx: ActionContext): Promise<NodeChanges> {
   const node = ctx.node;
   const opts = provisionArgsOf(ctx).inspector ?? { powerOff: true, preCreatePorts: true };
-  agentIso(node.driverInfo);
+  agentIso(node, ctx.registry.agentBoot);
   const power = powerOf(ctx);
   if (opts.preCreatePorts) {
     const management = ctx.registry.impl('management', node.managementInterface);
@@ -185,18 +186,6 @@ async function processInspection(ctx: ActionContext): Promise<{ changes: NodeCha
       await storeInventory(trx, held.id, { inventory, pluginData });
     },
   };
-}
-
-/**
- * Abort in `clean wait` (1.13): Ironic's do_node_clean_abort tears the cleaning down (the
- * agent's CD ejected, the node off, the token gone) and says which step it stopped at.
- */
-async function abortCleaning(ctx: ActionContext): Promise<NodeChanges> {
-  const step = ctx.node.cleanStep;
-  await tearDownCleaning(ctx);
-  let lastError = 'By request, the clean operation was aborted';
-  if (step && Object.keys(step).length) lastError += ` during or after the completion of step "${String(step.interface)}.${String(step.step)}"`;
-  return { lastError, cleanStep: {}, driverInternalInfo: wipedInternalInfo(ctx.node.driverInternalInfo ?? {}, 'clean') };
 }
 
 /** Out-of-band inspection: properties merged, ports created for new MACs, the inventory stored. */
@@ -295,9 +284,21 @@ export const provisionAction: Action = {
           changes = await tearDownInspectionBoot(ctx, true);
           event = 'Inspection boot cleaned up (agent ISO ejected, node powered off).';
         }
-        if (ctx.node.provisionState === ProvisionState.CLEANFAIL && ctx.node.deployInterface === 'direct') {
+        // An abort marked for after a step that was not abortable: that step's end has torn the cleaning down already.
+        if (ctx.node.provisionState === ProvisionState.CLEANFAIL && ctx.node.deployInterface === 'direct' && ctx.node.lastError === null) {
           changes = await abortCleaning(ctx);
           event = changes.lastError as string;
+        }
+        if (ctx.node.provisionState === ProvisionState.CLEANWAIT) {
+          // The API marked a step that was not abortable; the cleaning may have moved on since.
+          const marked = cleanStepToAbortAfter(ctx.node.cleanStep);
+          if (marked) {
+            changes = ctx.node.cleanStep.abort_after === true ? {} : { cleanStep: marked };
+            event = `Clean step "${stepId(marked as { interface: string; step: string })}" is not abortable: the cleaning is aborted once it has ended.`;
+          } else {
+            changes = { ...(await abortCleaning(ctx)), provisionState: ProvisionState.CLEANFAIL, targetProvisionState: null, provisionUpdatedAt: new Date() };
+            event = changes.lastError as string;
+          }
         }
         // The node may have moved on (manage) while this waited: its state is no longer this intent's.
         if (ctx.node.provisionState !== args.target) return { changes, history: { severity: 'INFO', eventType: 'provisioning', event } };

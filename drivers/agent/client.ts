@@ -4,7 +4,7 @@
  * It knows nothing of the database: the caller hands it the agent's URL and token.
  */
 import { Pool, errors as undiciErrors } from 'undici';
-import { AgentAPIError, AgentConnectionFailed, AgentInProgress } from '../../common/errors.js';
+import { AgentAPIError, AgentCommandTimeout, AgentConnectionFailed, AgentInProgress } from '../../common/errors.js';
 
 /** IPA's command result (extensions/base.py). */
 export interface AgentCommand {
@@ -155,6 +155,23 @@ export class AgentClient {
       }
     }
     throw this.connectionFailed(target, lastErr);
+  }
+
+  /**
+   * Ironic's `_command(poll=True)`: runs `<extension>.<command>` without waiting, then reads the
+   * command list every `intervalMs` until the last command of that name has ended.
+   * @throws AgentCommandTimeout after `attempts` reads | AgentInProgress | AgentAPIError | AgentConnectionFailed
+   */
+  async executeAndPoll(target: AgentTarget, name: string, params: Record<string, unknown>, poll: { attempts: number; intervalMs: number }): Promise<AgentCommand> {
+    const sent = await this.execute(target, name, params, false);
+    if (sent.command_status !== 'RUNNING') return sent;
+    const bare = name.includes('.') ? name.slice(name.indexOf('.') + 1) : name;
+    for (let i = 0; i < poll.attempts; i++) {
+      await new Promise((r) => setTimeout(r, poll.intervalMs));
+      const last = (await this.getCommands(target)).filter((c) => c.command_name === bare).pop();
+      if (last && last.command_status !== 'RUNNING') return last;
+    }
+    throw new AgentCommandTimeout(`Timeout executing command ${name} on the agent at ${this.where(target)}`);
   }
 
   /** The last command listed, when it is the one just sent (Ironic's _get_command_status check). */

@@ -82,6 +82,19 @@ function sleep(life: Life, ms: number): Promise<void> {
   });
 }
 
+/**
+ * The partitions an image leaves on the disk, as get_partition_uuids reports them: a whole-disk
+ * image its disk identifier; a partition image a root partition, and an EFI system partition
+ * when deployed for UEFI (IPA's partition_utils.work_on_disk).
+ */
+function partitionsOf(info: Record<string, unknown>): { imageType: 'whole-disk' | 'partition'; uuids: Record<string, string> } {
+  const partition = info.image_type === 'partition' || (!info.image_type && (!!info.kernel || !!info.ramdisk));
+  if (!partition) return { imageType: 'whole-disk', uuids: { 'root uuid': `0x${randomBytes(4).toString('hex')}` } };
+  const uuids: Record<string, string> = { 'root uuid': randomUUID() };
+  if (info.deploy_boot_mode === 'uefi') uuids['efi system partition uuid'] = randomUUID();
+  return { imageType: 'partition', uuids };
+}
+
 function send(res: ServerResponse, status: number, body: string): void {
   if (res.headersSent || res.destroyed) return;
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
@@ -591,7 +604,12 @@ export class AgentHost {
     const steps = (kind: 'clean' | 'deploy') => ({
       async: false,
       required: ['node', 'ports'],
-      run: () => ({ [`${kind}_steps`]: { [HARDWARE_MANAGER]: (kind === 'clean' ? CLEAN_STEPS : DEPLOY_STEPS).map((s) => ({ ...s })) }, hardware_manager_version: this.versions() }),
+      run: () => ({
+        [`${kind}_steps`]: {
+          [HARDWARE_MANAGER]: (kind === 'clean' ? CLEAN_STEPS : DEPLOY_STEPS).map((s) => (kind === 'clean' && s.step === this.faults.unabortableStep ? { ...s, abortable: false } : { ...s })),
+        },
+        hardware_manager_version: this.versions(),
+      }),
     });
     const shutdown = (type: 'ForceOff' | 'ForceRestart'): CommandSpec => ({
       async: true,
@@ -626,8 +644,16 @@ export class AgentHost {
         install_bootloader: {
           async: true,
           required: ['root_uuid'],
-          run: async (_p, life) => {
+          run: async (p, life) => {
             await sleep(life, 4 * DEFAULT_STEP_MS);
+            // GRUB goes where the image's root partition is; IPA fails on a partition it cannot find.
+            if (!this.disk || p.root_uuid !== life.partitionUuids?.['root uuid']) {
+              throw executionError(`Installing GRUB2 boot loader to device /dev/sda failed: no partition with UUID ${pyRepr(p.root_uuid)}`);
+            }
+            this.disk = {
+              ...this.disk,
+              bootloader: { rootUuid: String(p.root_uuid), efiSystemPartUuid: (p.efi_system_part_uuid as string | null | undefined) ?? null, targetBootMode: (p.target_boot_mode as string | undefined) ?? 'bios' },
+            };
             return null;
           },
         },
@@ -665,7 +691,8 @@ export class AgentHost {
     if (f.hangStep === name) return new Promise<never>(() => undefined);
     let result: unknown = null;
     let work: () => void = () => undefined;
-    let busyMs = STEP_MS[name] ?? DEFAULT_STEP_MS;
+    const seconds = f.stepSeconds?.[name];
+    let busyMs = typeof seconds === 'number' ? seconds * 1000 : (STEP_MS[name] ?? DEFAULT_STEP_MS);
     const started = Date.now();
     if (name === 'write_image') {
       const info = validateImageInfo(args.image_info);
@@ -673,12 +700,12 @@ export class AgentHost {
       if (life.dead) return null;
       // The write takes its time: at least the size over the write rate.
       busyMs = Math.max(0, written.bytes / this.env.writeBytesPerMs - (Date.now() - started));
-      const root = `0x${randomBytes(4).toString('hex')}`;
+      const parts = partitionsOf(info);
       work = () => {
-        this.disk = { imageUrl: written.url, bytes: written.bytes, sha256: written.sha256, writtenAt: Date.now() };
-        life.partitionUuids = { 'root uuid': root };
+        this.disk = { imageUrl: written.url, bytes: written.bytes, sha256: written.sha256, writtenAt: Date.now(), imageType: parts.imageType, bootloader: null };
+        life.partitionUuids = parts.uuids;
       };
-      result = { result: `prepare_image: image (${info.id}) written to device /dev/sda root_uuid=${root}` };
+      result = { result: `prepare_image: image (${info.id}) written to device /dev/sda root_uuid=${parts.uuids['root uuid']}` };
     } else if (name.startsWith('erase_devices')) {
       work = () => {
         this.disk = null;
@@ -702,10 +729,10 @@ export class AgentHost {
     const info = validateImageInfo(params.image_info);
     const written = await downloadImage(info, this.env.dispatcher, life.signal);
     await sleep(life, written.bytes / this.env.writeBytesPerMs);
-    this.disk = { imageUrl: written.url, bytes: written.bytes, sha256: written.sha256, writtenAt: Date.now() };
-    const root = `0x${randomBytes(4).toString('hex')}`;
-    life.partitionUuids = { 'root uuid': root };
-    return `image (${info.id}) written to device /dev/sda root_uuid=${root}`;
+    const parts = partitionsOf(info);
+    this.disk = { imageUrl: written.url, bytes: written.bytes, sha256: written.sha256, writtenAt: Date.now(), imageType: parts.imageType, bootloader: null };
+    life.partitionUuids = parts.uuids;
+    return `image (${info.id}) written to device /dev/sda root_uuid=${parts.uuids['root uuid']}`;
   }
 
   witness(): AgentWitness {

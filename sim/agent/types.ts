@@ -31,6 +31,10 @@ export interface AgentFaults {
   failMessage?: string;
   /** This step never ends: RUNNING until the agent dies. */
   hangStep?: string;
+  /** get_clean_steps reports this step as not abortable (as a vendor's firmware step is). */
+  unabortableStep?: string;
+  /** How long steps run (s), by name, instead of their usual time. */
+  stepSeconds?: Record<string, number>;
   /** The agent dies halfway through this step: its API answers 404, its heartbeats stop; the host stays on. */
   crashDuringStep?: string;
   /** The host restarts halfway through this step (a ForceRestart at its BMC). */
@@ -57,6 +61,8 @@ export const FAULT_KEYS: ReadonlySet<string> = new Set([
   'failStep',
   'failMessage',
   'hangStep',
+  'unabortableStep',
+  'stepSeconds',
   'crashDuringStep',
   'rebootDuringStep',
   'loseResponse',
@@ -93,6 +99,10 @@ export interface DiskState {
   sha256: string;
   /** Epoch ms. */
   writtenAt: number;
+  /** Whether the image was written whole or into partitions. */
+  imageType: 'whole-disk' | 'partition';
+  /** What image.install_bootloader installed, or null. */
+  bootloader: { rootUuid: string; efiSystemPartUuid: string | null; targetBootMode: string } | null;
 }
 
 /** `GET /_sim/agent` on a BMC's port. */

@@ -8,6 +8,7 @@ only where the scenario expects the failure.
 """
 import json
 import sys
+import urllib.request
 
 import openstack
 from openstack import exceptions
@@ -94,7 +95,38 @@ def agent_inspect(conn, args):
          ports=sorted(p.address for p in conn.baremetal.ports(node_id=node.id)))
 
 
-SCENARIOS = {'redfish': redfish_flow, 'failing-deploy': failing_deploy, 'agent-inspect': agent_inspect}
+def sim_disk(bmc):
+    """What the simulated host's disk holds (the simulator's witness, not part of any API)."""
+    with urllib.request.urlopen(bmc + '/_sim/agent') as res:
+        return json.load(res)['disk']
+
+
+def direct_deploy(conn, args):
+    # Stopped at manageable: the SDK would otherwise provide it too, before it has ports.
+    node = conn.baremetal.create_node(
+        name=args['name'], driver='redfish', boot_interface='redfish-virtual-media', deploy_interface='direct',
+        inspect_interface='no-inspect', provision_state='manageable',
+        driver_info={'redfish_address': args['bmc'], 'redfish_username': 'admin', 'redfish_password': 'password',
+                     'deploy_iso': args['iso']})
+    # The agent looks its node up by the MACs of its NICs.
+    for mac in args['macs']:
+        conn.baremetal.create_port(node_id=node.id, address=mac)
+    # From manageable, provide cleans through the agent first (automated cleaning).
+    node = conn.baremetal.set_node_provision_state(node, 'provide', wait=True, timeout=90)
+    emit('provide', **view(node))
+    node = conn.baremetal.update_node(node, instance_info={'image_source': args['image'],
+                                                           'image_checksum': args['checksum']})
+    conn.validate_machine(node.id, for_deploy=True)
+    emit('validate_machine', ok=True)
+    node = conn.baremetal.set_node_provision_state(node, 'active', wait=True, timeout=90)
+    emit('active', **view(conn.baremetal.get_node(node.id)), disk=sim_disk(args['bmc']))
+    # Undeploy: tear down, then automated cleaning through the agent again, to available.
+    node = conn.baremetal.set_node_provision_state(node, 'deleted', wait=True, timeout=90)
+    emit('deleted', **view(conn.baremetal.get_node(node.id)))
+
+
+SCENARIOS = {'redfish': redfish_flow, 'failing-deploy': failing_deploy, 'agent-inspect': agent_inspect,
+             'direct-deploy': direct_deploy}
 
 
 def main():

@@ -3,7 +3,9 @@
  * provisioning flow on a real `galvanic all-in-one` and the Redfish simulator over HTTP:
  * register_machine, inspect_machine from available, validate_machine(for_deploy=True),
  * set_node_provision_state 'active' with a config drive and 'deleted', each with wait=True;
- * and a deploy the BMC refuses, which the SDK's wait reports as a failure. The steps run in
+ * and a deploy the BMC refuses, which the SDK's wait reports as a failure; in-band inspection,
+ * and the direct deploy through the simulated agent (image URL and checksum, undeploy with
+ * automated cleaning through the agent). The steps run in
  * openstacksdk-provisioning.py (beside this file's source), which prints one JSON line each.
  * Skipped when openstacksdk is missing, except under CI.
  */
@@ -16,6 +18,9 @@ import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { clearSimEvents, expectInOrder, insertedMedia, simEvents, simState, story } from '../helpers/provisioning.js';
 import { setFaults } from '../helpers/redfish.js';
 import { nicMacs } from '../../sim/redfish/model-synthetic.js';
+import { AGENT_TEST_ENV, startImageServer } from '../helpers/agent-deploy.js';
+import { agentWitness } from '../helpers/agent-sim.js';
+import { httpClient, nodeHistory } from '../helpers/provisioning.js';
 
 const SCRIPT = path.join(ROOT, 'test/e2e/openstacksdk-provisioning.py');
 const ISO = 'http://images.example/deploy/live.iso';
@@ -56,6 +61,8 @@ describe('openstacksdk: provisioning (e2e)', function () {
     galvanic = await startGalvanic({
       databaseUrl: tdb.url,
       env: {
+        // Heartbeats every second or so, for the tests that run an agent.
+        ...AGENT_TEST_ENV,
         GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
         GALVANIC_REDFISH__CONNECTION_RETRY_INTERVAL: '0.1',
         GALVANIC_CONDUCTOR__INTENT_MAX_ATTEMPTS: '1',
@@ -146,6 +153,36 @@ describe('openstacksdk: provisioning (e2e)', function () {
       expect(inspected.ports).to.deep.equal([...nicMacs(7, 0)].sort());
     } finally {
       await agents.stop();
+    }
+  });
+
+  it('deploys with deploy_interface=direct (image URL and checksum) and undeploys with cleaning through the agent, wait=True', async () => {
+    const images = await startImageServer();
+    const agents = await startRedfishSim({ count: 1, fleetId: 8, agent: { apiUrl: galvanic!.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300 } });
+    try {
+      const bmc = agents.bmcs[0].url;
+      const r = await scenario('direct-deploy', { name: 'sdk-direct', bmc, macs: [...nicMacs(8, 0)], iso: images.isoUrl, image: images.image.url, checksum: images.image.md5 });
+      expect(r.code, r.raw).to.equal(0);
+      expect(r.steps.get('provide'), r.raw).to.include({ provision_state: 'available', last_error: null });
+      expect(r.steps.get('validate_machine'), r.raw).to.include({ ok: true });
+      const active = r.steps.get('active')!;
+      expect(active, r.raw).to.include({ provision_state: 'active', target_provision_state: null, power_state: 'power on', last_error: null });
+      expect(active.instance_info).to.deep.include({ image_source: images.image.url, image_checksum: images.image.md5 });
+      expect((active.disk as { sha256?: string } | null)?.sha256, r.raw).to.equal(images.image.sha256);
+      const deleted = r.steps.get('deleted')!;
+      expect(deleted, r.raw).to.include({ provision_state: 'available', target_provision_state: null, power_state: 'power off', last_error: null });
+      expect(deleted.instance_info).to.deep.equal({});
+
+      // The disk held the image once deployed; the cleaning after the undeploy erased it again.
+      const witness = await agentWitness(bmc);
+      expect(witness.disk, JSON.stringify(witness)).to.equal(null);
+      const events = (await nodeHistory(httpClient(galvanic!.url), 'sdk-direct')).map((h) => h.event);
+      const deployed = events.findIndex((e) => e.startsWith('Deployed (direct deploy)'));
+      expect(deployed, events.join('\n')).to.be.greaterThan(-1);
+      expect(events.slice(deployed + 1).some((e) => e === 'Cleaning through the agent done, node is available.'), events.join('\n')).to.equal(true);
+    } finally {
+      await agents.stop();
+      await images.close();
     }
   });
 });

@@ -6,6 +6,7 @@
  * the agent token's secrecy (API responses, history and the process's whole log).
  */
 import { expect } from 'chai';
+import { nicMacs } from '../../sim/redfish/model-synthetic.js';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
@@ -27,9 +28,10 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     images = await startImageServer();
     galvanic = await startGalvanic({
       databaseUrl: tdb.url,
-      env: { ...AGENT_TEST_ENV, GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '12', GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '12', GALVANIC_DEFAULT__DEBUG: 'true' },
+      env: {
+        ...AGENT_TEST_ENV, GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'redfish,agent,no-inspect', GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '12', GALVANIC_AGENT__COMMAND_WAIT_INTERVAL: '1', GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '12', GALVANIC_DEFAULT__DEBUG: 'true' },
     });
-    sim = await startRedfishSim({ count: 10, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } });
+    sim = await startRedfishSim({ count: 15, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } });
     api = httpClient(galvanic.url);
   });
 
@@ -47,6 +49,33 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     expect((await provisionAndSettle(api, node.uuid, 'inspect')).provision_state).to.equal('manageable');
     expect(await nodePorts(api, node.uuid)).to.have.length.at.least(1);
     return node.uuid;
+  }
+
+  /** Waits until the node is in clean wait with `step` running on its agent. */
+  async function cleanStepRunning(uuid: string, step: string): Promise<void> {
+    await waitFor('the clean step to run', async () => {
+      const n = await getNode(api, uuid);
+      return n.provision_state === 'clean wait' && (n.clean_step as { step?: string }).step === step;
+    }, 30_000);
+  }
+
+  /** Starts a group operation; resolves with its UUID. */
+  async function startOperation(body: Record<string, unknown>): Promise<string> {
+    const res = await api('POST', '/v1/operations', body);
+    expect(res.status, res.body).to.equal(201);
+    return res.json<{ uuid: string }>().uuid;
+  }
+
+  /** Runs a group operation to its end. */
+  async function runOperation(body: Record<string, unknown>): Promise<{ finished_at: string | null; state: string }> {
+    return operationEnd(await startOperation(body));
+  }
+
+  function operationEnd(uuid: string): Promise<{ finished_at: string | null; state: string }> {
+    return waitFor('the operation to end', async () => {
+      const op = (await api('GET', `/v1/operations/${uuid}`)).json<{ finished_at: string | null; state: string }>();
+      return op.finished_at !== null ? op : null;
+    }, 120_000, 100);
   }
 
   async function rememberToken(i: number): Promise<void> {
@@ -75,6 +104,8 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     if (witness.token) tokens.add(witness.token);
     const names = witness.commands.map((c) => c.command_name);
     expect(names).to.include.members(['get_deploy_steps', 'execute_deploy_step', 'get_partition_uuids', 'power_off']);
+    // A whole-disk image brings its own bootloader.
+    expect(names).to.not.include('install_bootloader');
 
     await provision(api, uuid, 'deleted');
     const undeployed = await watchStates(api, uuid);
@@ -99,16 +130,78 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     const uuid = await manageableNode(1);
     await setAgentFaults(sim!.bmcs[1].url, { hangStep: 'erase_devices_metadata' });
     await provision(api, uuid, 'clean', { clean_steps: [{ interface: 'deploy', step: 'erase_devices_metadata' }] });
-    await waitFor('the clean step to run', async () => {
-      const n = await getNode(api, uuid);
-      return n.provision_state === 'clean wait' && (n.clean_step as { step?: string }).step === 'erase_devices_metadata';
-    }, 30_000);
+    await cleanStepRunning(uuid, 'erase_devices_metadata');
     await rememberToken(1);
     await provision(api, uuid, 'abort');
     const aborted = await watchStates(api, uuid);
     expect(aborted.node.provision_state).to.equal('clean failed');
     expect(aborted.node.last_error).to.include('By request, the clean operation was aborted during or after the completion of step "deploy.erase_devices_metadata"');
     await setAgentFaults(sim!.bmcs[1].url, {});
+  });
+
+  it('aborts after a clean step that is not abortable, once the step has ended (abort_after)', async () => {
+    const bmc = sim!.bmcs[10].url;
+    const uuid = await manageableNode(10);
+    await setAgentFaults(bmc, { unabortableStep: 'erase_devices_metadata', stepSeconds: { erase_devices_metadata: 3 } });
+    await provision(api, uuid, 'clean', {
+      clean_steps: [{ interface: 'deploy', step: 'erase_devices_metadata' }, { interface: 'deploy', step: 'erase_devices_express' }],
+    });
+    await cleanStepRunning(uuid, 'erase_devices_metadata');
+    await rememberToken(10);
+    await provision(api, uuid, 'abort');
+    // Only marked: the step runs on, and so does the cleaning until it ends.
+    const marked = await getNode(api, uuid);
+    expect(marked.provision_state).to.equal('clean wait');
+    expect(marked.clean_step).to.include({ step: 'erase_devices_metadata', abortable: false, abort_after: true });
+    const aborted = await watchStates(api, uuid);
+    expect(aborted.states).to.deep.equal(['clean wait', 'clean failed']);
+    expect(aborted.node).to.include({ provision_state: 'clean failed', maintenance: false, power_state: 'power off' });
+    expect(aborted.node.last_error).to.equal('By request, the clean operation was aborted during or after the completion of step "deploy.erase_devices_metadata"');
+    expect(aborted.node.clean_step).to.deep.equal({});
+    const ran = (await agentWitness(bmc)).commands.filter((c) => c.command_name === 'execute_clean_step');
+    expect(ran.map((c) => [((c.command_result ?? {}) as { clean_step?: { step?: string } }).clean_step?.step, c.command_status])).to.deep.equal([['erase_devices_metadata', 'SUCCEEDED']]);
+    await setAgentFaults(bmc, {});
+  });
+
+  it('deploys a partition image and has the agent install the bootloader on its partitions', async () => {
+    const bmc = sim!.bmcs[13].url;
+    const uuid = await manageableNode(13, { automated_clean: false });
+    await provisionAndSettle(api, uuid, 'provide');
+    const ii = { image_source: images!.image.url, image_os_hash_algo: 'sha256', image_os_hash_value: images!.image.sha256, image_type: 'partition', root_gb: 10 };
+    const res = await api('PATCH', `/v1/nodes/${uuid}`, [{ op: 'replace', path: '/instance_info', value: ii }]);
+    expect(res.status, res.body).to.equal(200);
+    await provision(api, uuid, 'active');
+    const deployed = await watchStates(api, uuid);
+    expect(deployed.node.provision_state, deployed.node.last_error ?? '').to.equal('active');
+    const witness = await agentWitness(bmc);
+    expect(witness.disk, JSON.stringify(witness)).to.include({ sha256: images!.image.sha256, imageType: 'partition' });
+    // Inspection found the node UEFI: GRUB goes to the root and EFI system partitions the agent reported.
+    const bootloader = witness.disk!.bootloader;
+    expect(bootloader, JSON.stringify(witness)).to.include({ targetBootMode: 'uefi' });
+    expect(bootloader!.efiSystemPartUuid).to.be.a('string');
+    expect(deployed.node.driver_internal_info).to.include({ root_uuid_or_disk_id: bootloader!.rootUuid });
+    const install = witness.commands.find((c) => c.command_name === 'install_bootloader');
+    expect(install?.command_status).to.equal('SUCCEEDED');
+    await rememberToken(13);
+  });
+
+  it('aborts after a step that is not abortable in a group operation: the node\'s step fails with the cleaning', async () => {
+    const bmc = sim!.bmcs[14].url;
+    const uuid = await manageableNode(14);
+    await setAgentFaults(bmc, { unabortableStep: 'erase_devices_metadata', stepSeconds: { erase_devices_metadata: 3 } });
+    const op = await startOperation({ nodes: [uuid], steps: [{ action: 'provide' }] });
+    await cleanStepRunning(uuid, 'erase_devices_metadata');
+    await provision(api, uuid, 'abort');
+    const ended = await operationEnd(op);
+    expect(ended.state, JSON.stringify(ended)).to.equal('failed');
+    const node = await watchStates(api, uuid);
+    expect(node.node).to.include({ provision_state: 'clean failed', maintenance: false });
+    expect(node.node.last_error).to.equal('By request, the clean operation was aborted during or after the completion of step "deploy.erase_devices_metadata"');
+    // erase_devices (priority 10) never ran.
+    const ran = (await agentWitness(bmc)).commands.filter((c) => c.command_name === 'execute_clean_step');
+    expect(ran.map((c) => ((c.command_result ?? {}) as { clean_step?: { step?: string } }).clean_step?.step)).to.deep.equal(['erase_devices_metadata']);
+    await rememberToken(14);
+    await setAgentFaults(bmc, {});
   });
 
   it('fails the deploy on a bad checksum, with the agent\'s reason', async () => {
@@ -167,21 +260,12 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     const nodes = [];
     for (const i of [6, 7, 8, 9]) nodes.push(await createNode(api, directNodeBody(`group-${i}`, sim!.bmcs[i].url, images!)));
     const uuids = nodes.map((n) => n.uuid);
-    const run = async (body: Record<string, unknown>) => {
-      const res = await api('POST', '/v1/operations', body);
-      expect(res.status, res.body).to.equal(201);
-      const uuid = res.json<{ uuid: string }>().uuid;
-      return waitFor('the operation to end', async () => {
-        const op = (await api('GET', `/v1/operations/${uuid}`)).json<{ finished_at: string | null; state: string }>();
-        return op.finished_at !== null ? op : null;
-      }, 120_000, 100);
-    };
-    const ready = await run({ nodes: uuids, steps: [{ action: 'manage' }, { action: 'inspect' }, { action: 'provide' }] });
+    const ready = await runOperation({ nodes: uuids, steps: [{ action: 'manage' }, { action: 'inspect' }, { action: 'provide' }] });
     expect(ready.state, JSON.stringify(ready)).to.equal('succeeded');
     for (const u of uuids) expect((await getNode(api, u)).provision_state).to.equal('available');
     // One node's image write fails: only that node fails.
     await setAgentFaults(sim!.bmcs[9].url, { failStep: 'write_image', failMessage: 'disk on fire' });
-    const deployed = await run({ nodes: uuids, steps: [{ action: 'deploy' }] });
+    const deployed = await runOperation({ nodes: uuids, steps: [{ action: 'deploy' }] });
     expect(deployed.state, JSON.stringify(deployed)).to.equal('partially_failed');
     for (const u of uuids.slice(0, 3)) {
       const n = await getNode(api, u);
@@ -192,10 +276,25 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     expect(failed.provision_state).to.equal('deploy failed');
     expect(failed.last_error).to.include('disk on fire');
     for (const i of [6, 7, 8]) expect((await agentWitness(sim!.bmcs[i].url)).disk?.sha256).to.equal(images!.image.sha256);
-    const undeployed = await run({ nodes: uuids.slice(0, 3), steps: [{ action: 'undeploy' }] });
+    const undeployed = await runOperation({ nodes: uuids.slice(0, 3), steps: [{ action: 'undeploy' }] });
     expect(undeployed.state, JSON.stringify(undeployed)).to.equal('succeeded');
     for (const u of uuids.slice(0, 3)) expect((await getNode(api, u)).provision_state).to.equal('available');
     await setAgentFaults(sim!.bmcs[9].url, {});
+  });
+
+  it('inspects through the agent in a group operation: a node is done once manageable, with its inventory processed', async () => {
+    const uuids = [];
+    for (const i of [11, 12]) uuids.push((await createNode(api, directNodeBody(`group-inspect-${i}`, sim!.bmcs[i].url, images!, { inspect_interface: 'agent' }))).uuid);
+    const op = await runOperation({ nodes: uuids, steps: [{ action: 'manage' }, { action: 'inspect' }] });
+    expect(op.state, JSON.stringify(op)).to.equal('succeeded');
+    // Read as the operation ended: not in inspect wait or inspecting any more.
+    for (const [k, u] of uuids.entries()) {
+      const n = await getNode(api, u);
+      expect(n, n.last_error ?? '').to.include({ provision_state: 'manageable', target_provision_state: null, power_state: 'power off', last_error: null });
+      expect(n.properties).to.include({ cpu_arch: 'x86_64' });
+      expect(await nodePorts(api, u)).to.deep.equal([...nicMacs(0, 11 + k)].sort());
+      expect((await agentWitness(sim!.bmcs[11 + k].url)).inspections).to.equal(1);
+    }
   });
 
   it('never shows an agent token in API responses, node history or the logs', async () => {

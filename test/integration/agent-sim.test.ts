@@ -419,8 +419,10 @@ describe('agent simulator', function () {
       const p = (await agentCommand(w.callbackUrl, w.token, 'standby.get_partition_uuids')).body as CommandResult;
       expect(p).to.include({ command_status: 'SUCCEEDED' });
       expect(p.command_result).to.deep.equal({});
+      // Nothing written yet: there is no root partition to install GRUB to.
       const ib = (await agentCommand(w.callbackUrl, w.token, 'image.install_bootloader', { root_uuid: '0xabc', target_boot_mode: 'uefi' }, true)).body as CommandResult;
-      expect(ib).to.include({ command_name: 'install_bootloader', command_status: 'SUCCEEDED', command_result: null });
+      expect(ib).to.include({ command_name: 'install_bootloader', command_status: 'FAILED', command_result: null });
+      expect(ib.command_error).to.include({ type: 'CommandExecutionError', details: "Installing GRUB2 boot loader to device /dev/sda failed: no partition with UUID '0xabc'" });
       const logs = (await agentCommand(w.callbackUrl, w.token, 'log.collect_system_logs')).body as CommandResult;
       const tar = gunzipSync(Buffer.from((logs.command_result as { system_logs: string }).system_logs, 'base64'));
       expect(tar.subarray(0, 7).toString()).to.equal('journal');
