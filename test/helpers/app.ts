@@ -6,6 +6,7 @@ import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { buildApp } from '../../api/app.js';
@@ -13,7 +14,8 @@ import { loadConfig, type Config } from '../../common/config.js';
 import { buildRegistry } from '../../drivers/build-registry.js';
 import { ConductorService } from '../../conductor/service.js';
 import { notifierFromConfig, type Notifier } from '../../common/notifier.js';
-import { freshDatabase, freePort, type TestDatabase } from './database.js';
+import { freshDatabase, type TestDatabase } from './database.js';
+import { freePort } from './net.js';
 
 /** The package root, from dist/test/helpers/. */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -120,7 +122,7 @@ export async function startGalvanic(opts: { databaseUrl: string; command?: strin
       proc.kill('SIGKILL');
       throw new Error(`galvanic did not come up:\n${out}`);
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   return {
     url, port, proc,
@@ -177,7 +179,7 @@ export async function startConductor(opts: { databaseUrl: string; host: string; 
       proc.kill('SIGKILL');
       throw new Error(`galvanic conductor ${opts.host} did not start:\n${out}`);
     }
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
   return {
     host: opts.host,

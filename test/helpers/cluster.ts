@@ -6,6 +6,7 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startConductor, startGalvanic, type RunningConductor, type RunningGalvanic } from './app.js';
 import { freshDatabase, type TestDatabase } from './database.js';
 
@@ -50,7 +51,7 @@ export async function startCluster(prefix: string, opts: { conductors: number; e
     const deadline = Date.now() + 20_000;
     while (!conductors.every((c) => c.output().includes(full))) {
       if (Date.now() > deadline) throw new Error(`the conductors never saw a ring of ${hosts.join(', ')}:\n${conductors.map((c) => c.output()).join('\n')}`);
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
     }
     return { tdb, dir, recordFile, api, conductors };
   } catch (err) {

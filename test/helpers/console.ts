@@ -109,14 +109,6 @@ export function fakeConsoleProcesses(): Map<string, number[]> {
   return byNode;
 }
 
-export async function until(cond: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 /** Debian's chromium, driven by playwright-core in the browser test. */
 export const CHROMIUM = '/usr/bin/chromium';
 

@@ -9,7 +9,8 @@ import { expect } from 'chai';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
-import { agentWitness, setAgentFaults, waitFor } from '../helpers/agent-sim.js';
+import { agentWitness, setAgentFaults } from '../helpers/agent-sim.js';
+import { until } from '../helpers/until.js';
 import { AGENT_TEST_ENV, directNodeBody, startImageServer, watchStates, type ImageServer } from '../helpers/agent-deploy.js';
 import { createNode, getNode, httpClient, nodeHistory, nodePorts, provision, provisionAndSettle, type ApiCall } from '../helpers/provisioning.js';
 
@@ -99,7 +100,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     const uuid = await manageableNode(1);
     await setAgentFaults(sim!.bmcs[1].url, { hangStep: 'erase_devices_metadata' });
     await provision(api, uuid, 'clean', { clean_steps: [{ interface: 'deploy', step: 'erase_devices_metadata' }] });
-    await waitFor('the clean step to run', async () => {
+    await until('the clean step to run', async () => {
       const n = await getNode(api, uuid);
       return n.provision_state === 'clean wait' && (n.clean_step as { step?: string }).step === 'erase_devices_metadata';
     }, 30_000);
@@ -148,7 +149,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     const uuid = await manageableNode(5);
     await setAgentFaults(sim!.bmcs[5].url, { wrongToken: true });
     await provision(api, uuid, 'provide');
-    const w = await waitFor('refused heartbeats', async () => {
+    const w = await until('refused heartbeats', async () => {
       const x = await agentWitness(sim!.bmcs[5].url);
       return (x.heartbeatStatuses['400'] ?? 0) >= 2 ? x : null;
     }, 30_000);
@@ -171,7 +172,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
       const res = await api('POST', '/v1/operations', body);
       expect(res.status, res.body).to.equal(201);
       const uuid = res.json<{ uuid: string }>().uuid;
-      return waitFor('the operation to end', async () => {
+      return until('the operation to end', async () => {
         const op = (await api('GET', `/v1/operations/${uuid}`)).json<{ finished_at: string | null; state: string }>();
         return op.finished_at !== null ? op : null;
       }, 120_000, 100);

@@ -3,6 +3,7 @@
  * (fields, detail, pagination, filters), PATCH, DELETE, states, validate, maintenance and
  * provision verbs, with Ironic's status codes and messages.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
 import { HashRing } from '../../common/hash-ring.js';
@@ -580,7 +581,7 @@ describe('nodes API with a conductor', function () {
     // A second live conductor in the group takes its share of the ring, as the claims do.
     await t.tdb.knex('conductors').insert({ hostname: 'other-host', conductor_group: '', drivers: JSON.stringify(['fake-hardware']), online: true, heartbeat_at: t.tdb.knex.fn.now() });
     try {
-      await new Promise((r) => setTimeout(r, 2100));
+      await sleep(2100);
       const ring = new HashRing(['other-host', 'test-host']);
       const nodes = (await call(t, 'GET', '/v1/nodes/detail')).json<NodeList>().nodes.filter((n) => n.conductor_group === '');
       expect(nodes.length).to.be.at.least(1);
@@ -624,7 +625,7 @@ describe('nodes API with a conductor', function () {
     let current = await getNode(node.uuid);
     while (current.provision_state !== 'manageable' && Date.now() < deadline) {
       expect(current.provision_state).to.be.oneOf(['verifying', 'manageable']);
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
       current = await getNode(node.uuid);
     }
     expect(current).to.include({ provision_state: 'manageable', target_provision_state: null, last_error: null, power_state: 'power off' });

@@ -4,7 +4,7 @@ import { loadavg } from 'node:os';
 import { WebSocket } from 'ws';
 import { MAX_VIEWER_BUFFERED_BYTES } from '../../common/console-relay.js';
 import { startCluster, stopCluster, type Cluster } from '../helpers/cluster.js';
-import { until } from '../helpers/console.js';
+import { until } from '../helpers/until.js';
 
 const HEADERS = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
 const MiB = 1024 * 1024;
@@ -106,7 +106,7 @@ describe('serial console backpressure through the API relay (real processes)', f
         return v;
       }));
       // Relaying to the readers alone, until the API server's memory is at its steady state.
-      await until(() => readers.every((r) => r.bytes >= WARM_UP) || readers.some((r) => r.closed !== undefined), 120_000, 'the readers warming up');
+      await until('the readers warming up', () => readers.every((r) => r.bytes >= WARM_UP) || readers.some((r) => r.closed !== undefined), 120_000);
       const baseline = peak;
       const before = readers.map((r) => r.bytes);
 
@@ -118,7 +118,7 @@ describe('serial console backpressure through the API relay (real processes)', f
       // Never read: the API server's socket to it fills, then what is queued for it.
       await new Promise<void>((resolve) => stalled.once('open', () => { stalled.pause(); resolve(); }));
 
-      await until(() => readers.every((r, i) => r.bytes - before[i] >= TOTAL) || readers.some((r) => r.closed !== undefined), 240_000, 'every reader receiving 32 MiB more');
+      await until('every reader receiving 32 MiB more', () => readers.every((r, i) => r.bytes - before[i] >= TOTAL) || readers.some((r) => r.closed !== undefined), 240_000);
       clearInterval(sampler);
       const growth = peak - baseline;
       console.log(`      API RSS with the readers ${Math.round(baseline / MiB)} MiB, peak with the stalled viewer too ${Math.round(peak / MiB)} MiB (+${(growth / MiB).toFixed(1)} MiB); load ${loadavg()[0].toFixed(1)}`);
@@ -130,7 +130,7 @@ describe('serial console backpressure through the API relay (real processes)', f
       }
       // The stalled viewer is gone: once it reads again, it finds its connection closed.
       stalled.resume();
-      await until(() => stalledClose !== undefined, 10_000, 'the stalled viewer seeing its connection closed');
+      await until('the stalled viewer seeing its connection closed', () => stalledClose !== undefined, 10_000);
       expect(growth, 'API RSS growth').to.be.at.most(MAX_VIEWER_BUFFERED_BYTES + SLACK);
     } finally {
       clearInterval(sampler);

@@ -1,14 +1,15 @@
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { HashRing } from '../../common/hash-ring.js';
 import { hashToken } from '../../db/console.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { startConductor, startGalvanic, type RunningConductor, type RunningGalvanic } from '../helpers/app.js';
-import { connectViewer, fakeConsoleProcesses, until } from '../helpers/console.js';
+import { connectViewer, fakeConsoleProcesses } from '../helpers/console.js';
+import { until } from '../helpers/until.js';
 
 const HEADERS = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON bodies of several shapes
 type Json = any;
@@ -153,12 +154,12 @@ describe('serial console races across processes (fake console)', function () {
     await Promise.all(nodes.map(async (uuid) => {
       for (let c = 0; c < CYCLES; c++) await cycle(uuid);
     }));
-    await until(() => [...fakeConsoleProcesses().keys()].every((u) => !nodes.includes(u)), 10_000, 'no console process after the cycles');
+    await until('no console process after the cycles', () => [...fakeConsoleProcesses().keys()].every((u) => !nodes.includes(u)), 10_000);
 
     // Leave the first three enabled, with viewers attached, and kill the conductor outright.
     const enabled = nodes.slice(0, 3);
     for (const uuid of enabled) expect((await call(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
-    await until(() => enabled.every((u) => fakeConsoleProcesses().get(u)?.length === 1), 10_000, 'consoles of the enabled nodes');
+    await until('consoles of the enabled nodes', () => enabled.every((u) => fakeConsoleProcesses().get(u)?.length === 1), 10_000);
     const viewers = await Promise.all(enabled.map(async (uuid) => {
       const v = connectViewer((await call(api, 'GET', `/v1/nodes/${uuid}/states/console`)).body.console_info.url);
       await v.waitFor('Fake serial console');
@@ -176,7 +177,7 @@ describe('serial console races across processes (fake console)', function () {
     for (const v of viewers) expect((await v.closed).code).to.not.equal(1000);
 
     conductor = await startConductor({ databaseUrl: tdb.url, host: 'console-c1', env: consoleEnv });
-    await until(() => enabled.every((u) => (fakeConsoleProcesses().get(u) ?? []).every((p) => !before.get(u)!.includes(p)) && fakeConsoleProcesses().get(u)?.length === 1), 15_000, 'fresh consoles after the restart');
+    await until('fresh consoles after the restart', () => enabled.every((u) => (fakeConsoleProcesses().get(u) ?? []).every((p) => !before.get(u)!.includes(p)) && fakeConsoleProcesses().get(u)?.length === 1), 15_000);
     // Settle, then count again: nothing extra appeared, the old ones are gone.
     await sleep(1500);
     const after = fakeConsoleProcesses();
@@ -205,7 +206,7 @@ describe('serial console races across processes (fake console)', function () {
     const holders = async () => new Map((await tdb.knex('console_processes as p').join('nodes as n', 'n.id', 'p.node_id').select('n.uuid', 'p.conductor'))
       .map((r: { uuid: string; conductor: string }) => [r.uuid, r.conductor]));
     const onePerNode = () => nodes.every((u) => fakeConsoleProcesses().get(u)?.length === 1);
-    await until(onePerNode, 10_000, 'consoles on the first conductor');
+    await until('consoles on the first conductor', onePerNode, 10_000);
     const viewers = new Map(await Promise.all(nodes.map(async (u) => {
       const v = connectViewer((await call(api, 'GET', `/v1/nodes/${u}/states/console`)).body.console_info.url);
       await v.waitFor('Fake serial console');
@@ -214,10 +215,10 @@ describe('serial console races across processes (fake console)', function () {
 
     const second = await startConductor({ databaseUrl: tdb.url, host: 'console-c2', env: consoleEnv });
     try {
-      await until(async () => {
+      await until('the second conductor holding its four consoles', async () => {
         const held = [...(await holders()).values()];
         return held.length === nodes.length && held.filter((c) => c === 'console-c2').length === 4 && onePerNode();
-      }, 20_000, 'the second conductor holding its four consoles');
+      }, 20_000);
       const moved = [...(await holders())].filter(([, c]) => c === 'console-c2').map(([u]) => u);
       expect(moved).to.have.members(chosen['console-c2']);
       // Viewers of moved consoles were told; the others kept theirs.
@@ -229,7 +230,7 @@ describe('serial console races across processes (fake console)', function () {
       v.close();
 
       await second.kill();
-      await until(async () => [...(await holders()).values()].every((c) => c === 'console-c1') && (await holders()).size === nodes.length && onePerNode(), 30_000, 'the first conductor taking the consoles back');
+      await until('the first conductor taking the consoles back', async () => [...(await holders()).values()].every((c) => c === 'console-c1') && (await holders()).size === nodes.length && onePerNode(), 30_000);
     } finally {
       await second.stop();
       for (const v of viewers.values()) v.ws.terminate();

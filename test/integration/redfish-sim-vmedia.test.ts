@@ -8,6 +8,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { setFaults, simControl } from '../helpers/redfish.js';
 
@@ -71,8 +72,6 @@ async function story(url: string): Promise<string[]> {
     }
   });
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function fresh(url: string): Promise<void> {
   await setFaults(url, { bootMs: [0, 0], powerDelayMs: 0, insertMediaStatus: 0, powerLost: false, requireIfMatch: false });
