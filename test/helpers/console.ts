@@ -2,6 +2,16 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { WebSocket } from 'ws';
 
+const HEADERS = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
+
+/** A JSON call to the API at `base`, at the console tests' microversion: its status and parsed body. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON bodies of several shapes
+export async function apiCall(base: string, method: string, url: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${base}${url}`, { method, headers: HEADERS, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+}
+
 export interface Viewer {
   ws: WebSocket;
   /** Everything received so far, as text. */

@@ -4,9 +4,9 @@ import { loadavg } from 'node:os';
 import { WebSocket } from 'ws';
 import { MAX_VIEWER_BUFFERED_BYTES } from '../../common/console-relay.js';
 import { startCluster, stopCluster, type Cluster } from '../helpers/cluster.js';
+import { apiCall } from '../helpers/console.js';
 import { until } from '../helpers/until.js';
 
-const HEADERS = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
 const MiB = 1024 * 1024;
 /** Output every reading viewer must receive while the stalled one is connected, and before it. */
 const TOTAL = 32 * MiB;
@@ -14,15 +14,6 @@ const WARM_UP = 8 * MiB;
 const LINE = 32768;
 /** What the API server may grow by beyond the limit: buffers in flight for the readers, garbage not yet collected. */
 const SLACK = 8 * MiB;
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON bodies of several shapes
-type Json = any;
-
-async function call(base: string, method: string, url: string, body?: unknown): Promise<{ status: number; body: Json }> {
-  const res = await fetch(`${base}${url}`, { method, headers: HEADERS, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
 
 function rssBytes(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -87,13 +78,13 @@ describe('serial console backpressure through the API relay (real processes)', f
     cluster = await startCluster('backpressure', { conductors: 1, env: { GALVANIC_CONSOLE__RESTART_INITIAL_DELAY: '0.1', NODE_OPTIONS: '--max-semi-space-size=1' } });
     const api = cluster.api.url;
     // 32 KiB lines every 40 ms: 0.8 MiB/s, a console far busier than any serial line.
-    const created = await call(api, 'POST', '/v1/nodes', {
+    const created = await apiCall(api, 'POST', '/v1/nodes', {
       driver: 'fake-hardware', console_interface: 'fake', driver_info: { fake_console_interval_ms: 40, fake_console_line_bytes: LINE },
     });
     expect(created.status, JSON.stringify(created.body)).to.equal(201);
     const uuid: string = created.body.uuid;
-    expect((await call(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
-    const url = async () => (await call(api, 'GET', `/v1/nodes/${uuid}/states/console`)).body.console_info.url as string;
+    expect((await apiCall(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
+    const url = async () => (await apiCall(api, 'GET', `/v1/nodes/${uuid}/states/console`)).body.console_info.url as string;
 
     const apiPid = cluster.api.proc.pid!;
     let peak = rssBytes(apiPid);

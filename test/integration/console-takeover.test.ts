@@ -6,19 +6,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { HashRing } from '../../common/hash-ring.js';
 import { startCluster, stopCluster, type Cluster } from '../helpers/cluster.js';
 import { startConductor } from '../helpers/app.js';
-import { fakeConsoleProcesses } from '../helpers/console.js';
+import { apiCall, fakeConsoleProcesses } from '../helpers/console.js';
 import { until } from '../helpers/until.js';
-
-const HEADERS = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON bodies of several shapes
-type Json = any;
-
-async function call(base: string, method: string, url: string, body?: unknown): Promise<{ status: number; body: Json }> {
-  const res = await fetch(`${base}${url}`, { method, headers: HEADERS, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
 
 function statOf(pid: number): { ppid: number; pgrp: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -75,9 +64,9 @@ describe('serial console processes across a takeover (real conductors, /proc)', 
     const [trapped, stopped, groupStopped] = uuids;
     for (const uuid of uuids) {
       const info = { fake_console_interval_ms: 200, ...(uuid === trapped ? { fake_console_ignore_eof: true } : {}) };
-      const r = await call(api, 'POST', '/v1/nodes', { uuid, driver: 'fake-hardware', console_interface: 'fake', driver_info: info });
+      const r = await apiCall(api, 'POST', '/v1/nodes', { uuid, driver: 'fake-hardware', console_interface: 'fake', driver_info: info });
       expect(r.status, JSON.stringify(r.body)).to.equal(201);
-      expect((await call(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
+      expect((await apiCall(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
     }
     const holders = async () => new Map((await cluster!.tdb.knex('console_processes as p').join('nodes as n', 'n.id', 'p.node_id')
       .whereNotNull('p.pid').select('n.uuid', 'p.conductor'))
