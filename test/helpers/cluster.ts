@@ -10,17 +10,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startConductor, startGalvanic, type RunningConductor, type RunningGalvanic } from './app.js';
 import { freshDatabase, type TestDatabase } from './database.js';
 
-/** One line of the fake BMC's record file. */
-export interface BmcRecord {
-  node: string;
-  action: string;
-  args: unknown;
-  trace: string | null;
-  start: number;
-  end: number;
-  pid: number;
-  failed: string | null;
-}
+import type { FakeBmcRecord as BmcRecord } from '../../drivers/fake/fake.js';
+
+export type { BmcRecord };
 
 export interface Cluster {
   tdb: TestDatabase;

@@ -10,6 +10,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { backoffMs } from '../../conductor/intent-runner.js';
+import type { FakeBmcRecord as BmcCall } from '../../drivers/fake/fake.js';
 import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
 import { until } from '../helpers/until.js';
 
@@ -40,17 +41,6 @@ interface NodeBody extends Obj {
   maintenance: boolean;
   maintenance_reason: string | null;
   last_error: string | null;
-}
-
-/** One line of the fake BMC's record file. */
-interface BmcCall {
-  node: string;
-  action: string;
-  args: unknown;
-  trace: string | null;
-  start: number;
-  end: number;
-  failed: string | null;
 }
 
 /** One line of the log notifier's file. */
