@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { buildApp } from '../../api/app.js';
 import { loadConfig, type Config } from '../../common/config.js';
@@ -30,6 +30,20 @@ export interface TestApp {
   tdb: TestDatabase;
   config: Readonly<Config>;
   close(): Promise<void>;
+}
+
+export interface InjectOptions {
+  body?: unknown;
+  /** Microversion for X-OpenStack-Ironic-API-Version; null sends none. Default `latest`. */
+  version?: string | null;
+  headers?: Record<string, string>;
+}
+
+/** One request to the test app through fastify's inject. */
+export function inject(t: TestApp, method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE', url: string, opts: InjectOptions = {}): Promise<LightMyRequestResponse> {
+  const version = opts.version === undefined ? 'latest' : opts.version;
+  const headers: Record<string, string> = { ...(version === null ? {} : { 'x-openstack-ironic-api-version': version }), ...opts.headers };
+  return t.app.inject({ method, url, headers, ...(opts.body === undefined ? {} : { payload: opts.body as object }) });
 }
 
 /**

@@ -5,9 +5,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
-import type { LightMyRequestResponse } from 'fastify';
 import { HashRing } from '../../common/hash-ring.js';
-import { buildTestApp, expectFault, type TestApp } from '../helpers/app.js';
+import { buildTestApp, expectFault, type TestApp, inject } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 
@@ -29,20 +28,7 @@ interface NodeList {
   next?: string;
 }
 
-interface CallOptions {
-  body?: unknown;
-  /** Microversion for X-OpenStack-Ironic-API-Version; null sends none. Default `latest`. */
-  version?: string | null;
-  headers?: Record<string, string>;
-}
-
-type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
-
-function call(t: TestApp, method: Method, url: string, opts: CallOptions = {}): Promise<LightMyRequestResponse> {
-  const version = opts.version === undefined ? 'latest' : opts.version;
-  const headers: Record<string, string> = { ...(version === null ? {} : { 'x-openstack-ironic-api-version': version }), ...opts.headers };
-  return t.app.inject({ method, url, headers, ...(opts.body === undefined ? {} : { payload: opts.body as object }) });
-}
+const call = inject;
 
 /** Asserts Ironic's error body and status; returns the faultstring. */
 
