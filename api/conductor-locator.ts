@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
-import { HashRing } from '../common/hash-ring.js';
-import { liveConductors } from '../db/conductors.js';
+import type { HashRing } from '../common/hash-ring.js';
+import { liveRings } from '../db/conductors.js';
 
 /**
  * Which conductor manages a node, for the node's `conductor` field (API 1.49): the owner of
@@ -34,14 +34,7 @@ export class ConductorLocator {
   }
 
   private async read(): Promise<void> {
-    const byGroup = new Map<string, string[]>();
-    for (const c of await liveConductors(this.db, this.heartbeatTimeoutSeconds)) {
-      const hosts = byGroup.get(c.conductorGroup) ?? [];
-      hosts.push(c.hostname);
-      byGroup.set(c.conductorGroup, hosts);
-    }
-    // The conductors sort their hosts the same way before building their rings.
-    this.rings = new Map([...byGroup].map(([group, hosts]) => [group, new HashRing(hosts.sort())]));
+    this.rings = await liveRings(this.db, this.heartbeatTimeoutSeconds);
     this.readAt = Date.now();
   }
 }

@@ -6,6 +6,7 @@ import {
 } from '../db/deploy-templates.js';
 import type { ApiDeps } from './deps.js';
 import { applyPatch, checkPatch, checkQueryNames } from './resource.js';
+import { checkUniqueSteps, invalidInput, stepListFields, stepNumber } from './steps.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { maskSecrets } from './masking.js';
 import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
@@ -35,17 +36,8 @@ function templateView(t: DeployTemplate, base: string, fields?: readonly string[
   return Object.fromEntries((fields ?? FIELDS).map((k) => [k, full[k]]));
 }
 
-function parseFields(raw: string | undefined): string[] | undefined {
-  if (raw === undefined) return undefined;
-  const names = raw.split(',').map((s) => s.trim()).filter(Boolean);
-  const bad = names.filter((n) => !FIELDS.includes(n));
-  if (bad.length || names.length === 0) throw new InvalidParameterValue(`Field(s) "${bad.join(', ')}" are not valid`);
-  for (const always of ['uuid', 'links']) if (!names.includes(always)) names.push(always);
-  return names;
-}
-
-const invalid = (attr: string, v: unknown, why: string) =>
-  new InvalidParameterValue(`Invalid input for field/attribute ${attr}. Value: ${JSON.stringify(v)}. ${why}`);
+const parseFields = (raw: string | undefined) => stepListFields(raw, FIELDS);
+const invalid = invalidInput;
 
 /** One step as Ironic's DEPLOY_STEP_SCHEMA has it; a numeric string priority becomes a number. */
 function checkStep(v: unknown): DeployStep {
@@ -61,11 +53,7 @@ function checkStep(v: unknown): DeployStep {
   }
   if (typeof s.step !== 'string' || s.step.length === 0) throw invalid('steps', v, `${JSON.stringify(s.step)} is not a non-empty string`);
   if (s.args === null || typeof s.args !== 'object' || Array.isArray(s.args)) throw invalid('steps', v, `${JSON.stringify(s.args)} is not of type 'object'`);
-  const p = s.priority;
-  const priority = typeof p === 'number' && Number.isInteger(p) && p >= 0 ? p
-    : typeof p === 'string' && /^[0-9]+$/.test(p) ? Number(p) : undefined;
-  if (priority === undefined || !Number.isSafeInteger(priority)) throw invalid('steps', v, `${JSON.stringify(p)} is not valid under any of the given schemas`);
-  return { interface: s.interface, step: s.step, args: s.args as Record<string, unknown>, priority };
+  return { interface: s.interface, step: s.step, args: s.args as Record<string, unknown>, priority: stepNumber(s.priority, v) };
 }
 
 /** Ironic's TEMPLATE_SCHEMA and duplicate-step rule over a whole template. */
@@ -79,12 +67,7 @@ function checkTemplate(body: Record<string, unknown>): { uuid?: string; name: st
   if (!Array.isArray(body.steps)) throw invalid('steps', body.steps, `${JSON.stringify(body.steps)} is not of type 'array'`);
   if (body.steps.length === 0) throw invalid('steps', body.steps, '[] should be non-empty');
   const steps = body.steps.map(checkStep);
-  const seen = new Map<string, number>();
-  for (const s of steps) seen.set(`interface: ${s.interface}, step: ${s.step}`, (seen.get(`interface: ${s.interface}, step: ${s.step}`) ?? 0) + 1);
-  const duplicates = [...seen].filter(([, n]) => n > 1).map(([k]) => k);
-  if (duplicates.length) {
-    throw new InvalidParameterValue(`Deploy template invalid: Duplicate deploy steps. A template cannot have multiple deploy steps with the same interface and step. Duplicates: ${duplicates.join('; ')}.`);
-  }
+  checkUniqueSteps(steps);
   const extra = body.extra ?? {};
   if (extra === null || typeof extra !== 'object' || Array.isArray(extra)) throw invalid('extra', extra, `${JSON.stringify(extra)} is not of type 'object', 'null'`);
   let uuid: string | undefined;

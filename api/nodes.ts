@@ -30,6 +30,7 @@ import { describeNode, validateAll } from '../drivers/validate-node.js';
 import { getInventory } from '../db/inventory.js';
 import { childAndShardFilters, resolveParentNode } from './node-relations.js';
 import { getNodeWithSuffix } from './json-suffix.js';
+import { checkPatchOp, patchOps } from './resource.js';
 
 /** The node field holding each interface kind. */
 export const INTERFACE_FIELDS = Object.fromEntries(
@@ -229,18 +230,11 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
   });
 
   app.patch('/v1/nodes/:node', async (req, reply) => {
-    const ops = req.body;
-    if (!Array.isArray(ops) || ops.length === 0) throw new PatchError('The request body must be a non-empty JSON patch (a list of operations).');
+    const ops = patchOps(req.body);
     const resetInterfaces = boolParam(req.query as Query, 'reset_interfaces');
     if (resetInterfaces !== undefined && !req.apiVersion.atLeast(45)) throw new NotAcceptable('reset_interfaces requires API version 1.45 or later.');
-    for (const [i, op] of ops.entries()) {
-      if (!op || typeof op !== 'object' || Array.isArray(op)) throw new PatchError(`Patch operation ${i} is not a JSON object.`);
-      const { op: kind, path } = op as { op?: unknown; path?: unknown };
-      if (kind !== 'add' && kind !== 'replace' && kind !== 'remove') {
-        throw new PatchError(`Invalid patch operation ${JSON.stringify(kind)}: only add, replace and remove are supported.`);
-      }
-      if (typeof path !== 'string' || !/^\/[^/]/.test(path)) throw new PatchError(`Invalid patch path ${JSON.stringify(path)}.`);
-      if (kind !== 'remove' && !('value' in (op as object))) throw new PatchError(`Patch operation ${i} (${kind} ${path}) has no value.`);
+    for (const [i, raw] of ops.entries()) {
+      const { op: kind, path } = checkPatchOp(raw, i);
       const root = path.split('/')[1].replace(/~1/g, '/').replace(/~0/g, '~');
       const field = NODE_FIELD_BY_NAME.get(root);
       if (!field) throw new PatchError(`Invalid patch path ${path}: there is no node field "${root}".`);

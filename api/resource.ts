@@ -71,21 +71,32 @@ export interface PatchOp {
   value?: unknown;
 }
 
+/** The operations of a JSON patch body, which must be a non-empty list; check each with checkPatchOp. */
+export function patchOps(body: unknown): unknown[] {
+  if (!Array.isArray(body) || body.length === 0) throw new PatchError('The request body must be a non-empty JSON patch (a list of operations).');
+  return body;
+}
+
+/** Checks operation `i` of a JSON patch: an object with an op Ironic supports, a path, and a value unless removing. */
+export function checkPatchOp(op: unknown, i: number): PatchOp {
+  if (!op || typeof op !== 'object' || Array.isArray(op)) throw new PatchError(`Patch operation ${i} is not a JSON object.`);
+  const { op: kind, path } = op as { op?: unknown; path?: unknown };
+  if (kind !== 'add' && kind !== 'replace' && kind !== 'remove') {
+    throw new PatchError(`Invalid patch operation ${JSON.stringify(kind)}: only add, replace and remove are supported.`);
+  }
+  if (typeof path !== 'string' || !/^\/[^/]/.test(path)) throw new PatchError(`Invalid patch path ${JSON.stringify(path)}.`);
+  if (kind !== 'remove' && !('value' in op)) throw new PatchError(`Patch operation ${i} (${kind} ${path}) has no value.`);
+  return op as PatchOp;
+}
+
 /** Checks that a body is a JSON patch Ironic accepts, and that it touches only `allowed` fields. */
 export function checkPatch(body: unknown, allowed: readonly string[]): PatchOp[] {
-  if (!Array.isArray(body) || body.length === 0) throw new PatchError('The request body must be a non-empty JSON patch (a list of operations).');
-  for (const [i, op] of body.entries()) {
-    if (!op || typeof op !== 'object' || Array.isArray(op)) throw new PatchError(`Patch operation ${i} is not a JSON object.`);
-    const { op: kind, path } = op as { op?: unknown; path?: unknown };
-    if (kind !== 'add' && kind !== 'replace' && kind !== 'remove') {
-      throw new PatchError(`Invalid patch operation ${JSON.stringify(kind)}: only add, replace and remove are supported.`);
-    }
-    if (typeof path !== 'string' || !/^\/[^/]/.test(path)) throw new PatchError(`Invalid patch path ${JSON.stringify(path)}.`);
-    if (kind !== 'remove' && !('value' in (op as object))) throw new PatchError(`Patch operation ${i} (${kind} ${path}) has no value.`);
-    const root = path.split('/')[1];
-    if (!allowed.includes(root)) throw new InvalidParameterValue(`Cannot patch ${path}. Only the following can be updated: ${allowed.join(', ')}`);
-  }
-  return body as PatchOp[];
+  return patchOps(body).map((raw, i) => {
+    const op = checkPatchOp(raw, i);
+    const root = op.path.split('/')[1];
+    if (!allowed.includes(root)) throw new InvalidParameterValue(`Cannot patch ${op.path}. Only the following can be updated: ${allowed.join(', ')}`);
+    return op;
+  });
 }
 
 /** True when the patch sets or removes `path` itself or anything below it. */

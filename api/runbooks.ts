@@ -11,6 +11,7 @@ import {
 } from '../db/runbooks.js';
 import type { ApiDeps } from './deps.js';
 import { applyPatch, checkPatch, checkQueryNames } from './resource.js';
+import { checkUniqueSteps, invalidInput, stepListFields, stepNumber } from './steps.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { maskSecrets } from './masking.js';
 import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
@@ -39,17 +40,8 @@ function runbookView(r: Runbook, base: string, fields?: readonly string[]): Reco
   return Object.fromEntries((fields ?? FIELDS).map((k) => [k, full[k]]));
 }
 
-function parseFields(raw: string | undefined): string[] | undefined {
-  if (raw === undefined) return undefined;
-  const names = raw.split(',').map((s) => s.trim()).filter(Boolean);
-  const bad = names.filter((n) => !FIELDS.includes(n));
-  if (bad.length || names.length === 0) throw new InvalidParameterValue(`Field(s) "${bad.join(', ')}" are not valid`);
-  for (const always of ['uuid', 'links']) if (!names.includes(always)) names.push(always);
-  return names;
-}
-
-const invalid = (attr: string, v: unknown, why: string) =>
-  new InvalidParameterValue(`Invalid input for field/attribute ${attr}. Value: ${JSON.stringify(v)}. ${why}`);
+const parseFields = (raw: string | undefined) => stepListFields(raw, FIELDS);
+const invalid = invalidInput;
 
 /** One step as Ironic's RUNBOOK_STEP_SCHEMA has it; a numeric string order becomes a number. */
 function checkStep(v: unknown): RunbookStep {
@@ -66,11 +58,7 @@ function checkStep(v: unknown): RunbookStep {
   if (typeof s.step !== 'string' || s.step.length === 0) throw invalid('steps', v, `${JSON.stringify(s.step)} is not a non-empty string`);
   const args = s.args ?? {};
   if (args === null || typeof args !== 'object' || Array.isArray(args)) throw invalid('steps', v, `${JSON.stringify(s.args)} is not of type 'object'`);
-  const o = s.order;
-  const order = typeof o === 'number' && Number.isInteger(o) && o >= 0 ? o
-    : typeof o === 'string' && /^[0-9]+$/.test(o) ? Number(o) : undefined;
-  if (order === undefined || !Number.isSafeInteger(order)) throw invalid('steps', v, `${JSON.stringify(o)} is not valid under any of the given schemas`);
-  return { interface: s.interface, step: s.step, args: args as Record<string, unknown>, order };
+  return { interface: s.interface, step: s.step, args: args as Record<string, unknown>, order: stepNumber(s.order, v) };
 }
 
 const optionalBoolean = (body: Record<string, unknown>, key: string): boolean | undefined => {
@@ -94,13 +82,7 @@ function checkRunbook(body: Record<string, unknown>): RunbookChanges & { name: s
   if (!Array.isArray(body.steps)) throw invalid('steps', body.steps, `${JSON.stringify(body.steps)} is not of type 'array'`);
   if (body.steps.length === 0) throw invalid('steps', body.steps, '[] should be non-empty');
   const steps = body.steps.map(checkStep);
-  const seen = new Map<string, number>();
-  for (const s of steps) seen.set(`interface: ${s.interface}, step: ${s.step}`, (seen.get(`interface: ${s.interface}, step: ${s.step}`) ?? 0) + 1);
-  const duplicates = [...seen].filter(([, n]) => n > 1).map(([k]) => k);
-  if (duplicates.length) {
-    // Ironic checks runbooks with the deploy templates' rule, message included.
-    throw new InvalidParameterValue(`Deploy template invalid: Duplicate deploy steps. A template cannot have multiple deploy steps with the same interface and step. Duplicates: ${duplicates.join('; ')}.`);
-  }
+  checkUniqueSteps(steps);
   const extra = body.extra ?? {};
   if (extra === null || typeof extra !== 'object' || Array.isArray(extra)) throw invalid('extra', extra, `${JSON.stringify(extra)} is not of type 'object', 'null'`);
   const owner = body.owner ?? null;

@@ -29,19 +29,19 @@
  *
  * Results: a table on stdout, bench/results/deploy-<timestamp>.json and deploy-latest.json.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { nicMacs } from '../sim/redfish/model-synthetic.js';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { createKnex } from '../db/connection.js';
 import { onCleanup, runBenchmark } from './lib/cleanup.js';
 import { createBenchDatabase, startDatabaseServer } from './lib/database.js';
 import { Client, waitForApi } from './lib/http.js';
+import { spawnSim } from './lib/redfish-fleet.js';
 import { spawnGalvanic, watchCpu, type GalvanicProcess } from './lib/proc.js';
-import { benchLog, fmt, gitState, loadAvg, machineInfo, positiveInt, ROOT, round2, sleep, summarize, table, writeResults } from './lib/util.js';
+import { benchLog, fmt, gitState, loadAvg, machineInfo, positiveInt, round2, sleep, summarize, table, writeResults } from './lib/util.js';
 
 const ISO = 'http://images.example/bench/live.iso';
 
@@ -106,29 +106,13 @@ interface Sim {
 }
 
 async function startSim(opts: Options, log: (m: string) => void): Promise<Sim> {
-  const args = [path.join(ROOT, 'dist/cli/main.js'), 'sim', 'redfish', '--count', String(opts.nodes), '--latency', opts.latency,
+  const args = ['--count', String(opts.nodes), '--latency', opts.latency,
     '--boot-seconds', opts.bootSeconds, '--session-limit', '4'];
   if (opts.deployInterface === 'direct') {
     args.push('--agent-api-url', `http://127.0.0.1:${opts.apiPort}`, '--agent-boot-seconds', opts.agentBootSeconds,
       '--agent-write-mbps', String(opts.agentWriteMBps), '--agent-heartbeat-min-gap-ms', String(opts.heartbeatGapMs));
   }
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let err = '';
-  proc.stderr!.on('data', (d: Buffer) => { err += d.toString(); });
-  onCleanup('simulator', async () => {
-    if (proc.exitCode !== null) return;
-    proc.kill('SIGTERM');
-    await new Promise((r) => proc.once('exit', r));
-  });
-  const line = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    proc.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('\n')) resolve(out.split('\n')[0]);
-    });
-    proc.once('exit', (code) => reject(new Error(`simulator exited (${code}): ${err}`)));
-  });
-  const ready = JSON.parse(line) as { firstPort: number; listening: number };
+  const { proc, ready } = await spawnSim(args, 'simulator');
   log(`simulator: ${ready.listening} BMCs`);
   return { proc, firstPort: ready.firstPort };
 }

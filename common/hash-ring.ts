@@ -75,3 +75,11 @@ export class HashRing {
     return out.filter((r) => r.lo < r.hi);
   }
 }
+
+/**
+ * The ring of `hosts` as every process builds it: each host once, sorted, so that the API and
+ * every conductor of a group agree on the owner of each node and on `hosts` itself.
+ */
+export function ringOf(hosts: Iterable<string>): HashRing {
+  return new HashRing([...new Set(hosts)].sort());
+}

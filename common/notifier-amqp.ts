@@ -11,8 +11,9 @@
  * backoff; notifications sent but not confirmed when the connection dropped are sent again
  * (at least once, like oslo.messaging's retries).
  */
-import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
+import type { ChannelModel, ConfirmChannel } from 'amqplib';
 import type { Logger } from 'pino';
+import { AmqpLink } from './amqp-link.js';
 import { EnvelopeNotifier, type Notification } from './notification.js';
 
 export interface AmqpNotifierOptions {
@@ -50,9 +51,6 @@ interface Outgoing {
 
 /** Unconfirmed messages on the channel at once: enough to fill the pipe, few to resend. */
 const CONFIRM_WINDOW = 512;
-const RECONNECT_INITIAL_MS = 200;
-/** Short enough that delivery resumes soon after a broker restart. */
-const RECONNECT_MAX_MS = 10_000;
 const PRIORITIES = ['info', 'warn', 'error'] as const;
 
 /** A FIFO with O(1) push, shift and drop-oldest, for tens of thousands of messages. */
@@ -90,19 +88,21 @@ export class AmqpNotifier extends EnvelopeNotifier {
   readonly #buffer = new Deque<Outgoing>();
   readonly #stats: Omit<BusStats, 'buffered' | 'unconfirmed' | 'connected'> = { accepted: 0, confirmed: 0, dropped: 0, connections: 0 };
   #unconfirmed = 0;
-  #conn: ChannelModel | null = null;
   #channel: ConfirmChannel | null = null;
   #waitingForDrain = false;
-  #closing = false;
-  #attempt = 0;
-  #reconnectTimer: NodeJS.Timeout | null = null;
   #idleWaiters: Array<() => void> = [];
   readonly #log: Logger;
+  readonly #link: AmqpLink<ConfirmChannel>;
 
   constructor(publisherId: string, private readonly opts: AmqpNotifierOptions, log: Logger) {
     super(publisherId);
     this.#log = log.child({ component: 'amqp-notifier', exchange: opts.exchange });
-    void this.#connect();
+    this.#link = new AmqpLink({
+      url: opts.url, connectionName: publisherId, log: this.#log,
+      open: (conn) => this.#open(conn), onUp: (ch) => this.#up(ch), onDown: () => this.#down(),
+      retryContext: () => ({ buffered: this.#buffer.length }),
+    });
+    this.#link.start();
   }
 
   get stats(): BusStats {
@@ -137,75 +137,43 @@ export class AmqpNotifier extends EnvelopeNotifier {
   /** Sends what is buffered (bounded wait), then closes the connection. */
   async close(): Promise<void> {
     if (this.#channel) await this.flush(5000);
-    this.#closing = true;
-    if (this.#reconnectTimer) clearTimeout(this.#reconnectTimer);
-    const conn = this.#conn;
-    this.#conn = null;
     this.#channel = null;
     if (this.#buffer.length || this.#unconfirmed) this.#log.warn({ lost: this.#buffer.length + this.#unconfirmed }, 'notifications not sent at shutdown');
-    await conn?.close().catch(() => undefined);
+    await this.#link.close();
   }
 
   #idle(): boolean {
     return this.#buffer.length === 0 && this.#unconfirmed === 0;
   }
 
-  async #connect(): Promise<void> {
-    this.#reconnectTimer = null;
-    if (this.#closing) return;
-    let conn: ChannelModel | null = null;
-    try {
-      conn = await amqp.connect(this.opts.url, { clientProperties: { connection_name: this.publisherId } });
-      const ch = await conn.createConfirmChannel();
-      await ch.assertExchange(this.opts.exchange, 'topic', { durable: false });
-      if (this.opts.declareQueue) {
-        for (const p of PRIORITIES) {
-          const q = `${this.opts.topic}.${p}`;
-          await ch.assertQueue(q, { durable: false });
-          await ch.bindQueue(q, this.opts.exchange, q);
-        }
+  async #open(conn: ChannelModel): Promise<ConfirmChannel> {
+    const ch = await conn.createConfirmChannel();
+    await ch.assertExchange(this.opts.exchange, 'topic', { durable: false });
+    if (this.opts.declareQueue) {
+      for (const p of PRIORITIES) {
+        const q = `${this.opts.topic}.${p}`;
+        await ch.assertQueue(q, { durable: false });
+        await ch.bindQueue(q, this.opts.exchange, q);
       }
-      if (this.#closing) {
-        await conn.close().catch(() => undefined);
-        return;
-      }
-      // One handler for both: whichever closes first takes the whole connection down.
-      const lost = (err?: Error) => this.#lost(conn!, err);
-      conn.on('error', (err: Error) => this.#log.warn({ err: err.message }, 'AMQP connection error'));
-      conn.on('close', lost);
-      ch.on('error', (err: Error) => this.#log.warn({ err: err.message }, 'AMQP channel error'));
-      ch.on('close', lost);
-      ch.on('drain', () => {
-        this.#waitingForDrain = false;
-        this.#pump();
-      });
-      this.#conn = conn;
-      this.#channel = ch;
-      this.#attempt = 0;
-      this.#stats.connections++;
-      this.#log.info({ connections: this.#stats.connections, buffered: this.#buffer.length }, 'AMQP connected');
-      this.#pump();
-    } catch (err) {
-      await conn?.close().catch(() => undefined);
-      this.#scheduleReconnect(err as Error);
     }
+    ch.on('drain', () => {
+      this.#waitingForDrain = false;
+      this.#pump();
+    });
+    return ch;
   }
 
-  #lost(conn: ChannelModel, err?: Error): void {
-    if (this.#conn !== conn) return;
-    this.#conn = null;
+  #up(ch: ConfirmChannel): void {
+    this.#channel = ch;
+    this.#waitingForDrain = false;
+    this.#stats.connections++;
+    this.#log.info({ connections: this.#stats.connections, buffered: this.#buffer.length }, 'AMQP connected');
+    this.#pump();
+  }
+
+  #down(): void {
     this.#channel = null;
     this.#waitingForDrain = false;
-    void conn.close().catch(() => undefined);
-    if (!this.#closing) this.#scheduleReconnect(err ?? new Error('connection closed'));
-  }
-
-  #scheduleReconnect(err: Error): void {
-    if (this.#closing || this.#reconnectTimer) return;
-    const base = Math.min(RECONNECT_MAX_MS, RECONNECT_INITIAL_MS * 2 ** this.#attempt++);
-    const delay = base / 2 + Math.random() * (base / 2);
-    this.#log.warn({ err: err.message, retryInMs: Math.round(delay), buffered: this.#buffer.length }, 'AMQP unavailable; reconnecting');
-    this.#reconnectTimer = setTimeout(() => void this.#connect(), delay);
   }
 
   #pump(): void {

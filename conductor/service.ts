@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Config } from '../common/config.js';
 import type { Notifier } from '../common/notifier.js';
-import { findDeadConductors, heartbeat, liveConductorsOfGroup, markOffline, registerConductor } from '../db/conductors.js';
+import { findDeadConductors, heartbeat, liveRing, markOffline, registerConductor } from '../db/conductors.js';
 import { INTENT_CHANNEL, longRunningIntentIds, parseIntentWake, type IntentWake, recoverConductorLeftovers, type ClaimScope, type Intent } from '../db/intents.js';
 import { getNodeById, updateNode } from '../db/nodes.js';
 import { assertSchemaCurrent } from '../db/migrate.js';
@@ -12,7 +12,7 @@ import { PgNotifyBatcher } from '../db/notify.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import { ACTIONS } from './actions/index.js';
 import { safeToRepeat } from '../common/intent-kinds.js';
-import { HashRing, ringHashSql } from '../common/hash-ring.js';
+import { ringHashSql, type HashRing } from '../common/hash-ring.js';
 import { ConsoleManager } from './console/manager.js';
 import { IntentRunner } from './intent-runner.js';
 import { AgentClient } from '../drivers/agent/client.js';
@@ -307,15 +307,12 @@ export class ConductorService {
 
   private async refreshRing(): Promise<void> {
     const c = this.deps.config.conductor;
-    const live = await liveConductorsOfGroup(this.deps.db, c.conductor_group, c.heartbeat_timeout);
-    const hosts = live.map((x) => x.hostname);
-    if (!hosts.includes(this.hostname)) hosts.push(this.hostname);
     // A peer is not dropped from the ring on an old heartbeat this conductor may not judge yet.
-    if (!this.mayJudgePeers()) for (const h of this.ring?.hosts ?? []) if (!hosts.includes(h)) hosts.push(h);
-    hosts.sort();
-    if (this.ring && this.ring.hosts.join(',') === hosts.join(',')) return;
-    this.ring = new HashRing(hosts);
-    this.log.info({ ring: hosts }, 'hash ring changed');
+    const kept = this.mayJudgePeers() ? [] : this.ring?.hosts ?? [];
+    const ring = await liveRing(this.deps.db, c.conductor_group, c.heartbeat_timeout, [this.hostname, ...kept]);
+    if (this.ring && this.ring.hosts.join(',') === ring.hosts.join(',')) return;
+    this.ring = ring;
+    this.log.info({ ring: ring.hosts }, 'hash ring changed');
     this.runner.pump();
     if (this.state === 'running') this.consoles.reconcileSoon();
   }

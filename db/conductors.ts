@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { ConductorNotFound } from '../common/errors.js';
+import { ringOf, type HashRing } from '../common/hash-ring.js';
 import { RowMapper } from './rows.js';
 
 export interface Conductor {
@@ -71,20 +72,31 @@ export async function findDeadConductors(db: Knex, timeoutSeconds: number): Prom
   return rows.map((r: { hostname: string }) => r.hostname);
 }
 
-/** Live conductors of a group, for the hash ring. */
-/** Every live conductor (online, heartbeat within the timeout), by hostname. */
-export async function liveConductors(db: Knex, timeoutSeconds: number): Promise<Conductor[]> {
-  const rows = await db('conductors')
+/** Hostnames of the live conductors (online, heartbeat within the timeout) by group. */
+async function liveHostsByGroup(db: Knex, timeoutSeconds: number, group?: string): Promise<Map<string, string[]>> {
+  const q = db('conductors')
+    .select('hostname', 'conductor_group')
     .where({ online: true })
-    .whereRaw('heartbeat_at > now() - make_interval(secs => ?)', [timeoutSeconds])
-    .orderBy('hostname');
-  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
+    .whereRaw('heartbeat_at > now() - make_interval(secs => ?)', [timeoutSeconds]);
+  if (group !== undefined) q.andWhere({ conductor_group: group });
+  const byGroup = new Map<string, string[]>();
+  for (const r of await q as Array<{ hostname: string; conductor_group: string }>) {
+    const hosts = byGroup.get(r.conductor_group) ?? [];
+    hosts.push(r.hostname);
+    byGroup.set(r.conductor_group, hosts);
+  }
+  return byGroup;
 }
 
-export async function liveConductorsOfGroup(db: Knex, group: string, timeoutSeconds: number): Promise<Conductor[]> {
-  const rows = await db('conductors')
-    .where({ conductor_group: group, online: true })
-    .whereRaw('heartbeat_at > now() - make_interval(secs => ?)', [timeoutSeconds])
-    .orderBy('hostname');
-  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
+/** The hash ring of each group that has a live conductor. */
+export async function liveRings(db: Knex, timeoutSeconds: number): Promise<Map<string, HashRing>> {
+  const rings = new Map<string, HashRing>();
+  for (const [group, hosts] of await liveHostsByGroup(db, timeoutSeconds)) rings.set(group, ringOf(hosts));
+  return rings;
+}
+
+/** The hash ring of one group's live conductors, with `alsoHosts` on it whatever their heartbeat says. */
+export async function liveRing(db: Knex, group: string, timeoutSeconds: number, alsoHosts: readonly string[] = []): Promise<HashRing> {
+  const live = (await liveHostsByGroup(db, timeoutSeconds, group)).get(group) ?? [];
+  return ringOf([...live, ...alsoHosts]);
 }

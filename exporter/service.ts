@@ -4,9 +4,10 @@
  * GET /metrics with ironic-prometheus-exporter's names, plus its own health: messages
  * consumed, parse errors, lag behind the producers, nodes exported, broker connection.
  */
-import amqp, { type Channel, type ChannelModel, type ConsumeMessage } from 'amqplib';
+import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Registry } from 'prom-client';
+import { AmqpLink } from '../common/amqp-link.js';
 import type { Config } from '../common/config.js';
 import { serveMetrics, type MetricsServer } from '../common/metrics-server.js';
 import { ConfigError } from '../common/errors.js';
@@ -41,8 +42,6 @@ export function exporterOptions(config: Readonly<Config>): ExporterOptions {
   };
 }
 
-const RECONNECT_INITIAL_MS = 200;
-const RECONNECT_MAX_MS = 10_000;
 /** Unacknowledged deliveries at once: a burst of a whole fleet's iteration streams in. */
 const PREFETCH = 1000;
 
@@ -70,11 +69,8 @@ export class Exporter {
   private readonly nodes: Gauge;
   private server: MetricsServer | null = null;
   private follower: LogFollower | undefined;
-  private conn: ChannelModel | null = null;
-  private channel: Channel | null = null;
-  private stopping = false;
-  private attempt = 0;
-  private timers = new Set<NodeJS.Timeout>();
+  private link: AmqpLink<Channel> | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
   private readonly log: Logger;
 
   constructor(private readonly opts: ExporterOptions, log: Logger) {
@@ -93,28 +89,33 @@ export class Exporter {
   async start(): Promise<{ url: string }> {
     this.server = await serveMetrics(this.registry, this.opts.host, this.opts.port, this.log);
     const sweepMs = Math.max(250, Math.min(5000, this.opts.staleAfterMs / 4));
-    const sweep = setInterval(() => {
+    this.sweepTimer = setInterval(() => {
       const gone = this.series.sweep();
       if (gone) this.log.info({ gone }, 'series of silent nodes dropped');
     }, sweepMs);
-    this.timers.add(sweep);
     if (this.opts.source === 'log') {
       this.follower = new LogFollower(this.opts.logFile, (line) => this.ingest(Buffer.from(line)));
       await this.follower.start();
       this.log.info({ file: this.opts.logFile }, 'exporter following the notification log');
     } else {
-      void this.connect();
+      this.link = new AmqpLink({
+        url: this.opts.url, connectionName: 'galvanic-exporter', log: this.log,
+        open: (conn) => this.openConsumer(conn),
+        onUp: () => {
+          this.connected.set(1);
+          this.log.info({ queue: this.opts.queue }, 'exporter consuming');
+        },
+        onDown: () => this.connected.set(0),
+      });
+      this.link.start();
     }
     return { url: this.server.url };
   }
 
   async stop(): Promise<void> {
-    this.stopping = true;
-    for (const t of this.timers) clearTimeout(t);
-    this.timers.clear();
+    clearInterval(this.sweepTimer);
     await this.follower?.stop();
-    await this.conn?.close().catch(() => undefined);
-    this.conn = null;
+    await this.link?.close();
     await this.server?.close();
     this.server = null;
   }
@@ -141,58 +142,18 @@ export class Exporter {
     this.series.update(payload.node_uuid, samplesOf({ event_type: eventType, payload }));
   }
 
-  private async connect(): Promise<void> {
-    if (this.stopping) return;
-    let conn: ChannelModel | null = null;
-    try {
-      conn = await amqp.connect(this.opts.url, { clientProperties: { connection_name: 'galvanic-exporter' } });
-      const ch = await conn.createChannel();
-      await ch.assertExchange(this.opts.exchange, 'topic', { durable: false });
-      await ch.assertQueue(this.opts.queue, { durable: true });
-      await ch.bindQueue(this.opts.queue, this.opts.exchange, `${this.opts.topic}.info`);
-      await ch.prefetch(PREFETCH);
-      const lost = (): void => this.lost(conn!);
-      conn.on('error', (err: Error) => this.log.warn({ err: err.message }, 'AMQP connection error'));
-      conn.on('close', lost);
-      ch.on('close', lost);
-      await ch.consume(this.opts.queue, (msg: ConsumeMessage | null) => {
-        if (!msg) return;
-        this.ingest(msg.content);
-        ch.ack(msg);
-      });
-      if (this.stopping) {
-        await conn.close().catch(() => undefined);
-        return;
-      }
-      this.conn = conn;
-      this.channel = ch;
-      this.attempt = 0;
-      this.connected.set(1);
-      this.log.info({ queue: this.opts.queue }, 'exporter consuming');
-    } catch (err) {
-      await conn?.close().catch(() => undefined);
-      this.retry(err as Error);
-    }
-  }
-
-  private lost(conn: ChannelModel): void {
-    if (this.conn !== conn) return;
-    this.conn = null;
-    this.channel = null;
-    this.connected.set(0);
-    void conn.close().catch(() => undefined);
-    this.retry(new Error('connection closed'));
-  }
-
-  private retry(err: Error): void {
-    if (this.stopping) return;
-    const base = Math.min(RECONNECT_MAX_MS, RECONNECT_INITIAL_MS * 2 ** this.attempt++);
-    const delay = base / 2 + Math.random() * (base / 2);
-    this.log.warn({ err: err.message, retryInMs: Math.round(delay) }, 'bus unavailable; reconnecting');
-    const t = setTimeout(() => {
-      this.timers.delete(t);
-      void this.connect();
-    }, delay);
-    this.timers.add(t);
+  /** The exporter's queue, bound and consumed; declared again on each new connection. */
+  private async openConsumer(conn: ChannelModel): Promise<Channel> {
+    const ch = await conn.createChannel();
+    await ch.assertExchange(this.opts.exchange, 'topic', { durable: false });
+    await ch.assertQueue(this.opts.queue, { durable: true });
+    await ch.bindQueue(this.opts.queue, this.opts.exchange, `${this.opts.topic}.info`);
+    await ch.prefetch(PREFETCH);
+    await ch.consume(this.opts.queue, (msg: ConsumeMessage | null) => {
+      if (!msg) return;
+      this.ingest(msg.content);
+      ch.ack(msg);
+    });
+    return ch;
   }
 }

@@ -58,32 +58,40 @@ export interface Sim {
   count: number;
 }
 
+/**
+ * Starts `galvanic sim redfish` with `args` (stopped at cleanup, as `name`) and waits for the
+ * JSON line it prints once its BMCs listen.
+ */
+export async function spawnSim(args: string[], name: string): Promise<{ proc: ChildProcess; ready: { firstPort: number; listening: number } }> {
+  const proc = spawn(process.execPath, [path.join(ROOT, 'dist/cli/main.js'), 'sim', 'redfish', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  proc.stderr!.on('data', (d: Buffer) => { err += d.toString(); });
+  onCleanup(name, async () => {
+    if (proc.exitCode !== null) return;
+    proc.kill('SIGTERM');
+    await new Promise((r) => proc.once('exit', r));
+  });
+  const line = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    proc.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('\n')) resolve(out.split('\n')[0]);
+    });
+    proc.once('exit', (code) => reject(new Error(`simulator exited (${code}): ${err}`)));
+  });
+  return { proc, ready: JSON.parse(line) as { firstPort: number; listening: number } };
+}
+
 export async function startSims(opts: SimFleetOptions, log: (m: string) => void): Promise<Sim[]> {
   const sims: Sim[] = [];
   for (let first = 0; first < opts.nodes; first += BMCS_PER_SIM) {
     const count = Math.min(BMCS_PER_SIM, opts.nodes - first);
     // Fixed ports (below the usual ephemeral range): nodes are enrolled by port number.
     const basePort = opts.basePort + first;
-    const args = [path.join(ROOT, 'dist/cli/main.js'), 'sim', 'redfish', '--count', String(count), '--base-port', String(basePort),
+    const args = ['--count', String(count), '--base-port', String(basePort),
       '--latency', opts.latency, '--slow-fraction', String(opts.slowFraction),
       '--slow-bmc-fraction', String(opts.slowBmcFraction), '--slow', String(opts.slowMs), '--session-limit', '4'];
-    const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let err = '';
-    proc.stderr!.on('data', (d: Buffer) => { err += d.toString(); });
-    onCleanup(`simulator ${first}`, async () => {
-      if (proc.exitCode !== null) return;
-      proc.kill('SIGTERM');
-      await new Promise((r) => proc.once('exit', r));
-    });
-    const line = await new Promise<string>((resolve, reject) => {
-      let out = '';
-      proc.stdout!.on('data', (d: Buffer) => {
-        out += d.toString();
-        if (out.includes('\n')) resolve(out.split('\n')[0]);
-      });
-      proc.once('exit', (code) => reject(new Error(`simulator exited (${code}): ${err}`)));
-    });
-    const ready = JSON.parse(line) as { firstPort: number; listening: number };
+    const { proc, ready } = await spawnSim(args, `simulator ${first}`);
     log(`simulator ${sims.length + 1}: ${ready.listening} BMCs from port ${ready.firstPort}`);
     sims.push({ proc, firstPort: ready.firstPort, count });
   }

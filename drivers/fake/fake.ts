@@ -42,6 +42,19 @@ interface FakeBmc {
 const BOOT_DEVICES = ['pxe', 'disk', 'cdrom', 'bios', 'safe'];
 
 /** One fake "BMC" per node, held by the process that drives it. */
+/** One line of the record file (`[fake] record_file`): one call to the fake BMC, as tests read it. */
+export interface FakeBmcRecord {
+  node: string;
+  action: string;
+  args: unknown;
+  trace: string | null;
+  /** Epoch milliseconds, fractional. */
+  start: number;
+  end: number;
+  pid: number;
+  failed: string | null;
+}
+
 export class FakeBmcs {
   private readonly bmcs = new Map<string, FakeBmc>();
 
@@ -71,7 +84,8 @@ export class FakeBmcs {
     if (this.recordFile) {
       const end = performance.timeOrigin + performance.now();
       // One write per line with O_APPEND: lines from several processes never interleave.
-      appendFileSync(this.recordFile, `${JSON.stringify({ node: ctx.nodeUuid, action, args, trace: ctx.trace ?? null, start, end, pid: process.pid, failed: failure ? failure.message : null })}\n`);
+      const line: FakeBmcRecord = { node: ctx.nodeUuid, action, args, trace: ctx.trace ?? null, start, end, pid: process.pid, failed: failure ? failure.message : null };
+      appendFileSync(this.recordFile, `${JSON.stringify(line)}\n`);
     }
     if (failure) throw failure;
     return this.get(ctx);

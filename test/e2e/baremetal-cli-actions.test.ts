@@ -5,6 +5,7 @@
  */
 import { expect } from 'chai';
 import { execFile, spawnSync } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 
@@ -87,7 +88,7 @@ describe('baremetal CLI: node actions (e2e)', function () {
       const node = (await res.json()) as { target_power_state: string | null };
       if (node.target_power_state === null) return;
       if (Date.now() > deadline) throw new Error(`power change still pending: ${JSON.stringify(node)}`);
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
     }
   }
 

@@ -10,7 +10,8 @@ import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
 import { requireCli, runBaremetal, type CliResult } from '../helpers/baremetal.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
-import { agentWitness, setAgentFaults, waitFor } from '../helpers/agent-sim.js';
+import { agentWitness, setAgentFaults } from '../helpers/agent-sim.js';
+import { until } from '../helpers/until.js';
 import { AGENT_TEST_ENV, startImageServer, type ImageServer } from '../helpers/agent-deploy.js';
 import { httpClient, nodeHistory, type ApiCall } from '../helpers/provisioning.js';
 
@@ -90,12 +91,12 @@ describe('baremetal CLI: direct deploy and cleaning through the agent (e2e)', fu
 
     await setAgentFaults(bmc, { hangStep: 'erase_devices_metadata' });
     await ok('node', 'clean', 'cli-agent', '--clean-steps', JSON.stringify([{ interface: 'deploy', step: 'erase_devices_metadata' }]));
-    await waitFor('the clean step to run in clean wait', async () => {
+    await until('the clean step to run in clean wait', async () => {
       const n = await show<{ provision_state: string; clean_step: { step?: string } }>('cli-agent', 'provision_state', 'clean_step');
       return n.provision_state === 'clean wait' && n.clean_step.step === 'erase_devices_metadata';
     }, 60_000, 300);
     await ok('node', 'abort', 'cli-agent');
-    await waitFor('clean failed', async () => (await show<{ provision_state: string }>('cli-agent', 'provision_state')).provision_state === 'clean failed', 30_000, 300);
+    await until('clean failed', async () => (await show<{ provision_state: string }>('cli-agent', 'provision_state')).provision_state === 'clean failed', 30_000, 300);
     const failed = await show<{ last_error: string }>('cli-agent', 'last_error');
     expect(failed.last_error).to.include('By request, the clean operation was aborted');
     await setAgentFaults(bmc, {});

@@ -6,7 +6,8 @@ import { expect } from 'chai';
 import { execFile } from 'node:child_process';
 import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
 import { CLI, requireCli } from '../helpers/baremetal.js';
-import { connectViewer, fakeConsoleProcesses, until } from '../helpers/console.js';
+import { connectViewer, fakeConsoleProcesses } from '../helpers/console.js';
+import { until } from '../helpers/until.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 
 interface ConsoleShow {
@@ -49,15 +50,15 @@ describe('baremetal CLI: node console (e2e)', function () {
   it('enable, show (a working websocket URL), disable', async () => {
     expect(await show()).to.deep.include({ console_enabled: false, console_info: null });
     await baremetal('node', 'console', 'enable', 'cli-console');
-    await until(async () => (await show()).console_enabled, 15_000, 'console enabled');
+    await until('console enabled', async () => (await show()).console_enabled, 15_000);
     const shown = await show();
     expect(shown.console_info!.type).to.equal('websocket');
     const v = connectViewer(shown.console_info!.url);
     await v.waitFor(`Fake serial console of node ${uuid}`);
     v.close();
     await baremetal('node', 'console', 'disable', 'cli-console');
-    await until(async () => !(await show()).console_enabled, 15_000, 'console disabled');
+    await until('console disabled', async () => !(await show()).console_enabled, 15_000);
     expect((await show()).console_info).to.equal(null);
-    await until(() => !fakeConsoleProcesses().has(uuid), 5000, 'console process gone');
+    await until('console process gone', () => !fakeConsoleProcesses().has(uuid), 5000);
   });
 });

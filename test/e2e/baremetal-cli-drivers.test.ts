@@ -20,6 +20,7 @@ import { CLI, requireCli } from '../helpers/baremetal.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { requireIpmiSim, SimBmc } from '../helpers/ipmi-sim.js';
 import { resourceRequests, simControl, simStats } from '../helpers/redfish.js';
+import { until } from '../helpers/until.js';
 
 const SYSTEM = '/redfish/v1/Systems/System.Embedded.1';
 
@@ -124,14 +125,12 @@ describe('e2e: the baremetal CLI with --driver redfish and --driver ipmi', funct
   }
 
   /** Polls over HTTP (not a CLI call) until `done` holds for the node, within `ms`. */
-  async function until(ident: string, what: string, done: (n: Row) => boolean, ms = 90_000): Promise<Row> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const n = await apiNode(ident);
-      if (done(n)) return n;
-      if (Date.now() > deadline) throw new Error(`node ${ident}: ${what} not reached in ${ms} ms: ${JSON.stringify(n)}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
+  function untilNode(ident: string, what: string, done: (n: Row) => boolean, ms = 90_000): Promise<Row> {
+    let last: Row | undefined;
+    return until(() => `node ${ident}: ${what}: ${JSON.stringify(last)}`, async () => {
+      last = await apiNode(ident);
+      return done(last) && last;
+    }, ms, 200);
   }
 
   /** The same steps for both drivers; `bmc()` is ready when the first `it` runs. */
@@ -178,7 +177,7 @@ describe('e2e: the baremetal CLI with --driver redfish and --driver ipmi', funct
         const b = bmc();
         await b.mark();
         await ok('node', 'power', verb, uuid);
-        await until(uuid, state, (n) => n.target_power_state === null && (n.power_state === state || n.last_error !== null));
+        await untilNode(uuid, state, (n) => n.target_power_state === null && (n.power_state === state || n.last_error !== null));
         const shown = await json('node', 'show', uuid, '--fields', 'power_state', 'target_power_state', 'last_error');
         expect(shown).to.deep.include({ power_state: state, target_power_state: null, last_error: null });
         expect(await b.power()).to.equal(state);

@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { type ApiCall, type NodeView } from './provisioning.js';
 
@@ -81,6 +82,6 @@ export async function watchStates(api: ApiCall, ident: string, timeoutMs = 60_00
     if (states[states.length - 1] !== node.provision_state) states.push(node.provision_state);
     if (node.target_provision_state === null && node.reservation === null) return { states, node };
     if (Date.now() > deadline) throw new Error(`node ${ident} still in transition after ${timeoutMs} ms (${states.join(' → ')}): ${JSON.stringify(node)}`);
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
   }
 }

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { startRedfishSim, type RedfishSim, type RedfishSimOptions } from '../../sim/redfish/index.js';
 import type { AgentFaults, AgentSimOptions, AgentWitness, CommandResult } from '../../sim/agent/index.js';
+import { until } from './until.js';
 
 export type { AgentFaults, AgentWitness, CommandResult };
 
@@ -53,20 +54,9 @@ export function resetHost(bmcUrl: string, type: string): Promise<void> {
   return redfish(bmcUrl, 'POST', `${SYSTEM}/Actions/ComputerSystem.Reset`, { ResetType: type });
 }
 
-/** Polls `fn` until it returns something truthy, or fails after `timeoutMs`. */
-export async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 10_000, everyMs = 25): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
-
 /** Waits until the BMC's agent runs and holds a token; returns its witness. */
 export function waitForAgent(bmcUrl: string, timeoutMs = 10_000): Promise<AgentWitness> {
-  return waitFor('the agent to look itself up', async () => {
+  return until('the agent to look itself up', async () => {
     const w = await agentWitness(bmcUrl);
     return w.running && w.token ? w : null;
   }, timeoutMs);
@@ -94,7 +84,7 @@ export async function agentCommands(callbackUrl: string, token: string | null): 
 
 /** Waits for the last command of the agent to be done; returns it. */
 export function waitForCommand(callbackUrl: string, token: string, timeoutMs = 10_000): Promise<CommandResult> {
-  return waitFor('the command to finish', async () => {
+  return until('the command to finish', async () => {
     const r = await agentCommands(callbackUrl, token);
     const list = (r.body as { commands?: CommandResult[] } | null)?.commands ?? [];
     const last = list[list.length - 1];

@@ -6,14 +6,16 @@ import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { FastifyInstance } from 'fastify';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { buildApp } from '../../api/app.js';
 import { loadConfig, type Config } from '../../common/config.js';
 import { buildRegistry } from '../../drivers/build-registry.js';
 import { ConductorService } from '../../conductor/service.js';
 import { notifierFromConfig, type Notifier } from '../../common/notifier.js';
-import { freshDatabase, freePort, type TestDatabase } from './database.js';
+import { freshDatabase, type TestDatabase } from './database.js';
+import { freePort } from './net.js';
 
 /** The package root, from dist/test/helpers/. */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -28,6 +30,20 @@ export interface TestApp {
   tdb: TestDatabase;
   config: Readonly<Config>;
   close(): Promise<void>;
+}
+
+export interface InjectOptions {
+  body?: unknown;
+  /** Microversion for X-OpenStack-Ironic-API-Version; null sends none. Default `latest`. */
+  version?: string | null;
+  headers?: Record<string, string>;
+}
+
+/** One request to the test app through fastify's inject. */
+export function inject(t: TestApp, method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE', url: string, opts: InjectOptions = {}): Promise<LightMyRequestResponse> {
+  const version = opts.version === undefined ? 'latest' : opts.version;
+  const headers: Record<string, string> = { ...(version === null ? {} : { 'x-openstack-ironic-api-version': version }), ...opts.headers };
+  return t.app.inject({ method, url, headers, ...(opts.body === undefined ? {} : { payload: opts.body as object }) });
 }
 
 /**
@@ -120,7 +136,7 @@ export async function startGalvanic(opts: { databaseUrl: string; command?: strin
       proc.kill('SIGKILL');
       throw new Error(`galvanic did not come up:\n${out}`);
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   return {
     url, port, proc,
@@ -177,7 +193,7 @@ export async function startConductor(opts: { databaseUrl: string; host: string; 
       proc.kill('SIGKILL');
       throw new Error(`galvanic conductor ${opts.host} did not start:\n${out}`);
     }
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
   return {
     host: opts.host,

@@ -6,20 +6,13 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startConductor, startGalvanic, type RunningConductor, type RunningGalvanic } from './app.js';
 import { freshDatabase, type TestDatabase } from './database.js';
 
-/** One line of the fake BMC's record file. */
-export interface BmcRecord {
-  node: string;
-  action: string;
-  args: unknown;
-  trace: string | null;
-  start: number;
-  end: number;
-  pid: number;
-  failed: string | null;
-}
+import type { FakeBmcRecord as BmcRecord } from '../../drivers/fake/fake.js';
+
+export type { BmcRecord };
 
 export interface Cluster {
   tdb: TestDatabase;
@@ -50,7 +43,7 @@ export async function startCluster(prefix: string, opts: { conductors: number; e
     const deadline = Date.now() + 20_000;
     while (!conductors.every((c) => c.output().includes(full))) {
       if (Date.now() > deadline) throw new Error(`the conductors never saw a ring of ${hosts.join(', ')}:\n${conductors.map((c) => c.output()).join('\n')}`);
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
     }
     return { tdb, dir, recordFile, api, conductors };
   } catch (err) {

@@ -2,6 +2,16 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { WebSocket } from 'ws';
 
+const HEADERS = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
+
+/** A JSON call to the API at `base`, at the console tests' microversion: its status and parsed body. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON bodies of several shapes
+export async function apiCall(base: string, method: string, url: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${base}${url}`, { method, headers: HEADERS, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+}
+
 export interface Viewer {
   ws: WebSocket;
   /** Everything received so far, as text. */
@@ -107,14 +117,6 @@ export function fakeConsoleProcesses(): Map<string, number[]> {
     byNode.set(uuid, [...(byNode.get(uuid) ?? []), pid]);
   }
   return byNode;
-}
-
-export async function until(cond: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 /** Debian's chromium, driven by playwright-core in the browser test. */

@@ -5,13 +5,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Knex } from 'knex';
 import { createKnex } from '../../db/connection.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../db/embedded.js';
 import { migrateLatest } from '../../db/migrate.js';
+import { freePort } from './net.js';
 
 export interface TestDatabase {
   url: string;
@@ -164,7 +165,7 @@ async function createFromTemplate(admin: Knex, name: string, template: string): 
       return;
     } catch (err) {
       if ((err as { code?: string }).code !== '55006' || attempt >= 10) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+      await sleep(50 * attempt);
     }
   }
 }
@@ -180,14 +181,3 @@ function databaseUrl(adminUrl: string, database: string): string {
   return url.toString();
 }
 
-/** A TCP port on 127.0.0.1 that was free a moment ago. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}

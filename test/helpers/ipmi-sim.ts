@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const run = promisify(execFile);
 /** The package root (this file runs as dist/test/helpers/ipmi-sim.js); fixtures stay in the source tree. */
@@ -239,7 +240,7 @@ export class SimBmc {
         return;
       } catch (err) {
         last = String((err as { stderr?: string }).stderr ?? err);
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
     }
     const out = await fs.readFile(path.join(this.dir, 'ipmi_sim.out'), 'utf8').catch(() => '');

@@ -6,6 +6,7 @@
  * Used by test/integration/database-outage.test.ts (a few rounds) and bench/outage.ts (many).
  */
 import diagnostics from 'node:diagnostics_channel';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Knex } from 'knex';
 import { createKnex } from '../../db/connection.js';
 import { startRedfishSim, type RedfishSim, type SimEvent } from '../../sim/redfish/index.js';
@@ -44,8 +45,6 @@ export const OUTAGE_CONDUCTOR_ENV: Record<string, string> = {
   GALVANIC_CONDUCTOR__POLL_INTERVAL: '2',
   GALVANIC_CONDUCTOR__ORPHANED_INTENT_TIMEOUT: '20',
 };
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 async function json(res: Response): Promise<Record<string, unknown>> {
   const text = await res.text();

@@ -7,11 +7,12 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { createKnex } from '../../db/connection.js';
 import { startEmbeddedPostgres } from '../../db/embedded.js';
 import { migrateLatest } from '../../db/migrate.js';
-import { freePort } from './database.js';
+import { freePort } from './net.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -93,7 +94,7 @@ async function start(dir: string): Promise<PrivatePostgres> {
     async outage(ms: number) {
       const t0 = Date.now();
       await ctl('stop', '-m', 'fast');
-      await new Promise((r) => setTimeout(r, Math.max(0, ms - (Date.now() - t0))));
+      await sleep(Math.max(0, ms - (Date.now() - t0)));
       await ctl('start', '-o', options);
       return Date.now() - t0;
     },

@@ -4,6 +4,7 @@
  */
 import { expect } from 'chai';
 import type { FastifyInstance } from 'fastify';
+import { until } from './until.js';
 
 /** The node fields the provisioning tests read. */
 export interface NodeView {
@@ -70,25 +71,17 @@ export async function provision(api: ApiCall, ident: string, target: string, ext
 }
 
 /** Polls until the node's transition has ended (no target state), and returns it. */
-export async function settled(api: ApiCall, ident: string, timeoutMs = 30_000): Promise<NodeView> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const node = await getNode(api, ident);
-    if (node.target_provision_state === null && node.reservation === null) return node;
-    if (Date.now() > deadline) throw new Error(`node ${ident} still in transition after ${timeoutMs} ms: ${JSON.stringify(node)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+export function settled(api: ApiCall, ident: string, timeoutMs = 30_000): Promise<NodeView> {
+  return untilNode(api, ident, (n) => n.target_provision_state === null && n.reservation === null, 'to end its transition', timeoutMs);
 }
 
-/** Polls until `pred` holds for the node, and returns it. */
-export async function until(api: ApiCall, uuid: string, pred: (n: NodeView) => boolean, what: string, timeoutMs = 20_000): Promise<NodeView> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const node = await getNode(api, uuid);
-    if (pred(node)) return node;
-    if (Date.now() > deadline) throw new Error(`node ${uuid} never ${what}: ${JSON.stringify(node)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+/** Polls until `pred` holds for the node, and returns it; a timeout shows the node as last seen. */
+export function untilNode(api: ApiCall, uuid: string, pred: (n: NodeView) => boolean, what: string, timeoutMs = 20_000): Promise<NodeView> {
+  let last: NodeView | undefined;
+  return until(() => `node ${uuid} ${what}: ${JSON.stringify(last)}`, async () => {
+    last = await getNode(api, uuid);
+    return pred(last) && last;
+  }, timeoutMs, 50);
 }
 
 /** Asks for a verb, waits for the transition to end, and returns the node. */

@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import amqp, { type ChannelModel, type ConsumeMessage } from 'amqplib';
+import { until } from './until.js';
 
 export const RABBITMQ_URL = process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672/';
 
@@ -68,11 +69,7 @@ export async function recordQueue(exchange: string, routingKey: string): Promise
   return {
     messages,
     async waitFor(n, timeoutMs) {
-      const deadline = Date.now() + timeoutMs;
-      while (messages.length < n) {
-        if (Date.now() > deadline) throw new Error(`expected ${n} messages, got ${messages.length} within ${timeoutMs} ms`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await until(() => `${n} messages (got ${messages.length})`, () => messages.length >= n, timeoutMs, 50);
     },
     async close() {
       await conn.close().catch(() => undefined);

@@ -10,7 +10,8 @@ import { nicMacs } from '../../sim/redfish/model-synthetic.js';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
-import { agentWitness, setAgentFaults, waitFor } from '../helpers/agent-sim.js';
+import { agentWitness, setAgentFaults } from '../helpers/agent-sim.js';
+import { until } from '../helpers/until.js';
 import { AGENT_TEST_ENV, directNodeBody, startImageServer, watchStates, type ImageServer } from '../helpers/agent-deploy.js';
 import { createNode, getNode, httpClient, nodeHistory, nodePorts, provision, provisionAndSettle, type ApiCall } from '../helpers/provisioning.js';
 
@@ -53,7 +54,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
 
   /** Waits until the node is in clean wait with `step` running on its agent. */
   async function cleanStepRunning(uuid: string, step: string): Promise<void> {
-    await waitFor('the clean step to run', async () => {
+    await until('the clean step to run', async () => {
       const n = await getNode(api, uuid);
       return n.provision_state === 'clean wait' && (n.clean_step as { step?: string }).step === step;
     }, 30_000);
@@ -72,7 +73,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
   }
 
   function operationEnd(uuid: string): Promise<{ finished_at: string | null; state: string }> {
-    return waitFor('the operation to end', async () => {
+    return until('the operation to end', async () => {
       const op = (await api('GET', `/v1/operations/${uuid}`)).json<{ finished_at: string | null; state: string }>();
       return op.finished_at !== null ? op : null;
     }, 120_000, 100);
@@ -241,7 +242,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     const uuid = await manageableNode(5);
     await setAgentFaults(sim!.bmcs[5].url, { wrongToken: true });
     await provision(api, uuid, 'provide');
-    const w = await waitFor('refused heartbeats', async () => {
+    const w = await until('refused heartbeats', async () => {
       const x = await agentWitness(sim!.bmcs[5].url);
       return (x.heartbeatStatuses['400'] ?? 0) >= 2 ? x : null;
     }, 30_000);

@@ -10,7 +10,7 @@ import { nicMacs } from '../../sim/redfish/model-synthetic.js';
 import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
 import {
   clearSimEvents, createNode, expectInOrder, getNode, injector, insertedMedia, nodeHistory, nodePorts, provision, provisionAndSettle,
-  redfishNodeBody, settled, simEvents, until, simState, story, type ApiCall, type NodeView,
+  redfishNodeBody, settled, simEvents, untilNode, simState, story, type ApiCall, type NodeView,
 } from '../helpers/provisioning.js';
 import { simControl } from '../helpers/redfish.js';
 import { agentWitness, setAgentFaults } from '../helpers/agent-sim.js';
@@ -73,7 +73,7 @@ describe('agent (in-band) inspection', function () {
   async function waiting(name: string, index: number): Promise<NodeView> {
     const node = await manageable(name, index);
     await provision(api, node.uuid, 'inspect');
-    return until(api, node.uuid, (n) => n.provision_state === 'inspect wait' && n.reservation === null, 'waited for its agent');
+    return untilNode(api, node.uuid, (n) => n.provision_state === 'inspect wait' && n.reservation === null, 'to wait for its agent');
   }
 
   function post(body: unknown, version = '1.84', query = ''): ReturnType<ApiCall> {
@@ -160,9 +160,9 @@ describe('agent (in-band) inspection', function () {
 
   it('fails the inspection with Ironic\'s message when the agent never answers, and tears its boot down', async () => {
     const node = await waiting('agent-silent', 4);
-    const failed = await until(api, node.uuid, (n) => n.provision_state === 'inspect failed', 'timed out', 20_000);
+    const failed = await untilNode(api, node.uuid, (n) => n.provision_state === 'inspect failed', 'to fail inspection', 20_000);
     expect(failed.last_error).to.equal('Timeout reached while inspecting the node. Please check if the ramdisk responsible for the inspection is running on the node.');
-    const clean = await until(api, node.uuid, (n) => n.power_state === 'power off' && n.reservation === null, 'was powered off');
+    const clean = await untilNode(api, node.uuid, (n) => n.power_state === 'power off' && n.reservation === null, 'to be powered off');
     expect(clean.provision_state).to.equal('inspect failed');
     expect(insertedMedia(await simState(sim.bmcs[4].url))).to.deep.equal([]);
   });
@@ -240,7 +240,7 @@ describe('agent (in-band) inspection with the agent simulator', function () {
     await setAgentFaults(sim.bmcs[1].url, { noBoot: true });
     const node = await agentNode('sim-agent-1', 1);
     await provision(api, node.uuid, 'inspect');
-    const failed = await until(api, node.uuid, (n) => n.provision_state === 'inspect failed' && n.reservation === null && n.power_state === 'power off', 'timed out', 30_000);
+    const failed = await untilNode(api, node.uuid, (n) => n.provision_state === 'inspect failed' && n.reservation === null && n.power_state === 'power off', 'to fail inspection', 30_000);
     expect(failed.last_error).to.equal('Timeout reached while inspecting the node. Please check if the ramdisk responsible for the inspection is running on the node.');
     expect((await agentWitness(sim.bmcs[1].url)).inspections).to.equal(0);
   });

@@ -9,6 +9,7 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { gunzipSync } from 'node:zlib';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { parseSimArgs, SIM_REDFISH_USAGE } from '../../sim/redfish/cli.js';
 import type { RedfishSim } from '../../sim/redfish/index.js';
@@ -21,11 +22,11 @@ import {
   setAgentFaults,
   spawnSim,
   startAgentFleet,
-  waitFor,
   waitForAgent,
   waitForCommand,
   type CommandResult,
 } from '../helpers/agent-sim.js';
+import { until } from '../helpers/until.js';
 
 interface Seen {
   method: string;
@@ -117,7 +118,6 @@ class StandIn {
 }
 
 const ISO = 'http://127.0.0.1:1/images/ipa.iso';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const heartbeatsOf = (peer: StandIn) => peer.of('/v1/heartbeat/');
 
 describe('agent simulator', function () {
@@ -151,8 +151,8 @@ describe('agent simulator', function () {
 
   /** After a restart into the ISO: a new agent has booted, looked itself up, and has no commands. */
   async function expectFreshAgent(bootsBefore: number): Promise<void> {
-    await waitFor('the new agent', async () => (await agentWitness(bmc)).boots === bootsBefore + 1, 5000);
-    const x = await waitFor('its lookup', async () => {
+    await until('the new agent', async () => (await agentWitness(bmc)).boots === bootsBefore + 1, 5000);
+    const x = await until('its lookup', async () => {
       const y = await agentWitness(bmc);
       return y.nodeUuid && y.running ? y : null;
     });
@@ -190,7 +190,7 @@ describe('agent simulator', function () {
     it('dies on power off: its API answers 404 and its heartbeats stop', async () => {
       peer.heartbeatTimeout = 1;
       const w = await booted();
-      await waitFor('a heartbeat', async () => heartbeatsOf(peer).length > 0);
+      await until('a heartbeat', async () => heartbeatsOf(peer).length > 0);
       await resetHost(bmc, 'ForceOff');
       expect((await agentWitness(bmc)).running).to.equal(false);
       const r = await agentCommands(w.callbackUrl, w.token);
@@ -238,7 +238,7 @@ describe('agent simulator', function () {
       peer.maxVersion = '1.90';
       try {
         const w = await booted();
-        await waitFor('four heartbeats', async () => heartbeatsOf(peer).length >= 4, 15_000);
+        await until('four heartbeats', async () => heartbeatsOf(peer).length >= 4, 15_000);
         const hb = heartbeatsOf(peer);
         expect(hb[0].path).to.equal('/v1/heartbeat/1be26c0b-03f2-4d2e-ae87-c02d7f33c123');
         expect(hb[0].version).to.equal('1.68');
@@ -256,20 +256,20 @@ describe('agent simulator', function () {
 
     it('forces a heartbeat after an async command, no sooner than the minimum gap', async () => {
       const w = await booted();
-      await waitFor('the first heartbeat', async () => heartbeatsOf(peer).length === 1);
+      await until('the first heartbeat', async () => heartbeatsOf(peer).length === 1);
       const first = heartbeatsOf(peer)[0].at;
       const r = await agentCommand(w.callbackUrl, w.token, 'image.install_bootloader', { root_uuid: '0x1234' });
       expect(r.status).to.equal(200);
-      await waitFor('a forced heartbeat', async () => heartbeatsOf(peer).length === 2, 5000);
+      await until('a forced heartbeat', async () => heartbeatsOf(peer).length === 2, 5000);
       expect(heartbeatsOf(peer)[1].at - first).to.be.at.least(290);
     });
 
     it('stops heartbeating on 404, retries soon on 409', async () => {
       peer.heartbeatStatus = 409;
       await booted();
-      await waitFor('three heartbeats', async () => heartbeatsOf(peer).length >= 3, 5000);
+      await until('three heartbeats', async () => heartbeatsOf(peer).length >= 3, 5000);
       peer.heartbeatStatus = 404;
-      await waitFor('a 404', async () => (await agentWitness(bmc)).heartbeatStatuses['404'] === 1, 5000);
+      await until('a 404', async () => (await agentWitness(bmc)).heartbeatStatuses['404'] === 1, 5000);
       const n = heartbeatsOf(peer).length;
       await sleep(1000);
       expect(heartbeatsOf(peer).length).to.equal(n);
@@ -280,8 +280,8 @@ describe('agent simulator', function () {
       await booted();
       await resetHost(bmc, 'ForceOff');
       await bootIso(bmc, ISO);
-      await waitFor('a second lookup', async () => (await agentWitness(bmc)).lookups > 0 && peer.of('/v1/lookup').length === 2);
-      const w = await waitFor('the agent', async () => {
+      await until('a second lookup', async () => (await agentWitness(bmc)).lookups > 0 && peer.of('/v1/lookup').length === 2);
+      const w = await until('the agent', async () => {
         const x = await agentWitness(bmc);
         return x.running && x.nodeUuid ? x : null;
       });
@@ -309,7 +309,7 @@ describe('agent simulator', function () {
       expect(w.token).to.equal(peer.token);
       expect(w.inspectionStatuses).to.deep.equal({ 202: 1 });
       // The token comes before the lookup; the lookup after it gets "******" and the agent keeps its token.
-      await waitFor('the lookup', async () => (await agentWitness(bmc)).lookups === 1);
+      await until('the lookup', async () => (await agentWitness(bmc)).lookups === 1);
       expect(peer.of('/v1/lookup')).to.have.length(1);
       expect((await agentWitness(bmc)).token).to.equal(peer.token);
     });
@@ -433,7 +433,7 @@ describe('agent simulator', function () {
       let w = await booted();
       const r = (await agentCommand(w.callbackUrl, w.token, 'standby.power_off')).body as CommandResult;
       expect(r.command_name).to.equal('power_off');
-      await waitFor('power off', async () => {
+      await until('power off', async () => {
         const s = (await (await fetch(`${bmc}/_sim/state`)).json()) as { systems: Record<string, { power: string }> };
         return Object.values(s.systems)[0].power === 'Off';
       });
@@ -593,7 +593,7 @@ describe('agent simulator', function () {
       const w = await booted();
       await setAgentFaults(bmc, { crashDuringStep: 'erase_devices' });
       await agentCommand(w.callbackUrl, w.token, 'clean.execute_clean_step', cleanStep('erase_devices'));
-      await waitFor('the crash', async () => !(await agentWitness(bmc)).running, 3000);
+      await until('the crash', async () => !(await agentWitness(bmc)).running, 3000);
       const n = heartbeatsOf(peer).length;
       expect((await agentCommands(w.callbackUrl, w.token)).status).to.equal(404);
       const s = (await (await fetch(`${bmc}/_sim/state`)).json()) as { systems: Record<string, { power: string }> };
@@ -649,11 +649,11 @@ describe('agent simulator', function () {
       await setAgentFaults(bmc, { agentVersion: '6.0.0', wrongToken: true });
       peer.heartbeatStatus = 401;
       const w = await booted();
-      await waitFor('a heartbeat', async () => heartbeatsOf(peer).length > 0);
+      await until('a heartbeat', async () => heartbeatsOf(peer).length > 0);
       const hb = heartbeatsOf(peer)[0].body!;
       expect(hb.agent_version).to.equal('6.0.0');
       expect(hb.agent_token).to.not.equal(w.token);
-      await waitFor('the 401 counted', async () => (await agentWitness(bmc)).heartbeatStatuses['401'] >= 1);
+      await until('the 401 counted', async () => (await agentWitness(bmc)).heartbeatStatuses['401'] >= 1);
     });
 
     it('noBoot: no agent comes up; bootSeconds delays it', async () => {

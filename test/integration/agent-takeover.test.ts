@@ -7,7 +7,8 @@ import { expect } from 'chai';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { startCluster, stopCluster, type Cluster } from '../helpers/cluster.js';
 import { AGENT_TEST_ENV, directNodeBody, startImageServer, type ImageServer } from '../helpers/agent-deploy.js';
-import { agentWitness, waitFor } from '../helpers/agent-sim.js';
+import { agentWitness } from '../helpers/agent-sim.js';
+import { until } from '../helpers/until.js';
 import { createNode, getNode, httpClient, provision, provisionAndSettle, settled, type ApiCall } from '../helpers/provisioning.js';
 
 describe('agent: a conductor SIGKILLed during wait call-back (3 conductor processes)', function () {
@@ -49,7 +50,7 @@ describe('agent: a conductor SIGKILLed during wait call-back (3 conductor proces
       uuids.push(n.uuid);
     }
     for (const u of uuids) await provision(api, u, 'active');
-    await waitFor('every node waiting for its image write', async () => {
+    await until('every node waiting for its image write', async () => {
       const nodes = await Promise.all(uuids.map((u) => getNode(api, u)));
       return nodes.every((n) => n.provision_state === 'wait call-back' && (n.deploy_step as { step?: string }).step === 'write_image');
     }, 60_000, 100);

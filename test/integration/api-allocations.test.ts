@@ -3,6 +3,7 @@
  * version gates), the conductor choosing nodes (resource class, traits, candidates, owner),
  * node fields and rules tied to allocations, and two allocation passes racing for nodes.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
 import { pino } from 'pino';
@@ -44,7 +45,7 @@ describe('allocations API', function () {
       const a = await json('GET', `/v1/allocations/${uuid}`);
       if (a.state !== 'allocating') return a;
       if (Date.now() > deadline) expect.fail(`allocation ${uuid} still allocating`);
-      await new Promise((r) => setTimeout(r, 25));
+      await sleep(25);
     }
   }
 

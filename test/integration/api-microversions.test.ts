@@ -5,6 +5,7 @@
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
 import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { until } from '../helpers/until.js';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 
 type Obj = { [key: string]: unknown };
@@ -30,21 +31,18 @@ async function createNode(t: TestApp, body: Obj, version = 'latest'): Promise<Ob
 }
 
 /** Polls the node until `check` holds (the conductor runs intents asynchronously). */
-async function until(t: TestApp, ident: string, check: (n: Obj) => boolean, what: string): Promise<Obj> {
-  const deadline = Date.now() + 20_000;
+function untilNode(t: TestApp, ident: string, check: (n: Obj) => boolean, what: string): Promise<Obj> {
   let last: Obj = {};
-  while (Date.now() < deadline) {
+  return until(() => `${what}: ${JSON.stringify(last)}`, async () => {
     last = (await call(t, 'GET', `/v1/nodes/${ident}`, 'latest')).json<Obj>();
-    if (check(last)) return last;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}: ${JSON.stringify(last)}`);
+    return check(last) && last;
+  }, 20_000, 100);
 }
 
 async function moveTo(t: TestApp, ident: string, verb: string, state: string, body: Obj = {}): Promise<Obj> {
   const res = await call(t, 'PUT', `/v1/nodes/${ident}/states/provision`, 'latest', { target: verb, ...body });
   expect(res.statusCode, res.body).to.equal(202);
-  return until(t, ident, (n) => n.provision_state === state && n.target_provision_state === null, `${ident} ${state}`);
+  return untilNode(t, ident, (n) => n.provision_state === state && n.target_provision_state === null, `${ident} ${state}`);
 }
 
 describe('microversions 1.79 and later', function () {
@@ -354,11 +352,11 @@ describe('microversions 1.87 to 1.95 with a conductor', function () {
       const node = await createNode(t, { name: 'vm-fake' });
       const res = await call(t, 'POST', '/v1/nodes/vm-fake/vmedia', '1.89', { device_type: 'cdrom', image_url: 'http://images.example/a.iso' });
       expect(res.statusCode, res.body).to.equal(204);
-      const after = await until(t, 'vm-fake', (n) => n.last_error !== null, 'the attach to fail');
+      const after = await untilNode(t, 'vm-fake', (n) => n.last_error !== null, 'the attach to fail');
       expect(after.last_error).to.equal(`Could not attach device cdrom to node ${String(node.uuid)}: Driver fake-hardware does not support attach_virtual_media (disabled or not implemented).`);
       expectFault(await call(t, 'GET', '/v1/nodes/vm-fake/vmedia', '1.93'), 400, 'Driver fake-hardware does not support get_virtual_media (disabled or not implemented).');
       expect((await call(t, 'DELETE', '/v1/nodes/vm-fake/vmedia', '1.89')).statusCode).to.equal(204);
-      await until(t, 'vm-fake', (n) => String(n.last_error).startsWith('Could not detach device(s) None'), 'the detach to fail');
+      await untilNode(t, 'vm-fake', (n) => String(n.last_error).startsWith('Could not detach device(s) None'), 'the detach to fail');
     });
   });
 
@@ -422,11 +420,11 @@ describe('microversions 1.87 to 1.95 with a conductor', function () {
       }
       const on = await call(t, 'PUT', '/v1/nodes/dpo-node/states/power', '1.95', { target: 'power on' });
       expect(on.statusCode, on.body).to.equal(202);
-      await until(t, 'dpo-node', (n) => n.power_state === 'power on' && n.target_power_state === null, 'power on');
+      await untilNode(t, 'dpo-node', (n) => n.power_state === 'power on' && n.target_power_state === null, 'power on');
       const unset = await call(t, 'PATCH', '/v1/nodes/dpo-node', '1.95', [{ op: 'replace', path: '/disable_power_off', value: false }]);
       expect(unset.json<Obj>().disable_power_off).to.equal(false);
       expect((await call(t, 'PUT', '/v1/nodes/dpo-node/states/power', '1.95', { target: 'power off' })).statusCode).to.equal(202);
-      await until(t, 'dpo-node', (n) => n.power_state === 'power off' && n.target_power_state === null, 'power off');
+      await untilNode(t, 'dpo-node', (n) => n.power_state === 'power off' && n.target_power_state === null, 'power off');
     });
 
     it('fails a power_off service step on such a node', async () => {

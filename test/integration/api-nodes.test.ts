@@ -3,10 +3,10 @@
  * (fields, detail, pagination, filters), PATCH, DELETE, states, validate, maintenance and
  * provision verbs, with Ironic's status codes and messages.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
-import type { LightMyRequestResponse } from 'fastify';
 import { HashRing } from '../../common/hash-ring.js';
-import { buildTestApp, expectFault, type TestApp } from '../helpers/app.js';
+import { buildTestApp, expectFault, type TestApp, inject } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 
@@ -28,20 +28,7 @@ interface NodeList {
   next?: string;
 }
 
-interface CallOptions {
-  body?: unknown;
-  /** Microversion for X-OpenStack-Ironic-API-Version; null sends none. Default `latest`. */
-  version?: string | null;
-  headers?: Record<string, string>;
-}
-
-type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
-
-function call(t: TestApp, method: Method, url: string, opts: CallOptions = {}): Promise<LightMyRequestResponse> {
-  const version = opts.version === undefined ? 'latest' : opts.version;
-  const headers: Record<string, string> = { ...(version === null ? {} : { 'x-openstack-ironic-api-version': version }), ...opts.headers };
-  return t.app.inject({ method, url, headers, ...(opts.body === undefined ? {} : { payload: opts.body as object }) });
-}
+const call = inject;
 
 /** Asserts Ironic's error body and status; returns the faultstring. */
 
@@ -580,7 +567,7 @@ describe('nodes API with a conductor', function () {
     // A second live conductor in the group takes its share of the ring, as the claims do.
     await t.tdb.knex('conductors').insert({ hostname: 'other-host', conductor_group: '', drivers: JSON.stringify(['fake-hardware']), online: true, heartbeat_at: t.tdb.knex.fn.now() });
     try {
-      await new Promise((r) => setTimeout(r, 2100));
+      await sleep(2100);
       const ring = new HashRing(['other-host', 'test-host']);
       const nodes = (await call(t, 'GET', '/v1/nodes/detail')).json<NodeList>().nodes.filter((n) => n.conductor_group === '');
       expect(nodes.length).to.be.at.least(1);
@@ -624,7 +611,7 @@ describe('nodes API with a conductor', function () {
     let current = await getNode(node.uuid);
     while (current.provision_state !== 'manageable' && Date.now() < deadline) {
       expect(current.provision_state).to.be.oneOf(['verifying', 'manageable']);
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
       current = await getNode(node.uuid);
     }
     expect(current).to.include({ provision_state: 'manageable', target_provision_state: null, last_error: null, power_state: 'power off' });

@@ -5,18 +5,10 @@
  */
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
-import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { buildTestApp, faultOf, type TestApp, inject } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
-type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
-
-function call(t: TestApp, method: Method, url: string, opts: { body?: unknown; version?: string } = {}): Promise<LightMyRequestResponse> {
-  return t.app.inject({
-    method, url,
-    headers: { 'x-openstack-ironic-api-version': opts.version ?? 'latest' },
-    ...(opts.body === undefined ? {} : { payload: opts.body as object }),
-  });
-}
+const call = inject;
 
 function expectFault(res: LightMyRequestResponse, status: number, message: string): void {
   expect(res.statusCode, res.body).to.equal(status);

@@ -3,8 +3,7 @@
  * (per node, detail, fields, pagination), PATCH and DELETE, with Ironic's codes and messages.
  */
 import { expect } from 'chai';
-import type { LightMyRequestResponse } from 'fastify';
-import { buildTestApp, expectFault, type TestApp } from '../helpers/app.js';
+import { buildTestApp, expectFault, type TestApp, inject } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 
@@ -20,15 +19,7 @@ interface PortList {
   next?: string;
 }
 
-type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
-
-function call(t: TestApp, method: Method, url: string, opts: { body?: unknown; version?: string } = {}): Promise<LightMyRequestResponse> {
-  return t.app.inject({
-    method, url,
-    headers: { 'x-openstack-ironic-api-version': opts.version ?? 'latest' },
-    ...(opts.body === undefined ? {} : { payload: opts.body as object }),
-  });
-}
+const call = inject;
 
 
 describe('ports API', function () {

@@ -4,19 +4,12 @@
  * logical disk properties of a hardware type.
  */
 import { expect } from 'chai';
-import type { LightMyRequestResponse } from 'fastify';
 import { LOGICAL_DISK_PROPERTIES } from '../../common/raid.js';
-import { buildTestApp, expectFault, type TestApp } from '../helpers/app.js';
+import { buildTestApp, expectFault, type TestApp, inject, type InjectOptions } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 
-function call(t: TestApp, method: 'GET' | 'PUT', url: string, opts: { body?: unknown; version?: string } = {}): Promise<LightMyRequestResponse> {
-  return t.app.inject({
-    method, url,
-    headers: { 'x-openstack-ironic-api-version': opts.version ?? '1.78' },
-    ...(opts.body === undefined ? {} : { payload: opts.body as object }),
-  });
-}
+const call = (t: TestApp, method: 'GET' | 'PUT', url: string, opts: InjectOptions = {}) => inject(t, method, url, { version: '1.78', ...opts });
 
 
 describe('RAID configuration API', function () {

@@ -4,21 +4,14 @@
  * sort), PATCH and DELETE with Ironic's codes and messages, and the powered-off rule.
  */
 import { expect } from 'chai';
-import type { LightMyRequestResponse } from 'fastify';
-import { buildTestApp, expectFault, type TestApp } from '../helpers/app.js';
+import { buildTestApp, expectFault, type TestApp, inject, type InjectOptions } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
 
 const MISSING = '7b7b7b7b-0000-4000-8000-000000000000';
 
-function call(t: TestApp, method: Method, url: string, opts: { body?: unknown; version?: string } = {}): Promise<LightMyRequestResponse> {
-  return t.app.inject({
-    method, url,
-    headers: { 'x-openstack-ironic-api-version': opts.version ?? '1.78' },
-    ...(opts.body === undefined ? {} : { payload: opts.body as object }),
-  });
-}
+const call = (t: TestApp, method: Method, url: string, opts: InjectOptions = {}) => inject(t, method, url, { version: '1.78', ...opts });
 
 
 describe('volume API', function () {

@@ -4,7 +4,9 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { emptyDatabase, freshDatabase, freePort, type TestDatabase } from '../helpers/database.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { emptyDatabase, freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { freePort } from '../helpers/net.js';
 import { ROOT, startGalvanic } from '../helpers/app.js';
 
 const run = promisify(execFile);
@@ -152,7 +154,7 @@ describe('galvanic command', function () {
         } catch {
           // not up yet
         }
-        await new Promise((r) => setTimeout(r, 200));
+        await sleep(200);
       }
       expect(body, out).to.deep.equal({ nodes: [] });
       await fs.access(path.join(dataDir, 'PG_VERSION'));

@@ -11,6 +11,7 @@
  */
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Knex } from 'knex';
 import { pino } from 'pino';
 import { NodeLocked } from '../../common/errors.js';
@@ -128,7 +129,7 @@ async function waitAllFinal(db: Knex, deadline: number): Promise<boolean> {
       lastNote = Date.now();
       note(await openSummary(db));
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
 }
 
@@ -171,7 +172,7 @@ function watchHeartbeats(db: Knex): { stop(): Promise<Record<string, number>> } 
       const rows = await db('conductors').where('online', true)
         .select('hostname', db.raw('extract(epoch from now() - heartbeat_at)::float8 AS age')) as Array<{ hostname: string; age: number }>;
       for (const r of rows) worst[r.hostname] = Math.max(worst[r.hostname] ?? 0, Math.round(r.age * 10) / 10);
-      await new Promise((r) => setTimeout(r, 250));
+      await sleep(250);
     }
   })().catch(() => undefined); // a diagnostic only: it ends with the database (a failed test's)
   return {
@@ -333,7 +334,7 @@ describe('conductor races (real processes, real Postgres)', function () {
         const id = await fire(api.url, { method: 'PUT', path: `/v1/nodes/${node}/states/power`, body: { target: 'power on' } });
         let ms = await startedAfterMs(id);
         for (let i = 0; ms === null && i < 100; i++) {
-          await new Promise((r) => setTimeout(r, 50));
+          await sleep(50);
           ms = await startedAfterMs(id);
         }
         expect(ms, `intent ${id} never started`).to.not.equal(null);
@@ -392,7 +393,7 @@ describe('conductor races (real processes, real Postgres)', function () {
         );
         // Several running, not one: on a loaded machine a lone intent can end between this read and the kill.
         if (rows[0].open <= 400 && (rows[0].running ?? 0) >= 5) host = rows[0].conductor ?? undefined;
-        if (!host) await new Promise((r) => setTimeout(r, 5));
+        if (!host) await sleep(5);
       }
       expect(host, 'a conductor with running intents').to.be.a('string');
       const victim = conductors.find((x) => x.host === host);

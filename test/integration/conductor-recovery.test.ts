@@ -4,6 +4,7 @@
  */
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { createNotifier } from '../../common/notifier.js';
 import { ConductorService } from '../../conductor/service.js';
@@ -57,7 +58,7 @@ describe('conductor recovery of intents left running', function () {
       while (Date.now() < deadline) {
         power = await api('GET', `/v1/nodes/${readNode}`);
         if (power.power_state === 'power on' && power.target_power_state === null) break;
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
       // The repeatable power change ran again and succeeded.
       expect(power).to.include({ power_state: 'power on', target_power_state: null, reservation: null });
@@ -110,7 +111,7 @@ describe('conductor recovery of intents left running', function () {
         power = await api('GET', `/v1/nodes/${powerNode}`);
         manage = await api('GET', `/v1/nodes/${manageNode}`);
         if (power.power_state === 'power on' && manage.provision_state === 'enroll') break;
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
       // The repeatable one ran again; the other failed and its node went back to enroll.
       expect(power).to.include({ power_state: 'power on', reservation: null });

@@ -3,9 +3,11 @@ import bcrypt from 'bcryptjs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
-import { connectViewer, connectViewerWith, fakeConsoleProcesses, until, type Viewer } from '../helpers/console.js';
+import { connectViewer, connectViewerWith, fakeConsoleProcesses, type Viewer } from '../helpers/console.js';
+import { until } from '../helpers/until.js';
 
 const V = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
 
@@ -93,7 +95,7 @@ describe('serial console (fake console, one all-in-one process)', function () {
     const r = await call('PUT', `/v1/nodes/${node.uuid}/states/console`, { enabled: true });
     expect(r.status).to.equal(202);
     expect(r.headers.get('location')).to.match(new RegExp(`/v1/nodes/${node.uuid}/states/console$`));
-    await until(async () => ((await consoleOf(node.uuid)).body as ConsoleState).console_enabled, 10_000, 'console enabled');
+    await until('console enabled', async () => ((await consoleOf(node.uuid)).body as ConsoleState).console_enabled, 10_000);
     const on = (await consoleOf(node.uuid)).body as ConsoleState;
     expect(on.console_info!.type).to.equal('websocket');
     expect(on.console_info!.url).to.match(new RegExp(`^ws://127\\.0\\.0\\.1:${g.port}/v1/console/[A-Za-z0-9_-]{43}$`));
@@ -157,7 +159,7 @@ describe('serial console (fake console, one all-in-one process)', function () {
     expect(p.status).to.equal(200);
     const r = await call('PATCH', `/v1/nodes/${node.uuid}`, [{ op: 'add', path: '/extra/x', value: 1 }]);
     expect(r.status).to.equal(200);
-    await new Promise((res) => setTimeout(res, 1200));
+    await sleep(1200);
     expect(v.ws.readyState).to.equal(v.ws.OPEN);
 
     const t0 = Date.now();
@@ -189,7 +191,7 @@ describe('serial console (fake console, one all-in-one process)', function () {
     await setConsole(b.node.uuid, false);
     const closed = await b.v.closed;
     expect(closed.code, closed.reason).to.equal(4002);
-    await until(() => !fakeConsoleProcesses().has(b.node.uuid), 5000, 'console process gone');
+    await until('console process gone', () => !fakeConsoleProcesses().has(b.node.uuid), 5000);
     expect(((await consoleOf(b.node.uuid)).body as ConsoleState).console_info).to.equal(null);
   });
 
@@ -206,7 +208,7 @@ describe('serial console (fake console, one all-in-one process)', function () {
     // Counted before the kill: the new process may print its banner before it is seen in /proc.
     const count = (v.text().match(/Fake serial console/g) ?? []).length;
     process.kill(pid, 'SIGKILL');
-    await until(() => (fakeConsoleProcesses().get(node.uuid) ?? []).some((p) => p !== pid), 10_000, 'a new console process');
+    await until('a new console process', () => (fakeConsoleProcesses().get(node.uuid) ?? []).some((p) => p !== pid), 10_000);
     expect(fakeConsoleProcesses().get(node.uuid)).to.have.length(1);
     await v.waitFor(new RegExp(`(Fake serial console[^]*){${count + 1}}`));
   });
@@ -214,7 +216,7 @@ describe('serial console (fake console, one all-in-one process)', function () {
   it('writes a per-node log rotated by size', async () => {
     const { node } = await enabledWithViewer('ro', 5);
     const file = path.join(tmp, 'logs', `${node.uuid}.log`);
-    await until(async () => (await fs.stat(`${file}.2`).catch(() => null)) !== null, 30_000, 'two rotations');
+    await until('two rotations', async () => (await fs.stat(`${file}.2`).catch(() => null)) !== null, 30_000);
     for (const f of [file, `${file}.1`, `${file}.2`]) expect((await fs.stat(f)).size).to.be.at.most(4096);
     expect(await fs.stat(`${file}.3`).catch(() => null)).to.equal(null);
     expect(await fs.readFile(`${file}.1`, 'utf8')).to.contain(`fake console ${node.uuid} line`);
@@ -239,7 +241,7 @@ describe('serial console (fake console, one all-in-one process)', function () {
     const { node, v } = await enabledWithViewer();
     expect((await call('DELETE', `/v1/nodes/${node.uuid}`)).status).to.equal(204);
     expect((await v.closed).code).to.be.oneOf([4001, 4002]);
-    await until(() => !fakeConsoleProcesses().has(node.uuid), 5000, 'console process gone');
+    await until('console process gone', () => !fakeConsoleProcesses().has(node.uuid), 5000);
   });
 
   it("refuses a direct connection to a conductor's internal endpoint without the API's proof", async () => {

@@ -4,9 +4,9 @@ import { loadavg } from 'node:os';
 import { WebSocket } from 'ws';
 import { MAX_VIEWER_BUFFERED_BYTES } from '../../common/console-relay.js';
 import { startCluster, stopCluster, type Cluster } from '../helpers/cluster.js';
-import { until } from '../helpers/console.js';
+import { apiCall } from '../helpers/console.js';
+import { until } from '../helpers/until.js';
 
-const HEADERS = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
 const MiB = 1024 * 1024;
 /** Output every reading viewer must receive while the stalled one is connected, and before it. */
 const TOTAL = 32 * MiB;
@@ -14,15 +14,6 @@ const WARM_UP = 8 * MiB;
 const LINE = 32768;
 /** What the API server may grow by beyond the limit: buffers in flight for the readers, garbage not yet collected. */
 const SLACK = 8 * MiB;
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON bodies of several shapes
-type Json = any;
-
-async function call(base: string, method: string, url: string, body?: unknown): Promise<{ status: number; body: Json }> {
-  const res = await fetch(`${base}${url}`, { method, headers: HEADERS, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
 
 function rssBytes(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -87,13 +78,13 @@ describe('serial console backpressure through the API relay (real processes)', f
     cluster = await startCluster('backpressure', { conductors: 1, env: { GALVANIC_CONSOLE__RESTART_INITIAL_DELAY: '0.1', NODE_OPTIONS: '--max-semi-space-size=1' } });
     const api = cluster.api.url;
     // 32 KiB lines every 40 ms: 0.8 MiB/s, a console far busier than any serial line.
-    const created = await call(api, 'POST', '/v1/nodes', {
+    const created = await apiCall(api, 'POST', '/v1/nodes', {
       driver: 'fake-hardware', console_interface: 'fake', driver_info: { fake_console_interval_ms: 40, fake_console_line_bytes: LINE },
     });
     expect(created.status, JSON.stringify(created.body)).to.equal(201);
     const uuid: string = created.body.uuid;
-    expect((await call(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
-    const url = async () => (await call(api, 'GET', `/v1/nodes/${uuid}/states/console`)).body.console_info.url as string;
+    expect((await apiCall(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
+    const url = async () => (await apiCall(api, 'GET', `/v1/nodes/${uuid}/states/console`)).body.console_info.url as string;
 
     const apiPid = cluster.api.proc.pid!;
     let peak = rssBytes(apiPid);
@@ -106,7 +97,7 @@ describe('serial console backpressure through the API relay (real processes)', f
         return v;
       }));
       // Relaying to the readers alone, until the API server's memory is at its steady state.
-      await until(() => readers.every((r) => r.bytes >= WARM_UP) || readers.some((r) => r.closed !== undefined), 120_000, 'the readers warming up');
+      await until('the readers warming up', () => readers.every((r) => r.bytes >= WARM_UP) || readers.some((r) => r.closed !== undefined), 120_000);
       const baseline = peak;
       const before = readers.map((r) => r.bytes);
 
@@ -118,7 +109,7 @@ describe('serial console backpressure through the API relay (real processes)', f
       // Never read: the API server's socket to it fills, then what is queued for it.
       await new Promise<void>((resolve) => stalled.once('open', () => { stalled.pause(); resolve(); }));
 
-      await until(() => readers.every((r, i) => r.bytes - before[i] >= TOTAL) || readers.some((r) => r.closed !== undefined), 240_000, 'every reader receiving 32 MiB more');
+      await until('every reader receiving 32 MiB more', () => readers.every((r, i) => r.bytes - before[i] >= TOTAL) || readers.some((r) => r.closed !== undefined), 240_000);
       clearInterval(sampler);
       const growth = peak - baseline;
       console.log(`      API RSS with the readers ${Math.round(baseline / MiB)} MiB, peak with the stalled viewer too ${Math.round(peak / MiB)} MiB (+${(growth / MiB).toFixed(1)} MiB); load ${loadavg()[0].toFixed(1)}`);
@@ -130,7 +121,7 @@ describe('serial console backpressure through the API relay (real processes)', f
       }
       // The stalled viewer is gone: once it reads again, it finds its connection closed.
       stalled.resume();
-      await until(() => stalledClose !== undefined, 10_000, 'the stalled viewer seeing its connection closed');
+      await until('the stalled viewer seeing its connection closed', () => stalledClose !== undefined, 10_000);
       expect(growth, 'API RSS growth').to.be.at.most(MAX_VIEWER_BUFFERED_BYTES + SLACK);
     } finally {
       clearInterval(sampler);

@@ -1,9 +1,11 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { chromium } from 'playwright-core';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
 import { requireIpmiSim, SimBmc } from '../helpers/ipmi-sim.js';
-import { CHROMIUM, connectViewer, processesMatching, requireChromium, until, type Viewer } from '../helpers/console.js';
+import { CHROMIUM, connectViewer, processesMatching, requireChromium, type Viewer } from '../helpers/console.js';
+import { until } from '../helpers/until.js';
 
 const HEADERS = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
 
@@ -37,29 +39,29 @@ describe('serial console over ipmitool-sol against ipmi_sim', function () {
     while (!(await seen())) {
       if (Date.now() > deadline) throw new Error(`"${text}" printed on the serial port never arrived`);
       bmc.serial!.write(`${text}\r\n`);
-      await new Promise((r) => setTimeout(r, 300));
+      await sleep(300);
     }
   };
   /** Types through a rw viewer until the serial side got it (ipmi_sim may drop a session's first packet). */
   const typeUntilReceived = async (v: Viewer, text: string) => {
-    await until(() => {
+    await until(`"${text}" typed through the console reaching the serial port`, () => {
       v.send(`${text}\r`);
       return bmc.serial!.received().includes(text);
-    }, 20_000, `"${text}" typed through the console reaching the serial port`);
+    }, 20_000, 50);
   };
   const solProcesses = () => processesMatching(new RegExp(`^ipmitool .*-p ${bmc.port} .*sol activate`));
 
   before(async function () {
     requireIpmiSim(this);
     bmc = await SimBmc.start(0, { sol: true, password: 'sol-secret-pw' });
-    await until(() => bmc.serial!.connected, 15_000, 'ipmi_sim connecting to the serial port');
+    await until('ipmi_sim connecting to the serial port', () => bmc.serial!.connected, 15_000);
     tdb = await freshDatabase();
     g = await startGalvanic({ databaseUrl: tdb.url, env: { GALVANIC_CONSOLE__RESTART_INITIAL_DELAY: '0.2' } });
     const r = await call('POST', '/v1/nodes', { driver: 'ipmi', console_interface: 'ipmitool-sol', driver_info: bmc.driverInfo() });
     expect(r.status, JSON.stringify(r.body)).to.equal(201);
     uuid = r.body.uuid;
     expect((await call('PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
-    await until(() => solProcesses().size === 1, 10_000, 'ipmitool sol activate running');
+    await until('ipmitool sol activate running', () => solProcesses().size === 1, 10_000);
   });
   afterEach(() => {
     for (const v of viewers.splice(0)) v.ws.terminate();
@@ -100,7 +102,7 @@ describe('serial console over ipmitool-sol against ipmi_sim', function () {
     const [old] = solProcesses().keys();
     process.kill(old, 'SIGKILL');
     // ipmi_sim would keep the payload "already active" for ~30 s; the reset frees it at once.
-    await until(() => [...solProcesses().keys()].some((p) => p !== old), 15_000, 'a new ipmitool sol activate');
+    await until('a new ipmitool sol activate', () => [...solProcesses().keys()].some((p) => p !== old), 15_000);
     await printUntilSeen('after the restart', () => v.text().includes('after the restart'), 20_000);
     expect(solProcesses().size).to.equal(1);
   });

@@ -1,33 +1,23 @@
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { HashRing } from '../../common/hash-ring.js';
 import { hashToken } from '../../db/console.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { startConductor, startGalvanic, type RunningConductor, type RunningGalvanic } from '../helpers/app.js';
-import { connectViewer, fakeConsoleProcesses, until } from '../helpers/console.js';
-
-const HEADERS = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON bodies of several shapes
-type Json = any;
-
-async function call(base: string, method: string, url: string, body?: unknown): Promise<{ status: number; body: Json }> {
-  const res = await fetch(`${base}${url}`, { method, headers: HEADERS, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
+import { apiCall, connectViewer, fakeConsoleProcesses } from '../helpers/console.js';
+import { until } from '../helpers/until.js';
 
 async function createConsoleNodes(api: string, count: number, intervalMs: number, enable: boolean, chosen: string[] = []): Promise<string[]> {
   const uuids: string[] = [];
   for (let i = 0; i < count; i++) {
-    const r = await call(api, 'POST', '/v1/nodes', {
+    const r = await apiCall(api, 'POST', '/v1/nodes', {
       driver: 'fake-hardware', console_interface: 'fake', driver_info: { fake_console_interval_ms: intervalMs }, ...(chosen[i] ? { uuid: chosen[i] } : {}),
     });
     expect(r.status, JSON.stringify(r.body)).to.equal(201);
     uuids.push(r.body.uuid);
-    if (enable) expect((await call(api, 'PUT', `/v1/nodes/${r.body.uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
+    if (enable) expect((await apiCall(api, 'PUT', `/v1/nodes/${r.body.uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
   }
   return uuids;
 }
@@ -75,7 +65,7 @@ describe('serial console races across processes (fake console)', function () {
     const interleave = async (uuid: string, i: number) => {
       const viewerSide = (async () => {
         await sleep(Math.random() * 20);
-        const r = await call(pick(), 'GET', `/v1/nodes/${uuid}/states/console`);
+        const r = await apiCall(pick(), 'GET', `/v1/nodes/${uuid}/states/console`);
         if (r.status !== 200) throw new Error(`token request failed: ${r.status} ${JSON.stringify(r.body)}`);
         const url: string = r.body.console_info.url;
         const token = url.slice(url.lastIndexOf('/') + 1);
@@ -87,7 +77,7 @@ describe('serial console races across processes (fake console)', function () {
       })();
       const ownerSide = (async () => {
         await sleep(Math.random() * 40);
-        const r = await call(pick(), 'PATCH', `/v1/nodes/${uuid}`, [{ op: 'replace', path: '/owner', value: `project-${i}` }]);
+        const r = await apiCall(pick(), 'PATCH', `/v1/nodes/${uuid}`, [{ op: 'replace', path: '/owner', value: `project-${i}` }]);
         if (r.status !== 200) throw new Error(`owner change failed: ${r.status}`);
         return Date.now();
       })();
@@ -141,26 +131,26 @@ describe('serial console races across processes (fake console)', function () {
     const CYCLES = 40;
     const nodes = await createConsoleNodes(api, NODES, 200, false);
     const cycle = async (uuid: string) => {
-      expect((await call(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
-      const r = await call(apis[1].url, 'GET', `/v1/nodes/${uuid}/states/console`);
+      expect((await apiCall(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
+      const r = await apiCall(apis[1].url, 'GET', `/v1/nodes/${uuid}/states/console`);
       expect(r.body.console_enabled).to.equal(true);
       const v = connectViewer(r.body.console_info.url);
       await v.waitFor(`Fake serial console of node ${uuid}`);
       v.close();
       await v.closed;
-      expect((await call(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: false })).status).to.equal(202);
+      expect((await apiCall(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: false })).status).to.equal(202);
     };
     await Promise.all(nodes.map(async (uuid) => {
       for (let c = 0; c < CYCLES; c++) await cycle(uuid);
     }));
-    await until(() => [...fakeConsoleProcesses().keys()].every((u) => !nodes.includes(u)), 10_000, 'no console process after the cycles');
+    await until('no console process after the cycles', () => [...fakeConsoleProcesses().keys()].every((u) => !nodes.includes(u)), 10_000);
 
     // Leave the first three enabled, with viewers attached, and kill the conductor outright.
     const enabled = nodes.slice(0, 3);
-    for (const uuid of enabled) expect((await call(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
-    await until(() => enabled.every((u) => fakeConsoleProcesses().get(u)?.length === 1), 10_000, 'consoles of the enabled nodes');
+    for (const uuid of enabled) expect((await apiCall(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
+    await until('consoles of the enabled nodes', () => enabled.every((u) => fakeConsoleProcesses().get(u)?.length === 1), 10_000);
     const viewers = await Promise.all(enabled.map(async (uuid) => {
-      const v = connectViewer((await call(api, 'GET', `/v1/nodes/${uuid}/states/console`)).body.console_info.url);
+      const v = connectViewer((await apiCall(api, 'GET', `/v1/nodes/${uuid}/states/console`)).body.console_info.url);
       await v.waitFor('Fake serial console');
       return v;
     }));
@@ -176,7 +166,7 @@ describe('serial console races across processes (fake console)', function () {
     for (const v of viewers) expect((await v.closed).code).to.not.equal(1000);
 
     conductor = await startConductor({ databaseUrl: tdb.url, host: 'console-c1', env: consoleEnv });
-    await until(() => enabled.every((u) => (fakeConsoleProcesses().get(u) ?? []).every((p) => !before.get(u)!.includes(p)) && fakeConsoleProcesses().get(u)?.length === 1), 15_000, 'fresh consoles after the restart');
+    await until('fresh consoles after the restart', () => enabled.every((u) => (fakeConsoleProcesses().get(u) ?? []).every((p) => !before.get(u)!.includes(p)) && fakeConsoleProcesses().get(u)?.length === 1), 15_000);
     // Settle, then count again: nothing extra appeared, the old ones are gone.
     await sleep(1500);
     const after = fakeConsoleProcesses();
@@ -185,7 +175,7 @@ describe('serial console races across processes (fake console)', function () {
     }
     for (const uuid of enabled) for (const old of before.get(uuid)!) expect(after.get(uuid)).to.not.include(old);
     // The new consoles work.
-    const v = connectViewer((await call(apis[1].url, 'GET', `/v1/nodes/${enabled[0]}/states/console`)).body.console_info.url);
+    const v = connectViewer((await apiCall(apis[1].url, 'GET', `/v1/nodes/${enabled[0]}/states/console`)).body.console_info.url);
     await v.waitFor('Fake serial console');
     v.close();
   });
@@ -205,31 +195,31 @@ describe('serial console races across processes (fake console)', function () {
     const holders = async () => new Map((await tdb.knex('console_processes as p').join('nodes as n', 'n.id', 'p.node_id').select('n.uuid', 'p.conductor'))
       .map((r: { uuid: string; conductor: string }) => [r.uuid, r.conductor]));
     const onePerNode = () => nodes.every((u) => fakeConsoleProcesses().get(u)?.length === 1);
-    await until(onePerNode, 10_000, 'consoles on the first conductor');
+    await until('consoles on the first conductor', onePerNode, 10_000);
     const viewers = new Map(await Promise.all(nodes.map(async (u) => {
-      const v = connectViewer((await call(api, 'GET', `/v1/nodes/${u}/states/console`)).body.console_info.url);
+      const v = connectViewer((await apiCall(api, 'GET', `/v1/nodes/${u}/states/console`)).body.console_info.url);
       await v.waitFor('Fake serial console');
       return [u, v] as const;
     })));
 
     const second = await startConductor({ databaseUrl: tdb.url, host: 'console-c2', env: consoleEnv });
     try {
-      await until(async () => {
+      await until('the second conductor holding its four consoles', async () => {
         const held = [...(await holders()).values()];
         return held.length === nodes.length && held.filter((c) => c === 'console-c2').length === 4 && onePerNode();
-      }, 20_000, 'the second conductor holding its four consoles');
+      }, 20_000);
       const moved = [...(await holders())].filter(([, c]) => c === 'console-c2').map(([u]) => u);
       expect(moved).to.have.members(chosen['console-c2']);
       // Viewers of moved consoles were told; the others kept theirs.
       for (const u of moved) expect((await viewers.get(u)!.closed).code).to.equal(4002);
       for (const u of nodes.filter((x) => !moved.includes(x))) expect(viewers.get(u)!.ws.readyState).to.equal(viewers.get(u)!.ws.OPEN);
       // A moved console is reachable through the other API server.
-      const v = connectViewer((await call(apis[1].url, 'GET', `/v1/nodes/${moved[0]}/states/console`)).body.console_info.url);
+      const v = connectViewer((await apiCall(apis[1].url, 'GET', `/v1/nodes/${moved[0]}/states/console`)).body.console_info.url);
       await v.waitFor(`Fake serial console of node ${moved[0]}`);
       v.close();
 
       await second.kill();
-      await until(async () => [...(await holders()).values()].every((c) => c === 'console-c1') && (await holders()).size === nodes.length && onePerNode(), 30_000, 'the first conductor taking the consoles back');
+      await until('the first conductor taking the consoles back', async () => [...(await holders()).values()].every((c) => c === 'console-c1') && (await holders()).size === nodes.length && onePerNode(), 30_000);
     } finally {
       await second.stop();
       for (const v of viewers.values()) v.ws.terminate();

@@ -2,21 +2,12 @@ import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { HashRing } from '../../common/hash-ring.js';
 import { startCluster, stopCluster, type Cluster } from '../helpers/cluster.js';
 import { startConductor } from '../helpers/app.js';
-import { fakeConsoleProcesses, until } from '../helpers/console.js';
-
-const HEADERS = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON bodies of several shapes
-type Json = any;
-
-async function call(base: string, method: string, url: string, body?: unknown): Promise<{ status: number; body: Json }> {
-  const res = await fetch(`${base}${url}`, { method, headers: HEADERS, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
+import { apiCall, fakeConsoleProcesses } from '../helpers/console.js';
+import { until } from '../helpers/until.js';
 
 function statOf(pid: number): { ppid: number; pgrp: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -31,8 +22,6 @@ function signal(pid: number, sig: NodeJS.Signals): void {
     // gone
   }
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('serial console processes across a takeover (real conductors, /proc)', function () {
   this.timeout(180_000);
@@ -75,9 +64,9 @@ describe('serial console processes across a takeover (real conductors, /proc)', 
     const [trapped, stopped, groupStopped] = uuids;
     for (const uuid of uuids) {
       const info = { fake_console_interval_ms: 200, ...(uuid === trapped ? { fake_console_ignore_eof: true } : {}) };
-      const r = await call(api, 'POST', '/v1/nodes', { uuid, driver: 'fake-hardware', console_interface: 'fake', driver_info: info });
+      const r = await apiCall(api, 'POST', '/v1/nodes', { uuid, driver: 'fake-hardware', console_interface: 'fake', driver_info: info });
       expect(r.status, JSON.stringify(r.body)).to.equal(201);
-      expect((await call(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
+      expect((await apiCall(api, 'PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
     }
     const holders = async () => new Map((await cluster!.tdb.knex('console_processes as p').join('nodes as n', 'n.id', 'p.node_id')
       .whereNotNull('p.pid').select('n.uuid', 'p.conductor'))
@@ -87,7 +76,7 @@ describe('serial console processes across a takeover (real conductors, /proc)', 
       return uuids.every((u) => h.get(u) === host);
     };
     const onePerNode = () => uuids.every((u) => fakeConsoleProcesses().get(u)?.length === 1);
-    await until(async () => onePerNode() && (await heldBy(first)), 20_000, 'the consoles running on the first conductor');
+    await until('the consoles running on the first conductor', async () => onePerNode() && (await heldBy(first)), 20_000);
     const original = fakeConsoleProcesses();
     note();
 
@@ -97,14 +86,14 @@ describe('serial console processes across a takeover (real conductors, /proc)', 
 
     await cluster.conductors[0].kill();
     // Down past heartbeat_timeout: the survivor takes every console over.
-    await until(async () => (await heldBy(second)) && uuids.every((u) => (fakeConsoleProcesses().get(u) ?? []).some((p) => !original.get(u)!.includes(p))),
-      30_000, 'the second conductor running every console');
+    await until('the second conductor running every console',
+      async () => (await heldBy(second)) && uuids.every((u) => (fakeConsoleProcesses().get(u) ?? []).some((p) => !original.get(u)!.includes(p))), 30_000);
     note();
 
     cluster.conductors[0] = await startConductor({ databaseUrl: cluster.tdb.url, host: first, env: { ...env, GALVANIC_FAKE__RECORD_FILE: cluster.recordFile } });
     const beforeRestart = new Set(seen);
-    await until(async () => (await heldBy(first)) && uuids.every((u) => (fakeConsoleProcesses().get(u) ?? []).some((p) => !beforeRestart.has(p))),
-      30_000, 'the first conductor running its consoles again');
+    await until('the first conductor running its consoles again',
+      async () => (await heldBy(first)) && uuids.every((u) => (fakeConsoleProcesses().get(u) ?? []).some((p) => !beforeRestart.has(p))), 30_000);
     note();
     // Settle: nothing extra appears.
     await sleep(3000);
@@ -142,7 +131,7 @@ describe('serial console processes across a takeover (real conductors, /proc)', 
         return false;
       }
     };
-    await until(() => !alive(orphan), 15_000, 'the watchdog killing the ownerless console group');
+    await until('the watchdog killing the ownerless console group', () => !alive(orphan), 15_000);
     await sleep(2500);
     expect(alive(kept), 'a console group whose owner lives').to.equal(true);
     expect(cluster.conductors[0].output()).to.contain('killed a stray console process group');

@@ -8,7 +8,8 @@
 import { expect } from 'chai';
 import { CloseCode } from '../../common/console-relay.js';
 import { startConductor, startGalvanic, type RunningConductor, type RunningGalvanic } from '../helpers/app.js';
-import { connectViewer, until, type Viewer } from '../helpers/console.js';
+import { connectViewer, type Viewer } from '../helpers/console.js';
+import { until } from '../helpers/until.js';
 import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres.js';
 
 const HEADERS = { 'content-type': 'application/json', 'x-openstack-ironic-api-version': 'latest' };
@@ -84,7 +85,7 @@ describe('console sessions across a database restart (real processes, a private 
     // The restart ends the connections, not the sessions: output still flows to the viewers.
     for (const { viewer } of [owned, disabled]) {
       const seen = viewer.text().length;
-      await until(() => viewer.text().length > seen, 10_000, 'console output after the restart');
+      await until('console output after the restart', () => viewer.text().length > seen, 10_000);
     }
 
     const patched = await call('PATCH', `/v1/nodes/${owned.uuid}`, [{ op: 'add', path: '/owner', value: 'someone-else' }]);

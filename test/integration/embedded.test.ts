@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createKnex } from '../../db/connection.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../db/embedded.js';
-import { freePort } from '../helpers/database.js';
+import { freePort } from '../helpers/net.js';
 
 const childScript = path.join(path.dirname(fileURLToPath(import.meta.url)), '../helpers/embedded-child.js');
 

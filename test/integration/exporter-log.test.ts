@@ -10,7 +10,8 @@ import { pino } from 'pino';
 import { createNotifier } from '../../common/notifier.js';
 import { sensorEventType, sensorMessage } from '../../conductor/sensors/message.js';
 import { Exporter, exporterOptions } from '../../exporter/service.js';
-import { freePort } from '../helpers/database.js';
+import { freePort } from '../helpers/net.js';
+import { until } from '../helpers/until.js';
 import { testConfig } from '../helpers/app.js';
 
 const log = pino({ level: 'silent' });
@@ -23,14 +24,6 @@ async function metricsOf(url: string): Promise<string> {
   const res = await fetch(`${url}/metrics`);
   expect(res.status).to.equal(200);
   return res.text();
-}
-
-async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 describe('exporter following the log notification file', function () {

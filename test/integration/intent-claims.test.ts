@@ -6,6 +6,7 @@
  *    as the one before it ends, whether the claim said it was queued behind (two steps of one
  *    request) or a wake-up came while the node was running (remembered until its end).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import type { LightMyRequestResponse } from 'fastify';
@@ -25,7 +26,6 @@ interface IntentBody {
 
 const SCOPE: ClaimScope = { conductorGroup: '', drivers: ['fake-hardware'], hashSql: ringHashSql('n.uuid') };
 const POWER_ON = { kind: 'power', args: { target: 'power on' }, maxAttempts: 1 };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('intent claims', function () {
   this.timeout(60_000);

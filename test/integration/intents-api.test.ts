@@ -10,7 +10,9 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { backoffMs } from '../../conductor/intent-runner.js';
+import type { FakeBmcRecord as BmcCall } from '../../drivers/fake/fake.js';
 import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { until } from '../helpers/until.js';
 
 type Obj = { [key: string]: unknown };
 
@@ -39,17 +41,6 @@ interface NodeBody extends Obj {
   maintenance: boolean;
   maintenance_reason: string | null;
   last_error: string | null;
-}
-
-/** One line of the fake BMC's record file. */
-interface BmcCall {
-  node: string;
-  action: string;
-  args: unknown;
-  trace: string | null;
-  start: number;
-  end: number;
-  failed: string | null;
 }
 
 /** One line of the log notifier's file. */
@@ -86,18 +77,6 @@ function expectStatus(res: LightMyRequestResponse, status: number): void {
 function pathOf(location: string | string[] | number | undefined): string {
   expect(location, 'Location header').to.be.a('string');
   return new URL(location as string).pathname;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 async function readJsonLines<T>(file: string): Promise<T[]> {
@@ -521,7 +500,7 @@ describe('intents API (with a conductor)', function () {
       const uuid = await createNode({ fake_fail: 'permanent' });
       await call(t, 'PUT', `/v1/nodes/${uuid}/states/power?wait=30`, { body: { target: 'power off' } });
       const error = await until('power_set.error', async () =>
-        (await notificationsOf(uuid)).find((n) => n.event_type === 'baremetal.node.power_set.error'));
+        (await notificationsOf(uuid)).find((n) => n.event_type === 'baremetal.node.power_set.error'), 15_000);
       expect(error.priority).to.equal('ERROR');
       expect(error.payload['ironic_object.name']).to.equal('NodeSetPowerStatePayload');
       expect(error.payload['ironic_object.data']).to.include({ uuid, to_power: 'power off', target_power_state: null });
@@ -557,14 +536,14 @@ describe('intents API (with a conductor)', function () {
       const managed = await until('manageable', async () => {
         const n = await getNode(uuid);
         return n.provision_state === 'manageable' && n.target_provision_state === null ? n : undefined;
-      });
+      }, 15_000);
       // Verification read the power state from the BMC.
       expect(managed.power_state).to.equal('power off');
       expectStatus(await call(t, 'PUT', `/v1/nodes/${uuid}/states/provision`, { body: { target: 'provide' } }), 202);
       const available = await until('available', async () => {
         const n = await getNode(uuid);
         return n.provision_state === 'available' && n.target_provision_state === null ? n : undefined;
-      });
+      }, 15_000);
       expect(available.last_error).to.equal(null);
     });
 
@@ -586,7 +565,7 @@ describe('intents API (with a conductor)', function () {
       const uuid = await createNode();
       expectStatus(await call(t, 'PUT', `/v1/nodes/${uuid}/states/power?wait=30`, { body: { target: 'power on' } }), 200);
       const end = await until('power_set.end', async () =>
-        (await notificationsOf(uuid)).find((n) => n.event_type === 'baremetal.node.power_set.end'));
+        (await notificationsOf(uuid)).find((n) => n.event_type === 'baremetal.node.power_set.end'), 15_000);
       const mine = (await notificationsOf(uuid)).map((n) => n.event_type);
       expect(mine.indexOf('baremetal.node.power_set.start'), 'power_set.start before .end')
         .to.be.at.least(0).and.below(mine.indexOf('baremetal.node.power_set.end'));

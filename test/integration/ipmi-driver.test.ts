@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { BmcAuthFailed, BmcRejected, BmcTimeout, BmcUnreachable, InvalidDriverInfo } from '../../common/errors.js';
 import { IpmitoolManagement } from '../../drivers/ipmi/management.js';
@@ -50,7 +51,7 @@ async function waitForIpmitools(n: number, withinMs = 3000): Promise<number[]> {
   const deadline = Date.now() + withinMs;
   let pids = await childIpmitools();
   while (pids.length < n && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
     pids = await childIpmitools();
   }
   return pids;
@@ -270,7 +271,7 @@ describe('ipmi driver against ipmi_sim', function () {
       const port = await freeUdpPort();
       const ac = new AbortController();
       const call = d.power.getPowerState(ctxFor(a.driverInfo({ ipmi_port: port }), ac.signal));
-      await new Promise((r) => setTimeout(r, 500));
+      await sleep(500);
       const reason = new Error('operator gave up');
       ac.abort(reason);
       const started = Date.now();

@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { startConductor, startGalvanic, type RunningConductor, type RunningGalvanic } from '../helpers/app.js';
-import { until } from '../helpers/console.js';
+import { until } from '../helpers/until.js';
 
 const V = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
 
@@ -82,7 +82,7 @@ describe('log lines of the API and a conductor', function () {
     expect((await call('PUT', `/v1/nodes/${uuid}/states/power?wait=30`, { target: 'power on' })).status).to.equal(200);
     expect((await call('PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: true })).status).to.equal(202);
     expect((await call('PUT', `/v1/nodes/${uuid}/states/console?wait=30`, { enabled: false })).status).to.equal(202);
-    await until(() => conductor!.output().includes('"msg":"console stopped"'), 20_000, 'the console stopped');
+    await until('the console stopped', () => conductor!.output().includes('"msg":"console stopped"'), 20_000);
     await api.stop();
     await conductor.stop();
 

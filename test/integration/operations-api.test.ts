@@ -11,6 +11,7 @@ import type { Knex } from 'knex';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
@@ -63,7 +64,7 @@ async function waitEnded(t: TestApp, uuid: string, query = '', timeoutMs = 30_00
     const op = res.json<OperationBody>();
     if (op.finished_at !== null) return op;
     if (Date.now() > deadline) throw new Error(`operation ${uuid} still ${op.state}: ${res.body.slice(0, 500)}`);
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
 }
 

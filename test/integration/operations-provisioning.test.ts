@@ -11,6 +11,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { ROOT, buildTestApp, faultOf, startGalvanic, type RunningGalvanic, type TestApp } from '../helpers/app.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
@@ -78,7 +79,7 @@ async function waitEnded(t: TestApp, uuid: string, onPoll?: (op: OperationBody) 
     if (op.finished_at !== null) return op;
     if (onPoll) await onPoll(op);
     if (Date.now() > deadline) throw new Error(`operation ${uuid} still ${op.state}: ${res.body.slice(0, 500)}`);
-    await new Promise((r) => setTimeout(r, 25));
+    await sleep(25);
   }
 }
 

@@ -12,6 +12,7 @@
  */
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { nodeMapper } from '../../db/nodes.js';
 import { admitNodes } from '../../db/operation-nodes.js';
 import { getOperation as readOperation } from '../../db/operations.js';
@@ -111,7 +112,7 @@ async function waitEnded(c: Cluster, uuid: string, onPoll: (op: OperationBody) =
     onPoll(op);
     if (op.finished_at !== null) return getOperation(c, uuid);
     if (Date.now() > deadline) throw new Error(`operation ${uuid} still ${op.state} after ${timeoutMs} ms: ${JSON.stringify(op.counts)}\n${await diagnose(c, uuid)}`);
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
 }
 
@@ -120,7 +121,7 @@ async function waitDone(c: Cluster, uuid: string, done: number): Promise<void> {
     const op = JSON.parse((await http(c, 'GET', `/v1/operations/${uuid}?limit=1`)).text) as OperationBody;
     if (op.progress.done >= done) return;
     if (op.finished_at !== null) throw new Error(`operation ended before ${done} nodes were done`);
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
 }
 

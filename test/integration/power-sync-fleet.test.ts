@@ -3,6 +3,7 @@
  * Postgres. A pass over 2,000 nodes with 5 % of the BMCs hung; states flipped at the BMC;
  * enrolled nodes; and the per-BMC budget that the sync, sensor collection and intents share.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
@@ -186,7 +187,7 @@ describe('one budget per BMC: power sync, sensor collection and intents on the s
         const deadline = Date.now() + 60_000;
         while ((conductor.powerSyncStats?.passes ?? 0) < 1 || (conductor.sensorStats?.iterations ?? 0) < 1) {
           if (Date.now() > deadline) throw new Error('the periodic tasks did not run');
-          await new Promise((r) => setTimeout(r, 100));
+          await sleep(100);
         }
       }
       const since = new Date();
@@ -199,7 +200,7 @@ describe('one budget per BMC: power sync, sensor collection and intents on the s
         const open = await db.knex('intents').whereIn('state', ['queued', 'running']).count('* as n').first();
         if (Number(open?.n) === 0) break;
         if (Date.now() > deadline) throw new Error('the intents did not finish');
-        await new Promise((r) => setTimeout(r, 200));
+        await sleep(200);
       }
       const failed = await db.knex('intents').where('created_at', '>=', since).whereNot('state', 'succeeded').count('* as n').first();
       expect(Number(failed?.n)).to.equal(0);

@@ -4,6 +4,7 @@
  * clear last_error and history; nodes that are waiting within their time, or being worked on,
  * are left alone.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 
@@ -51,7 +52,7 @@ describe('conductor: provision state timeouts and orphaned transitions', functio
     const stable = await node('active-old', 'active', 600, { target_provision_state: null });
 
     const deadline = Date.now() + 15_000;
-    while (Date.now() < deadline && (await state(orphan)).provision_state === 'deploying') await new Promise((r) => setTimeout(r, 200));
+    while (Date.now() < deadline && (await state(orphan)).provision_state === 'deploying') await sleep(200);
 
     const dw = await state(deployWait);
     expect(dw.provision_state).to.equal('deploy failed');

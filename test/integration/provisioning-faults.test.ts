@@ -4,18 +4,18 @@
  * mid-deploy, a BMC that loses power mid-boot, and a conductor SIGKILLed while its nodes boot
  * (3 conductor processes; a survivor fails each such node within heartbeat_timeout + 10 s).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startCluster, stopCluster, type Cluster } from '../helpers/cluster.js';
 import {
-  clearSimEvents, createNode, httpClient, injector, nodeHistory, provision, provisionAndSettle, redfishNodeBody, settled, until,
+  clearSimEvents, createNode, httpClient, injector, nodeHistory, provision, provisionAndSettle, redfishNodeBody, settled, untilNode,
   simEvents, story, type ApiCall, type NodeView,
 } from '../helpers/provisioning.js';
 import { setFaults, simControl } from '../helpers/redfish.js';
 
 const ISO = 'http://images.example/live.iso';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A node of `bmcUrl`, taken to available with a boot ISO set. */
 async function availableNode(api: ApiCall, name: string, bmcUrl: string): Promise<NodeView> {
@@ -178,7 +178,7 @@ describe('provisioning faults', function () {
       for (const b of sim!.bmcs) await bootStarted(b.url);
       const held = new Map<string, string>();
       for (const n of nodes) {
-        const now = await until(api, n.uuid, (x) => x.reservation !== null, 'was reserved');
+        const now = await untilNode(api, n.uuid, (x) => x.reservation !== null, 'to be reserved');
         expect(now.provision_state).to.equal('deploying');
         held.set(n.uuid, now.reservation!);
       }
@@ -193,7 +193,7 @@ describe('provisioning faults', function () {
 
       const bound = (HEARTBEAT_TIMEOUT_S + 10) * 1000;
       for (const n of orphans) {
-        const failed = await until(api, n.uuid, (x) => x.provision_state !== 'deploying', 'left deploying', bound + 5_000);
+        const failed = await untilNode(api, n.uuid, (x) => x.provision_state !== 'deploying', 'to leave deploying', bound + 5_000);
         const took = Date.now() - killedAt;
         expect(took, `${n.uuid} ended ${took} ms after the kill`).to.be.at.most(bound);
         expect(failed.provision_state, JSON.stringify(failed)).to.equal('deploy failed');

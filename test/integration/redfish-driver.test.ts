@@ -2,12 +2,13 @@
  * The redfish hardware type against the simulator (in-process, free ports): power, boot,
  * sensors, sessions, per-BMC limits, retries and timeouts, counted at the simulator.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { BmcAuthFailed, BmcBadResponse, BmcRejected, BmcTimeout, BmcUnreachable, InvalidDriverInfo, InvalidParameterValue } from '../../common/errors.js';
 import { buildRegistry } from '../../drivers/build-registry.js';
 import type { RedfishDriver } from '../../drivers/redfish/index.js';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
-import { freePort } from '../helpers/database.js';
+import { freePort } from '../helpers/net.js';
 import { testConfig } from '../helpers/app.js';
 import { ctxFor, makeDriver, rejection, resourceRequests, setFaults, simControl, simStats } from '../helpers/redfish.js';
 
@@ -262,7 +263,7 @@ describe('redfish driver', function () {
             expect(err).to.be.instanceOf(BmcTimeout);
             outcomes.push('timeout');
             // Lets the step in flight finish, as the next iteration would.
-            await new Promise((r) => setTimeout(r, 400));
+            await sleep(400);
           }
         }
         expect(outcomes[0]).to.equal('timeout');
@@ -383,7 +384,7 @@ describe('redfish driver', function () {
       await small.power.getPowerState(ctxFor(sim.bmcs[0].url));
       await small.power.getPowerState(ctxFor(sim.bmcs[1].url));
       await small.power.getPowerState(ctxFor(sim.bmcs[2].url));
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
       expect((await simStats(sim.bmcs[0].url)).sessionsOpen).to.equal(0);
       expect((await simStats(sim.bmcs[2].url)).sessionsOpen).to.equal(1);
       await small.close();

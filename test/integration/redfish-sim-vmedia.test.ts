@@ -8,7 +8,9 @@ import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
+import { simEvents, story } from '../helpers/provisioning.js';
 import { setFaults, simControl } from '../helpers/redfish.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -41,38 +43,14 @@ const post = (url: string, body?: unknown) => call(url, 'POST', body);
 const CD = '/redfish/v1/Managers/BMC/VirtualMedia/Cd';
 const ISO = 'http://images.example/deploy/live.iso';
 
-async function events(url: string): Promise<Json[]> {
-  return ((await (await fetch(`${url}/_sim/events`)).json()) as { events: Json[] }).events;
-}
-
 async function simState(url: string): Promise<Json> {
   return (await (await fetch(`${url}/_sim/state`)).json()) as Json;
 }
 
-/** Events as short strings: "insert live.iso", "boot-override Cd/Continuous", "reset On", … */
-async function story(url: string): Promise<string[]> {
-  return (await events(url)).map((e) => {
-    switch (e.type) {
-      case 'insert':
-      case 'eject':
-        return `${e.type as string} ${String(e.image).split('/').pop() as string}`;
-      case 'boot-override':
-        return `boot-override ${e.target as string}/${e.enabled as string}${e.consumed ? ' (consumed)' : ''}`;
-      case 'reset':
-        return `reset ${e.resetType as string}`;
-      case 'boot-started':
-      case 'boot-finished':
-      case 'boot-failed':
-        return `${e.type as string} ${e.device as string}${e.image ? ` ${String(e.image).split('/').pop() as string}` : ''}`;
-      case 'refused':
-        return `refused ${e.call as string} ${e.status as number}`;
-      default:
-        return e.type as string;
-    }
-  });
+/** The BMC's events as short strings ("insert live.iso", "reset On", …). */
+async function storyOf(url: string): Promise<string[]> {
+  return story(await simEvents(url));
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function fresh(url: string): Promise<void> {
   await setFaults(url, { bootMs: [0, 0], powerDelayMs: 0, insertMediaStatus: 0, powerLost: false, requireIfMatch: false });
@@ -184,7 +162,7 @@ describe('Redfish simulator: provisioning', function () {
       expect((await post(`${url}${CD}/Actions/VirtualMedia.EjectMedia`)).status).to.equal(204);
       expect((await get(`${url}${CD}`)).body).to.include({ Image: '', Inserted: false });
       expect((await post(`${url}${CD}/Actions/VirtualMedia.EjectMedia`, {})).status).to.equal(204);
-      expect(await story(url)).to.deep.equal(['insert live.iso', 'refused InsertMedia 400', 'refused InsertMedia 400', 'eject live.iso']);
+      expect(await storyOf(url)).to.deep.equal(['insert live.iso', 'refused InsertMedia 400', 'refused InsertMedia 400', 'eject live.iso']);
     });
 
     it('inserts and ejects by PATCH, honouring If-Match', async () => {
@@ -211,7 +189,7 @@ describe('Redfish simulator: provisioning', function () {
       st = (await simState(url)).systems[SYSTEM.toLowerCase()];
       expect(st.running).to.include({ device: 'Cd', image: ISO });
       expect((await get(sysUrl)).body.Boot).to.include({ BootSourceOverrideTarget: 'Cd', BootSourceOverrideEnabled: 'Continuous' });
-      expect(await story(url)).to.deep.equal([
+      expect(await storyOf(url)).to.deep.equal([
         'reset ForceOff',
         'insert live.iso',
         'boot-override Cd/Continuous',
@@ -237,7 +215,7 @@ describe('Redfish simulator: provisioning', function () {
       await call(sysUrl, 'PATCH', { Boot: { BootSourceOverrideTarget: 'Cd', BootSourceOverrideEnabled: 'Continuous' } });
       await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'ForceRestart' });
       expect((await simState(url)).systems[SYSTEM.toLowerCase()].running).to.include({ device: 'Hdd', requested: 'Cd' });
-      const s = await story(url);
+      const s = await storyOf(url);
       expect(s.slice(0, 5)).to.deep.equal(['insert live.iso', 'boot-override Cd/Once', 'reset ForceRestart', 'boot-override None/Disabled (consumed)', 'boot-started Cd live.iso']);
     });
 
@@ -256,7 +234,7 @@ describe('Redfish simulator: provisioning', function () {
       const chains = (await (await fetch(`${url}/_sim/chains`)).json()) as { longest: Array<[number, number, number]> };
       expect(chains.longest[0][0]).to.equal(0);
       expect(chains.longest[0][1]).to.equal(400);
-      expect((await story(url)).filter((e) => e.startsWith('boot-'))).to.deep.equal(['boot-started Hdd', 'boot-finished Hdd']);
+      expect((await storyOf(url)).filter((e) => e.startsWith('boot-'))).to.deep.equal(['boot-started Hdd', 'boot-finished Hdd']);
 
       await simControl(url, 'reset');
       await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'ForceRestart' });
@@ -264,7 +242,7 @@ describe('Redfish simulator: provisioning', function () {
       await post(`${sysUrl}/Actions/ComputerSystem.Reset`, { ResetType: 'ForceOff' });
       expect((await get(sysUrl)).body.PowerState).to.equal('Off');
       expect((await simState(url)).systems[SYSTEM.toLowerCase()].running).to.equal(null);
-      expect(await story(url)).to.deep.equal(['reset ForceRestart', 'boot-started Hdd', 'reset ForceOff']);
+      expect(await storyOf(url)).to.deep.equal(['reset ForceRestart', 'boot-started Hdd', 'reset ForceOff']);
     });
 
     it('counts a boot in the chain only where no request already covers it (polls during the boot overlap it)', async () => {
@@ -303,7 +281,7 @@ describe('Redfish simulator: provisioning', function () {
       await setFaults(url, { powerLost: false });
       expect((await get(`${url}${SYSTEM}`)).body.PowerState).to.equal('Off');
       expect((await get(`${url}${CD}`)).body.Inserted).to.equal(false);
-      expect(await story(url)).to.deep.equal(['refused InsertMedia 500', 'refused InsertMedia 400', 'insert live.iso', 'power-lost', 'power-restored']);
+      expect(await storyOf(url)).to.deep.equal(['refused InsertMedia 500', 'refused InsertMedia 400', 'insert live.iso', 'power-lost', 'power-restored']);
     });
 
     it('sets media from the control API and reports it with the running state', async () => {
@@ -349,7 +327,7 @@ describe('Redfish simulator: provisioning', function () {
         const running = (await simState(url)).systems[SYSTEM.toLowerCase()].running as Json;
         expect(running).to.include({ device: 'Cd', phase: 'failed' });
         expect(running.error).to.contain('404');
-        expect((await story(url)).slice(-2)).to.deep.equal(['boot-started Cd missing.iso', 'boot-failed Cd missing.iso']);
+        expect((await storyOf(url)).slice(-2)).to.deep.equal(['boot-started Cd missing.iso', 'boot-failed Cd missing.iso']);
       } finally {
         await sim.stop();
       }

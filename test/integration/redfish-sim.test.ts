@@ -6,8 +6,9 @@ import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
-import { freePort } from '../helpers/database.js';
+import { freePort } from '../helpers/net.js';
 import { setFaults, simControl, simStats } from '../helpers/redfish.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -118,7 +119,7 @@ describe('Redfish simulator', function () {
     await setFaults(url, { powerDelayMs: 300 });
     await fetch(`${url}${SYSTEM}/Actions/ComputerSystem.Reset`, { method: 'POST', headers: BASIC, body: JSON.stringify({ ResetType: 'ForceOff' }) });
     expect((await get(`${url}${SYSTEM}`)).body.PowerState).to.equal('PoweringOff');
-    await new Promise((r) => setTimeout(r, 500));
+    await sleep(500);
     expect((await get(`${url}${SYSTEM}`)).body.PowerState).to.equal('Off');
     await setFaults(url, { powerDelayMs: 0 });
   });
@@ -224,7 +225,7 @@ describe('Redfish simulator', function () {
     // Other BMCs of the process are not affected.
     expect((await get(`${sim.bmcs[1].url}${SYSTEM}`)).status).to.equal(200);
     await setFaults(url, { hang: false });
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
     const stats = await simStats(url);
     expect(stats.concurrent).to.equal(0);
     expect(stats.log.map((e) => e[2])).to.deep.equal([503, 200, 200, 0, 0]);

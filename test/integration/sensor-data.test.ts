@@ -4,6 +4,7 @@
  * consuming from it, and real Postgres. Faults, a broker outage through a TCP proxy, and a
  * mixed fleet with ipmi_sim BMCs on the synchronous path.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../api/app.js';
@@ -22,7 +23,9 @@ import type { DriverRegistry } from '../../drivers/registry.js';
 import { Exporter, exporterOptions } from '../../exporter/service.js';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { testConfig } from '../helpers/app.js';
-import { freePort, freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { freePort } from '../helpers/net.js';
+import { until } from '../helpers/until.js';
 import { requireIpmiSim, startSimBmcs, stopSimBmcs, type SimBmc } from '../helpers/ipmi-sim.js';
 import {
   brokerAddress, deleteBusObjects, recordQueue, requireRabbitMq, RABBITMQ_URL, TcpProxy, uniqueBusNames, urlThrough, type Recorder,
@@ -91,14 +94,11 @@ async function scrape(url: string): Promise<string> {
 }
 
 /** Polls /metrics until `ok` holds for its text; returns that text. */
-async function scrapeUntil(url: string, ok: (text: string) => boolean, timeoutMs: number, what: string): Promise<string> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
+function scrapeUntil(url: string, ok: (text: string) => boolean, timeoutMs: number, what: string): Promise<string> {
+  return until(`/metrics: ${what}`, async () => {
     const text = await scrape(url);
-    if (ok(text)) return text;
-    if (Date.now() > deadline) throw new Error(`/metrics: ${what} not seen within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+    return ok(text) && text;
+  }, timeoutMs, 200);
 }
 
 function taskFor(db: TestDatabase, config: Readonly<Config>, registry: DriverRegistry, notifier: Notifier) {
@@ -156,7 +156,7 @@ describe('sensor data on the bus: 1,000 Redfish nodes', function () {
     expect(first, JSON.stringify(first.failures)).to.include({ nodes: FLEET, async: FLEET, sync: 0, ok: FLEET, failed: 0 });
     await recorder.waitFor(FLEET, 20_000);
     // Anything sent twice would have arrived by now, right behind the rest.
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     const counts = countByNode(recorder);
     expect(recorder.messages).to.have.length(FLEET);
     expect(counts.size).to.equal(FLEET);
@@ -205,7 +205,7 @@ describe('sensor data on the bus: 1,000 Redfish nodes', function () {
     const before = recorder.messages.length;
     await iteration();
     await recorder.waitFor(before + FLEET, 20_000);
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     expect(recorder.messages.length - before).to.equal(FLEET);
     const counts = countByNode(recorder, before);
     for (const n of nodes) expect(counts.get(n.uuid), n.uuid).to.equal(1);
@@ -213,7 +213,7 @@ describe('sensor data on the bus: 1,000 Redfish nodes', function () {
     const gone = nodes[3];
     await deleteNode(db.knex, gone.id);
     // Let the deleted node's last data age half its stale time before the others are refreshed.
-    await new Promise((r) => setTimeout(r, (STALE_AFTER * INTERVAL_S * 1000) / 2));
+    await sleep((STALE_AFTER * INTERVAL_S * 1000) / 2);
     const third = await iteration();
     expect(third).to.include({ nodes: FLEET - 1, ok: FLEET - 1 });
     const text = await scrapeUntil(exporterUrl, (t) => !t.includes(`node_uuid="${gone.uuid}"`), STALE_AFTER * INTERVAL_S * 1000 + 10_000, 'the deleted node gone');
@@ -244,7 +244,7 @@ describe('sensor data on the bus: 1,000 Redfish nodes', function () {
       // The hung BMCs cost their own node_timeout, not the others' turn.
       expect(took).to.be.below(FAULT_NODE_TIMEOUT_S * 1000 + 10_000);
       await recorder.waitFor(before + healthy, 20_000);
-      await new Promise((r) => setTimeout(r, 300));
+      await sleep(300);
       const counts = countByNode(recorder, before);
       expect(recorder.messages.length - before).to.equal(healthy);
       const bad = new Set([...hung, ...failing, ...garbage].map((n) => n.uuid));
@@ -295,19 +295,15 @@ describe('sensor data on the bus: 1,000 Redfish nodes', function () {
     };
     const outageTask = taskFor(db, config, registry, cutting);
     try {
-      const deadline = Date.now() + 10_000;
-      while (!cutNotifier.stats.connected) {
-        if (Date.now() > deadline) throw new Error('the notifier did not connect through the proxy');
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await until('the notifier connecting through the proxy', () => cutNotifier.stats.connected);
       const before = recorder.messages.length;
       await outageTask.run(abort.signal);
       await cut;
       const it = outageTask.stats.lastIteration!;
       expect(it, JSON.stringify(it.failures)).to.include({ nodes: FLEET - 1, ok: FLEET - 1, failed: 0 });
-      while (cutNotifier.stats.connected) await new Promise((r) => setTimeout(r, 20));
+      while (cutNotifier.stats.connected) await sleep(20);
       // Reconnection attempts run (and fail) meanwhile; give them a moment to show they do not deliver.
-      await new Promise((r) => setTimeout(r, 1000));
+      await sleep(1000);
       const during = cutNotifier.stats;
       expect(during.connected).to.equal(false);
       expect(during.accepted).to.equal(FLEET - 1);
@@ -483,13 +479,9 @@ describe('sensor data in a running conductor, and node-state notifications on th
       payload: { target: 'power off' },
     });
     expect(res.statusCode, res.body).to.equal(202);
-    const deadline = Date.now() + 10_000;
     const powerEvents = () => recorder.messages.filter((m) => m.envelope.event_type.startsWith('baremetal.node.power_set.'));
-    while (!powerEvents().some((m) => m.envelope.event_type === 'baremetal.node.power_set.end')) {
-      if (Date.now() > deadline) throw new Error(`no power_set.end on the bus: ${JSON.stringify(powerEvents().map((m) => m.envelope.event_type))}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    const end = powerEvents().find((m) => m.envelope.event_type === 'baremetal.node.power_set.end')!;
+    const end = await until(() => `power_set.end on the bus: ${JSON.stringify(powerEvents().map((m) => m.envelope.event_type))}`,
+      () => powerEvents().find((m) => m.envelope.event_type === 'baremetal.node.power_set.end'));
     expect(end.routingKey).to.equal(`${bus.topic}.info`);
     expect(end.envelope.payload['ironic_object.name']).to.equal('NodeSetPowerStatePayload');
     expect((end.envelope.payload['ironic_object.data'] as Record<string, unknown>).uuid).to.equal(nodes[0].uuid);

@@ -4,7 +4,7 @@
  */
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
-import { HashRing, ringHash, type HashRange } from '../../common/hash-ring.js';
+import { HashRing, ringHash, ringOf, type HashRange } from '../../common/hash-ring.js';
 
 const HOSTS = ['conductor-a.example.org', 'conductor-b.example.org', 'conductor-c.example.org'];
 const INT32_MIN = -(2 ** 31);
@@ -36,6 +36,13 @@ describe('HashRing', () => {
       return !HOSTS.includes(owner!) || b.owner(k) !== owner || c.owner(k) !== owner || a.owner(k) !== owner;
     });
     expect(bad).to.deep.equal([]);
+  });
+
+  it('builds the ring of a host list the same way in every process: each host once, sorted', () => {
+    const ring = ringOf([HOSTS[2], HOSTS[0], HOSTS[2], HOSTS[1]]);
+    expect(ring.hosts).to.deep.equal(HOSTS);
+    const k = randomUUID();
+    expect(ring.owner(k)).to.equal(new HashRing(HOSTS).owner(k));
   });
 
   it('has no owner on an empty ring, and one host owns everything alone', () => {

@@ -1,4 +1,5 @@
 /** The IPMI driver's pure parts: output parsers, stderr classification, argv, command spacing. */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { BmcBadResponse } from '../../common/errors.js';
 import { parseIpmiDriverInfo } from '../../drivers/ipmi/driver-info.js';
@@ -145,7 +146,7 @@ describe('ipmi driver: command spacing', () => {
     const second = spacing.run('k', async () => order.push('second'), ac.signal).catch((e: Error) => order.push(`second: ${e.message}`));
     const third = spacing.run('k', async () => order.push('third'));
     ac.abort(new Error('gave up'));
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
     expect(order).to.deep.equal(['second: gave up']);
     finishFirst();
     await Promise.all([first, second, third]);

@@ -2,12 +2,12 @@
  * PeriodicRunner: iterations of one task never overlap, statistics, bounded shutdown, starting
  * some tasks before the others, and the validation of task declarations.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { pino } from 'pino';
 import { PeriodicRunner, type PeriodicTask } from '../../conductor/periodic.js';
 
 const log = pino({ level: 'silent' });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A promise and its resolver, to hold an iteration open. */
 function gate(): { promise: Promise<void>; open: () => void } {

@@ -1,10 +1,9 @@
 /** The sensor task's pieces that need no BMC: the keyed limiter, the message, the type filter. */
+import { setTimeout as tick } from 'node:timers/promises';
 import { expect } from 'chai';
 import { runKeyedBounded } from '../../conductor/sensors/keyed-limiter.js';
 import { filterDataTypes, sensorMessage } from '../../conductor/sensors/message.js';
 import { bmcAddressOf } from '../../conductor/periodics/sensor-data.js';
-
-const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('sensor data parts', () => {
   it('runs every item, never more than the limit at once nor more than perKey of one key', async () => {
