@@ -241,9 +241,13 @@ export async function nodesWithOpenIntents(trx: Knex.Transaction, nodeIds: reado
  * (10 ms per pass, half the database time of a direct deploy). The locked pass decides again.
  */
 export async function operationsToAdvance(db: Knex, progressIntervalMs: number): Promise<number[]> {
+  // Most passes find no open operation at all: say so with a statement that plans in
+  // microseconds, before the one whose subqueries take half a millisecond to plan.
+  const open: Array<{ id: number }> = await db('operations').whereNull('finished_at').select('id');
+  if (open.length === 0) return [];
   const { rows } = await db.raw<{ rows: Array<{ id: number }> }>(
     `SELECT o.id FROM operations o
-      WHERE o.finished_at IS NULL
+      WHERE o.id = ANY(?::bigint[]) AND o.finished_at IS NULL
         AND (o.state <> 'running' OR o.abort_reason IS NOT NULL
              OR o.progress_notified_at IS NULL OR o.progress_notified_at <= now() - ? * interval '1 millisecond'
              OR EXISTS (SELECT 1 FROM operation_nodes w WHERE w.operation_id = o.id AND w.admitted_at IS NULL)
@@ -251,7 +255,7 @@ export async function operationsToAdvance(db: Knex, progressIntervalMs: number):
              OR (o.on_failure = 'abort' AND EXISTS (
                    SELECT 1 FROM operation_nodes f JOIN intents fi ON fi.batch = f.batch WHERE f.operation_id = o.id AND fi.state = 'failed')))
       ORDER BY o.id`,
-    [progressIntervalMs],
+    [open.map((r) => r.id), progressIntervalMs],
   );
   return rows.map((r) => Number(r.id));
 }
