@@ -7,6 +7,49 @@ export interface IterationReport {
   errors?: number;
 }
 
+/**
+ * Options a reload (SIGHUP) changed while a task runs: merged over what is already pending,
+ * and taken at the start of its next iteration, never in the middle of one.
+ */
+export class PendingOptions<T extends object, K extends keyof T> {
+  private pending: Readonly<T> | null = null;
+
+  constructor(private readonly keys: readonly K[]) {}
+
+  /** Records the keys of `next` that differ from those in force (or pending); returns them. */
+  offer(current: Readonly<T>, next: Readonly<T>): K[] {
+    const base = this.pending ?? current;
+    const changed = this.keys.filter((k) => JSON.stringify(base[k]) !== JSON.stringify(next[k]));
+    if (changed.length) this.pending = { ...base, ...Object.fromEntries(changed.map((k) => [k, next[k]])) };
+    return changed;
+  }
+
+  /** The options for the iteration starting now, when a reload changed any. */
+  take(): Readonly<T> | null {
+    const next = this.pending;
+    this.pending = null;
+    return next;
+  }
+}
+
+/**
+ * Logs the end of an iteration of a task that reports its own overruns (`reportsOverruns`):
+ * once, with its figures, as cut short, overrun (and counted) or done.
+ */
+export function logIterationEnd(
+  log: Logger, signal: AbortSignal, figures: { durationMs: number }, intervalMs: number, stats: { overruns: number },
+  messages: { cut: string; overran: string; done: string },
+): void {
+  if (signal.aborted) {
+    log.info(figures, messages.cut);
+  } else if (figures.durationMs > intervalMs) {
+    stats.overruns++;
+    log.warn({ ...figures, intervalMs, overruns: stats.overruns }, messages.overran);
+  } else {
+    log.info(figures, messages.done);
+  }
+}
+
 /** A periodic task declaration. Exactly one of `spacingSeconds` and `cron`. */
 export interface PeriodicTask {
   name: string;

@@ -29,7 +29,7 @@ import { nodesForPowerSync, SYNC_EXCLUDED_STATES, type Node, type NodeChanges, t
 import type { DriverContext, PowerInterface, PowerStateValue, PowerTarget } from '../../drivers/interfaces.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import { nodePayload } from '../node-payload.js';
-import type { PeriodicTask } from '../periodic.js';
+import { logIterationEnd, PendingOptions, type PeriodicTask } from '../periodic.js';
 import type { Task, TaskManager } from '../task-manager.js';
 import { runKeyedBounded } from '../sensors/keyed-limiter.js';
 import { bmcAddressOf } from './sensor-data.js';
@@ -135,7 +135,7 @@ function maxRetriesMessage(node: Node, actual: string | null, error?: Error): st
 
 export function powerSyncTask(deps: PowerSyncDeps): PowerSyncTask {
   let c: Readonly<ConductorOptions> = deps.config.conductor;
-  let pending: Readonly<ConductorOptions> | null = null;
+  const pending = new PendingOptions<ConductorOptions, (typeof MUTABLE_POWER_SYNC_OPTIONS)[number]>(MUTABLE_POWER_SYNC_OPTIONS);
   const log = deps.log.child({ task: 'sync_power_states' });
   let timeoutMs = c.sync_power_state_node_timeout * 1000;
   const startedAt = Date.now();
@@ -354,9 +354,9 @@ export function powerSyncTask(deps: PowerSyncDeps): PowerSyncTask {
 
   async function run(signal: AbortSignal): Promise<{ nodes: number; errors: number }> {
     const started = Date.now();
-    if (pending) {
-      c = pending;
-      pending = null;
+    const reloaded = pending.take();
+    if (reloaded) {
+      c = reloaded;
       timeoutMs = c.sync_power_state_node_timeout * 1000;
     }
     for (const task of [...unreleased]) await release(task);
@@ -419,22 +419,16 @@ export function powerSyncTask(deps: PowerSyncDeps): PowerSyncTask {
       const now = new Set(current);
       for (const m of [lastReadMs, failures, lastOkAt]) for (const uuid of m.keys()) if (!now.has(uuid)) m.delete(uuid);
     }
-    if (signal.aborted) {
-      log.info(pass, 'power state sync cut short by shutdown');
-    } else if (pass.durationMs > c.sync_power_state_interval * 1000) {
-      stats.overruns++;
-      log.warn({ ...pass, intervalMs: c.sync_power_state_interval * 1000, overruns: stats.overruns }, 'power state sync pass overran its interval; the next one starts when it ends');
-    } else {
-      log.info(pass, 'power state sync pass');
-    }
+    logIterationEnd(log, signal, pass, c.sync_power_state_interval * 1000, stats, {
+      cut: 'power state sync cut short by shutdown',
+      overran: 'power state sync pass overran its interval; the next one starts when it ends',
+      done: 'power state sync pass',
+    });
     return { nodes: pass.nodes, errors: pass.errors };
   }
 
   function reconfigure(next: Readonly<ConductorOptions>): Array<(typeof MUTABLE_POWER_SYNC_OPTIONS)[number]> {
-    const now = pending ?? c;
-    const changed = MUTABLE_POWER_SYNC_OPTIONS.filter((k) => now[k] !== next[k]);
-    if (changed.length) pending = { ...now, ...Object.fromEntries(changed.map((k) => [k, next[k]])) };
-    return changed;
+    return pending.offer(c, next);
   }
 
   return { name: 'sync_power_states', spacingSeconds: c.sync_power_state_interval, catchUp: true, reportsOverruns: true, stats, run, reconfigure };

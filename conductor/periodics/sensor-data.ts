@@ -22,7 +22,7 @@ import { recordHistory } from '../../db/node-history.js';
 import { nodesForSensorData, type SensorNode } from '../../db/nodes.js';
 import type { DriverContext, ManagementInterface, SensorData } from '../../drivers/interfaces.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
-import type { PeriodicTask } from '../periodic.js';
+import { logIterationEnd, PendingOptions, type PeriodicTask } from '../periodic.js';
 import { runKeyedBounded } from '../sensors/keyed-limiter.js';
 import { filterDataTypes, sensorEventType, sensorMessage } from '../sensors/message.js';
 
@@ -101,7 +101,7 @@ export interface SensorDataTask extends PeriodicTask {
 
 export function sensorDataTask(deps: SensorTaskDeps): SensorDataTask {
   let s: Readonly<SensorOptions> = deps.config.sensor_data;
-  let pending: Readonly<SensorOptions> | null = null;
+  const pending = new PendingOptions<SensorOptions, (typeof MUTABLE_SENSOR_OPTIONS)[number]>(MUTABLE_SENSOR_OPTIONS);
   const log = deps.log.child({ task: 'send_sensor_data' });
   let timeoutMs = s.node_timeout * 1000;
   const stats: SensorStats = { iterations: 0, overruns: 0, ok: 0, timedOut: 0, failures: {}, lastIteration: null };
@@ -173,9 +173,9 @@ export function sensorDataTask(deps: SensorTaskDeps): SensorDataTask {
 
   async function run(signal: AbortSignal): Promise<{ nodes: number; errors: number }> {
     const started = Date.now();
-    if (pending) {
-      s = pending;
-      pending = null;
+    const reloaded = pending.take();
+    if (reloaded) {
+      s = reloaded;
       timeoutMs = s.node_timeout * 1000;
     }
     const all = (await nodesForSensorData(deps.db, deps.config.conductor.conductor_group, {
@@ -232,24 +232,18 @@ export function sensorDataTask(deps: SensorTaskDeps): SensorDataTask {
       const current = new Set(all.map((n) => n.uuid));
       for (const uuid of lastReadMs.keys()) if (!current.has(uuid)) lastReadMs.delete(uuid);
     }
-    if (signal.aborted) {
-      log.info(it, 'sensor data collection cut short by shutdown');
-    } else if (it.durationMs > s.interval * 1000) {
-      stats.overruns++;
-      log.warn({ ...it, intervalMs: s.interval * 1000, overruns: stats.overruns }, 'sensor data iteration overran its interval; the next one starts late');
-    } else {
-      log.info(it, 'sensor data iteration');
-    }
+    logIterationEnd(log, signal, it, s.interval * 1000, stats, {
+      cut: 'sensor data collection cut short by shutdown',
+      overran: 'sensor data iteration overran its interval; the next one starts late',
+      done: 'sensor data iteration',
+    });
     return { nodes: it.nodes, errors: it.failed };
   }
 
-  // At start too: a conductor that just took over nodes should not leave them unmonitored for an interval.
   function reconfigure(next: Readonly<SensorOptions>): Array<(typeof MUTABLE_SENSOR_OPTIONS)[number]> {
-    const current = pending ?? s;
-    const changed = MUTABLE_SENSOR_OPTIONS.filter((k) => JSON.stringify(current[k]) !== JSON.stringify(next[k]));
-    if (changed.length) pending = { ...current, ...Object.fromEntries(changed.map((k) => [k, next[k]])) };
-    return changed;
+    return pending.offer(s, next);
   }
 
+  // At start too: a conductor that just took over nodes should not leave them unmonitored for an interval.
   return { name: 'send_sensor_data', spacingSeconds: s.interval, runAtStart: true, catchUp: true, stats, run, reconfigure };
 }
