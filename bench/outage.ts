@@ -7,10 +7,12 @@
  * violations, 500 answers, the longest hold-up of a node's queue, reservations left, and the
  * p50 accept→start before and after the fault.
  *
- *   npm run bench:outage -- [--rounds N] [--nodes N] [--per-node K] [--outage-ms MS] [--faults restart,outage,terminate-listen]
+ *   npm run bench:outage -- [--rounds N] [--nodes N] [--per-node K] [--outage-ms MS] [--faults restart,outage,terminate-listen] [--logs DIR]
  *
  * Results go to stdout and to bench/results/outage-<timestamp>.json and outage-latest.json.
  */
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { runBenchmark } from './lib/cleanup.js';
 import { benchLog, gitState, loadAvg, machineInfo, positiveInt, table, writeResults } from './lib/util.js';
@@ -22,7 +24,8 @@ const USAGE = `Usage: node dist/bench/outage.js [options]
   --nodes N         simulated Redfish BMCs, one node each (default 60)
   --per-node K      actions fired at each node per round (default 12)
   --outage-ms MS    how long the database is stopped in an 'outage' round (default 8000)
-  --faults LIST     comma-separated, of restart, outage, terminate-listen, none (default the first three)`;
+  --faults LIST     comma-separated, of restart, outage, terminate-listen, none (default the first three)
+  --logs DIR        after a round whose witness disagrees, write each conductor's log there`;
 
 interface Summary {
   fault: Fault;
@@ -47,7 +50,7 @@ async function main(): Promise<number> {
   const { values } = parseArgs({
     options: {
       rounds: { type: 'string' }, nodes: { type: 'string' }, 'per-node': { type: 'string' }, 'outage-ms': { type: 'string' },
-      faults: { type: 'string' }, help: { type: 'boolean' },
+      faults: { type: 'string' }, logs: { type: 'string' }, help: { type: 'boolean' },
     },
   });
   if (values.help) {
@@ -96,6 +99,11 @@ async function main(): Promise<number> {
           + `p50 accept→start ${Math.round(before.acceptToStartP50Ms)} → ${Math.round(after.acceptToStartP50Ms)} ms (load ${loadAvg().join(' ')})`);
         for (const f of r.failed.slice(0, 3)) log(`  failed: ${f}`);
         for (const w of r.witness.slice(0, 3)) log(`  witness: ${w}`);
+        if (values.logs && r.witness.length > 0) {
+          await mkdir(values.logs, { recursive: true });
+          for (const p of c.conductors) await writeFile(path.join(values.logs, `outage-${fault}-${round}-${p.host}.log`), p.output());
+          log(`  conductor logs in ${values.logs}`);
+        }
         for (const e of r.internalErrors.slice(0, 2)) log(`  api: ${e.slice(0, 300)}`);
         for (const e of r.answers.transportErrors.slice(0, 2)) log(`  connection error (retried): ${e}`);
       }
