@@ -300,6 +300,8 @@ export interface RoundResult {
   probe?: { healthz: number; retryAfter: string | null; databaseUp: string | null };
   /** What the API servers logged as internal errors (the cause of any 500). */
   internalErrors: string[];
+  /** Claims the conductors undid after a failed COMMIT: how many, their intents, and those put back (the rest had not committed). */
+  undoneClaims: { claims: number; intents: number; requeued: number };
   /** Processes that exited or stopped serving. */
   dead: string[];
   seconds: number;
@@ -457,8 +459,16 @@ export async function runRound(c: OutageCluster, fault: Fault, opts: { perNode: 
   const internalErrors = c.apis.flatMap((a) => a.output().split('\n').filter((l) => l.includes('"msg":"internal error"') || l.includes('"request failed"')))
     .filter((l) => !seenErrors.has(l));
   for (const l of internalErrors) seenErrors.add(l);
+  const undoneClaims = { claims: 0, intents: 0, requeued: 0 };
+  for (const l of c.conductors.flatMap((p) => p.output().split('\n')).filter((x) => x.includes('"msg":"claim did not complete') && !seenErrors.has(x))) {
+    seenErrors.add(l);
+    const u = JSON.parse(l) as { intents: number; requeued: number };
+    undoneClaims.claims++;
+    undoneClaims.intents += u.intents;
+    undoneClaims.requeued += u.requeued;
+  }
   return {
-    fault, downMs, probe, internalErrors: internalErrors.slice(0, 5).map((l) => l.slice(0, 1500)), fired: actions.length, answers, failed, lost, witness: witness.slice(0, 20), maxHoldUpMs: Math.round(maxHoldUpMs),
+    fault, downMs, probe, internalErrors: internalErrors.slice(0, 5).map((l) => l.slice(0, 1500)), undoneClaims, fired: actions.length, answers, failed, lost, witness: witness.slice(0, 20), maxHoldUpMs: Math.round(maxHoldUpMs),
     reservationsLeft, openLeft, listeners: Object.fromEntries(listenRows.rows.map((r) => [r.name, r.n])), dead, seconds: Math.round((Date.now() - t0) / 100) / 10,
   };
 }
