@@ -96,6 +96,8 @@ export class IntentRunner {
   private inflight = 0;
   /** Intents this runner is executing: a `running` intent of this host not in here is orphaned. */
   private readonly active = new Set<number>();
+  /** Intents of an incomplete claim being undone (undoClaim); one may be running again meanwhile. */
+  private readonly undoing = new Set<number>();
   private pumping = false;
   private again = false;
   /**
@@ -267,10 +269,11 @@ export class IntentRunner {
    * Puts back intents whose claim may have committed without this runner starting them, at
    * once and again until the database answers: left alone they would hold their nodes until
    * the orphan sweep settled them as if this conductor had died. Counted as running meanwhile,
-   * so the sweep leaves them to this.
+   * so the sweep leaves them to this. A claim that did not commit leaves them claimable, and a
+   * later claim here may run them before the undo gets through: the undo leaves that claim alone.
    */
-  private undoClaim(claimed: readonly Intent[]): void {
-    for (const i of claimed) this.active.add(i.id);
+  private undoClaim(claimed: readonly ClaimedIntent[]): void {
+    for (const i of claimed) this.undoing.add(i.id);
     void (async () => {
       for (let attempt = 1; ; attempt++) {
         try {
@@ -285,14 +288,14 @@ export class IntentRunner {
           await new Promise((r) => setTimeout(r, backoffMs(attempt, OUTAGE_RETRY_INITIAL_MS, OUTAGE_RETRY_MAX_MS)));
         }
       }
-      for (const i of claimed) this.active.delete(i.id);
+      for (const i of claimed) this.undoing.delete(i.id);
       this.pump();
     })();
   }
 
   /** Whether this runner is executing the intent right now. */
   isRunning(intentId: number): boolean {
-    return this.active.has(intentId);
+    return this.active.has(intentId) || this.undoing.has(intentId);
   }
 
   /** Stops claiming and waits (bounded) for running intents to end. */

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
-import { claimIntents, unclaimIntents, type ClaimedIntent, type ClaimScope, type Intent } from '../db/intents.js';
+import { claimIntents, unclaimIntents, type ClaimedIntent, type ClaimScope } from '../db/intents.js';
 import { getNodeById, reserveIdleNodes, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type AccessOptions } from '../db/nodes.js';
 import { clearStaleReservation, lockHeldNodes, releaseNode, reserveNode } from '../db/reservations.js';
 import { Batcher, type BatchOutcome } from '../common/batcher.js';
@@ -230,7 +230,7 @@ export class TaskManager {
   }
 
   /** Undoes a claim that did not complete (ClaimIncomplete); returns how many were put back. */
-  unclaim(claimed: ReadonlyArray<Pick<Intent, 'id' | 'attempts'>>): Promise<number> {
+  unclaim(claimed: ReadonlyArray<Pick<ClaimedIntent, 'id' | 'claimToken'>>): Promise<number> {
     return unclaimIntents(this.db, this.hostname, claimed);
   }
 

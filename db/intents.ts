@@ -162,6 +162,12 @@ export interface ClaimedIntent extends Intent {
    * node has more to run. A later one is announced by its wake-up.
    */
   queuedBehind: boolean;
+  /**
+   * The claim's started_at to the microsecond (Postgres' text form): it tells this claim from a
+   * later one of the same intent by the same conductor as the same attempt, which follows a
+   * claim that did not commit (see unclaimIntents).
+   */
+  claimToken: string;
 }
 
 /** Which nodes a conductor may claim: its conductor group, its drivers, its ring share. */
@@ -246,11 +252,11 @@ export async function claimIntents(
        RETURNING intents.*
      )
      UPDATE nodes SET reservation = ? FROM started WHERE nodes.id = started.node_id
-     RETURNING started.*, EXISTS (SELECT 1 FROM intents q
+     RETURNING started.*, started.started_at::text AS claim_token, EXISTS (SELECT 1 FROM intents q
                                    WHERE q.node_id = started.node_id AND q.seq > started.seq AND q.finished_at IS NULL) AS queued_behind${nodes ? `,
                ${CLAIMED_NODE_COLUMNS}` : ''}`,
       bindings as Knex.RawBinding[]);
-      claimed = rows.map((r: Record<string, unknown>) => ({ ...mapper.fromRow(r), queuedBehind: r.queued_behind === true }));
+      claimed = rows.map((r: Record<string, unknown>) => ({ ...mapper.fromRow(r), queuedBehind: r.queued_behind === true, claimToken: r.claim_token as string }));
       if (nodes) for (const r of rows as Array<Record<string, unknown>>) nodes.set(r.node_id as number, claimedNodeOf(r));
       return claimed;
     });
@@ -272,19 +278,22 @@ export class ClaimIncomplete extends Error {
 
 /**
  * Undoes a claim that never started (ClaimIncomplete): each intent that is still this very
- * attempt of `conductor`'s goes back to the queue with the attempt uncounted, and its node's
- * reservation is cleared. A no-op for what did not commit or was recovered meanwhile.
+ * claim's (its claimToken) goes back to the queue with the attempt uncounted, and its node's
+ * reservation is cleared. A no-op for what did not commit or was recovered meanwhile. The
+ * conductor and attempt do not tell the claim apart: when it did not commit, the conductor's
+ * next claim of the intent is the same attempt again, and putting that one back while it
+ * runs lets the intent run twice at its BMC.
  */
-export async function unclaimIntents(db: Knex, conductor: string, claimed: ReadonlyArray<Pick<Intent, 'id' | 'attempts'>>): Promise<number> {
+export async function unclaimIntents(db: Knex, conductor: string, claimed: ReadonlyArray<Pick<ClaimedIntent, 'id' | 'claimToken'>>): Promise<number> {
   if (claimed.length === 0) return 0;
   return db.transaction(async (trx) => {
     const { rows } = await trx.raw(
       `UPDATE intents SET state = 'queued', conductor = NULL, attempts = intents.attempts - 1,
               started_at = CASE WHEN intents.attempts = 1 THEN NULL ELSE intents.started_at END
-         FROM unnest(?::bigint[], ?::int[]) AS v(id, attempts)
-        WHERE intents.id = v.id AND intents.state = 'running' AND intents.conductor = ? AND intents.attempts = v.attempts
+         FROM unnest(?::bigint[], ?::timestamptz[]) AS v(id, claimed_at)
+        WHERE intents.id = v.id AND intents.state = 'running' AND intents.conductor = ? AND intents.started_at = v.claimed_at
        RETURNING intents.node_id`,
-      [claimed.map((c) => c.id), claimed.map((c) => c.attempts), conductor],
+      [claimed.map((c) => c.id), claimed.map((c) => c.claimToken), conductor],
     );
     const nodeIds = (rows as Array<{ node_id: number }>).map((r) => r.node_id);
     if (nodeIds.length > 0) await trx('nodes').whereIn('id', nodeIds).andWhere('reservation', conductor).update({ reservation: null });

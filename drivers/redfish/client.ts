@@ -33,6 +33,8 @@ export interface RedfishOptions {
 const MAX_RETRY_INTERVAL_MS = 30_000;
 const LOGOUT_TIMEOUT_MS = 5_000;
 const SESSIONS_PATH = '/redfish/v1/SessionService/Sessions';
+/** Names the request a call serves, for BMC-side logs (a BMC ignores a header it does not know). */
+const TRACE_HEADER = 'x-galvanic-trace';
 const RETRYABLE_STATUS = new Set([429, 500, 502, 503, 504]);
 /** A BMC that answers these to a login has no session service: "auto" falls back to Basic. */
 const NO_SESSIONS_STATUS = new Set([404, 405, 501]);
@@ -193,6 +195,8 @@ export class RedfishCall implements CallScope {
     readonly budgetMs: number,
     private readonly callerSignal?: AbortSignal,
     readonly priority?: BmcPriority,
+    /** What the call serves (DriverContext.trace), sent with each of its requests. */
+    readonly trace?: string,
   ) {
     this.deadline = Date.now() + budgetMs;
     this.signal = this.controller.signal;
@@ -225,7 +229,7 @@ export class RedfishCall implements CallScope {
    * the next instead of starting over each time. Dispose it too.
    */
   detached(): RedfishCall {
-    return new RedfishCall(this.client, this.info, this.endpoint, this.log, this.budgetMs, undefined, this.priority);
+    return new RedfishCall(this.client, this.info, this.endpoint, this.log, this.budgetMs, undefined, this.priority, this.trace);
   }
 
   abortError(what: string): Error {
@@ -235,6 +239,11 @@ export class RedfishCall implements CallScope {
     }
     if (this.why === 'close') return new BmcUnreachable(`${what}: the Redfish driver is shutting down`);
     return new BmcTimeout(`${what}: no answer within ${this.budgetMs / 1000} s`);
+  }
+
+  /** Which request each copy served and which process sent it, when a BMC saw one twice. */
+  private get traceValue(): string {
+    return `${this.trace ?? '-'} pid=${process.pid}`;
   }
 
   private describe(method: string, path: string): string {
@@ -264,7 +273,7 @@ export class RedfishCall implements CallScope {
     const attempts = this.client.options.connectionAttempts;
     let relogged = false;
     for (let attempt = 1; ; attempt++) {
-      const headers: Record<string, string> = { accept: 'application/json', 'odata-version': '4.0', ...opts.headers };
+      const headers: Record<string, string> = { accept: 'application/json', 'odata-version': '4.0', [TRACE_HEADER]: this.traceValue, ...opts.headers };
       if (opts.body !== undefined) headers['content-type'] = 'application/json';
       const auth = opts.noAuth ? null : await this.client.authenticate(this);
       if (auth?.kind === 'session') headers['x-auth-token'] = auth.token;
@@ -349,7 +358,7 @@ export class RedfishClient {
    */
   async run<T>(ctx: DriverContext, fn: (call: RedfishCall) => Promise<T>, extraMs = 0): Promise<T> {
     const info = this.parse(ctx.driverInfo);
-    const call = new RedfishCall(this, info, this.endpoint(info), ctx.log, info.timeoutMs + extraMs, ctx.signal, ctx.priority);
+    const call = new RedfishCall(this, info, this.endpoint(info), ctx.log, info.timeoutMs + extraMs, ctx.signal, ctx.priority, ctx.trace);
     try {
       return await fn(call);
     } finally {

@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { normalisePath, type SimModel } from './model.js';
 import { NO_QUIRKS, type VmediaQuirks } from './quirks.js';
-import { etagOf, redfishError, type SimBmc, type SystemState } from './state.js';
+import { etagOf, redfishError, type RequestOrigin, type SimBmc, type SystemState } from './state.js';
 import { VirtualMedia, type ImageCheck, type Reply } from './vmedia.js';
 
 export interface Credentials {
@@ -72,8 +72,13 @@ function stripWeak(tag: string): string {
   return tag.trim().replace(/^W\//, '');
 }
 
+/** The header a client names its request with (the Redfish driver's trace). */
+const TRACE_HEADER = 'x-galvanic-trace';
+
 export class RedfishHandler {
   readonly vmedia: VirtualMedia;
+  /** Requests seen on each connection, for RequestOrigin.conn. */
+  private readonly onSocket = new WeakMap<object, number>();
 
   constructor(
     private readonly model: SimModel,
@@ -114,6 +119,10 @@ export class RedfishHandler {
       return;
     }
     const end = bmc.begin(method, url);
+    const nth = (this.onSocket.get(req.socket) ?? 0) + 1;
+    this.onSocket.set(req.socket, nth);
+    const trace = req.headers[TRACE_HEADER];
+    const origin: RequestOrigin = { trace: typeof trace === 'string' ? trace : null, conn: `${req.socket.remotePort ?? '?'}/${nth}` };
     res.once('close', () => end(res.writableFinished ? res.statusCode : 0));
     const body = method === 'POST' || method === 'PATCH' || method === 'PUT' ? await readBody(req).catch(() => '') : '';
 
@@ -143,10 +152,10 @@ export class RedfishHandler {
       send(res, 200, GARBAGE[Math.floor(Math.random() * GARBAGE.length)]);
       return;
     }
-    await this.route(bmc, req, res, method, url, body);
+    await this.route(bmc, req, res, method, url, body, origin);
   }
 
-  private async route(bmc: SimBmc, req: IncomingMessage, res: ServerResponse, method: string, url: string, body: string): Promise<void> {
+  private async route(bmc: SimBmc, req: IncomingMessage, res: ServerResponse, method: string, url: string, body: string, origin: RequestOrigin): Promise<void> {
     const p = normalisePath(url);
     const qi = url.indexOf('?');
     const query = qi >= 0 ? url.slice(qi + 1) : '';
@@ -164,13 +173,13 @@ export class RedfishHandler {
         const s = this.system(bmc, p);
         return send(res, 200, this.model.systemBody(p, s, bmc.index), { etag: etagOf(s) });
       }
-      if (method === 'PATCH') return this.patchSystem(bmc, req, res, p, body);
+      if (method === 'PATCH') return this.patchSystem(bmc, req, res, p, body, origin);
       return send(res, 405, redfishError('OperationNotAllowed', `${method} is not allowed on ${url}`), { allow: 'GET, PATCH' });
     }
     for (const sys of this.model.systemPaths) {
       if (p === this.model.resetTarget(sys)) {
         if (method !== 'POST') return send(res, 405, redfishError('OperationNotAllowed', 'Actions need POST'), { allow: 'POST' });
-        return this.reset(bmc, res, sys, body);
+        return this.reset(bmc, res, sys, body, origin);
       }
     }
     const slot = this.model.mediaSlots.get(p);
@@ -237,7 +246,7 @@ export class RedfishHandler {
     send(res, 405, redfishError('OperationNotAllowed', `${method} is not allowed on a session`), { allow: 'GET, DELETE' });
   }
 
-  private reset(bmc: SimBmc, res: ServerResponse, sys: string, body: string): void {
+  private reset(bmc: SimBmc, res: ServerResponse, sys: string, body: string, origin: RequestOrigin): void {
     const args = parseJson(body);
     const type = args?.ResetType;
     if (typeof type !== 'string') return send(res, 400, redfishError('ActionParameterMissing', 'The action ComputerSystem.Reset requires the parameter ResetType.'));
@@ -245,12 +254,12 @@ export class RedfishHandler {
       return send(res, 400, redfishError('ActionParameterNotSupported', `The parameter ResetType with value ${type} is not supported by the action ComputerSystem.Reset.`));
     }
     const s = this.system(bmc, sys);
-    bmc.reset(s, type, () => this.vmedia.bootPlan(bmc, sys, s));
+    bmc.reset(s, type, () => this.vmedia.bootPlan(bmc, sys, s), origin);
     this.vmedia.checkBoot(bmc, s);
     send(res, 204);
   }
 
-  private patchSystem(bmc: SimBmc, req: IncomingMessage, res: ServerResponse, p: string, body: string): void {
+  private patchSystem(bmc: SimBmc, req: IncomingMessage, res: ServerResponse, p: string, body: string, origin: RequestOrigin): void {
     const s = this.system(bmc, p);
     const ifMatch = req.headers['if-match'];
     if (typeof ifMatch === 'string') {
@@ -281,12 +290,12 @@ export class RedfishHandler {
         check('BootSourceOverrideEnabled', this.quirks.noContinuous ? ['Disabled', 'Once'] : ['Disabled', 'Once', 'Continuous']) ??
         check('BootSourceOverrideMode', ['UEFI', 'Legacy']);
       if (problem) {
-        bmc.event('refused', { call: 'PATCH Boot', status: 400, messageId: 'PropertyValueNotInList', boot: b });
+        bmc.event('refused', { call: 'PATCH Boot', status: 400, messageId: 'PropertyValueNotInList', boot: b, ...origin });
         return send(res, 400, redfishError('PropertyValueNotInList', problem, ['#/Boot']));
       }
       s.boot = next;
       s.version++;
-      bmc.event('boot-override', { target: next.BootSourceOverrideTarget, enabled: next.BootSourceOverrideEnabled, mode: next.BootSourceOverrideMode });
+      bmc.event('boot-override', { target: next.BootSourceOverrideTarget, enabled: next.BootSourceOverrideEnabled, mode: next.BootSourceOverrideMode, ...origin });
     }
     send(res, 204);
   }

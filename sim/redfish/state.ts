@@ -129,6 +129,16 @@ export interface SimEvent {
   [detail: string]: unknown;
 }
 
+/**
+ * Who sent the request behind an event: the client's trace header (what the request served,
+ * which process sent it) and the connection (client port / n-th request on it), so that a
+ * request seen twice shows whether one client re-sent it, on which connection, or two did.
+ */
+export interface RequestOrigin {
+  trace?: string | null;
+  conn?: string;
+}
+
 /** Events kept per BMC; the oldest half goes when it is full, so memory stays bounded. */
 export const EVENT_LIMIT = 512;
 
@@ -312,7 +322,7 @@ export class SimBmc {
    * `powerDelayMs` or `bootMs` the system passes through PoweringOn/PoweringOff first.
    * Returns the state the reset leads to, or null when the type changes nothing.
    */
-  reset(system: SystemState, type: string, boot: () => Omit<Running, 'phase' | 'since'>): 'On' | 'Off' | null {
+  reset(system: SystemState, type: string, boot: () => Omit<Running, 'phase' | 'since'>, origin: RequestOrigin = {}): 'On' | 'Off' | null {
     const current = system.power === 'On' || system.power === 'PoweringOn';
     let target: 'On' | 'Off' | null;
     let restart = false;
@@ -339,7 +349,7 @@ export class SimBmc {
         target = null;
     }
     if (target === null) return null;
-    this.event('reset', { resetType: type, from: system.power, to: target });
+    this.event('reset', { resetType: type, from: system.power, to: target, ...origin });
     system.version++;
     if (system.timer) clearTimeout(system.timer);
     system.timer = undefined;

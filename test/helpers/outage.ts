@@ -34,6 +34,8 @@ export interface OutageCluster {
   events: Map<string, SimEvent[]>;
   /** The client's connections to the API servers, to describe a failed request. */
   connections: ConnectionWatch;
+  /** Witness disagreements reported by an earlier round (the witness reads every round's events). */
+  reported: Set<string>;
   close(): Promise<void>;
 }
 
@@ -87,7 +89,7 @@ export async function startOutageCluster(opts: OutageClusterOptions): Promise<Ou
       if (res.status !== 201) throw new Error(`creating a node: ${res.status} ${await res.text()}`);
       nodes.push({ uuid: (await json(res)).uuid as string, bmc: bmc.url });
     }
-    return { pg, db, sim, apis, conductors, nodes, events: new Map(), connections, close };
+    return { pg, db, sim, apis, conductors, nodes, events: new Map(), connections, reported: new Set(), close };
   } catch (err) {
     await close();
     throw err;
@@ -298,6 +300,8 @@ export interface RoundResult {
   probe?: { healthz: number; retryAfter: string | null; databaseUp: string | null };
   /** What the API servers logged as internal errors (the cause of any 500). */
   internalErrors: string[];
+  /** Claims the conductors undid after a failed COMMIT: how many, their intents, and those put back (the rest had not committed). */
+  undoneClaims: { claims: number; intents: number; requeued: number };
   /** Processes that exited or stopped serving. */
   dead: string[];
   seconds: number;
@@ -330,11 +334,18 @@ interface IntentRow {
   finished_ms: number | null;
 }
 
+/** Who sent the request behind a BMC event (its trace, the conductor by pid, the connection). */
+function sender(e: SimEvent, senders: ReadonlyMap<string, string>): string {
+  if (typeof e.trace !== 'string') return e.conn ? ` on ${String(e.conn)}` : '';
+  const trace = e.trace.replace(/pid=(\d+)/, (m, pid: string) => senders.get(pid) ?? m);
+  return ` (${trace} on ${String(e.conn)})`;
+}
+
 /**
  * Matches a node's intents (seq order) against its BMC's events: each intent's attempts made
  * between one and `attempts` events of its kind, in order, and nothing else reached the BMC.
  */
-function witnessNode(node: string, intents: IntentRow[], events: SimEvent[]): string[] {
+function witnessNode(node: string, intents: IntentRow[], events: SimEvent[], senders: ReadonlyMap<string, string>): string[] {
   // A boot-override to None is the BMC consuming a one-time override at boot, not a request.
   const seen = events.filter((e) => e.type === 'reset' || (e.type === 'boot-override' && e.target !== 'None'));
   const labels = seen.map((e) => (e.type === 'reset' ? 'reset' : `boot:${String(e.target)}`));
@@ -344,7 +355,7 @@ function witnessNode(node: string, intents: IntentRow[], events: SimEvent[]): st
     const t0 = Number(intents[at].created_ms);
     const rel = (ms: number | null) => (ms === null ? '-' : `${Math.round(Number(ms) - t0)}`);
     const rows = intents.slice(Math.max(0, at - 3), at + 3).map((i) => `seq ${i.seq} ${wanted(i) ?? i.kind} ${i.state} x${i.attempts} on ${i.conductor ?? '-'} created ${rel(i.created_ms)} started ${rel(i.started_ms)} finished ${rel(i.finished_ms)}`);
-    const evs = seen.slice(Math.max(0, k - 3), k + 3).map((e, j) => `#${Math.max(0, k - 3) + j} ${labels[Math.max(0, k - 3) + j]} at ${rel(e.at)}`);
+    const evs = seen.slice(Math.max(0, k - 3), k + 3).map((e, j) => `#${Math.max(0, k - 3) + j} ${labels[Math.max(0, k - 3) + j]} at ${rel(e.at)}${sender(e, senders)}`);
     return ` [intents (ms from seq ${intents[at].seq}'s creation): ${rows.join('; ')}] [BMC: ${evs.join('; ')}]`;
   };
   let k = 0;
@@ -417,10 +428,16 @@ export async function runRound(c: OutageCluster, fault: Fault, opts: { perNode: 
   const byNode = new Map<string, IntentRow[]>();
   for (const r of rows) byNode.set(r.node, [...(byNode.get(r.node) ?? []), { ...r, seq: Number(r.seq) }]);
   const witness: string[] = [];
+  const senders = new Map(c.conductors.map((p) => [String(p.proc.pid), p.host]));
   let maxHoldUpMs = 0;
   for (const n of c.nodes) {
     const intents = byNode.get(n.uuid) ?? [];
-    witness.push(...witnessNode(n.uuid, intents, c.events.get(n.bmc) ?? []));
+    // Once a node disagrees, later rounds find the same disagreement again: it counts once.
+    for (const w of witnessNode(n.uuid, intents, c.events.get(n.bmc) ?? [], senders)) {
+      const key = /^[^ ]+ [^(]*/.exec(w)?.[0] ?? w;
+      if (!c.reported.has(key)) witness.push(w);
+      c.reported.add(key);
+    }
     for (let k = 1; k < intents.length; k++) {
       const cur = intents[k];
       const prev = intents[k - 1];
@@ -442,8 +459,16 @@ export async function runRound(c: OutageCluster, fault: Fault, opts: { perNode: 
   const internalErrors = c.apis.flatMap((a) => a.output().split('\n').filter((l) => l.includes('"msg":"internal error"') || l.includes('"request failed"')))
     .filter((l) => !seenErrors.has(l));
   for (const l of internalErrors) seenErrors.add(l);
+  const undoneClaims = { claims: 0, intents: 0, requeued: 0 };
+  for (const l of c.conductors.flatMap((p) => p.output().split('\n')).filter((x) => x.includes('"msg":"claim did not complete') && !seenErrors.has(x))) {
+    seenErrors.add(l);
+    const u = JSON.parse(l) as { intents: number; requeued: number };
+    undoneClaims.claims++;
+    undoneClaims.intents += u.intents;
+    undoneClaims.requeued += u.requeued;
+  }
   return {
-    fault, downMs, probe, internalErrors: internalErrors.slice(0, 5).map((l) => l.slice(0, 1500)), fired: actions.length, answers, failed, lost, witness: witness.slice(0, 20), maxHoldUpMs: Math.round(maxHoldUpMs),
+    fault, downMs, probe, internalErrors: internalErrors.slice(0, 5).map((l) => l.slice(0, 1500)), undoneClaims, fired: actions.length, answers, failed, lost, witness: witness.slice(0, 20), maxHoldUpMs: Math.round(maxHoldUpMs),
     reservationsLeft, openLeft, listeners: Object.fromEntries(listenRows.rows.map((r) => [r.name, r.n])), dead, seconds: Math.round((Date.now() - t0) / 100) / 10,
   };
 }
