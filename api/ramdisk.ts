@@ -7,7 +7,8 @@
  * from the node (db/agent-tokens.ts) and required on every heartbeat. A heartbeat records the
  * agent's URL and version, moves the wait state's deadline on (Ironic's touch_provisioning),
  * and queues one `agent_continue` intent that the node's conductor runs: any API server may
- * take it.
+ * take it. While a conductor holds the node, it records nothing (as Ironic) but still wakes
+ * the node's work.
  */
 import type { FastifyInstance } from 'fastify';
 import { InvalidParameterValue, NodeLocked, NodeNotFound, ResourceNotFound, IncompleteLookup } from '../common/errors.js';
@@ -176,7 +177,11 @@ export function registerRamdiskRoutes(app: FastifyInstance, deps: ApiDeps, accep
       if (b.agent_verify_ca) next.agent_verify_ca = b.agent_verify_ca;
       if (status !== undefined) next.agent_status = status;
       if (field('agent_status_message') !== undefined) next.agent_status_message = field('agent_status_message');
-      await updateLockedNodes(trx, [{ before: node, changes: { driverInternalInfo: next, ...(WAITS.has(node.provisionState) ? { provisionUpdatedAt: new Date() } : {}) } }]);
+      // Ironic's heartbeat skips a node its conductor holds (upgrade_lock fails, "will retry on
+      // the next heartbeat") and records nothing; the step at work is still told to look again.
+      if (node.reservation === null) {
+        await updateLockedNodes(trx, [{ before: node, changes: { driverInternalInfo: next, ...(WAITS.has(node.provisionState) ? { provisionUpdatedAt: new Date() } : {}) } }]);
+      }
       if (!CONTINUES.has(node.provisionState)) return false;
       // A group operation's step waits for this agent: it is what carries the run on.
       if (await wakeWaitingStep(trx, node.id)) return node.uuid;
