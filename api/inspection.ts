@@ -14,7 +14,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { InvalidParameterValue, NotFoundError, ResourceNotFound } from '../common/errors.js';
-import { getNode, getNodeById, updateNode } from '../db/nodes.js';
+import { getNode, updateNode } from '../db/nodes.js';
 import { INTENT_CHANNEL, enqueueIntents, handToWaitingStep } from '../db/intents.js';
 import { withTransaction } from '../db/transaction.js';
 import type { IntentAcceptor } from './intents.js';
@@ -23,7 +23,7 @@ import { MASK } from './masking.js';
 import { lookupBody } from './ramdisk.js';
 import { mintAgentToken } from '../db/agent-tokens.js';
 import { inspectorArgs } from './provision.js';
-import { nodeIdsByPortAddresses } from '../db/ports.js';
+import { nodesByPortAddresses } from '../db/ports.js';
 import { ProvisionState } from '../common/states.js';
 import type { ApiDeps } from './deps.js';
 import { isUuid } from './body.js';
@@ -99,12 +99,12 @@ export function registerInspectionRoutes(app: FastifyInstance, deps: ApiDeps, ac
       }
     }
     if (macs.length) {
-      const ids = await nodeIdsByPortAddresses(db, macs);
+      const byMac = await nodesByPortAddresses(db, macs);
       // MACs of several nodes, or of another node than the one named: a conflict Ironic refuses.
-      if (ids.length > 1) throw notFound();
-      if (ids.length === 1) {
-        if (found && found.id !== ids[0]) throw notFound();
-        found ??= await getNodeById(db, ids[0]);
+      if (byMac.length > 1) throw notFound();
+      if (byMac.length === 1) {
+        if (found && found.id !== byMac[0].id) throw notFound();
+        found ??= byMac[0];
       }
     }
     if (!found || found.provisionState !== ProvisionState.INSPECTWAIT) throw notFound();

@@ -7,15 +7,16 @@
  * from the node (db/agent-tokens.ts) and required on every heartbeat. A heartbeat records the
  * agent's URL and version, moves the wait state's deadline on (Ironic's touch_provisioning),
  * and queues one `agent_continue` intent that the node's conductor runs: any API server may
- * take it.
+ * take it. While a conductor holds the node, it records nothing (as Ironic) but still wakes
+ * the node's work.
  */
 import type { FastifyInstance } from 'fastify';
-import { InvalidParameterValue, NodeLocked, ResourceNotFound, IncompleteLookup } from '../common/errors.js';
+import { InvalidParameterValue, NodeLocked, NodeNotFound, ResourceNotFound, IncompleteLookup } from '../common/errors.js';
 import { ProvisionState } from '../common/states.js';
-import { agentTokenMatches, mintAgentToken } from '../db/agent-tokens.js';
+import { lockNodeWithToken, mintAgentToken } from '../db/agent-tokens.js';
 import { INTENT_CHANNEL, enqueueIntents, hasQueuedIntent, wakeWaitingStep } from '../db/intents.js';
-import { getNode, getNodeById, updateNode, type Node } from '../db/nodes.js';
-import { nodeIdsByPortAddresses } from '../db/ports.js';
+import { getNode, updateLockedNodes, type Node } from '../db/nodes.js';
+import { nodesByPortAddresses } from '../db/ports.js';
 import { withTransaction } from '../db/transaction.js';
 import type { ApiDeps } from './deps.js';
 import type { IntentAcceptor } from './intents.js';
@@ -106,8 +107,8 @@ export function registerRamdiskRoutes(app: FastifyInstance, deps: ApiDeps, accep
     if (nodeUuid) {
       node = await getNode(db, nodeUuid).catch(() => undefined);
     } else {
-      const ids = await nodeIdsByPortAddresses(db, macs);
-      if (ids.length === 1) node = await getNodeById(db, ids[0]);
+      const byMac = await nodesByPortAddresses(db, macs);
+      if (byMac.length === 1) node = byMac[0];
     }
     // Absent and in the wrong state look the same: the lookup must not tell which nodes exist.
     if (!node || (config.api.restrict_lookup && !LOOKUP_ALLOWED.has(node.provisionState))) throw notFound();
@@ -138,50 +139,57 @@ export function registerRamdiskRoutes(app: FastifyInstance, deps: ApiDeps, accep
     }
     if (b.agent_verify_ca !== undefined && !req.apiVersion.atLeast(68)) throw new InvalidParameterValue('Field "agent_verify_ca" not recognised in this version');
     const ident = (req.params as { node: string }).node;
-    const current = await getNode(db, ident);
     let scheme = '';
     try {
       scheme = new URL(callbackUrl).protocol;
     } catch {
       scheme = '';
     }
-    if (!scheme.includes('http') && callbackUrl !== '') throw new InvalidParameterValue('An issue with the supplied "callback_url" has been detected.');
-    const known = current.driverInternalInfo.agent_url;
-    if (typeof known === 'string' && known !== callbackUrl) throw new InvalidParameterValue('Detected change in ramdisk provided "callback_url"');
     const token = field('agent_token');
-    if (token === undefined) throw new InvalidParameterValue('Agent token is required for heartbeat processing.');
     const status = field('agent_status');
-    if (status !== undefined && !AGENT_STATUSES.includes(status)) throw new InvalidParameterValue(`Agent status is invalid. Valid states are ${AGENT_STATUSES.join(',')}.`);
-    if (agentVersion === undefined && status === undefined) {
-      throw new InvalidParameterValue('Agent did not transmit a version, and a version is required. Please update the agent being used.');
-    }
-    if (!(await agentTokenMatches(db, current.id, token))) {
-      // The token itself is never logged, whichever it was.
-      req.log.warn({ node: current.uuid }, 'heartbeat refused: invalid or missing agent token');
-      throw new InvalidParameterValue('Invalid or missing agent token received.');
-    }
+    // One transaction with the row locked from the first read: the checks below see the node
+    // this heartbeat writes, and a heartbeat costs one round of statements, not three.
     const queued = await withTransaction(db, async (trx) => {
-      const node = await getNode(trx, current.uuid, { forUpdate: true });
+      const locked = await lockNodeWithToken(trx, ident, token);
+      if (!locked) throw new NodeNotFound(ident);
+      const { node } = locked;
+      if (!scheme.includes('http') && callbackUrl !== '') throw new InvalidParameterValue('An issue with the supplied "callback_url" has been detected.');
+      const info = node.driverInternalInfo;
+      const known = info.agent_url;
+      if (typeof known === 'string' && known !== callbackUrl) throw new InvalidParameterValue('Detected change in ramdisk provided "callback_url"');
+      if (token === undefined) throw new InvalidParameterValue('Agent token is required for heartbeat processing.');
+      if (status !== undefined && !AGENT_STATUSES.includes(status)) throw new InvalidParameterValue(`Agent status is invalid. Valid states are ${AGENT_STATUSES.join(',')}.`);
+      if (agentVersion === undefined && status === undefined) {
+        throw new InvalidParameterValue('Agent did not transmit a version, and a version is required. Please update the agent being used.');
+      }
+      if (!locked.tokenMatches) {
+        // The token itself is never logged, whichever it was.
+        req.log.warn({ node: node.uuid }, 'heartbeat refused: invalid or missing agent token');
+        throw new InvalidParameterValue('Invalid or missing agent token received.');
+      }
       if (!HEARTBEAT_ALLOWED.has(node.provisionState)) {
         req.log.warn({ node: node.uuid, state: node.provisionState }, 'heartbeat in a state that takes none; not taking any action');
         return false;
       }
-      const info = node.driverInternalInfo;
       // Ironic's 409: the conductor is still at work and has not seen this agent yet (it retries in seconds).
       if (typeof info.agent_url !== 'string' && node.reservation) throw new NodeLocked(node.uuid, node.reservation);
       const next: Record<string, unknown> = { ...info, agent_url: callbackUrl, agent_version: agentVersion ?? info.agent_version ?? null, agent_last_heartbeat: new Date().toISOString() };
       if (b.agent_verify_ca) next.agent_verify_ca = b.agent_verify_ca;
       if (status !== undefined) next.agent_status = status;
       if (field('agent_status_message') !== undefined) next.agent_status_message = field('agent_status_message');
-      await updateNode(trx, node.id, { driverInternalInfo: next, ...(WAITS.has(node.provisionState) ? { provisionUpdatedAt: new Date() } : {}) });
+      // Ironic's heartbeat skips a node its conductor holds (upgrade_lock fails, "will retry on
+      // the next heartbeat") and records nothing; the step at work is still told to look again.
+      if (node.reservation === null) {
+        await updateLockedNodes(trx, [{ before: node, changes: { driverInternalInfo: next, ...(WAITS.has(node.provisionState) ? { provisionUpdatedAt: new Date() } : {}) } }]);
+      }
       if (!CONTINUES.has(node.provisionState)) return false;
       // A group operation's step waits for this agent: it is what carries the run on.
-      if (await wakeWaitingStep(trx, node.id)) return true;
+      if (await wakeWaitingStep(trx, node.id)) return node.uuid;
       if (await hasQueuedIntent(trx, node.id, 'agent_continue')) return false;
       await enqueueIntents(trx, node.id, [{ kind: 'agent_continue', args: {}, maxAttempts: 1, requester: null, requestId: req.id }]);
-      return true;
+      return node.uuid;
     });
-    if (queued) acceptor.wake.notify(INTENT_CHANNEL, current.uuid);
+    if (queued) acceptor.wake.notify(INTENT_CHANNEL, queued);
     reply.code(202).send();
   });
 }

@@ -10,6 +10,7 @@
  *     [--log-dir DIR [--log-level info]]   (every Galvanic process's output to DIR/<label>.log)
  *     [--deploy-interface direct [--image-mib 1] [--agent-boot-seconds 1-2] [--agent-write-mbps 3]
  *      [--heartbeat-gap-ms 1000] [--heartbeat-timeout 60]]
+ *     [--pg-stat-statements]   (embedded Postgres with pg_stat_statements: statements per node by kind)
  *
  * With `--deploy-interface direct` the nodes deploy through the simulated agent (its ISO over
  * virtual media, lookup, heartbeats, write_image of an image this process serves, tear-down)
@@ -35,6 +36,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { nicMacs } from '../sim/redfish/model-synthetic.js';
 import { parseArgs } from 'node:util';
+import type { Knex } from 'knex';
 import { createKnex } from '../db/connection.js';
 import { onCleanup, runBenchmark } from './lib/cleanup.js';
 import { createBenchDatabase, startDatabaseServer } from './lib/database.js';
@@ -62,6 +64,7 @@ interface Options {
   heartbeatTimeout: number;
   logDir?: string;
   logLevel: string;
+  pgStatStatements: boolean;
 }
 
 function parseOptions(): Options {
@@ -71,7 +74,7 @@ function parseOptions(): Options {
       'boot-seconds': { type: 'string' }, 'api-port': { type: 'string' }, workers: { type: 'string' }, 'cpu-prof': { type: 'string' },
       'deploy-interface': { type: 'string' }, 'image-mib': { type: 'string' }, 'agent-boot-seconds': { type: 'string' },
       'agent-write-mbps': { type: 'string' }, 'heartbeat-gap-ms': { type: 'string' }, 'heartbeat-timeout': { type: 'string' },
-      'log-dir': { type: 'string' }, 'log-level': { type: 'string' },
+      'log-dir': { type: 'string' }, 'log-level': { type: 'string' }, 'pg-stat-statements': { type: 'boolean' },
     },
   });
   const deployInterface = values['deploy-interface'] ?? 'ramdisk';
@@ -97,6 +100,7 @@ function parseOptions(): Options {
     heartbeatTimeout: positiveInt('heartbeat-timeout', values['heartbeat-timeout'], 60),
     logDir: values['log-dir'],
     logLevel: values['log-level'] ?? 'warn',
+    pgStatStatements: values['pg-stat-statements'] ?? false,
   };
 }
 
@@ -174,6 +178,30 @@ interface PhaseResult {
   loadAverage: { start: number[]; end: number[] };
   /** Direct deploys: heartbeats the agents sent (all answered) and the agent's share of a node's floor. */
   agent?: { heartbeats: number; heartbeatsPerS: number; agentFloorP50S: number };
+  /** Transactions committed in the bench's database, per node (the bench's own polling included). */
+  commitsPerNode: number;
+  /** With --pg-stat-statements: every statement per node, and the most frequent ones. */
+  statements?: { perNode: number; top: Array<{ perNode: number; meanMs: number; query: string }> };
+}
+
+/** Transactions committed so far in the database of `knex`. */
+async function commits(knex: Knex): Promise<number> {
+  await knex.raw('SELECT pg_stat_force_next_flush()');
+  const { rows } = (await knex.raw('SELECT xact_commit AS n FROM pg_stat_database WHERE datname = current_database()')) as { rows: Array<{ n: string }> };
+  return Number(rows[0].n);
+}
+
+/** The statements run in this database since the last reset, per node, most frequent first. */
+async function statementsPerNode(knex: Knex, nodes: number): Promise<NonNullable<PhaseResult['statements']>> {
+  const { rows } = (await knex.raw(
+    `SELECT query, calls, mean_exec_time AS mean FROM pg_stat_statements
+      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY calls DESC`,
+  )) as { rows: Array<{ query: string; calls: string; mean: number }> };
+  const all = rows.reduce((t, r) => t + Number(r.calls), 0);
+  return {
+    perNode: round2(all / nodes),
+    top: rows.slice(0, 40).map((r) => ({ perNode: round2(Number(r.calls) / nodes), meanMs: round2(r.mean), query: r.query.replace(/\s+/g, ' ').slice(0, 300) })),
+  };
 }
 
 /** Heartbeats sent so far by the agents of these BMCs. */
@@ -203,6 +231,7 @@ const toS = (s: ReturnType<typeof summarize>) => ({ ...s, meanMs: round2(s.meanM
 async function runPhase(
   phase: string, steps: unknown[], maxParallel: number, ctx: {
     client: Client; sim: Sim; uuids: string[]; portOf: Map<string, number>; pids: Record<string, number>; log: (m: string) => void; died: () => string | undefined;
+    knex: Knex; postmasterPid?: number; pgStatStatements: boolean;
     /** Direct deploys: the agent's least heartbeat gap and write_image's run, in ms. */
     agent?: { gapMs: number; writeMs: number };
   },
@@ -212,7 +241,9 @@ async function runPhase(
   await markChains(sim);
   const totals0 = await simTotals(sim);
   const load0 = loadAvg();
-  const watch = watchCpu(ctx.pids);
+  if (ctx.pgStatStatements) await ctx.knex.raw('SELECT pg_stat_statements_reset()');
+  const commits0 = await commits(ctx.knex);
+  const watch = watchCpu(ctx.pids, ctx.postmasterPid);
   const t0 = Date.now();
   const created = await client.request('POST', '/v1/operations', JSON.stringify({ nodes: uuids, steps, max_parallel: maxParallel, description: `bench ${phase}` }));
   if (created.status !== 201) throw new Error(`POST /v1/operations: ${created.status} ${created.body.slice(0, 500)}`);
@@ -239,6 +270,8 @@ async function runPhase(
   // a client following it does, costs the database less than polling closely would.
   const wallS = (Date.parse(op.finished_at) - t0) / 1000;
   const usage = watch.stop();
+  const commitsPerNode = round2(((await commits(ctx.knex)) - commits0) / uuids.length);
+  const statements = ctx.pgStatStatements ? await statementsPerNode(ctx.knex, uuids.length) : undefined;
   const chains = await markChains(sim);
   const totals1 = await simTotals(sim);
   const rows: NonNullable<OperationBody['nodes']> = [];
@@ -310,8 +343,10 @@ async function runPhase(
     failures: rows.filter((r) => r.state !== 'succeeded').slice(0, 10).map((r) => ({ node: r.node_uuid, error: r.last_error })),
     cpu: usage.processes, postgresCpuS: usage.postgresCpuS, machineBusyCpuS: usage.machineBusyCpuS,
     loadAverage: { start: load0, end: loadAvg() },
+    commitsPerNode, ...(statements ? { statements } : {}),
     ...(ctx.agent ? { agent: { heartbeats, heartbeatsPerS: round2(heartbeats / wallS), agentFloorP50S: round2(([...agentExtra.values()].sort((a, b) => a - b)[Math.floor(agentExtra.size / 2)] ?? 0) / 1000) } } : {}),
   };
+  log(`${phase}: ${commitsPerNode} commits per node${statements ? `, ${statements.perNode} statements per node; most frequent:\n${statements.top.slice(0, 25).map((t) => `  ${fmt(t.perNode, 2)}  ${t.query.slice(0, 160)}`).join('\n')}` : ''}`);
   log(`${phase}: ${op.state} in ${fmt(wallS, 2)} s against a floor of ${fmt(result.floorS, 2)} s (${fmt(result.wallOverFloor, 2)}x); node step p50 ${fmt(result.nodeStepS.p50Ms, 2)} s p99 ${fmt(result.nodeStepS.p99Ms, 2)} s`);
   return result;
 }
@@ -323,7 +358,8 @@ async function main(): Promise<number> {
   const machine = machineInfo();
   log(`machine: ${machine.cpuCount} CPUs, load ${machine.loadAvgAtStart.join(' ')}; ${JSON.stringify(opts)}`);
 
-  const server = await startDatabaseServer({ log, tempPrefix: 'galvanic-bench-deploy-' });
+  const extraFlags = opts.pgStatStatements ? ['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.track=top'] : [];
+  const server = await startDatabaseServer({ log, tempPrefix: 'galvanic-bench-deploy-', extraFlags });
   const db = await createBenchDatabase(server, 'galvanic_bench_deploy', log);
   const sim = await startSim(opts, log);
   const ports = await simPorts(sim);
@@ -358,6 +394,7 @@ async function main(): Promise<number> {
   if (first.status !== 201) throw new Error(`POST /v1/nodes: ${first.status} ${first.body}`);
   const knex = createKnex(db.url, { poolMax: 2, applicationName: 'galvanic-bench-deploy' });
   onCleanup('bench pool', () => knex.destroy());
+  if (opts.pgStatStatements) await knex.raw('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
   const template = await knex('nodes').where('name', 'bench-deploy-0').first();
   const copies = ports.slice(1).map((port, i) => {
     const { id: _id, ...row } = template as Record<string, unknown>;
@@ -387,7 +424,7 @@ async function main(): Promise<number> {
 
   const pids = { ...Object.fromEntries(procs.map((p) => [p.label, p.pid])), simulator: sim.proc.pid! };
   const agent = image ? { gapMs: opts.heartbeatGapMs, writeMs: (image.bytes / (opts.agentWriteMBps * 1e6)) * 1000 } : undefined;
-  const ctx = { client, sim, uuids, portOf, pids, log, died, agent };
+  const ctx = { client, sim, uuids, portOf, pids, log, died, agent, knex, postmasterPid: server.postmasterPid, pgStatStatements: opts.pgStatStatements };
   const phases: PhaseResult[] = [];
   for (const mp of opts.maxParallel) {
     phases.push(await runPhase(`deploy-${mp}`, [{ action: 'deploy', ...(direct ? {} : { args: { instance_info: { boot_iso: ISO } } }) }], mp, ctx));

@@ -43,10 +43,11 @@ export interface AgentStep {
 }
 
 /**
- * What a step (or the whole run) comes to: wait for the agent, or done; or, for cleaning,
+ * What a step (or the whole run) comes to: wait for the agent, with the node's changes that
+ * say so (written with the task's outcome, not apart from it); or done; or, for cleaning,
  * aborted after a step that was not abortable (`abort_after`).
  */
-export type StepOutcome = { wait: true } | { wait: false; abortAfter?: true };
+export type StepOutcome = { wait: true; changes: NodeChanges } | { wait: false; abortAfter?: true };
 
 /** The out-of-band deploy steps of `direct` (AgentDeploy), highest priority first. */
 export const DIRECT_DEPLOY_STEPS: readonly AgentStep[] = [
@@ -64,6 +65,11 @@ const DII_CACHED: Record<StepType, string> = { deploy: 'agent_cached_deploy_step
 const DII_VERSION: Record<StepType, string> = { deploy: 'agent_deploy_version', clean: 'agent_clean_version' };
 /** What driver_internal_info keeps only while an agent works on the node. */
 const AGENT_KEYS = ['agent_url', 'agent_version', 'agent_last_heartbeat', 'agent_verify_ca'];
+/**
+ * Steps that do nothing here (Galvanic has no tenant networks to switch to): the node is not
+ * written to show them, since the next step's write follows at once.
+ */
+const NO_OP_STEPS: ReadonlySet<string> = new Set(['deploy.switch_to_tenant_network']);
 
 function servicesOf(ctx: ActionContext): AgentServices {
   if (!ctx.agent) throw new UnsupportedDriverExtension('This conductor has no agent client.');
@@ -105,6 +111,17 @@ export function wipedInternalInfo(info: Record<string, unknown>, type?: StepType
  * only at a lookup, which comes after a wipe (`wipeToken` below forgets it).
  */
 const taskTokens = new WeakMap<ActionContext['task'], string>();
+/** The node's ports, read once per task: the agent gets them with each command, and a task's node keeps its ports. */
+const taskPorts = new WeakMap<ActionContext['task'], Array<{ address: string }>>();
+
+async function portsOf(ctx: ActionContext): Promise<Array<{ address: string }>> {
+  let ports = taskPorts.get(ctx.task);
+  if (ports === undefined) {
+    ports = await servicesOf(ctx).portsOf(ctx.node.id);
+    taskPorts.set(ctx.task, ports);
+  }
+  return ports;
+}
 
 async function target(ctx: ActionContext): Promise<AgentTarget> {
   const url = dii(ctx).agent_url;
@@ -224,7 +241,7 @@ function overriddenPriority(services: AgentServices, step: AgentStep): number {
 async function refreshSteps(ctx: ActionContext, type: StepType, info: Record<string, unknown>): Promise<AgentStep[]> {
   const services = servicesOf(ctx);
   const cmd = await services.client.execute(await target(ctx), `${type}.get_${type}_steps`, {
-    node: nodeForAgent(ctx.node), ports: await services.portsOf(ctx.node.id),
+    node: nodeForAgent(ctx.node), ports: await portsOf(ctx),
   }, true);
   if (cmd.command_status !== 'SUCCEEDED') {
     throw new AgentStepFailed(`Agent on node ${ctx.node.uuid} failed to return its ${type} steps: ${commandError(cmd)}`);
@@ -267,32 +284,41 @@ const WAITING: Record<StepType, string> = { deploy: ProvisionState.DEPLOYWAIT, c
 /**
  * Runs the steps from `from` on: out-of-band ones here, in-band ones by asking the agent
  * (then the node waits for it). Writes the current step before running it, so that a crash
- * leaves the node showing where it was.
+ * leaves the node showing where it was; the wait that follows an in-band step is the task's
+ * outcome to write.
  */
 async function runSteps(ctx: ActionContext, type: StepType, info: Record<string, unknown>, from: number): Promise<StepOutcome> {
   const steps = stepsOf(info, type);
   for (let i = from; i < steps.length; i++) {
     const step = steps[i];
     info[DII_INDEX[type]] = i;
-    await ctx.task.progress({
-      provisionState: RUNNING[type], [`${type}Step`]: shown(step), driverInternalInfo: { ...info },
-    } as NodeChanges);
-    let waited: StepOutcome;
+    const noOp = !step.inband && NO_OP_STEPS.has(stepId(step)) && i + 1 < steps.length;
+    if (!noOp) {
+      await ctx.task.progress({
+        provisionState: RUNNING[type], [`${type}Step`]: shown(step), driverInternalInfo: { ...info },
+      } as NodeChanges);
+    }
+    let waited: StepRun;
     try {
       waited = await runStep(ctx, type, step, info);
     } catch (err) {
       const msg = (err as Error).message;
       throw new AgentStepFailed(msg.includes(stepId(step)) ? msg : `${failureWords(type)} ${stepId(step)} failed: ${msg}`);
     }
-    if (waited.wait) {
-      await ctx.task.progress({ provisionState: WAITING[type], provisionUpdatedAt: new Date(), driverInternalInfo: { ...info } });
-      return waited;
-    }
+    if (waited.wait) return { wait: true, changes: waitChanges(type, info) };
   }
   return { wait: false };
 }
 
-async function runStep(ctx: ActionContext, type: StepType, step: AgentStep, info: Record<string, unknown>): Promise<StepOutcome> {
+/** The node's changes that make it wait for its agent. */
+function waitChanges(type: StepType, info: Record<string, unknown>): NodeChanges {
+  return { provisionState: WAITING[type], provisionUpdatedAt: new Date(), driverInternalInfo: { ...info } };
+}
+
+/** What running a step comes to: the agent has it (wait) or it is done. */
+type StepRun = { wait: boolean };
+
+async function runStep(ctx: ActionContext, type: StepType, step: AgentStep, info: Record<string, unknown>): Promise<StepRun> {
   if (type === 'deploy' && step.interface === 'deploy' && !step.inband) {
     switch (step.step) {
       case 'deploy':
@@ -321,10 +347,10 @@ async function runStep(ctx: ActionContext, type: StepType, step: AgentStep, info
 }
 
 /** Ironic's agent_base.execute_step: proxied to the agent, asynchronously. */
-async function executeInband(ctx: ActionContext, type: StepType, step: AgentStep, info: Record<string, unknown>): Promise<StepOutcome> {
+async function executeInband(ctx: ActionContext, type: StepType, step: AgentStep, info: Record<string, unknown>): Promise<StepRun> {
   const services = servicesOf(ctx);
   const cmd = await services.client.execute(await target(ctx), `${type}.execute_${type}_step`, {
-    step: shown(step), node: nodeForAgent(ctx.node), ports: await services.portsOf(ctx.node.id), [`${type}_version`]: info[DII_VERSION[type]] ?? null,
+    step: shown(step), node: nodeForAgent(ctx.node), ports: await portsOf(ctx), [`${type}_version`]: info[DII_VERSION[type]] ?? null,
   }, false);
   if (cmd.command_status === 'FAILED') throw new AgentStepFailed(commandError(cmd));
   if (cmd.command_status === 'SUCCEEDED') return { wait: false };
@@ -452,15 +478,17 @@ export function cleaningNeedsAgent(node: Node, manual: CleanStep[] | undefined, 
   return !manual.every((s) => oob.some((o) => o.interface === s.interface && o.step === s.step && !o.requiresRamdisk));
 }
 
-/** Starts cleaning through the agent: boots it, and the node waits in `clean wait` with no step yet. */
-export async function startAgentCleaning(ctx: ActionContext, manual: CleanStep[] | undefined): Promise<StepOutcome> {
+/**
+ * Starts cleaning through the agent: boots it, and the node waits in `clean wait` with no step
+ * yet (the changes returned). `pending` changes go with the write before the boot.
+ */
+export async function startAgentCleaning(ctx: ActionContext, manual: CleanStep[] | undefined, pending: NodeChanges = {}): Promise<NodeChanges> {
   const info = wipedInternalInfo(dii(ctx), 'clean');
   if (manual) info.clean_steps_requested = manual;
   else delete info.clean_steps_requested;
-  await ctx.task.progress({ cleanStep: {}, driverInternalInfo: info });
+  await ctx.task.progress({ ...pending, cleanStep: {}, driverInternalInfo: info });
   await bootAgent(ctx);
-  await ctx.task.progress({ provisionState: ProvisionState.CLEANWAIT, provisionUpdatedAt: new Date(), driverInternalInfo: info });
-  return { wait: true };
+  return waitChanges('clean', info);
 }
 
 /** The clean steps for this run, once the agent's are known (set_node_cleaning_steps). */
@@ -519,8 +547,7 @@ export async function continueFromHeartbeat(ctx: ActionContext, type: StepType):
   const done = completedCommand(commands, type, current);
   if (!done) {
     // Still running: the heartbeat already moved the deadline on.
-    if (info[DII_CACHED[type]] !== dii(ctx)[DII_CACHED[type]]) await ctx.task.progress({ driverInternalInfo: info });
-    return { wait: true };
+    return { wait: true, changes: info[DII_CACHED[type]] !== dii(ctx)[DII_CACHED[type]] ? { driverInternalInfo: info } : {} };
   }
   if (done.command_status === 'FAILED') {
     throw new AgentStepFailed(`${type === 'deploy' ? 'Deploy' : 'Clean'} step ${stepId(current as { interface: string; step: string })} failed on node ${ctx.node.uuid}. ${commandError(done)}`);
@@ -536,8 +563,7 @@ export async function continueFromHeartbeat(ctx: ActionContext, type: StepType):
   const currentStep = stepsOf(info, type)[index];
   if (currentStep?.reboot_requested) {
     await powerOf(ctx).setPowerState(ctx.driver, 'rebooting');
-    await ctx.task.progress({ driverInternalInfo: info, provisionUpdatedAt: new Date() });
-    return { wait: true };
+    return { wait: true, changes: { driverInternalInfo: info, provisionUpdatedAt: new Date() } };
   }
   return next();
 }

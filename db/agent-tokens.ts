@@ -1,5 +1,6 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Knex } from 'knex';
+import { isUuid, nodeMapper, type Node } from './nodes.js';
 
 /**
  * Mints the node's agent token if it has none (Ironic's get_node_with_token): the token, or
@@ -18,13 +19,24 @@ export async function agentTokenOf(db: Knex, nodeId: number): Promise<string | n
   return row ? (row.token as string) : null;
 }
 
-/** Whether `given` is the node's token (compared in constant time). */
-export async function agentTokenMatches(db: Knex, nodeId: number, given: string): Promise<boolean> {
-  const token = await agentTokenOf(db, nodeId);
-  if (token === null) return false;
+/** Whether `given` is the token (compared in constant time). */
+function tokenEquals(token: string | null, given: string | undefined): boolean {
+  if (token === null || given === undefined) return false;
   const a = Buffer.from(token);
   const b = Buffer.from(given);
   return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/**
+ * The node named by UUID or name with its row locked, and whether `given` is its agent token:
+ * what a heartbeat checks first, in one statement. Undefined when there is no such node.
+ */
+export async function lockNodeWithToken(trx: Knex.Transaction, ident: string, given: string | undefined): Promise<{ node: Node; tokenMatches: boolean } | undefined> {
+  const row = await trx('nodes').leftJoin('agent_tokens', 'agent_tokens.node_id', 'nodes.id')
+    .where(isUuid(ident) ? 'nodes.uuid' : 'nodes.name', ident)
+    .first('nodes.*', 'agent_tokens.token as agent_token').forUpdate('nodes');
+  if (!row) return undefined;
+  return { node: nodeMapper.fromRow(row), tokenMatches: tokenEquals((row.agent_token as string | null) ?? null, given) };
 }
 
 /** Forgets the node's token: its agent's work has ended (Ironic's wipe_token_and_url). */

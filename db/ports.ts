@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { MACAlreadyExists, PortAlreadyExists, PortNotFound, Conflict, InvalidParameterValue } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { applyPage, markerValue } from './nodes.js';
+import { applyPage, markerValue, nodeMapper, type Node } from './nodes.js';
 import { isUniqueViolation, pgError, SQLSTATE } from './transaction.js';
 
 export interface Port {
@@ -131,11 +131,15 @@ export async function createMissingPorts(db: Knex, nodeId: number, macs: readonl
   return (created as Array<{ address: string }>).map((r) => r.address);
 }
 
-/** The ids of the nodes owning ports with any of these addresses (lower-case MACs). */
-export async function nodeIdsByPortAddresses(db: Knex, addresses: readonly string[]): Promise<number[]> {
+/**
+ * The nodes owning ports with any of these addresses (lower-case MACs), in one statement: an
+ * agent's lookup wants the node when exactly one has them.
+ */
+export async function nodesByPortAddresses(db: Knex, addresses: readonly string[]): Promise<Node[]> {
   if (addresses.length === 0) return [];
-  const rows: Array<{ node_id: number }> = await db('ports').distinct('node_id').whereIn('address', addresses as string[]);
-  return rows.map((r) => r.node_id);
+  const rows: Array<Record<string, unknown>> = await db('nodes').select('*')
+    .whereIn('id', db('ports').select('node_id').whereIn('address', addresses as string[])).orderBy('id');
+  return rows.map((r) => nodeMapper.fromRow(r));
 }
 
 /** A node's ports as inspection processing reads them. */

@@ -28,7 +28,7 @@ export const agentContinueAction: Action = {
         throw new AgentStepFailed(type === 'deploy' ? 'Deploy aborted as node is in maintenance mode' : 'Cleaning aborted as node is in maintenance mode');
       }
       const outcome = await continueFromHeartbeat(ctx, type);
-      if (outcome.wait) return {};
+      if (outcome.wait) return { changes: outcome.changes };
       if (outcome.abortAfter) {
         // Ironic fails the cleaning, then aborts it: clean failed, not in maintenance.
         const changes: NodeChanges = { ...(await abortCleaning(ctx)), provisionState: ProvisionState.CLEANFAIL, targetProvisionState: null, provisionUpdatedAt: new Date() };

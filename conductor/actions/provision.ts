@@ -45,8 +45,8 @@ async function deploy(ctx: ActionContext): Promise<NodeChanges> {
   const node = ctx.node;
   validateForDeploy(ctx.registry, describeNode(node));
   if (node.deployInterface === 'direct') {
-    await startDirectDeploy(ctx, provisionArgsOf(ctx).deploySteps);
-    return { provisionState: ProvisionState.DEPLOYWAIT, powerState: 'power on' };
+    const outcome = await startDirectDeploy(ctx, provisionArgsOf(ctx).deploySteps);
+    return { ...(outcome.wait ? outcome.changes : {}), provisionState: ProvisionState.DEPLOYWAIT, powerState: 'power on' };
   }
   await ctx.task.progress({ deployStep: DEPLOY_STEP });
   if (node.deployInterface !== 'ramdisk') return { deployStep: {} };
@@ -84,13 +84,14 @@ async function tearDown(ctx: ActionContext): Promise<NodeChanges> {
 /**
  * Cleaning: the node's out-of-band steps, in priority order. Automated cleaning runs those with
  * a priority above 0 (the interfaces Galvanic ships have none, so it passes straight through);
- * manual cleaning runs the steps asked for, each of which must exist.
+ * manual cleaning runs the steps asked for, each of which must exist. `pending` changes are
+ * written first, with the cleaning's own first write.
  */
-async function clean(ctx: ActionContext, manual: CleanStep[] | undefined): Promise<NodeChanges> {
+async function clean(ctx: ActionContext, manual: CleanStep[] | undefined, pending?: NodeChanges): Promise<NodeChanges> {
   if (cleaningNeedsAgent(ctx.node, manual, provisionArgsOf(ctx).disableRamdisk === true)) {
-    await startAgentCleaning(ctx, manual);
-    return { provisionState: ProvisionState.CLEANWAIT, powerState: 'power on' };
+    return { ...(await startAgentCleaning(ctx, manual, pending)), powerState: 'power on' };
   }
+  if (pending) await ctx.task.progress(pending);
   const available = cleanStepsFor(ctx.node);
   const steps: CleanStep[] = manual ?? available.filter((s) => s.priority > 0).sort((a, b) => b.priority - a.priority)
     .map((s) => ({ interface: s.interface, step: s.step, priority: s.priority, args: {} }));
@@ -244,8 +245,9 @@ export const provisionAction: Action = {
       case 'tear_down': {
         changes = await tearDown(ctx);
         // Then automated cleaning, as Ironic's DELETING --clean--> CLEANING.
-        await ctx.task.progress({ ...changes, provisionState: ProvisionState.CLEANING, targetProvisionState: ProvisionState.AVAILABLE });
-        if (args.automatedClean ?? true) Object.assign(changes, await clean(ctx, undefined));
+        const cleaning: NodeChanges = { ...changes, provisionState: ProvisionState.CLEANING, targetProvisionState: ProvisionState.AVAILABLE };
+        if (args.automatedClean ?? true) Object.assign(changes, await clean(ctx, undefined, cleaning));
+        else await ctx.task.progress(cleaning);
         event = `Torn down and cleaned, node is ${args.target}.`;
         break;
       }
@@ -309,13 +311,13 @@ export const provisionAction: Action = {
     }
     // A run that waits for its agent keeps its target; the agent's heartbeats carry it on.
     const waiting = changes.provisionState === ProvisionState.DEPLOYWAIT || changes.provisionState === ProvisionState.CLEANWAIT;
-    if (waiting) event = `Waiting for the agent of node ${ctx.node.uuid} (${changes.provisionState}).`;
     return {
       changes: {
         ...changes, provisionState: changes.provisionState ?? args.target, targetProvisionState: waiting ? args.target : null, provisionUpdatedAt: new Date(),
       },
       write,
-      history: { severity: 'INFO', eventType: 'provisioning', event },
+      // Ironic records no event when a node starts waiting for its agent; the run's end has one.
+      ...(waiting ? {} : { history: { severity: 'INFO', eventType: 'provisioning', event } }),
     };
   },
 

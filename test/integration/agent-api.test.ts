@@ -3,6 +3,7 @@
  * no conductor: what the API answers, what it records, and that malformed requests on lookup,
  * heartbeat, clean_steps and deploy_steps get Ironic's 4xx and change nothing.
  */
+import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
@@ -120,6 +121,31 @@ describe('agent API: lookup, heartbeat and the agent token', function () {
     const intents = await t.tdb.knex('intents').where({ node_id: node.id, kind: 'agent_continue' });
     expect(intents).to.have.length(1);
     expect(JSON.stringify(intents)).to.not.include(token);
+  });
+
+  it('records nothing from a heartbeat while a conductor holds the node, but wakes the step at work', async () => {
+    const db = t.tdb.knex;
+    const row = await db('nodes').where({ uuid: waitUuid }).first();
+    const held = { ...row.driver_internal_info, agent_url: 'http://127.0.0.1:9/agent', agent_last_heartbeat: '2000-01-01T00:00:00.000Z' };
+    await db('nodes').where({ id: row.id }).update({ provision_state: 'deploying', reservation: 'conductor-at-work', driver_internal_info: held });
+    const [step] = await db('intents').insert({
+      uuid: randomUUID(), node_id: row.id, seq: 1000, kind: 'provision_step', args: {}, state: 'running', attempts: 2, max_attempts: 1,
+      not_before: new Date(Date.now() + 60_000),
+    }).returning('id');
+    try {
+      const before = await db('nodes').where({ id: row.id }).first('version', 'driver_internal_info');
+      const res = await call('POST', `/v1/heartbeat/${waitUuid}`, { callback_url: 'http://127.0.0.1:9/agent', agent_token: token, agent_version: '10.2.0' });
+      expect(res.statusCode, res.body).to.equal(202);
+      const after = await db('nodes').where({ id: row.id }).first('version', 'driver_internal_info');
+      expect(after).to.deep.equal(before);
+      const woken = await db('intents').where({ id: step.id }).first('not_before');
+      expect(new Date(woken.not_before as string).getTime()).to.be.at.most(Date.now());
+    } finally {
+      await db('intents').where({ id: step.id }).delete();
+      await db('nodes').where({ id: row.id }).update({
+        provision_state: row.provision_state, reservation: null, driver_internal_info: row.driver_internal_info, version: row.version,
+      });
+    }
   });
 
   it(`refuses malformed lookups, heartbeats, clean_steps and deploy_steps with a 4xx and no change`, async () => {
