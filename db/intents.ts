@@ -183,9 +183,12 @@ export interface ClaimScope {
 /** The claimed nodes' columns, returned by the claim statement under a prefix of their own. */
 const CLAIMED_NODE_COLUMNS = NODE_COLUMNS.map((c) => `nodes.${c} AS "node.${c}"`).join(', ');
 
+/** Each node column with its key in a claim's row: built once, not per column of every row claimed. */
+const CLAIMED_NODE_KEYS = NODE_COLUMNS.map((c) => [c, `node.${c}`] as const);
+
 function claimedNodeOf(row: Record<string, unknown>): Node {
   const node: Record<string, unknown> = {};
-  for (const c of NODE_COLUMNS) node[c] = row[`node.${c}`];
+  for (const [c, key] of CLAIMED_NODE_KEYS) node[c] = row[key];
   return nodeMapper.fromRow(node);
 }
 
