@@ -5,7 +5,7 @@
  */
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
-import { buildTestApp, faultOf, type TestApp, inject } from '../helpers/app.js';
+import { createNode, faultOf, inject, suiteApp } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 const call = inject;
@@ -16,22 +16,13 @@ function expectFault(res: LightMyRequestResponse, status: number, message: strin
 }
 
 describe('port groups API', function () {
-  let t: TestApp;
+  const t = suiteApp({ conductor: false, clear: ['nodes'] });
   let nodeA: string;
   let nodeB: string;
 
-  before(async () => {
-    t = await buildTestApp({}, { conductor: false });
-  });
-
-  after(async () => {
-    await t?.close();
-  });
-
   beforeEach(async () => {
-    await t.tdb.knex('nodes').delete();
-    nodeA = (await post('/v1/nodes', { name: 'node-a', driver: 'fake-hardware' })).uuid as string;
-    nodeB = (await post('/v1/nodes', { name: 'node-b', driver: 'fake-hardware' })).uuid as string;
+    nodeA = (await createNode(t, { name: 'node-a' })).uuid;
+    nodeB = (await createNode(t, { name: 'node-b' })).uuid;
   });
 
   async function post(url: string, body: Obj, version?: string): Promise<Obj> {

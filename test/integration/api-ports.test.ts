@@ -3,7 +3,7 @@
  * (per node, detail, fields, pagination), PATCH and DELETE, with Ironic's codes and messages.
  */
 import { expect } from 'chai';
-import { buildTestApp, expectFault, type TestApp, inject } from '../helpers/app.js';
+import { createNode, expectFault, inject, suiteApp } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 
@@ -23,29 +23,14 @@ const call = inject;
 
 
 describe('ports API', function () {
-  let t: TestApp;
+  const t = suiteApp({ conductor: false, clear: ['nodes'] });
   let nodeA: string;
   let nodeB: string;
 
-  before(async () => {
-    t = await buildTestApp({}, { conductor: false });
-  });
-
-  after(async () => {
-    await t?.close();
-  });
-
   beforeEach(async () => {
-    await t.tdb.knex('nodes').delete();
-    nodeA = await createNode('node-a');
-    nodeB = await createNode('node-b');
+    nodeA = (await createNode(t, { name: 'node-a' })).uuid;
+    nodeB = (await createNode(t, { name: 'node-b' })).uuid;
   });
-
-  async function createNode(name: string): Promise<string> {
-    const res = await call(t, 'POST', '/v1/nodes', { body: { name, driver: 'fake-hardware' } });
-    expect(res.statusCode, res.body).to.equal(201);
-    return res.json<{ uuid: string }>().uuid;
-  }
 
   async function createPort(body: Obj): Promise<PortBody> {
     const res = await call(t, 'POST', '/v1/ports', { body });

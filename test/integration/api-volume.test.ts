@@ -4,7 +4,7 @@
  * sort), PATCH and DELETE with Ironic's codes and messages, and the powered-off rule.
  */
 import { expect } from 'chai';
-import { buildTestApp, expectFault, type TestApp, inject, type InjectOptions } from '../helpers/app.js';
+import { createNode, expectFault, type TestApp, inject, type InjectOptions, suiteApp } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
@@ -15,29 +15,14 @@ const call = (t: TestApp, method: Method, url: string, opts: InjectOptions = {})
 
 
 describe('volume API', function () {
-  let t: TestApp;
+  const t = suiteApp({ clear: ['nodes'] });
   let nodeA: string;
   let nodeB: string;
 
-  before(async () => {
-    t = await buildTestApp();
-  });
-
-  after(async () => {
-    await t?.close();
-  });
-
   beforeEach(async () => {
-    await t.tdb.knex('nodes').delete();
-    nodeA = await createNode('node-a');
-    nodeB = await createNode('node-b');
+    nodeA = (await createNode(t, { name: 'node-a' }, '1.78')).uuid;
+    nodeB = (await createNode(t, { name: 'node-b' }, '1.78')).uuid;
   });
-
-  async function createNode(name: string): Promise<string> {
-    const res = await call(t, 'POST', '/v1/nodes', { body: { name, driver: 'fake-hardware' } });
-    expect(res.statusCode, res.body).to.equal(201);
-    return res.json<{ uuid: string }>().uuid;
-  }
 
   /** Asks for a power state and waits for the conductor to reach it. */
   async function power(node: string, target: 'power on' | 'power off'): Promise<void> {
