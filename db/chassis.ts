@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { ChassisAlreadyExists, ChassisNotEmpty, ChassisNotFound } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { applyPage, isUuid, markerValue } from './nodes.js';
+import { isUuid } from './nodes.js';
+import { insertReturning, listPage, updateReturning, type PageRequest } from './table.js';
 import { isUniqueViolation, pgError, SQLSTATE } from './transaction.js';
 
 /** A chassis: a named group of nodes, nothing more (Ironic's model). */
@@ -25,13 +26,10 @@ export const CHASSIS_SORT_KEYS = new Set(['id', 'uuid', 'description', 'created_
 
 export async function createChassis(db: Knex, values: ChassisChanges): Promise<Chassis> {
   const uuid = values.uuid ?? randomUUID();
-  try {
-    const [row] = await db('chassis').insert(mapper.toRow({ ...values, uuid })).returning('*');
-    return mapper.fromRow(row);
-  } catch (err) {
+  return mapper.fromRow(await insertReturning(db, 'chassis', mapper.toRow({ ...values, uuid }), (err) => {
     if (isUniqueViolation(err, 'chassis_uuid_unique')) throw new ChassisAlreadyExists(uuid);
     throw err;
-  }
+  }));
 }
 
 /** By UUID, the only way Ironic names a chassis; `forUpdate` locks the row inside a transaction. */
@@ -40,28 +38,18 @@ export async function getChassis(db: Knex, uuid: string, opts: { forUpdate?: boo
   if (!isUuid(uuid)) throw new ChassisNotFound(uuid);
   const q = db('chassis').where('uuid', uuid.toLowerCase()).first();
   if (opts.forUpdate) q.forUpdate();
-  const row = await q;
-  if (!row) throw new ChassisNotFound(uuid);
-  return mapper.fromRow(row);
+  return mapper.fromFound(await q, () => new ChassisNotFound(uuid));
 }
 
 export async function listChassis(
   db: Knex,
-  page: { limit: number; marker?: Chassis; sortKey: string; sortDir: 'asc' | 'desc' },
+  page: PageRequest<Chassis>,
 ): Promise<Chassis[]> {
-  const q = db('chassis').select('*');
-  applyPage(q, page, (c) => ({
-    id: c.id,
-    value: markerValue(db, 'chassis', page.sortKey, c.id, (c as unknown as Record<string, unknown>)[mapper.fieldOf(page.sortKey)]),
-  }));
-  const rows = await q;
-  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
+  return listPage(db, 'chassis', mapper, page);
 }
 
 export async function updateChassis(db: Knex, id: number, changes: ChassisChanges): Promise<Chassis> {
-  const [row] = await db('chassis').where('id', id).update({ ...mapper.toRow(changes), updated_at: db.fn.now() }).returning('*');
-  if (!row) throw new ChassisNotFound(String(id));
-  return mapper.fromRow(row);
+  return mapper.fromRow(await updateReturning(db, 'chassis', id, mapper.toRow(changes), () => new ChassisNotFound(String(id))));
 }
 
 /**

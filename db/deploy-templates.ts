@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { DeployTemplateAlreadyExists, DeployTemplateDuplicateName, DeployTemplateNotFound } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { applyPage, isUuid, markerValue } from './nodes.js';
+import { isUuid } from './nodes.js';
+import { insertReturning, listPage, updateReturning, type PageRequest } from './table.js';
 import { isUniqueViolation } from './transaction.js';
 
 /** One step of a deploy template, as Ironic stores it. */
@@ -39,42 +40,23 @@ function translateWriteError(err: unknown, values: DeployTemplateChanges): never
 
 export async function createDeployTemplate(db: Knex, values: DeployTemplateChanges & { name: string; steps: DeployStep[] }): Promise<DeployTemplate> {
   const row = mapper.toRow({ ...values, uuid: values.uuid ?? randomUUID() });
-  try {
-    const [created] = await db('deploy_templates').insert(row).returning('*');
-    return mapper.fromRow(created);
-  } catch (err) {
-    translateWriteError(err, values);
-  }
+  return mapper.fromRow(await insertReturning(db, 'deploy_templates', row, (err) => translateWriteError(err, values)));
 }
 
 /** By UUID or name. */
 export async function getDeployTemplate(db: Knex, ident: string): Promise<DeployTemplate> {
-  const row = await db('deploy_templates').where(isUuid(ident) ? 'uuid' : 'name', ident).first();
-  if (!row) throw new DeployTemplateNotFound(ident);
-  return mapper.fromRow(row);
+  return mapper.fromFound(await db('deploy_templates').where(isUuid(ident) ? 'uuid' : 'name', ident).first(), () => new DeployTemplateNotFound(ident));
 }
 
 export async function listDeployTemplates(
   db: Knex,
-  page: { limit: number; marker?: DeployTemplate; sortKey: string; sortDir: 'asc' | 'desc' },
+  page: PageRequest<DeployTemplate>,
 ): Promise<DeployTemplate[]> {
-  const q = db('deploy_templates').select('*');
-  applyPage(q, page, (t) => ({
-    id: t.id,
-    value: markerValue(db, 'deploy_templates', page.sortKey, t.id, (t as unknown as Record<string, unknown>)[mapper.fieldOf(page.sortKey)]),
-  }));
-  const rows = await q;
-  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
+  return listPage(db, 'deploy_templates', mapper, page);
 }
 
 export async function updateDeployTemplate(db: Knex, id: number, changes: DeployTemplateChanges): Promise<DeployTemplate> {
-  try {
-    const [row] = await db('deploy_templates').where('id', id).update({ ...mapper.toRow(changes), updated_at: db.fn.now() }).returning('*');
-    if (!row) throw new DeployTemplateNotFound(String(id));
-    return mapper.fromRow(row);
-  } catch (err) {
-    translateWriteError(err, changes);
-  }
+  return mapper.fromRow(await updateReturning(db, 'deploy_templates', id, mapper.toRow(changes), () => new DeployTemplateNotFound(String(id)), (err) => translateWriteError(err, changes)));
 }
 
 export async function deleteDeployTemplate(db: Knex, id: number): Promise<void> {

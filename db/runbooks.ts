@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { RunbookAlreadyExists, RunbookDuplicateName, RunbookNotFound } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { applyPage, isUuid, markerValue } from './nodes.js';
+import { isUuid } from './nodes.js';
+import { insertReturning, listPage, updateReturning, type PageRequest } from './table.js';
 import { isUniqueViolation } from './transaction.js';
 
 /** One step of a runbook, as Ironic stores it: run in the order given, `order` kept as asked. */
@@ -44,42 +45,23 @@ function translateWriteError(err: unknown, values: RunbookChanges): never {
 
 export async function createRunbook(db: Knex, values: RunbookChanges & { name: string; steps: RunbookStep[] }): Promise<Runbook> {
   const row = mapper.toRow({ ...values, uuid: values.uuid ?? randomUUID() });
-  try {
-    const [created] = await db('runbooks').insert(row).returning('*');
-    return mapper.fromRow(created);
-  } catch (err) {
-    translateWriteError(err, values);
-  }
+  return mapper.fromRow(await insertReturning(db, 'runbooks', row, (err) => translateWriteError(err, values)));
 }
 
 /** By UUID or name. */
 export async function getRunbook(db: Knex, ident: string): Promise<Runbook> {
-  const row = await db('runbooks').where(isUuid(ident) ? 'uuid' : 'name', ident).first();
-  if (!row) throw new RunbookNotFound(ident);
-  return mapper.fromRow(row);
+  return mapper.fromFound(await db('runbooks').where(isUuid(ident) ? 'uuid' : 'name', ident).first(), () => new RunbookNotFound(ident));
 }
 
 export async function listRunbooks(
   db: Knex,
-  page: { limit: number; marker?: Runbook; sortKey: string; sortDir: 'asc' | 'desc' },
+  page: PageRequest<Runbook>,
 ): Promise<Runbook[]> {
-  const q = db('runbooks').select('*');
-  applyPage(q, page, (r) => ({
-    id: r.id,
-    value: markerValue(db, 'runbooks', page.sortKey, r.id, (r as unknown as Record<string, unknown>)[mapper.fieldOf(page.sortKey)]),
-  }));
-  const rows = await q;
-  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
+  return listPage(db, 'runbooks', mapper, page);
 }
 
 export async function updateRunbook(db: Knex, id: number, changes: RunbookChanges): Promise<Runbook> {
-  try {
-    const [row] = await db('runbooks').where('id', id).update({ ...mapper.toRow(changes), updated_at: db.fn.now() }).returning('*');
-    if (!row) throw new RunbookNotFound(String(id));
-    return mapper.fromRow(row);
-  } catch (err) {
-    translateWriteError(err, changes);
-  }
+  return mapper.fromRow(await updateReturning(db, 'runbooks', id, mapper.toRow(changes), () => new RunbookNotFound(String(id)), (err) => translateWriteError(err, changes)));
 }
 
 export async function deleteRunbook(db: Knex, id: number): Promise<void> {

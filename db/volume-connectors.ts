@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { VolumeConnectorAlreadyExists, VolumeConnectorNotFound, VolumeConnectorTypeAndIdAlreadyExists } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { applyPage, markerValue } from './nodes.js';
+import { insertReturning, listPage, updateReturning, withNodeUuid, type PageRequest } from './table.js';
 import { isUniqueViolation } from './transaction.js';
 
 /** A node's volume connector: how the node reaches a volume (an iSCSI initiator IQN, a WWPN…). */
@@ -42,9 +42,7 @@ function selectConnectors(db: Knex): Knex.QueryBuilder {
 }
 
 async function getConnectorById(db: Knex, id: number): Promise<VolumeConnector> {
-  const row = await selectConnectors(db).where('c.id', id).first();
-  if (!row) throw new VolumeConnectorNotFound(String(id));
-  return mapper.fromRow(row);
+  return mapper.fromFound(await selectConnectors(db).where('c.id', id).first(), () => new VolumeConnectorNotFound(String(id)));
 }
 
 export async function createVolumeConnector(
@@ -52,46 +50,25 @@ export async function createVolumeConnector(
   values: VolumeConnectorChanges & { nodeId: number; type: string; connectorId: string },
 ): Promise<VolumeConnector> {
   const row = mapper.toRow({ ...values, uuid: values.uuid ?? randomUUID() });
-  try {
-    const [created] = await db('volume_connectors').insert(row).returning('id');
-    return await getConnectorById(db, created.id);
-  } catch (err) {
-    translateWriteError(err, values);
-  }
+  const created = await insertReturning(db, 'volume_connectors', row, (err) => translateWriteError(err, values), 'id');
+  return getConnectorById(db, created.id as number);
 }
 
 /** By UUID; the caller has checked the form (Ironic answers 400 for anything else). */
 export async function getVolumeConnector(db: Knex, uuid: string): Promise<VolumeConnector> {
-  const row = await selectConnectors(db).where('c.uuid', uuid.toLowerCase()).first();
-  if (!row) throw new VolumeConnectorNotFound(uuid);
-  return mapper.fromRow(row);
+  return mapper.fromFound(await selectConnectors(db).where('c.uuid', uuid.toLowerCase()).first(), () => new VolumeConnectorNotFound(uuid));
 }
 
 export async function listVolumeConnectors(
   db: Knex,
   filters: { nodeId?: number },
-  page: { limit: number; marker?: VolumeConnector; sortKey: string; sortDir: 'asc' | 'desc' },
+  page: PageRequest<VolumeConnector>,
 ): Promise<VolumeConnector[]> {
-  const q = db('volume_connectors').select('*');
-  if (filters.nodeId !== undefined) q.where('node_id', filters.nodeId);
-  applyPage(q, page, (c) => ({
-    id: c.id,
-    value: markerValue(db, 'volume_connectors', page.sortKey, c.id, (c as unknown as Record<string, unknown>)[mapper.fieldOf(page.sortKey)]),
-  }));
-  // The node's UUID is joined after the page is cut: the sort keys are unqualified columns.
-  const outer = db.select('p.*', 'nodes.uuid as node_uuid').from(q.as('p')).join('nodes', 'nodes.id', 'p.node_id');
-  if (page.sortKey !== 'id') outer.orderBy(`p.${page.sortKey}`, page.sortDir);
-  const rows = await outer.orderBy('p.id', page.sortDir);
-  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
+  return listPage(db, 'volume_connectors', mapper, page, { where: { node_id: filters.nodeId }, join: withNodeUuid });
 }
 
 export async function updateVolumeConnector(db: Knex, current: VolumeConnector, changes: VolumeConnectorChanges): Promise<VolumeConnector> {
-  try {
-    const n = await db('volume_connectors').where('id', current.id).update({ ...mapper.toRow(changes), updated_at: db.fn.now() });
-    if (n === 0) throw new VolumeConnectorNotFound(current.uuid);
-  } catch (err) {
-    translateWriteError(err, changes, current);
-  }
+  await updateReturning(db, 'volume_connectors', current.id, mapper.toRow(changes), () => new VolumeConnectorNotFound(current.uuid), (err) => translateWriteError(err, changes, current));
   return getConnectorById(db, current.id);
 }
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { VolumeTargetAlreadyExists, VolumeTargetBootIndexAlreadyExists, VolumeTargetNotFound } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { applyPage, markerValue } from './nodes.js';
+import { insertReturning, listPage, updateReturning, withNodeUuid, type PageRequest } from './table.js';
 import { isUniqueViolation } from './transaction.js';
 
 /** A volume a node may boot from or attach, with its place in the node's boot order. */
@@ -44,9 +44,7 @@ function selectTargets(db: Knex): Knex.QueryBuilder {
 }
 
 async function getTargetById(db: Knex, id: number): Promise<VolumeTarget> {
-  const row = await selectTargets(db).where('t.id', id).first();
-  if (!row) throw new VolumeTargetNotFound(String(id));
-  return mapper.fromRow(row);
+  return mapper.fromFound(await selectTargets(db).where('t.id', id).first(), () => new VolumeTargetNotFound(String(id)));
 }
 
 export async function createVolumeTarget(
@@ -54,46 +52,25 @@ export async function createVolumeTarget(
   values: VolumeTargetChanges & { nodeId: number; volumeType: string; bootIndex: number; volumeId: string },
 ): Promise<VolumeTarget> {
   const row = mapper.toRow({ ...values, uuid: values.uuid ?? randomUUID() });
-  try {
-    const [created] = await db('volume_targets').insert(row).returning('id');
-    return await getTargetById(db, created.id);
-  } catch (err) {
-    translateWriteError(err, values);
-  }
+  const created = await insertReturning(db, 'volume_targets', row, (err) => translateWriteError(err, values), 'id');
+  return getTargetById(db, created.id as number);
 }
 
 /** By UUID; the caller has checked the form (Ironic answers 400 for anything else). */
 export async function getVolumeTarget(db: Knex, uuid: string): Promise<VolumeTarget> {
-  const row = await selectTargets(db).where('t.uuid', uuid.toLowerCase()).first();
-  if (!row) throw new VolumeTargetNotFound(uuid);
-  return mapper.fromRow(row);
+  return mapper.fromFound(await selectTargets(db).where('t.uuid', uuid.toLowerCase()).first(), () => new VolumeTargetNotFound(uuid));
 }
 
 export async function listVolumeTargets(
   db: Knex,
   filters: { nodeId?: number },
-  page: { limit: number; marker?: VolumeTarget; sortKey: string; sortDir: 'asc' | 'desc' },
+  page: PageRequest<VolumeTarget>,
 ): Promise<VolumeTarget[]> {
-  const q = db('volume_targets').select('*');
-  if (filters.nodeId !== undefined) q.where('node_id', filters.nodeId);
-  applyPage(q, page, (t) => ({
-    id: t.id,
-    value: markerValue(db, 'volume_targets', page.sortKey, t.id, (t as unknown as Record<string, unknown>)[mapper.fieldOf(page.sortKey)]),
-  }));
-  // The node's UUID is joined after the page is cut: the sort keys are unqualified columns.
-  const outer = db.select('p.*', 'nodes.uuid as node_uuid').from(q.as('p')).join('nodes', 'nodes.id', 'p.node_id');
-  if (page.sortKey !== 'id') outer.orderBy(`p.${page.sortKey}`, page.sortDir);
-  const rows = await outer.orderBy('p.id', page.sortDir);
-  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
+  return listPage(db, 'volume_targets', mapper, page, { where: { node_id: filters.nodeId }, join: withNodeUuid });
 }
 
 export async function updateVolumeTarget(db: Knex, current: VolumeTarget, changes: VolumeTargetChanges): Promise<VolumeTarget> {
-  try {
-    const n = await db('volume_targets').where('id', current.id).update({ ...mapper.toRow(changes), updated_at: db.fn.now() });
-    if (n === 0) throw new VolumeTargetNotFound(current.uuid);
-  } catch (err) {
-    translateWriteError(err, changes, current);
-  }
+  await updateReturning(db, 'volume_targets', current.id, mapper.toRow(changes), () => new VolumeTargetNotFound(current.uuid), (err) => translateWriteError(err, changes, current));
   return getTargetById(db, current.id);
 }
 
