@@ -5,8 +5,8 @@ import {
 } from '../common/errors.js';
 import { RowMapper } from './rows.js';
 import { isUuid, nodeMapper, updateNode, type Node, type NodeChanges, type UpdateOptions } from './nodes.js';
-import { insertReturning, listPage, updateReturning, type PageRequest } from './table.js';
-import { isUniqueViolation, withTransaction } from './transaction.js';
+import { insertReturning, listPage, uniqueViolations, type TranslateWrite, updateReturning, type PageRequest } from './table.js';
+import { withTransaction } from './transaction.js';
 import { traitsOfNode } from './traits.js';
 
 /** Channel the allocations trigger (migration 0007) notifies on, with the allocation's UUID. */
@@ -45,11 +45,10 @@ const mapper = new RowMapper<Allocation>([
 /** Ironic refuses sorting by the JSON fields. */
 export const ALLOCATION_SORT_KEYS = new Set(['id', 'uuid', 'name', 'node_id', 'state', 'last_error', 'resource_class', 'owner', 'created_at', 'updated_at']);
 
-function translateWriteError(err: unknown, values: AllocationChanges): never {
-  if (isUniqueViolation(err, 'allocations_name_unique')) throw new AllocationDuplicateName(String(values.name));
-  if (isUniqueViolation(err, 'allocations_uuid_unique')) throw new AllocationAlreadyExists(String(values.uuid));
-  throw err;
-}
+const translateWriteError: TranslateWrite<AllocationChanges> = uniqueViolations({
+  allocations_name_unique: (values) => new AllocationDuplicateName(String(values.name)),
+  allocations_uuid_unique: (values) => new AllocationAlreadyExists(String(values.uuid)),
+});
 
 function selectAllocations(db: Knex): Knex.QueryBuilder {
   return db('allocations').leftJoin('nodes', 'nodes.id', 'allocations.node_id').select('allocations.*', 'nodes.uuid as node_uuid');

@@ -1,9 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { ChassisAlreadyExists, ChassisNotEmpty, ChassisNotFound } from '../common/errors.js';
 import { RowMapper } from './rows.js';
 import { isUuid } from './nodes.js';
-import { insertReturning, listPage, updateReturning, type PageRequest } from './table.js';
+import { plainTable } from './table.js';
 import { isUniqueViolation, pgError, SQLSTATE } from './transaction.js';
 
 /** A chassis: a named group of nodes, nothing more (Ironic's model). */
@@ -24,13 +23,14 @@ const mapper = new RowMapper<Chassis>(['id', 'uuid', 'description', 'extra', 'cr
 /** Columns a client may sort chassis by (Ironic refuses only `extra`). */
 export const CHASSIS_SORT_KEYS = new Set(['id', 'uuid', 'description', 'created_at', 'updated_at']);
 
-export async function createChassis(db: Knex, values: ChassisChanges): Promise<Chassis> {
-  const uuid = values.uuid ?? randomUUID();
-  return mapper.fromRow(await insertReturning(db, 'chassis', mapper.toRow({ ...values, uuid }), (err) => {
-    if (isUniqueViolation(err, 'chassis_uuid_unique')) throw new ChassisAlreadyExists(uuid);
-    throw err;
-  }));
-}
+const table = plainTable<Chassis, ChassisChanges>('chassis', mapper, (ident) => new ChassisNotFound(ident), (err, values) => {
+  if (isUniqueViolation(err, 'chassis_uuid_unique')) throw new ChassisAlreadyExists(String(values.uuid));
+  throw err;
+});
+
+export const createChassis = table.create;
+export const listChassis = table.list;
+export const updateChassis = table.update;
 
 /** By UUID, the only way Ironic names a chassis; `forUpdate` locks the row inside a transaction. */
 export async function getChassis(db: Knex, uuid: string, opts: { forUpdate?: boolean } = {}): Promise<Chassis> {
@@ -39,17 +39,6 @@ export async function getChassis(db: Knex, uuid: string, opts: { forUpdate?: boo
   const q = db('chassis').where('uuid', uuid.toLowerCase()).first();
   if (opts.forUpdate) q.forUpdate();
   return mapper.fromFound(await q, () => new ChassisNotFound(uuid));
-}
-
-export async function listChassis(
-  db: Knex,
-  page: PageRequest<Chassis>,
-): Promise<Chassis[]> {
-  return listPage(db, 'chassis', mapper, page);
-}
-
-export async function updateChassis(db: Knex, id: number, changes: ChassisChanges): Promise<Chassis> {
-  return mapper.fromRow(await updateReturning(db, 'chassis', id, mapper.toRow(changes), () => new ChassisNotFound(String(id))));
 }
 
 /**

@@ -5,8 +5,8 @@ import {
 } from '../common/errors.js';
 import { RowMapper } from './rows.js';
 import { isUuid } from './nodes.js';
-import { insertReturning, listPage, updateReturning, withNodeUuid, type PageRequest } from './table.js';
-import { isUniqueViolation, pgError, SQLSTATE } from './transaction.js';
+import { insertReturning, listPage, uniqueViolations, type TranslateWrite, updateReturning, withNodeUuid, type PageRequest } from './table.js';
+import { pgError, SQLSTATE } from './transaction.js';
 
 /** A group of a node's ports bonded together (Ironic's portgroup). */
 export interface Portgroup {
@@ -39,12 +39,11 @@ export const PORTGROUP_SORT_KEYS = new Set([
   'id', 'uuid', 'name', 'address', 'node_id', 'standalone_ports_supported', 'mode', 'created_at', 'updated_at',
 ]);
 
-function translateWriteError(err: unknown, values: PortgroupChanges): never {
-  if (isUniqueViolation(err, 'portgroups_name_unique')) throw new PortgroupDuplicateName(String(values.name));
-  if (isUniqueViolation(err, 'portgroups_address_unique')) throw new PortgroupMACAlreadyExists(String(values.address));
-  if (isUniqueViolation(err, 'portgroups_uuid_unique')) throw new PortgroupAlreadyExists(String(values.uuid));
-  throw err;
-}
+const translateWriteError: TranslateWrite<PortgroupChanges> = uniqueViolations({
+  portgroups_name_unique: (values) => new PortgroupDuplicateName(String(values.name)),
+  portgroups_address_unique: (values) => new PortgroupMACAlreadyExists(String(values.address)),
+  portgroups_uuid_unique: (values) => new PortgroupAlreadyExists(String(values.uuid)),
+});
 
 function selectPortgroups(db: Knex): Knex.QueryBuilder {
   return db('portgroups').join('nodes', 'nodes.id', 'portgroups.node_id').select('portgroups.*', 'nodes.uuid as node_uuid');

@@ -3,8 +3,10 @@
  * insert and an update whose constraint errors become the table's own, and filters that
  * apply only when given. Each table's module stays its own door and calls these.
  */
+import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { RowMapper } from './rows.js';
+import { isUniqueViolation } from './transaction.js';
 
 /** A page a client asked for: `limit` rows after `marker` (the last row of the previous page). */
 export interface PageRequest<T> {
@@ -16,6 +18,9 @@ export interface PageRequest<T> {
 
 /** Turns a constraint violation into the table's error; anything else is thrown as it is. */
 export type TranslateWriteError = (err: unknown) => never;
+
+/** TranslateWriteError given the values written, which the table's errors name. */
+export type TranslateWrite<C> = (err: unknown, values: C) => never;
 
 const rethrow: TranslateWriteError = (err) => {
   throw err;
@@ -141,4 +146,45 @@ export async function updateReturning(
 /** A listPage join: the UUID of the row's node (`node_id`), as `node_uuid`. */
 export function withNodeUuid(outer: Knex.QueryBuilder): Knex.QueryBuilder {
   return outer.select('p.*', 'nodes.uuid as node_uuid').join('nodes', 'nodes.id', 'p.node_id');
+}
+
+/**
+ * Create, list, update and delete for a table the API names its rows in by UUID (or name) and
+ * joins nothing to: `translate` turns the table's constraint violations into its errors, and
+ * `notFound` names a row that is gone. The table's module exports these under its own names.
+ */
+export function plainTable<T extends { id: number }, C extends Partial<T> & { uuid?: string }>(
+  table: string,
+  mapper: RowMapper<T>,
+  notFound: (ident: string) => Error,
+  translate: TranslateWrite<C> = rethrow,
+) {
+  return {
+    async create(db: Knex, values: C): Promise<T> {
+      const withUuid = { ...values, uuid: values.uuid ?? randomUUID() };
+      return mapper.fromRow(await insertReturning(db, table, mapper.toRow(withUuid), (err) => translate(err, withUuid)));
+    },
+    list(db: Knex, page: PageRequest<T>): Promise<T[]> {
+      return listPage(db, table, mapper, page);
+    },
+    async update(db: Knex, id: number, changes: C): Promise<T> {
+      return mapper.fromRow(await updateReturning(db, table, id, mapper.toRow(changes), () => notFound(String(id)), (err) => translate(err, changes)));
+    },
+    async remove(db: Knex, id: number): Promise<void> {
+      await db(table).where('id', id).delete();
+    },
+  };
+}
+
+/**
+ * A translation of unique violations, by constraint, into the table's errors made from the
+ * values written; any other error is thrown as it is.
+ */
+export function uniqueViolations<C>(errors: Record<string, (values: C) => Error>): TranslateWrite<C> {
+  return (err, values) => {
+    for (const [constraint, make] of Object.entries(errors)) {
+      if (isUniqueViolation(err, constraint)) throw make(values);
+    }
+    throw err;
+  };
 }
