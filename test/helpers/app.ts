@@ -188,6 +188,40 @@ export async function startGalvanic(opts: { databaseUrl: string; command?: strin
   };
 }
 
+export interface GalvanicOnFreshDatabase extends RunningGalvanic {
+  tdb: TestDatabase;
+  /** Stops galvanic, drops its database, and resolves with galvanic's exit code. */
+  shutdown(): Promise<number | null>;
+  /** shutdown, then expects exit code 0 with the tail of galvanic's output as the message. */
+  shutdownCleanly(): Promise<void>;
+}
+
+/** startGalvanic on a database of its own, which goes with it. */
+export async function startGalvanicOnFreshDatabase(opts: { command?: string; env?: Record<string, string> } = {}): Promise<GalvanicOnFreshDatabase> {
+  const tdb = await freshDatabase();
+  let galvanic: RunningGalvanic;
+  try {
+    galvanic = await startGalvanic({ ...opts, databaseUrl: tdb.url });
+  } catch (err) {
+    await tdb.drop();
+    throw err;
+  }
+  const shutdown = async (): Promise<number | null> => {
+    try {
+      return await galvanic.stop();
+    } finally {
+      await tdb.drop();
+    }
+  };
+  return {
+    ...galvanic, tdb, shutdown,
+    shutdownCleanly: async () => {
+      const code = await shutdown();
+      expect(code, galvanic.output().slice(-3000)).to.equal(0);
+    },
+  };
+}
+
 export interface RunningConductor {
   host: string;
   proc: ChildProcess;
