@@ -1,15 +1,15 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { InvalidParameterValue, MethodNotAllowed, ResourceNotFound } from '../common/errors.js';
+import { InvalidParameterValue } from '../common/errors.js';
 import {
   createDeployTemplate, deleteDeployTemplate, DEPLOY_TEMPLATE_SORT_KEYS, getDeployTemplate, listDeployTemplates,
   updateDeployTemplate, type DeployStep, type DeployTemplate,
 } from '../db/deploy-templates.js';
 import type { ApiDeps } from './deps.js';
 import { applyPatch, checkPatch, checkQueryNames } from './resource.js';
-import { checkUniqueSteps, invalidInput, stepListFields, stepNumber } from './steps.js';
+import { checkUniqueSteps, invalidInput, stepListFields, stepListRequestFields, stepNumber, versionGate } from './steps.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { maskSecrets } from './masking.js';
-import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
+import { listPageResponse, param, type Query } from './query.js';
 import { isUuid, requireObject } from './body.js';
 import { checkTrait } from './traits.js';
 
@@ -83,34 +83,21 @@ export function registerDeployTemplateRoutes(app: FastifyInstance, deps: ApiDeps
   const base = (req: FastifyRequest) => baseUrl(req, config.api.public_endpoint);
   const ident = (req: FastifyRequest) => (req.params as { template: string }).template;
 
-  // Before 1.55: reads are not found, writes not allowed (Ironic's _route).
-  function gate(req: FastifyRequest): void {
-    if (req.apiVersion.atLeast(DEPLOY_TEMPLATES_VERSION)) return;
-    const message = 'The API version does not allow deploy templates';
-    if (req.method === 'GET') throw new ResourceNotFound(message);
-    throw new MethodNotAllowed(message);
-  }
+  const gate = versionGate(DEPLOY_TEMPLATES_VERSION, 'deploy templates');
 
   async function list(req: FastifyRequest, detailPath: boolean) {
     gate(req);
     const q = req.query as Query;
     checkQueryNames(q, ['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir']);
-    const detail = detailPath || boolParam(q, 'detail') === true;
-    const fieldsRaw = param(q, 'fields');
-    if (detail && fieldsRaw !== undefined) throw new InvalidParameterValue('Can not specify ?detail=True and fields in the same request.');
-    const fields = parseFields(fieldsRaw) ?? (detail ? undefined : DEFAULT_LIST_FIELDS);
-    const limit = limitParam(q, config.api.max_limit);
-    const sortKey = param(q, 'sort_key');
-    if (sortKey === 'extra' || sortKey === 'steps') throw new InvalidParameterValue(`The sort_key value ${sortKey} is an invalid field for sorting`);
-    const sort = sortParams(q, DEPLOY_TEMPLATE_SORT_KEYS, 'deploy templates');
-    const markerIdent = param(q, 'marker');
-    const marker = markerIdent !== undefined ? await getDeployTemplate(db, markerIdent) : undefined;
-    const templates = await listDeployTemplates(db, { limit, marker, ...sort });
+    const fields = stepListRequestFields(q, detailPath, FIELDS, DEFAULT_LIST_FIELDS);
     const b = base(req);
-    const out: Record<string, unknown> = { deploy_templates: templates.map((t) => templateView(t, b, fields)) };
-    const next = nextLink(b, detailPath ? 'deploy_templates/detail' : 'deploy_templates', q, templates.length, limit, templates.at(-1)?.uuid);
-    if (next) out.next = next;
-    return out;
+    return listPageResponse(q, b, {
+      collection: 'deploy_templates', detailPath, maxLimit: config.api.max_limit,
+      sortKeys: DEPLOY_TEMPLATE_SORT_KEYS, refusedSortKeys: ['extra', 'steps'], sortResource: 'deploy templates',
+      marker: (ident) => getDeployTemplate(db, ident),
+      list: (page) => listDeployTemplates(db, page),
+      view: (t) => templateView(t, b, fields),
+    });
   }
 
   app.get('/v1/deploy_templates', (req) => list(req, false));

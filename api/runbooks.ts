@@ -4,17 +4,17 @@
  * trait of the runbook's name. Created, listed, patched and deleted like deploy templates.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { InvalidParameterValue, MethodNotAllowed, PatchError, ResourceNotFound } from '../common/errors.js';
+import { InvalidParameterValue, PatchError } from '../common/errors.js';
 import {
   createRunbook, deleteRunbook, getRunbook, listRunbooks, RUNBOOK_SORT_KEYS, updateRunbook, type Runbook, type RunbookChanges,
   type RunbookStep,
 } from '../db/runbooks.js';
 import type { ApiDeps } from './deps.js';
 import { applyPatch, checkPatch, checkQueryNames } from './resource.js';
-import { checkUniqueSteps, invalidInput, stepListFields, stepNumber } from './steps.js';
+import { checkUniqueSteps, invalidInput, stepListFields, stepListRequestFields, stepNumber, versionGate } from './steps.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { maskSecrets } from './masking.js';
-import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
+import { boolParam, listPageResponse, param, type Query } from './query.js';
 import { isUuid, requireObject } from './body.js';
 import { checkTrait } from './traits.js';
 
@@ -103,13 +103,7 @@ export function registerRunbookRoutes(app: FastifyInstance, deps: ApiDeps): void
   const base = (req: FastifyRequest) => baseUrl(req, config.api.public_endpoint);
   const ident = (req: FastifyRequest) => (req.params as { runbook: string }).runbook;
 
-  // Before 1.92: reads are not found, writes not allowed (Ironic's _route).
-  function gate(req: FastifyRequest): void {
-    if (req.apiVersion.atLeast(RUNBOOKS_VERSION)) return;
-    const message = 'The API version does not allow runbooks';
-    if (req.method === 'GET') throw new ResourceNotFound(message);
-    throw new MethodNotAllowed(message);
-  }
+  const gate = versionGate(RUNBOOKS_VERSION, 'runbooks');
 
   async function list(req: FastifyRequest, detailPath: boolean) {
     gate(req);
@@ -117,22 +111,15 @@ export function registerRunbookRoutes(app: FastifyInstance, deps: ApiDeps): void
     checkQueryNames(q, ['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir', 'project']);
     // `project` narrows to the caller's project; a standalone caller has none, so it changes nothing.
     boolParam(q, 'project');
-    const detail = detailPath || boolParam(q, 'detail') === true;
-    const fieldsRaw = param(q, 'fields');
-    if (detail && fieldsRaw !== undefined) throw new InvalidParameterValue('Can not specify ?detail=True and fields in the same request.');
-    const fields = parseFields(fieldsRaw) ?? (detail ? undefined : DEFAULT_LIST_FIELDS);
-    const limit = limitParam(q, config.api.max_limit);
-    const sortKey = param(q, 'sort_key');
-    if (sortKey === 'extra' || sortKey === 'steps') throw new InvalidParameterValue(`The sort_key value ${sortKey} is an invalid field for sorting`);
-    const sort = sortParams(q, RUNBOOK_SORT_KEYS, 'runbooks');
-    const markerIdent = param(q, 'marker');
-    const marker = markerIdent !== undefined ? await getRunbook(db, markerIdent) : undefined;
-    const runbooks = await listRunbooks(db, { limit, marker, ...sort });
+    const fields = stepListRequestFields(q, detailPath, FIELDS, DEFAULT_LIST_FIELDS);
     const b = base(req);
-    const out: Record<string, unknown> = { runbooks: runbooks.map((r) => runbookView(r, b, fields)) };
-    const next = nextLink(b, detailPath ? 'runbooks/detail' : 'runbooks', q, runbooks.length, limit, runbooks.at(-1)?.uuid);
-    if (next) out.next = next;
-    return out;
+    return listPageResponse(q, b, {
+      collection: 'runbooks', detailPath, maxLimit: config.api.max_limit,
+      sortKeys: RUNBOOK_SORT_KEYS, refusedSortKeys: ['extra', 'steps'], sortResource: 'runbooks',
+      marker: (ident) => getRunbook(db, ident),
+      list: (page) => listRunbooks(db, page),
+      view: (r) => runbookView(r, b, fields),
+    });
   }
 
   app.get('/v1/runbooks', (req) => list(req, false));

@@ -2,7 +2,9 @@
  * What deploy templates and runbooks share: both are named lists of steps, checked against
  * Ironic's step schemas with its messages, and shown with `fields=`.
  */
-import { InvalidParameterValue } from '../common/errors.js';
+import type { FastifyRequest } from 'fastify';
+import { InvalidParameterValue, MethodNotAllowed, ResourceNotFound } from '../common/errors.js';
+import { boolParam, param, type Query } from './query.js';
 
 /** Ironic's jsonschema message for a bad attribute. */
 export function invalidInput(attr: string, v: unknown, why: string): InvalidParameterValue {
@@ -35,4 +37,22 @@ export function checkUniqueSteps(steps: ReadonlyArray<{ interface: string; step:
   if (duplicates.length) {
     throw new InvalidParameterValue(`Deploy template invalid: Duplicate deploy steps. A template cannot have multiple deploy steps with the same interface and step. Duplicates: ${duplicates.join('; ')}.`);
   }
+}
+
+/** Ironic's _route for a step-list resource newer than the request: reads are not found, writes not allowed. */
+export function versionGate(minor: number, what: string): (req: FastifyRequest) => void {
+  return (req) => {
+    if (req.apiVersion.atLeast(minor)) return;
+    const message = `The API version does not allow ${what}`;
+    if (req.method === 'GET') throw new ResourceNotFound(message);
+    throw new MethodNotAllowed(message);
+  };
+}
+
+/** The fields a list shows: all with `detail` (which `fields` may not join), else `fields` or the defaults. */
+export function stepListRequestFields(q: Query, detailPath: boolean, known: readonly string[], defaults: readonly string[]): readonly string[] | undefined {
+  const detail = detailPath || boolParam(q, 'detail') === true;
+  const fieldsRaw = param(q, 'fields');
+  if (detail && fieldsRaw !== undefined) throw new InvalidParameterValue('Can not specify ?detail=True and fields in the same request.');
+  return stepListFields(fieldsRaw, known) ?? (detail ? undefined : defaults);
 }
