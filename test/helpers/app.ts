@@ -116,6 +116,16 @@ export async function createNode<T = { uuid: string; [key: string]: unknown }>(t
   return res.json<T>();
 }
 
+/** Before each test (after the suite's tables are cleared), nodes `node-a` and `node-b` created at `version`: their UUIDs. */
+export function eachTwoNodes(t: TestApp, version?: string): { a: string; b: string } {
+  const nodes = { a: '', b: '' };
+  beforeEach(async () => {
+    nodes.a = (await createNode(t, { name: 'node-a' }, version)).uuid;
+    nodes.b = (await createNode(t, { name: 'node-b' }, version)).uuid;
+  });
+  return nodes;
+}
+
 /** Ironic's error body, parsed: the faultstring. */
 export function faultOf(body: string): { faultcode: string; faultstring: string } {
   const outer = JSON.parse(body) as { error_message: string };
