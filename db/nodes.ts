@@ -4,7 +4,7 @@ import {
   ChassisNotFound, DuplicateName, NodeAlreadyExists, NodeNotFound, Conflict, PreconditionFailed, ReferencedResourceNotFound,
 } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { applyMarkerPage } from './table.js';
+import { applyMarkerPage, whereDefined } from './table.js';
 import { isUniqueViolation, pgError } from './transaction.js';
 
 /** A node as the rest of Galvanic sees it. */
@@ -205,22 +205,16 @@ export const NODE_SORT_KEYS = new Set([
 
 /** The filtered, sorted page of nodes, before any columns are chosen. */
 function nodePage(db: Knex, filters: NodeFilters, page: Page): Knex.QueryBuilder {
-  const q = db('nodes');
-  if (filters.driver !== undefined) q.where('driver', filters.driver);
-  if (filters.provisionState !== undefined) q.where('provision_state', filters.provisionState);
-  if (filters.maintenance !== undefined) q.where('maintenance', filters.maintenance);
+  const q = whereDefined(db('nodes'), { driver: filters.driver, provision_state: filters.provisionState, maintenance: filters.maintenance });
   if (filters.associated !== undefined) {
     if (filters.associated) q.whereNotNull('instance_uuid');
     else q.whereNull('instance_uuid');
   }
-  if (filters.owner !== undefined) q.where('owner', filters.owner);
-  if (filters.lessee !== undefined) q.where('lessee', filters.lessee);
-  if (filters.conductorGroup !== undefined) q.where('conductor_group', filters.conductorGroup.toLowerCase());
-  if (filters.resourceClass !== undefined) q.where('resource_class', filters.resourceClass);
-  if (filters.fault !== undefined) q.where('fault', filters.fault);
-  if (filters.retired !== undefined) q.where('retired', filters.retired);
-  if (filters.instanceUuid !== undefined) q.where('instance_uuid', filters.instanceUuid);
-  if (filters.chassisUuid !== undefined) q.where('chassis_uuid', filters.chassisUuid.toLowerCase());
+  whereDefined(q, {
+    owner: filters.owner, lessee: filters.lessee, conductor_group: filters.conductorGroup?.toLowerCase(),
+    resource_class: filters.resourceClass, fault: filters.fault, retired: filters.retired,
+    instance_uuid: filters.instanceUuid, chassis_uuid: filters.chassisUuid?.toLowerCase(),
+  });
   if (filters.descriptionContains !== undefined) {
     q.whereRaw("description LIKE '%' || ? || '%'", [filters.descriptionContains]);
   }
