@@ -152,6 +152,20 @@ export interface BmcCounters {
 }
 
 /**
+ * Adds counters into a total of BMCs (or of simulators): each a sum, but maxConcurrent the
+ * largest. Only the total's own keys count; a key `more` lacks is left as it is.
+ */
+export function addCounters<T extends object>(total: T, more: Partial<T>): void {
+  const t = total as Record<string, number>;
+  const m = more as Record<string, number | undefined>;
+  for (const key of Object.keys(t)) {
+    const v = m[key];
+    if (v === undefined) continue;
+    t[key] = key === 'maxConcurrent' ? Math.max(t[key], v) : t[key] + v;
+  }
+}
+
+/**
  * Told when a system has finished booting (its `running.phase` is `up`) and when whatever ran
  * on it stops (power off, restart, lost power, a failed boot): the agent simulator's hook.
  */
