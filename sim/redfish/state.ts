@@ -151,6 +151,16 @@ export interface BmcCounters {
   unauthorized: number;
 }
 
+/** A request body that is a JSON object, or null for anything else (a client error to answer). */
+export function parseJsonObject(text: string): Record<string, unknown> | null {
+  try {
+    const v: unknown = JSON.parse(text);
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
 /**
  * Adds counters into a total of BMCs (or of simulators): each a sum, but maxConcurrent the
  * largest. Only the total's own keys count; a key `more` lacks is left as it is.
