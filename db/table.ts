@@ -188,3 +188,37 @@ export function uniqueViolations<C>(errors: Record<string, (values: C) => Error>
     throw err;
   };
 }
+
+/**
+ * The statements of a table of a node's things (volume connectors, volume targets): rows are
+ * read with their node's UUID joined as `node_uuid`, looked up by UUID (the caller has checked
+ * its form), listed by node, and changed given the row as it was, which `translate` may name.
+ */
+export function nodeChildTable<T extends { id: number; uuid: string }, C extends Partial<T> & { uuid?: string }>(
+  table: string,
+  mapper: RowMapper<T>,
+  notFound: (ident: string) => Error,
+  translate: (err: unknown, values: C, current?: T) => never,
+) {
+  const select = (db: Knex) => db(`${table} as x`).join('nodes', 'nodes.id', 'x.node_id').select('x.*', 'nodes.uuid as node_uuid');
+  const byId = async (db: Knex, id: number): Promise<T> => mapper.fromFound(await select(db).where('x.id', id).first(), () => notFound(String(id)));
+  return {
+    async create(db: Knex, values: C): Promise<T> {
+      const created = await insertReturning(db, table, mapper.toRow({ ...values, uuid: values.uuid ?? randomUUID() }), (err) => translate(err, values), 'id');
+      return byId(db, created.id as number);
+    },
+    async get(db: Knex, uuid: string): Promise<T> {
+      return mapper.fromFound(await select(db).where('x.uuid', uuid.toLowerCase()).first(), () => notFound(uuid));
+    },
+    list(db: Knex, filters: { nodeId?: number }, page: PageRequest<T>): Promise<T[]> {
+      return listPage(db, table, mapper, page, { where: { node_id: filters.nodeId }, join: withNodeUuid });
+    },
+    async update(db: Knex, current: T, changes: C): Promise<T> {
+      await updateReturning(db, table, current.id, mapper.toRow(changes), () => notFound(current.uuid), (err) => translate(err, changes, current));
+      return byId(db, current.id);
+    },
+    async remove(db: Knex, id: number): Promise<void> {
+      await db(table).where('id', id).delete();
+    },
+  };
+}

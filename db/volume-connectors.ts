@@ -1,8 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { VolumeConnectorAlreadyExists, VolumeConnectorNotFound, VolumeConnectorTypeAndIdAlreadyExists } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { insertReturning, listPage, updateReturning, withNodeUuid, type PageRequest } from './table.js';
+import { nodeChildTable } from './table.js';
 import { isUniqueViolation } from './transaction.js';
 
 /** A node's volume connector: how the node reaches a volume (an iSCSI initiator IQN, a WWPN…). */
@@ -37,41 +36,11 @@ function translateWriteError(err: unknown, values: VolumeConnectorChanges, curre
   throw err;
 }
 
-function selectConnectors(db: Knex): Knex.QueryBuilder {
-  return db('volume_connectors as c').join('nodes', 'nodes.id', 'c.node_id').select('c.*', 'nodes.uuid as node_uuid');
-}
+const table = nodeChildTable<VolumeConnector, VolumeConnectorChanges>('volume_connectors', mapper, (ident) => new VolumeConnectorNotFound(ident), translateWriteError);
 
-async function getConnectorById(db: Knex, id: number): Promise<VolumeConnector> {
-  return mapper.fromFound(await selectConnectors(db).where('c.id', id).first(), () => new VolumeConnectorNotFound(String(id)));
-}
-
-export async function createVolumeConnector(
-  db: Knex,
-  values: VolumeConnectorChanges & { nodeId: number; type: string; connectorId: string },
-): Promise<VolumeConnector> {
-  const row = mapper.toRow({ ...values, uuid: values.uuid ?? randomUUID() });
-  const created = await insertReturning(db, 'volume_connectors', row, (err) => translateWriteError(err, values), 'id');
-  return getConnectorById(db, created.id as number);
-}
-
+export const createVolumeConnector: (db: Knex, values: VolumeConnectorChanges & { nodeId: number; type: string; connectorId: string }) => Promise<VolumeConnector> = table.create;
 /** By UUID; the caller has checked the form (Ironic answers 400 for anything else). */
-export async function getVolumeConnector(db: Knex, uuid: string): Promise<VolumeConnector> {
-  return mapper.fromFound(await selectConnectors(db).where('c.uuid', uuid.toLowerCase()).first(), () => new VolumeConnectorNotFound(uuid));
-}
-
-export async function listVolumeConnectors(
-  db: Knex,
-  filters: { nodeId?: number },
-  page: PageRequest<VolumeConnector>,
-): Promise<VolumeConnector[]> {
-  return listPage(db, 'volume_connectors', mapper, page, { where: { node_id: filters.nodeId }, join: withNodeUuid });
-}
-
-export async function updateVolumeConnector(db: Knex, current: VolumeConnector, changes: VolumeConnectorChanges): Promise<VolumeConnector> {
-  await updateReturning(db, 'volume_connectors', current.id, mapper.toRow(changes), () => new VolumeConnectorNotFound(current.uuid), (err) => translateWriteError(err, changes, current));
-  return getConnectorById(db, current.id);
-}
-
-export async function deleteVolumeConnector(db: Knex, id: number): Promise<void> {
-  await db('volume_connectors').where('id', id).delete();
-}
+export const getVolumeConnector = table.get;
+export const listVolumeConnectors = table.list;
+export const updateVolumeConnector = table.update;
+export const deleteVolumeConnector = table.remove;
