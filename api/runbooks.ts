@@ -10,11 +10,11 @@ import {
   type RunbookStep,
 } from '../db/runbooks.js';
 import type { ApiDeps } from './deps.js';
-import { applyPatch, checkPatch, checkQueryNames } from './resource.js';
-import { checkUniqueSteps, invalidInput, stepListFields, stepListRequestFields, stepNumber, versionGate } from './steps.js';
+import { applyPatch, checkPatch } from './resource.js';
+import { checkExtra, checkStepFields, checkStepList, invalidInput, registerStepListRoutes, versionGate } from './steps.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { maskSecrets } from './masking.js';
-import { boolParam, listPageResponse, param, type Query } from './query.js';
+import { boolParam } from './query.js';
 import { isUuid, requireObject } from './body.js';
 import { checkTrait } from './traits.js';
 
@@ -40,25 +40,12 @@ function runbookView(r: Runbook, base: string, fields?: readonly string[]): Reco
   return Object.fromEntries((fields ?? FIELDS).map((k) => [k, full[k]]));
 }
 
-const parseFields = (raw: string | undefined) => stepListFields(raw, FIELDS);
 const invalid = invalidInput;
 
 /** One step as Ironic's RUNBOOK_STEP_SCHEMA has it; a numeric string order becomes a number. */
 function checkStep(v: unknown): RunbookStep {
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw invalid('steps', v, `${JSON.stringify(v)} is not of type 'object'`);
-  const s = v as Record<string, unknown>;
-  for (const req of ['interface', 'step', 'order']) {
-    if (!(req in s)) throw invalid('steps', v, `'${req}' is a required property`);
-  }
-  const extra = Object.keys(s).filter((k) => !['interface', 'step', 'args', 'order'].includes(k));
-  if (extra.length) throw invalid('steps', v, `Additional properties are not allowed ('${extra[0]}' was unexpected)`);
-  if (typeof s.interface !== 'string' || !STEP_INTERFACES.includes(s.interface)) {
-    throw invalid('steps', v, `${JSON.stringify(s.interface)} is not one of ${JSON.stringify(STEP_INTERFACES)}`);
-  }
-  if (typeof s.step !== 'string' || s.step.length === 0) throw invalid('steps', v, `${JSON.stringify(s.step)} is not a non-empty string`);
-  const args = s.args ?? {};
-  if (args === null || typeof args !== 'object' || Array.isArray(args)) throw invalid('steps', v, `${JSON.stringify(s.args)} is not of type 'object'`);
-  return { interface: s.interface, step: s.step, args: args as Record<string, unknown>, order: stepNumber(s.order, v) };
+  const s = checkStepFields(v, STEP_INTERFACES, 'order', false);
+  return { interface: s.interface, step: s.step, args: s.args, order: s.number };
 }
 
 const optionalBoolean = (body: Record<string, unknown>, key: string): boolean | undefined => {
@@ -79,12 +66,8 @@ function checkRunbook(body: Record<string, unknown>): RunbookChanges & { name: s
   if (body.description !== undefined && body.description !== null && (typeof body.description !== 'string' || body.description.length > 255)) {
     throw invalid('description', body.description, `${JSON.stringify(body.description)} is not of type 'string', 'null'`);
   }
-  if (!Array.isArray(body.steps)) throw invalid('steps', body.steps, `${JSON.stringify(body.steps)} is not of type 'array'`);
-  if (body.steps.length === 0) throw invalid('steps', body.steps, '[] should be non-empty');
-  const steps = body.steps.map(checkStep);
-  checkUniqueSteps(steps);
-  const extra = body.extra ?? {};
-  if (extra === null || typeof extra !== 'object' || Array.isArray(extra)) throw invalid('extra', extra, `${JSON.stringify(extra)} is not of type 'object', 'null'`);
+  const steps = checkStepList(body.steps, checkStep);
+  const extra = checkExtra(body);
   const owner = body.owner ?? null;
   if (owner !== null && (typeof owner !== 'string' || owner.length > 255)) throw invalid('owner', owner, `${JSON.stringify(owner)} is not of type 'string', 'null'`);
   let uuid: string | undefined;
@@ -93,7 +76,7 @@ function checkRunbook(body: Record<string, unknown>): RunbookChanges & { name: s
     uuid = body.uuid.toLowerCase();
   }
   return {
-    uuid, name, steps, extra: extra as Record<string, unknown>, owner: owner as string | null,
+    uuid, name, steps, extra, owner: owner as string | null,
     public: optionalBoolean(body, 'public') ?? false, disableRamdisk: optionalBoolean(body, 'disable_ramdisk') ?? false,
   };
 }
@@ -105,30 +88,15 @@ export function registerRunbookRoutes(app: FastifyInstance, deps: ApiDeps): void
 
   const gate = versionGate(RUNBOOKS_VERSION, 'runbooks');
 
-  async function list(req: FastifyRequest, detailPath: boolean) {
-    gate(req);
-    const q = req.query as Query;
-    checkQueryNames(q, ['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir', 'project']);
+  registerStepListRoutes(app, base, config.api.max_limit, {
+    collection: 'runbooks', param: 'runbook', gate,
     // `project` narrows to the caller's project; a standalone caller has none, so it changes nothing.
-    boolParam(q, 'project');
-    const fields = stepListRequestFields(q, detailPath, FIELDS, DEFAULT_LIST_FIELDS);
-    const b = base(req);
-    return listPageResponse(q, b, {
-      collection: 'runbooks', detailPath, maxLimit: config.api.max_limit,
-      sortKeys: RUNBOOK_SORT_KEYS, refusedSortKeys: ['extra', 'steps'], sortResource: 'runbooks',
-      marker: (ident) => getRunbook(db, ident),
-      list: (page) => listRunbooks(db, page),
-      view: (r) => runbookView(r, b, fields),
-    });
-  }
-
-  app.get('/v1/runbooks', (req) => list(req, false));
-  app.get('/v1/runbooks/detail', (req) => list(req, true));
-
-  app.get('/v1/runbooks/:runbook', async (req) => {
-    gate(req);
-    const fields = parseFields(param(req.query as Query, 'fields'));
-    return runbookView(await getRunbook(db, ident(req)), base(req), fields);
+    extraQuery: { names: ['project'], read: (q) => boolParam(q, 'project') },
+    fields: FIELDS, defaultListFields: DEFAULT_LIST_FIELDS, sortKeys: RUNBOOK_SORT_KEYS, sortResource: 'runbooks',
+    get: (ident) => getRunbook(db, ident),
+    list: (page) => listRunbooks(db, page),
+    remove: (id) => deleteRunbook(db, id),
+    view: runbookView,
   });
 
   app.post('/v1/runbooks', async (req, reply) => {
@@ -165,12 +133,5 @@ export function registerRunbookRoutes(app: FastifyInstance, deps: ApiDeps): void
     if (checked.owner !== r.owner) changes.owner = checked.owner;
     const updated = Object.keys(changes).length ? await updateRunbook(db, r.id, changes) : r;
     return runbookView(updated, base(req));
-  });
-
-  app.delete('/v1/runbooks/:runbook', async (req, reply) => {
-    gate(req);
-    const r = await getRunbook(db, ident(req));
-    await deleteRunbook(db, r.id);
-    reply.code(204).send();
   });
 }
