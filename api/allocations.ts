@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Knex } from 'knex';
-import jsonpatch from 'fast-json-patch';
+import { applyWholePatch } from './resource.js';
 import {
   AllocationNotFound, InvalidParameterValue, InvalidState, MethodNotAllowed, NodeAssociated, NodeNotFound, NotAcceptable, PatchError,
   ResourceNotFound,
@@ -277,12 +277,7 @@ export function registerAllocationRoutes(app: FastifyInstance, deps: ApiDeps): v
     }
     const a = await getAllocation(db, ident(req));
     const doc = { name: a.name, extra: a.extra };
-    let patched: Record<string, unknown>;
-    try {
-      patched = jsonpatch.applyPatch(structuredClone(doc), ops as jsonpatch.Operation[], true, false).newDocument;
-    } catch (err) {
-      throw new PatchError(`Invalid patch: ${(err as Error).message.split('\n')[0]}`);
-    }
+    const patched = applyWholePatch(doc, ops);
     const name = patched.name ?? null;
     const extra = patched.extra ?? {};
     if (name !== null && typeof name !== 'string') throw new InvalidParameterValue(`Invalid input for field/attribute name. Value: ${JSON.stringify(name)}. ${JSON.stringify(name)} is not of type 'string', 'null'`);

@@ -8,7 +8,7 @@ import { isUuid, requireObject } from './body.js';
 import type { ApiDeps } from './deps.js';
 import type { ApiVersion } from './versioning.js';
 import { baseUrl, resourceLinks } from './links.js';
-import { limitParam, nextLink, param, sortParams, type Query } from './query.js';
+import { listPageResponse, param, type Query } from './query.js';
 import {
   applyPatch, changedFields, checkPatch, checkQueryNames, iso, listFields, parseFieldsParam, pickFields, type FieldVersions,
 } from './resource.js';
@@ -71,19 +71,17 @@ export function registerChassisRoutes(app: FastifyInstance, deps: ApiDeps): void
     const q = req.query as Query;
     checkQueryNames(q, ['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir']);
     const fields = listFields(q, detailPath, CHASSIS_FIELDS, DEFAULT_LIST_FIELDS, req.apiVersion);
-    const limit = limitParam(q, config.api.max_limit);
-    const sortKey = param(q, 'sort_key');
-    if (sortKey === 'extra') throw new InvalidParameterValue(`The sort_key value ${sortKey} is an invalid field for sorting`);
-    const sort = sortParams(q, CHASSIS_SORT_KEYS, 'chassis');
-    const markerIdent = param(q, 'marker');
-    if (markerIdent !== undefined && !isUuid(markerIdent)) throw new InvalidParameterValue(`Expected UUID for marker: ${markerIdent}`);
-    const marker = markerIdent !== undefined ? await getChassis(db, markerIdent) : undefined;
-    const rows = await listChassis(db, { limit, marker, ...sort });
     const b = base(req);
-    const out: Record<string, unknown> = { chassis: rows.map((c) => chassisView(c, b, req.apiVersion, fields)) };
-    const next = nextLink(b, detailPath ? 'chassis/detail' : 'chassis', q, rows.length, limit, rows.at(-1)?.uuid);
-    if (next) out.next = next;
-    return out;
+    return listPageResponse(q, b, {
+      collection: 'chassis', detailPath, maxLimit: config.api.max_limit,
+      sortKeys: CHASSIS_SORT_KEYS, refusedSortKeys: ['extra'], sortResource: 'chassis',
+      marker: (ident) => {
+        if (!isUuid(ident)) throw new InvalidParameterValue(`Expected UUID for marker: ${ident}`);
+        return getChassis(db, ident);
+      },
+      list: (page) => listChassis(db, page),
+      view: (c) => chassisView(c, b, req.apiVersion, fields),
+    });
   }
 
   app.get('/v1/chassis', (req) => list(req, false));

@@ -1,15 +1,14 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { InvalidParameterValue, MethodNotAllowed, ResourceNotFound } from '../common/errors.js';
+import { InvalidParameterValue } from '../common/errors.js';
 import {
   createDeployTemplate, deleteDeployTemplate, DEPLOY_TEMPLATE_SORT_KEYS, getDeployTemplate, listDeployTemplates,
   updateDeployTemplate, type DeployStep, type DeployTemplate,
 } from '../db/deploy-templates.js';
 import type { ApiDeps } from './deps.js';
-import { applyPatch, checkPatch, checkQueryNames } from './resource.js';
-import { checkUniqueSteps, invalidInput, stepListFields, stepNumber } from './steps.js';
+import { applyPatch, checkPatch } from './resource.js';
+import { checkExtra, checkStepFields, checkStepList, registerStepListRoutes, versionGate } from './steps.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { maskSecrets } from './masking.js';
-import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
 import { isUuid, requireObject } from './body.js';
 import { checkTrait } from './traits.js';
 
@@ -36,24 +35,11 @@ function templateView(t: DeployTemplate, base: string, fields?: readonly string[
   return Object.fromEntries((fields ?? FIELDS).map((k) => [k, full[k]]));
 }
 
-const parseFields = (raw: string | undefined) => stepListFields(raw, FIELDS);
-const invalid = invalidInput;
 
 /** One step as Ironic's DEPLOY_STEP_SCHEMA has it; a numeric string priority becomes a number. */
 function checkStep(v: unknown): DeployStep {
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw invalid('steps', v, `${JSON.stringify(v)} is not of type 'object'`);
-  const s = v as Record<string, unknown>;
-  for (const req of ['interface', 'step', 'args', 'priority']) {
-    if (!(req in s)) throw invalid('steps', v, `'${req}' is a required property`);
-  }
-  const extra = Object.keys(s).filter((k) => !['interface', 'step', 'args', 'priority'].includes(k));
-  if (extra.length) throw invalid('steps', v, `Additional properties are not allowed ('${extra[0]}' was unexpected)`);
-  if (typeof s.interface !== 'string' || !DEPLOY_STEP_INTERFACES.includes(s.interface)) {
-    throw invalid('steps', v, `${JSON.stringify(s.interface)} is not one of ${JSON.stringify(DEPLOY_STEP_INTERFACES)}`);
-  }
-  if (typeof s.step !== 'string' || s.step.length === 0) throw invalid('steps', v, `${JSON.stringify(s.step)} is not a non-empty string`);
-  if (s.args === null || typeof s.args !== 'object' || Array.isArray(s.args)) throw invalid('steps', v, `${JSON.stringify(s.args)} is not of type 'object'`);
-  return { interface: s.interface, step: s.step, args: s.args as Record<string, unknown>, priority: stepNumber(s.priority, v) };
+  const s = checkStepFields(v, DEPLOY_STEP_INTERFACES, 'priority', true);
+  return { interface: s.interface, step: s.step, args: s.args, priority: s.number };
 }
 
 /** Ironic's TEMPLATE_SCHEMA and duplicate-step rule over a whole template. */
@@ -64,18 +50,14 @@ function checkTemplate(body: Record<string, unknown>): { uuid?: string; name: st
     if (body[req] === undefined) throw new InvalidParameterValue(`'${req}' is a required property`);
   }
   const name = checkTrait(body.name, 'name');
-  if (!Array.isArray(body.steps)) throw invalid('steps', body.steps, `${JSON.stringify(body.steps)} is not of type 'array'`);
-  if (body.steps.length === 0) throw invalid('steps', body.steps, '[] should be non-empty');
-  const steps = body.steps.map(checkStep);
-  checkUniqueSteps(steps);
-  const extra = body.extra ?? {};
-  if (extra === null || typeof extra !== 'object' || Array.isArray(extra)) throw invalid('extra', extra, `${JSON.stringify(extra)} is not of type 'object', 'null'`);
+  const steps = checkStepList(body.steps, checkStep);
+  const extra = checkExtra(body);
   let uuid: string | undefined;
   if (body.uuid !== undefined && body.uuid !== null) {
     if (typeof body.uuid !== 'string' || !isUuid(body.uuid)) throw new InvalidParameterValue(`Expected a UUID for uuid: ${JSON.stringify(body.uuid)}`);
     uuid = body.uuid.toLowerCase();
   }
-  return { uuid, name, steps, extra: extra as Record<string, unknown> };
+  return { uuid, name, steps, extra };
 }
 
 export function registerDeployTemplateRoutes(app: FastifyInstance, deps: ApiDeps): void {
@@ -83,43 +65,15 @@ export function registerDeployTemplateRoutes(app: FastifyInstance, deps: ApiDeps
   const base = (req: FastifyRequest) => baseUrl(req, config.api.public_endpoint);
   const ident = (req: FastifyRequest) => (req.params as { template: string }).template;
 
-  // Before 1.55: reads are not found, writes not allowed (Ironic's _route).
-  function gate(req: FastifyRequest): void {
-    if (req.apiVersion.atLeast(DEPLOY_TEMPLATES_VERSION)) return;
-    const message = 'The API version does not allow deploy templates';
-    if (req.method === 'GET') throw new ResourceNotFound(message);
-    throw new MethodNotAllowed(message);
-  }
+  const gate = versionGate(DEPLOY_TEMPLATES_VERSION, 'deploy templates');
 
-  async function list(req: FastifyRequest, detailPath: boolean) {
-    gate(req);
-    const q = req.query as Query;
-    checkQueryNames(q, ['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir']);
-    const detail = detailPath || boolParam(q, 'detail') === true;
-    const fieldsRaw = param(q, 'fields');
-    if (detail && fieldsRaw !== undefined) throw new InvalidParameterValue('Can not specify ?detail=True and fields in the same request.');
-    const fields = parseFields(fieldsRaw) ?? (detail ? undefined : DEFAULT_LIST_FIELDS);
-    const limit = limitParam(q, config.api.max_limit);
-    const sortKey = param(q, 'sort_key');
-    if (sortKey === 'extra' || sortKey === 'steps') throw new InvalidParameterValue(`The sort_key value ${sortKey} is an invalid field for sorting`);
-    const sort = sortParams(q, DEPLOY_TEMPLATE_SORT_KEYS, 'deploy templates');
-    const markerIdent = param(q, 'marker');
-    const marker = markerIdent !== undefined ? await getDeployTemplate(db, markerIdent) : undefined;
-    const templates = await listDeployTemplates(db, { limit, marker, ...sort });
-    const b = base(req);
-    const out: Record<string, unknown> = { deploy_templates: templates.map((t) => templateView(t, b, fields)) };
-    const next = nextLink(b, detailPath ? 'deploy_templates/detail' : 'deploy_templates', q, templates.length, limit, templates.at(-1)?.uuid);
-    if (next) out.next = next;
-    return out;
-  }
-
-  app.get('/v1/deploy_templates', (req) => list(req, false));
-  app.get('/v1/deploy_templates/detail', (req) => list(req, true));
-
-  app.get('/v1/deploy_templates/:template', async (req) => {
-    gate(req);
-    const fields = parseFields(param(req.query as Query, 'fields'));
-    return templateView(await getDeployTemplate(db, ident(req)), base(req), fields);
+  registerStepListRoutes(app, base, config.api.max_limit, {
+    collection: 'deploy_templates', param: 'template', gate,
+    fields: FIELDS, defaultListFields: DEFAULT_LIST_FIELDS, sortKeys: DEPLOY_TEMPLATE_SORT_KEYS, sortResource: 'deploy templates',
+    get: (ident) => getDeployTemplate(db, ident),
+    list: (page) => listDeployTemplates(db, page),
+    remove: (id) => deleteDeployTemplate(db, id),
+    view: templateView,
   });
 
   app.post('/v1/deploy_templates', async (req, reply) => {
@@ -142,12 +96,5 @@ export function registerDeployTemplateRoutes(app: FastifyInstance, deps: ApiDeps
     if (JSON.stringify(checked.extra) !== JSON.stringify(t.extra)) changes.extra = checked.extra;
     const updated = Object.keys(changes).length ? await updateDeployTemplate(db, t.id, changes) : t;
     return templateView(updated, base(req));
-  });
-
-  app.delete('/v1/deploy_templates/:template', async (req, reply) => {
-    gate(req);
-    const t = await getDeployTemplate(db, ident(req));
-    await deleteDeployTemplate(db, t.id);
-    reply.code(204).send();
   });
 }

@@ -1,5 +1,4 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import jsonpatch from 'fast-json-patch';
 import { randomUUID } from 'node:crypto';
 import {
   ChassisNotFound, InterfaceNotFoundInEntrypoint, InvalidParameterValue, MissingParameterValue, PatchError, InvalidState, NodeLocked,
@@ -30,7 +29,7 @@ import { describeNode, validateAll } from '../drivers/validate-node.js';
 import { getInventory } from '../db/inventory.js';
 import { childAndShardFilters, resolveParentNode } from './node-relations.js';
 import { getNodeWithSuffix } from './json-suffix.js';
-import { checkPatchOp, patchOps } from './resource.js';
+import { applyWholePatch, checkPatchOp, patchOps } from './resource.js';
 
 /** The node field holding each interface kind. */
 export const INTERFACE_FIELDS = Object.fromEntries(
@@ -258,12 +257,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     // The document the patch applies to: writable fields, secrets unmasked.
     const doc: Record<string, unknown> = {};
     for (const [apiName, domain] of WRITABLE) doc[apiName] = current[domain as keyof Node] ?? null;
-    let patched: Record<string, unknown>;
-    try {
-      patched = jsonpatch.applyPatch(structuredClone(doc), ops as jsonpatch.Operation[], true, false).newDocument;
-    } catch (err) {
-      throw new PatchError(`Invalid patch: ${(err as Error).message.split('\n')[0]}`);
-    }
+    const patched = applyWholePatch(doc, ops);
     // A removed top-level object field means "empty", a removed scalar means null.
     const body: Record<string, unknown> = {};
     for (const [apiName] of WRITABLE) {

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import jsonpatch from 'fast-json-patch';
+import { applyWholePatch } from './resource.js';
 import type { Knex } from 'knex';
 import {
   Conflict, Forbidden, InvalidParameterValue, InvalidState, MissingParameterValue, PatchError, NotAcceptable, NodeNotFound,
@@ -316,12 +316,7 @@ export function registerPortRoutes(app: FastifyInstance, deps: ApiDeps): void {
           throw new PatchError(`'/${root}' is a mandatory attribute and can not be removed`);
         }
       }
-      let patched: Record<string, unknown>;
-      try {
-        patched = jsonpatch.applyPatch(structuredClone(doc), ops as jsonpatch.Operation[], true, false).newDocument;
-      } catch (err) {
-        throw new PatchError(`Invalid patch: ${(err as Error).message.split('\n')[0]}`);
-      }
+      const patched = applyWholePatch(doc, ops);
       const changedBody: Record<string, unknown> = {};
       for (const k of Object.keys(doc)) {
         const v = patched[k] === undefined ? (k === 'extra' || k === 'local_link_connection' ? {} : null) : patched[k];

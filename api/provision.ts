@@ -88,6 +88,21 @@ function checkSteps(value: unknown, name: string, withPriority: boolean): Array<
  * A runbook's steps for a node (Ironic's _handle_runbook): the runbook must exist and the node
  * carry a trait of its name; the steps run in the order they are listed.
  */
+/**
+ * `clean_steps` with clean, `service_steps` with service: required there unless a runbook is
+ * named, refused with any other verb.
+ */
+function stepsOfVerb(body: Record<string, unknown>, verb: string, stepsVerb: 'clean' | 'service', runbook: string | undefined): ReturnType<typeof checkSteps> | undefined {
+  const key = `${stepsVerb}_steps`;
+  const given = body[key] !== undefined && body[key] !== null;
+  if (verb !== stepsVerb) {
+    if (given) throw new InvalidParameterValue(`"${key}" is only valid when setting target provision state to ${stepsVerb}`);
+    return undefined;
+  }
+  if (!given && runbook === undefined) throw new MissingParameterValue(`"${key}" is required when setting target provision state to ${stepsVerb}`);
+  return given ? checkSteps(body[key], key, false) : undefined;
+}
+
 async function stepsOfRunbook(trx: Knex, node: Node, ident: string): Promise<ReturnType<typeof checkSteps>> {
   const runbook = await getRunbook(trx, ident);
   if (!(await traitsOfNode(trx, node.id)).includes(runbook.name)) {
@@ -150,24 +165,8 @@ export function checkProvisionBody(body: Record<string, unknown>, req: FastifyRe
   }
   const runbook = body.runbook === undefined || body.runbook === null ? undefined : body.runbook;
   if (runbook !== undefined && typeof runbook !== 'string') throw new InvalidParameterValue('Invalid input for field/attribute runbook. Expected a string.');
-  let cleanSteps: ReturnType<typeof checkSteps> | undefined;
-  if (verb === 'clean') {
-    if ((body.clean_steps === undefined || body.clean_steps === null) && runbook === undefined) {
-      throw new MissingParameterValue('"clean_steps" is required when setting target provision state to clean');
-    }
-    if (body.clean_steps !== undefined && body.clean_steps !== null) cleanSteps = checkSteps(body.clean_steps, 'clean_steps', false);
-  } else if (body.clean_steps !== undefined && body.clean_steps !== null) {
-    throw new InvalidParameterValue('"clean_steps" is only valid when setting target provision state to clean');
-  }
-  let serviceSteps: ReturnType<typeof checkSteps> | undefined;
-  if (verb === 'service') {
-    if ((body.service_steps === undefined || body.service_steps === null) && runbook === undefined) {
-      throw new MissingParameterValue('"service_steps" is required when setting target provision state to service');
-    }
-    if (body.service_steps !== undefined && body.service_steps !== null) serviceSteps = checkSteps(body.service_steps, 'service_steps', false);
-  } else if (body.service_steps !== undefined && body.service_steps !== null) {
-    throw new InvalidParameterValue('"service_steps" is only valid when setting target provision state to service');
-  }
+  const cleanSteps = stepsOfVerb(body, verb, 'clean', runbook);
+  const serviceSteps = stepsOfVerb(body, verb, 'service', runbook);
   if (body.disable_ramdisk !== undefined && verb !== 'clean') {
     throw new InvalidParameterValue('"disable_ramdisk" is only valid when setting target provision state to clean');
   }

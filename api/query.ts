@@ -53,3 +53,40 @@ export function nextLink(base: string, path: string, q: Query, count: number, li
   params.set('marker', lastUuid);
   return `${base}/v1/${path}?${params.toString()}`;
 }
+
+export interface ListPageOptions<T extends { uuid: string }> {
+  /** The collection's name in the path and the body, e.g. `deploy_templates`. */
+  collection: string;
+  /** Whether the request came by `…/detail`, which the next link keeps. */
+  detailPath: boolean;
+  maxLimit: number;
+  sortKeys: ReadonlySet<string>;
+  /** Sort keys Ironic refuses with its short message (the JSON fields), before the others. */
+  refusedSortKeys: readonly string[];
+  /** The resource as the long refusal of a sort key names it. */
+  sortResource: string;
+  /** The row the `marker` names. */
+  marker(ident: string): Promise<T>;
+  list(page: { limit: number; marker?: T; sortKey: string; sortDir: 'asc' | 'desc' }): Promise<T[]>;
+  view(row: T): Record<string, unknown>;
+}
+
+/**
+ * A list response: the page that `limit`, `sort_key`, `sort_dir` and `marker` ask for, each row
+ * through `view`, and the `next` link when the page is full.
+ */
+export async function listPageResponse<T extends { uuid: string }>(q: Query, base: string, opts: ListPageOptions<T>): Promise<Record<string, unknown>> {
+  const limit = limitParam(q, opts.maxLimit);
+  const sortKey = param(q, 'sort_key');
+  if (sortKey !== undefined && opts.refusedSortKeys.includes(sortKey)) {
+    throw new InvalidParameterValue(`The sort_key value ${sortKey} is an invalid field for sorting`);
+  }
+  const sort = sortParams(q, opts.sortKeys, opts.sortResource);
+  const markerIdent = param(q, 'marker');
+  const marker = markerIdent !== undefined ? await opts.marker(markerIdent) : undefined;
+  const rows = await opts.list({ limit, marker, ...sort });
+  const out: Record<string, unknown> = { [opts.collection]: rows.map((r) => opts.view(r)) };
+  const next = nextLink(base, opts.detailPath ? `${opts.collection}/detail` : opts.collection, q, rows.length, limit, rows.at(-1)?.uuid);
+  if (next) out.next = next;
+  return out;
+}

@@ -108,6 +108,15 @@ export function patchTouches(ops: readonly PatchOp[], root: string): boolean {
  * Applies a checked patch to a document one operation at a time, as Ironic does, so the
  * error names the operation that failed. A removed top-level field comes back as undefined.
  */
+/** The whole patch at once on a copy of `doc` (Ironic's apply_jsonpatch); a failure is "Invalid patch". */
+export function applyWholePatch(doc: Record<string, unknown>, ops: readonly unknown[]): Record<string, unknown> {
+  try {
+    return jsonpatch.applyPatch(structuredClone(doc), ops as jsonpatch.Operation[], true, false).newDocument;
+  } catch (err) {
+    throw new PatchError(`Invalid patch: ${(err as Error).message.split('\n')[0]}`);
+  }
+}
+
 export function applyPatch(doc: Record<string, unknown>, ops: readonly PatchOp[]): Record<string, unknown> {
   for (const op of ops) {
     if (op.op === 'add' && op.path.split('/').length === 2 && !(op.path.slice(1) in doc)) {

@@ -4,17 +4,17 @@
  * trait of the runbook's name. Created, listed, patched and deleted like deploy templates.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { InvalidParameterValue, MethodNotAllowed, PatchError, ResourceNotFound } from '../common/errors.js';
+import { InvalidParameterValue, PatchError } from '../common/errors.js';
 import {
   createRunbook, deleteRunbook, getRunbook, listRunbooks, RUNBOOK_SORT_KEYS, updateRunbook, type Runbook, type RunbookChanges,
   type RunbookStep,
 } from '../db/runbooks.js';
 import type { ApiDeps } from './deps.js';
-import { applyPatch, checkPatch, checkQueryNames } from './resource.js';
-import { checkUniqueSteps, invalidInput, stepListFields, stepNumber } from './steps.js';
+import { applyPatch, checkPatch } from './resource.js';
+import { checkExtra, checkStepFields, checkStepList, invalidInput, registerStepListRoutes, versionGate } from './steps.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { maskSecrets } from './masking.js';
-import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
+import { boolParam } from './query.js';
 import { isUuid, requireObject } from './body.js';
 import { checkTrait } from './traits.js';
 
@@ -40,25 +40,12 @@ function runbookView(r: Runbook, base: string, fields?: readonly string[]): Reco
   return Object.fromEntries((fields ?? FIELDS).map((k) => [k, full[k]]));
 }
 
-const parseFields = (raw: string | undefined) => stepListFields(raw, FIELDS);
 const invalid = invalidInput;
 
 /** One step as Ironic's RUNBOOK_STEP_SCHEMA has it; a numeric string order becomes a number. */
 function checkStep(v: unknown): RunbookStep {
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw invalid('steps', v, `${JSON.stringify(v)} is not of type 'object'`);
-  const s = v as Record<string, unknown>;
-  for (const req of ['interface', 'step', 'order']) {
-    if (!(req in s)) throw invalid('steps', v, `'${req}' is a required property`);
-  }
-  const extra = Object.keys(s).filter((k) => !['interface', 'step', 'args', 'order'].includes(k));
-  if (extra.length) throw invalid('steps', v, `Additional properties are not allowed ('${extra[0]}' was unexpected)`);
-  if (typeof s.interface !== 'string' || !STEP_INTERFACES.includes(s.interface)) {
-    throw invalid('steps', v, `${JSON.stringify(s.interface)} is not one of ${JSON.stringify(STEP_INTERFACES)}`);
-  }
-  if (typeof s.step !== 'string' || s.step.length === 0) throw invalid('steps', v, `${JSON.stringify(s.step)} is not a non-empty string`);
-  const args = s.args ?? {};
-  if (args === null || typeof args !== 'object' || Array.isArray(args)) throw invalid('steps', v, `${JSON.stringify(s.args)} is not of type 'object'`);
-  return { interface: s.interface, step: s.step, args: args as Record<string, unknown>, order: stepNumber(s.order, v) };
+  const s = checkStepFields(v, STEP_INTERFACES, 'order', false);
+  return { interface: s.interface, step: s.step, args: s.args, order: s.number };
 }
 
 const optionalBoolean = (body: Record<string, unknown>, key: string): boolean | undefined => {
@@ -79,12 +66,8 @@ function checkRunbook(body: Record<string, unknown>): RunbookChanges & { name: s
   if (body.description !== undefined && body.description !== null && (typeof body.description !== 'string' || body.description.length > 255)) {
     throw invalid('description', body.description, `${JSON.stringify(body.description)} is not of type 'string', 'null'`);
   }
-  if (!Array.isArray(body.steps)) throw invalid('steps', body.steps, `${JSON.stringify(body.steps)} is not of type 'array'`);
-  if (body.steps.length === 0) throw invalid('steps', body.steps, '[] should be non-empty');
-  const steps = body.steps.map(checkStep);
-  checkUniqueSteps(steps);
-  const extra = body.extra ?? {};
-  if (extra === null || typeof extra !== 'object' || Array.isArray(extra)) throw invalid('extra', extra, `${JSON.stringify(extra)} is not of type 'object', 'null'`);
+  const steps = checkStepList(body.steps, checkStep);
+  const extra = checkExtra(body);
   const owner = body.owner ?? null;
   if (owner !== null && (typeof owner !== 'string' || owner.length > 255)) throw invalid('owner', owner, `${JSON.stringify(owner)} is not of type 'string', 'null'`);
   let uuid: string | undefined;
@@ -93,7 +76,7 @@ function checkRunbook(body: Record<string, unknown>): RunbookChanges & { name: s
     uuid = body.uuid.toLowerCase();
   }
   return {
-    uuid, name, steps, extra: extra as Record<string, unknown>, owner: owner as string | null,
+    uuid, name, steps, extra, owner: owner as string | null,
     public: optionalBoolean(body, 'public') ?? false, disableRamdisk: optionalBoolean(body, 'disable_ramdisk') ?? false,
   };
 }
@@ -103,45 +86,17 @@ export function registerRunbookRoutes(app: FastifyInstance, deps: ApiDeps): void
   const base = (req: FastifyRequest) => baseUrl(req, config.api.public_endpoint);
   const ident = (req: FastifyRequest) => (req.params as { runbook: string }).runbook;
 
-  // Before 1.92: reads are not found, writes not allowed (Ironic's _route).
-  function gate(req: FastifyRequest): void {
-    if (req.apiVersion.atLeast(RUNBOOKS_VERSION)) return;
-    const message = 'The API version does not allow runbooks';
-    if (req.method === 'GET') throw new ResourceNotFound(message);
-    throw new MethodNotAllowed(message);
-  }
+  const gate = versionGate(RUNBOOKS_VERSION, 'runbooks');
 
-  async function list(req: FastifyRequest, detailPath: boolean) {
-    gate(req);
-    const q = req.query as Query;
-    checkQueryNames(q, ['detail', 'fields', 'limit', 'marker', 'sort_key', 'sort_dir', 'project']);
+  registerStepListRoutes(app, base, config.api.max_limit, {
+    collection: 'runbooks', param: 'runbook', gate,
     // `project` narrows to the caller's project; a standalone caller has none, so it changes nothing.
-    boolParam(q, 'project');
-    const detail = detailPath || boolParam(q, 'detail') === true;
-    const fieldsRaw = param(q, 'fields');
-    if (detail && fieldsRaw !== undefined) throw new InvalidParameterValue('Can not specify ?detail=True and fields in the same request.');
-    const fields = parseFields(fieldsRaw) ?? (detail ? undefined : DEFAULT_LIST_FIELDS);
-    const limit = limitParam(q, config.api.max_limit);
-    const sortKey = param(q, 'sort_key');
-    if (sortKey === 'extra' || sortKey === 'steps') throw new InvalidParameterValue(`The sort_key value ${sortKey} is an invalid field for sorting`);
-    const sort = sortParams(q, RUNBOOK_SORT_KEYS, 'runbooks');
-    const markerIdent = param(q, 'marker');
-    const marker = markerIdent !== undefined ? await getRunbook(db, markerIdent) : undefined;
-    const runbooks = await listRunbooks(db, { limit, marker, ...sort });
-    const b = base(req);
-    const out: Record<string, unknown> = { runbooks: runbooks.map((r) => runbookView(r, b, fields)) };
-    const next = nextLink(b, detailPath ? 'runbooks/detail' : 'runbooks', q, runbooks.length, limit, runbooks.at(-1)?.uuid);
-    if (next) out.next = next;
-    return out;
-  }
-
-  app.get('/v1/runbooks', (req) => list(req, false));
-  app.get('/v1/runbooks/detail', (req) => list(req, true));
-
-  app.get('/v1/runbooks/:runbook', async (req) => {
-    gate(req);
-    const fields = parseFields(param(req.query as Query, 'fields'));
-    return runbookView(await getRunbook(db, ident(req)), base(req), fields);
+    extraQuery: { names: ['project'], read: (q) => boolParam(q, 'project') },
+    fields: FIELDS, defaultListFields: DEFAULT_LIST_FIELDS, sortKeys: RUNBOOK_SORT_KEYS, sortResource: 'runbooks',
+    get: (ident) => getRunbook(db, ident),
+    list: (page) => listRunbooks(db, page),
+    remove: (id) => deleteRunbook(db, id),
+    view: runbookView,
   });
 
   app.post('/v1/runbooks', async (req, reply) => {
@@ -178,12 +133,5 @@ export function registerRunbookRoutes(app: FastifyInstance, deps: ApiDeps): void
     if (checked.owner !== r.owner) changes.owner = checked.owner;
     const updated = Object.keys(changes).length ? await updateRunbook(db, r.id, changes) : r;
     return runbookView(updated, base(req));
-  });
-
-  app.delete('/v1/runbooks/:runbook', async (req, reply) => {
-    gate(req);
-    const r = await getRunbook(db, ident(req));
-    await deleteRunbook(db, r.id);
-    reply.code(204).send();
   });
 }

@@ -6,7 +6,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Knex } from 'knex';
-import jsonpatch from 'fast-json-patch';
+import { applyWholePatch } from './resource.js';
 import {
   InvalidParameterValue, InvalidStateRequested, MalformedRequestURI, MissingParameterValue, NodeNotFound, PatchError, ResourceNotFound,
 } from '../common/errors.js';
@@ -253,12 +253,7 @@ export function registerVolumeResource<T extends VolumeRecord, C extends object>
       }
     }
     const doc: Record<string, unknown> = { ...spec.document(current), node_uuid: current.nodeUuid };
-    let patched: Record<string, unknown>;
-    try {
-      patched = jsonpatch.applyPatch(structuredClone(doc), ops as jsonpatch.Operation[], true, false).newDocument;
-    } catch (err) {
-      throw new PatchError(`Invalid patch: ${(err as Error).message.split('\n')[0]}`);
-    }
+    const patched = applyWholePatch(doc, ops);
     for (const name of spec.required) {
       if (patched[name] === undefined) throw new PatchError(`'/${name}' is a mandatory attribute and can not be removed`);
     }

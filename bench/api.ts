@@ -9,7 +9,7 @@
  * to stdout as a table and to bench/results/api-<timestamp>.json and api-latest.json.
  */
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,7 +18,7 @@ import { parseArgs } from 'node:util';
 import { runBenchmark } from './lib/cleanup.js';
 import { createBenchDatabase, PG_FAST_FLAGS, startDatabaseServer } from './lib/database.js';
 import { API_VERSION, Client, Errors, runConcurrently, waitForApi } from './lib/http.js';
-import { cpuOf, rssKiB, spawnGalvanic } from './lib/proc.js';
+import { cpuOf, livePids, rssKiB, spawnGalvanic } from './lib/proc.js';
 import {
   benchLog, fmt, freePort, gitState, machineInfo, positiveInt, redactUrl, RESULTS_DIR, summarize, table, type LatencySummary,
 } from './lib/util.js';
@@ -120,24 +120,16 @@ function parseOptions(argv: string[]): Options | undefined {
 
 /** Pids of the Postgres backends serving `database`: their process title names it. */
 function backendsOf(database: string): number[] {
-  const pids: number[] = [];
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return pids;
-  }
-  for (const e of entries) {
-    if (!/^\d+$/.test(e)) continue;
+  return (livePids() ?? []).filter((pid) => {
     try {
       // "postgres: user database host(port) state"
-      const title = readFileSync(`/proc/${e}/cmdline`, 'utf8');
-      if (title.startsWith('postgres: ') && title.includes(` ${database} `)) pids.push(Number(e));
+      const title = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      return title.startsWith('postgres: ') && title.includes(` ${database} `);
     } catch {
       // Gone meanwhile, or not ours to read.
+      return false;
     }
-  }
-  return pids;
+  });
 }
 
 /**
@@ -345,7 +337,17 @@ function phaseResult(latencies: number[], errors: Errors, wallMs: number, resour
   };
 }
 
-async function createPhase(server: Server, count: number, first: number, concurrency: number, runTag: string, created: string[]): Promise<PhaseResult> {
+type Answer = Awaited<ReturnType<Client['request']>>;
+
+/**
+ * `count` requests, `concurrency` at a time, timed and watched. `one(client, k)` sends request
+ * k and says what it is (for error lines) and how to settle its answer: what was wrong with
+ * it, if anything.
+ */
+async function requestPhase(
+  server: Server, count: number, concurrency: number,
+  one: (client: Client, k: number) => { what: string; sent: Promise<Answer>; settle(res: Answer): string | undefined },
+): Promise<PhaseResult> {
   const client = new Client(server.port, concurrency);
   const errors = new Errors();
   const latencies: number[] = [];
@@ -353,14 +355,14 @@ async function createPhase(server: Server, count: number, first: number, concurr
   const t0 = performance.now();
   try {
     await runConcurrently(count, concurrency, async (k) => {
-      const i = first + k;
+      const r = one(client, k);
       try {
-        const res = await client.request('POST', '/v1/nodes', nodeBody(i, runTag));
+        const res = await r.sent;
         latencies.push(res.ms);
-        if (res.status === 201) created.push(nodeName(i));
-        else errors.add(`POST ${nodeName(i)}: HTTP ${res.status} ${res.body}`);
+        const wrong = r.settle(res);
+        if (wrong !== undefined) errors.add(`${r.what}: ${wrong}`);
       } catch (err) {
-        errors.add(`POST ${nodeName(i)}: ${(err as Error).message}`);
+        errors.add(`${r.what}: ${(err as Error).message}`);
       }
     });
   } finally {
@@ -368,6 +370,18 @@ async function createPhase(server: Server, count: number, first: number, concurr
   }
   const wall = performance.now() - t0;
   return phaseResult(latencies, errors, wall, watch.stop(), count);
+}
+
+function createPhase(server: Server, count: number, first: number, concurrency: number, runTag: string, created: string[]): Promise<PhaseResult> {
+  return requestPhase(server, count, concurrency, (client, k) => ({
+    what: `POST ${nodeName(first + k)}`,
+    sent: client.request('POST', '/v1/nodes', nodeBody(first + k, runTag)),
+    settle(res) {
+      if (res.status !== 201) return `HTTP ${res.status} ${res.body}`;
+      created.push(nodeName(first + k));
+      return undefined;
+    },
+  }));
 }
 
 async function listPhase(server: Server, passes: number, pageLimit: number, expected: number): Promise<PhaseResult> {
@@ -425,29 +439,18 @@ async function listPhase(server: Server, passes: number, pageLimit: number, expe
   return result;
 }
 
-async function getPhase(server: Server, total: number, concurrency: number, names: string[]): Promise<PhaseResult> {
-  const client = new Client(server.port, concurrency);
-  const errors = new Errors();
-  const latencies: number[] = [];
-  const watch = watchResources(server.pid, server.database);
-  const t0 = performance.now();
-  try {
-    await runConcurrently(total, concurrency, async () => {
-      const name = names[Math.floor(Math.random() * names.length)];
-      try {
-        const res = await client.request('GET', `/v1/nodes/${name}`);
-        latencies.push(res.ms);
-        if (res.status !== 200) errors.add(`GET ${name}: HTTP ${res.status} ${res.body}`);
-        else if (!res.body.includes(`"name":"${name}"`)) errors.add(`GET ${name}: another node came back`);
-      } catch (err) {
-        errors.add(`GET ${name}: ${(err as Error).message}`);
-      }
-    });
-  } finally {
-    client.close();
-  }
-  const wall = performance.now() - t0;
-  return phaseResult(latencies, errors, wall, watch.stop(), total);
+function getPhase(server: Server, total: number, concurrency: number, names: string[]): Promise<PhaseResult> {
+  return requestPhase(server, total, concurrency, (client) => {
+    const name = names[Math.floor(Math.random() * names.length)];
+    return {
+      what: `GET ${name}`,
+      sent: client.request('GET', `/v1/nodes/${name}`),
+      settle(res) {
+        if (res.status !== 200) return `HTTP ${res.status} ${res.body}`;
+        return res.body.includes(`"name":"${name}"`) ? undefined : 'another node came back';
+      },
+    };
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

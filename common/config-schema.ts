@@ -45,6 +45,25 @@ export interface EnumOption extends OptionCommon {
 export type OptionSpec = StringOption | IntOption | FloatOption | BoolOption | ListOption | EnumOption;
 export type SchemaShape = Readonly<Record<string, Readonly<Record<string, OptionSpec>>>>;
 
+/**
+ * [DEFAULT] enabled_<kind>_interfaces and default_<kind>_interface for each interface kind
+ * ([kind, its name in the help, the enabled default]): one rule for all of them, the enabled
+ * lists first as the sample shows them.
+ */
+function interfaceOptions<const K extends string>(kinds: ReadonlyArray<readonly [K, string, readonly string[]]>): {
+  readonly [P in K as `enabled_${P}_interfaces`]: ListOption;
+} & {
+  readonly [P in K as `default_${P}_interface`]: StringOption;
+} {
+  const enabled = kinds.map(([kind, title, defaults]) => [`enabled_${kind}_interfaces`, {
+    type: 'list', default: defaults, help: `${title} interfaces that nodes may use.`,
+  }] as const);
+  const defaults = kinds.map(([kind, title]) => [`default_${kind}_interface`, {
+    type: 'string', default: '', help: `${title} interface given to new nodes that do not name one. Empty means the hardware type's default.`,
+  }] as const);
+  return Object.fromEntries([...enabled, ...defaults]) as never;
+}
+
 /** Every section and option Galvanic reads. */
 export const SCHEMA = {
   DEFAULT: {
@@ -82,136 +101,21 @@ export const SCHEMA = {
       default: ['fake-hardware', 'redfish', 'ipmi'],
       help: 'Hardware types this conductor loads; a node whose driver is not listed cannot be managed here.',
     },
-    enabled_power_interfaces: {
-      type: 'list',
-      default: ['fake', 'redfish', 'ipmitool'],
-      help: 'Power interfaces that nodes may use.',
-    },
-    enabled_management_interfaces: {
-      type: 'list',
-      default: ['fake', 'redfish', 'ipmitool'],
-      help: 'Management interfaces that nodes may use.',
-    },
-    enabled_console_interfaces: {
-      type: 'list',
-      default: ['no-console', 'fake', 'ipmitool-sol'],
-      help: 'Console interfaces that nodes may use.',
-    },
-    enabled_bios_interfaces: {
-      type: 'list',
-      default: ['fake', 'no-bios'],
-      help: 'BIOS interfaces that nodes may use.',
-    },
-    enabled_boot_interfaces: {
-      type: 'list',
-      default: ['fake', 'redfish-virtual-media', 'pxe'],
-      help: 'Boot interfaces that nodes may use.',
-    },
-    enabled_deploy_interfaces: {
-      type: 'list',
-      default: ['fake', 'ramdisk', 'direct'],
-      help: 'Deploy interfaces that nodes may use.',
-    },
-    enabled_firmware_interfaces: {
-      type: 'list',
-      default: ['fake', 'no-firmware'],
-      help: 'Firmware interfaces that nodes may use.',
-    },
-    enabled_inspect_interfaces: {
-      type: 'list',
-      default: ['fake', 'redfish', 'no-inspect'],
-      help: 'Inspect interfaces that nodes may use.',
-    },
-    enabled_network_interfaces: {
-      type: 'list',
-      default: ['noop'],
-      help: 'Network interfaces that nodes may use.',
-    },
-    enabled_raid_interfaces: {
-      type: 'list',
-      default: ['fake', 'no-raid'],
-      help: 'RAID interfaces that nodes may use.',
-    },
-    enabled_rescue_interfaces: {
-      type: 'list',
-      default: ['fake', 'no-rescue'],
-      help: 'Rescue interfaces that nodes may use.',
-    },
-    enabled_storage_interfaces: {
-      type: 'list',
-      default: ['noop'],
-      help: 'Storage interfaces that nodes may use.',
-    },
-    enabled_vendor_interfaces: {
-      type: 'list',
-      default: ['fake', 'no-vendor'],
-      help: 'Vendor interfaces that nodes may use.',
-    },
-    default_power_interface: {
-      type: 'string',
-      default: '',
-      help: "Power interface given to new nodes that do not name one. Empty means the hardware type's default.",
-    },
-    default_management_interface: {
-      type: 'string',
-      default: '',
-      help: "Management interface given to new nodes that do not name one. Empty means the hardware type's default.",
-    },
-    default_console_interface: {
-      type: 'string',
-      default: '',
-      help: "Console interface given to new nodes that do not name one. Empty means the hardware type's default.",
-    },
-    default_bios_interface: {
-      type: 'string',
-      default: '',
-      help: "BIOS interface given to new nodes that do not name one. Empty means the hardware type's default.",
-    },
-    default_boot_interface: {
-      type: 'string',
-      default: '',
-      help: "Boot interface given to new nodes that do not name one. Empty means the hardware type's default.",
-    },
-    default_deploy_interface: {
-      type: 'string',
-      default: '',
-      help: "Deploy interface given to new nodes that do not name one. Empty means the hardware type's default.",
-    },
-    default_firmware_interface: {
-      type: 'string',
-      default: '',
-      help: "Firmware interface given to new nodes that do not name one. Empty means the hardware type's default.",
-    },
-    default_inspect_interface: {
-      type: 'string',
-      default: '',
-      help: "Inspect interface given to new nodes that do not name one. Empty means the hardware type's default.",
-    },
-    default_network_interface: {
-      type: 'string',
-      default: '',
-      help: "Network interface given to new nodes that do not name one. Empty means the hardware type's default.",
-    },
-    default_raid_interface: {
-      type: 'string',
-      default: '',
-      help: "RAID interface given to new nodes that do not name one. Empty means the hardware type's default.",
-    },
-    default_rescue_interface: {
-      type: 'string',
-      default: '',
-      help: "Rescue interface given to new nodes that do not name one. Empty means the hardware type's default.",
-    },
-    default_storage_interface: {
-      type: 'string',
-      default: '',
-      help: "Storage interface given to new nodes that do not name one. Empty means the hardware type's default.",
-    },
-    default_vendor_interface: {
-      type: 'string',
-      default: '',
-      help: "Vendor interface given to new nodes that do not name one. Empty means the hardware type's default.",
-    },
+    ...interfaceOptions([
+    ['power', 'Power', ['fake', 'redfish', 'ipmitool']],
+    ['management', 'Management', ['fake', 'redfish', 'ipmitool']],
+    ['console', 'Console', ['no-console', 'fake', 'ipmitool-sol']],
+    ['bios', 'BIOS', ['fake', 'no-bios']],
+    ['boot', 'Boot', ['fake', 'redfish-virtual-media', 'pxe']],
+    ['deploy', 'Deploy', ['fake', 'ramdisk', 'direct']],
+    ['firmware', 'Firmware', ['fake', 'no-firmware']],
+    ['inspect', 'Inspect', ['fake', 'redfish', 'no-inspect']],
+    ['network', 'Network', ['noop']],
+    ['raid', 'RAID', ['fake', 'no-raid']],
+    ['rescue', 'Rescue', ['fake', 'no-rescue']],
+    ['storage', 'Storage', ['noop']],
+    ['vendor', 'Vendor', ['fake', 'no-vendor']],
+    ]),
   },
 
   api: {

@@ -4,8 +4,9 @@ import {
   AllocationAlreadyExists, AllocationDuplicateName, AllocationNotFound, InstanceAssociated, NodeAssociated, NodeNotFound,
 } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { applyPage, isUuid, markerValue, nodeMapper, updateNode, type Node, type NodeChanges, type UpdateOptions } from './nodes.js';
-import { isUniqueViolation, withTransaction } from './transaction.js';
+import { isUuid, nodeMapper, updateNode, type Node, type NodeChanges, type UpdateOptions } from './nodes.js';
+import { insertReturning, listPage, uniqueViolations, type TranslateWrite, updateReturning, type PageRequest } from './table.js';
+import { withTransaction } from './transaction.js';
 import { traitsOfNode } from './traits.js';
 
 /** Channel the allocations trigger (migration 0007) notifies on, with the allocation's UUID. */
@@ -44,11 +45,10 @@ const mapper = new RowMapper<Allocation>([
 /** Ironic refuses sorting by the JSON fields. */
 export const ALLOCATION_SORT_KEYS = new Set(['id', 'uuid', 'name', 'node_id', 'state', 'last_error', 'resource_class', 'owner', 'created_at', 'updated_at']);
 
-function translateWriteError(err: unknown, values: AllocationChanges): never {
-  if (isUniqueViolation(err, 'allocations_name_unique')) throw new AllocationDuplicateName(String(values.name));
-  if (isUniqueViolation(err, 'allocations_uuid_unique')) throw new AllocationAlreadyExists(String(values.uuid));
-  throw err;
-}
+const translateWriteError: TranslateWrite<AllocationChanges> = uniqueViolations({
+  allocations_name_unique: (values) => new AllocationDuplicateName(String(values.name)),
+  allocations_uuid_unique: (values) => new AllocationAlreadyExists(String(values.uuid)),
+});
 
 function selectAllocations(db: Knex): Knex.QueryBuilder {
   return db('allocations').leftJoin('nodes', 'nodes.id', 'allocations.node_id').select('allocations.*', 'nodes.uuid as node_uuid');
@@ -57,25 +57,17 @@ function selectAllocations(db: Knex): Knex.QueryBuilder {
 /** Creates an allocation in `allocating`; a conductor is woken by the insert trigger. */
 export async function createAllocation(db: Knex, values: AllocationChanges): Promise<Allocation> {
   const row = mapper.toRow({ ...values, uuid: values.uuid ?? randomUUID() });
-  try {
-    const [created] = await db('allocations').insert(row).returning('id');
-    return await getAllocationById(db, created.id);
-  } catch (err) {
-    translateWriteError(err, values);
-  }
+  const created = await insertReturning(db, 'allocations', row, (err) => translateWriteError(err, values), 'id');
+  return getAllocationById(db, created.id as number);
 }
 
 export async function getAllocationById(db: Knex, id: number): Promise<Allocation> {
-  const row = await selectAllocations(db).where('allocations.id', id).first();
-  if (!row) throw new AllocationNotFound(String(id));
-  return mapper.fromRow(row);
+  return mapper.fromFound(await selectAllocations(db).where('allocations.id', id).first(), () => new AllocationNotFound(String(id)));
 }
 
 /** By UUID or name. */
 export async function getAllocation(db: Knex, ident: string): Promise<Allocation> {
-  const row = await selectAllocations(db).where(isUuid(ident) ? 'allocations.uuid' : 'allocations.name', ident).first();
-  if (!row) throw new AllocationNotFound(ident);
-  return mapper.fromRow(row);
+  return mapper.fromFound(await selectAllocations(db).where(isUuid(ident) ? 'allocations.uuid' : 'allocations.name', ident).first(), () => new AllocationNotFound(ident));
 }
 
 export async function findAllocationOfNode(db: Knex, nodeId: number): Promise<Allocation | undefined> {
@@ -93,32 +85,18 @@ export interface AllocationFilters {
 export async function listAllocations(
   db: Knex,
   filters: AllocationFilters,
-  page: { limit: number; marker?: Allocation; sortKey: string; sortDir: 'asc' | 'desc' },
+  page: PageRequest<Allocation>,
 ): Promise<Allocation[]> {
-  const q = db('allocations').select('*');
-  if (filters.nodeId !== undefined) q.where('node_id', filters.nodeId);
-  if (filters.resourceClass !== undefined) q.where('resource_class', filters.resourceClass);
-  if (filters.state !== undefined) q.where('state', filters.state);
-  if (filters.owner !== undefined) q.where('owner', filters.owner);
-  applyPage(q, page, (a) => ({
-    id: a.id,
-    value: markerValue(db, 'allocations', page.sortKey, a.id, (a as unknown as Record<string, unknown>)[mapper.fieldOf(page.sortKey)]),
-  }));
-  // Joined after paging: the sort keys are unqualified allocation columns.
-  const outer = db.select('a.*', 'nodes.uuid as node_uuid').from(q.as('a')).leftJoin('nodes', 'nodes.id', 'a.node_id');
-  if (page.sortKey !== 'id') outer.orderBy(`a.${page.sortKey}`, page.sortDir);
-  const rows = await outer.orderBy('a.id', page.sortDir);
-  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
+  return listPage(db, 'allocations', mapper, page, {
+    where: { node_id: filters.nodeId, resource_class: filters.resourceClass, state: filters.state, owner: filters.owner },
+    // An allocation may have no node (yet).
+    join: (outer) => outer.select('p.*', 'nodes.uuid as node_uuid').leftJoin('nodes', 'nodes.id', 'p.node_id'),
+  });
 }
 
 /** Changes the client-editable fields (name, extra, owner). */
 export async function updateAllocation(db: Knex, id: number, changes: Pick<AllocationChanges, 'name' | 'extra' | 'owner'>): Promise<Allocation> {
-  try {
-    const n = await db('allocations').where('id', id).update({ ...mapper.toRow(changes), updated_at: db.fn.now() });
-    if (n === 0) throw new AllocationNotFound(String(id));
-  } catch (err) {
-    translateWriteError(err, changes);
-  }
+  await updateReturning(db, 'allocations', id, mapper.toRow(changes), () => new AllocationNotFound(String(id)), (err) => translateWriteError(err, changes));
   return getAllocationById(db, id);
 }
 

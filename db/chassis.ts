@@ -1,8 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { ChassisAlreadyExists, ChassisNotEmpty, ChassisNotFound } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { applyPage, isUuid, markerValue } from './nodes.js';
+import { isUuid } from './nodes.js';
+import { plainTable } from './table.js';
 import { isUniqueViolation, pgError, SQLSTATE } from './transaction.js';
 
 /** A chassis: a named group of nodes, nothing more (Ironic's model). */
@@ -23,16 +23,14 @@ const mapper = new RowMapper<Chassis>(['id', 'uuid', 'description', 'extra', 'cr
 /** Columns a client may sort chassis by (Ironic refuses only `extra`). */
 export const CHASSIS_SORT_KEYS = new Set(['id', 'uuid', 'description', 'created_at', 'updated_at']);
 
-export async function createChassis(db: Knex, values: ChassisChanges): Promise<Chassis> {
-  const uuid = values.uuid ?? randomUUID();
-  try {
-    const [row] = await db('chassis').insert(mapper.toRow({ ...values, uuid })).returning('*');
-    return mapper.fromRow(row);
-  } catch (err) {
-    if (isUniqueViolation(err, 'chassis_uuid_unique')) throw new ChassisAlreadyExists(uuid);
-    throw err;
-  }
-}
+const table = plainTable<Chassis, ChassisChanges>('chassis', mapper, (ident) => new ChassisNotFound(ident), (err, values) => {
+  if (isUniqueViolation(err, 'chassis_uuid_unique')) throw new ChassisAlreadyExists(String(values.uuid));
+  throw err;
+});
+
+export const createChassis = table.create;
+export const listChassis = table.list;
+export const updateChassis = table.update;
 
 /** By UUID, the only way Ironic names a chassis; `forUpdate` locks the row inside a transaction. */
 export async function getChassis(db: Knex, uuid: string, opts: { forUpdate?: boolean } = {}): Promise<Chassis> {
@@ -40,28 +38,7 @@ export async function getChassis(db: Knex, uuid: string, opts: { forUpdate?: boo
   if (!isUuid(uuid)) throw new ChassisNotFound(uuid);
   const q = db('chassis').where('uuid', uuid.toLowerCase()).first();
   if (opts.forUpdate) q.forUpdate();
-  const row = await q;
-  if (!row) throw new ChassisNotFound(uuid);
-  return mapper.fromRow(row);
-}
-
-export async function listChassis(
-  db: Knex,
-  page: { limit: number; marker?: Chassis; sortKey: string; sortDir: 'asc' | 'desc' },
-): Promise<Chassis[]> {
-  const q = db('chassis').select('*');
-  applyPage(q, page, (c) => ({
-    id: c.id,
-    value: markerValue(db, 'chassis', page.sortKey, c.id, (c as unknown as Record<string, unknown>)[mapper.fieldOf(page.sortKey)]),
-  }));
-  const rows = await q;
-  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
-}
-
-export async function updateChassis(db: Knex, id: number, changes: ChassisChanges): Promise<Chassis> {
-  const [row] = await db('chassis').where('id', id).update({ ...mapper.toRow(changes), updated_at: db.fn.now() }).returning('*');
-  if (!row) throw new ChassisNotFound(String(id));
-  return mapper.fromRow(row);
+  return mapper.fromFound(await q, () => new ChassisNotFound(uuid));
 }
 
 /**

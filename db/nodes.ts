@@ -4,6 +4,7 @@ import {
   ChassisNotFound, DuplicateName, NodeAlreadyExists, NodeNotFound, Conflict, PreconditionFailed, ReferencedResourceNotFound,
 } from '../common/errors.js';
 import { RowMapper } from './rows.js';
+import { applyMarkerPage, whereDefined } from './table.js';
 import { isUniqueViolation, pgError } from './transaction.js';
 
 /** A node as the rest of Galvanic sees it. */
@@ -204,22 +205,16 @@ export const NODE_SORT_KEYS = new Set([
 
 /** The filtered, sorted page of nodes, before any columns are chosen. */
 function nodePage(db: Knex, filters: NodeFilters, page: Page): Knex.QueryBuilder {
-  const q = db('nodes');
-  if (filters.driver !== undefined) q.where('driver', filters.driver);
-  if (filters.provisionState !== undefined) q.where('provision_state', filters.provisionState);
-  if (filters.maintenance !== undefined) q.where('maintenance', filters.maintenance);
+  const q = whereDefined(db('nodes'), { driver: filters.driver, provision_state: filters.provisionState, maintenance: filters.maintenance });
   if (filters.associated !== undefined) {
     if (filters.associated) q.whereNotNull('instance_uuid');
     else q.whereNull('instance_uuid');
   }
-  if (filters.owner !== undefined) q.where('owner', filters.owner);
-  if (filters.lessee !== undefined) q.where('lessee', filters.lessee);
-  if (filters.conductorGroup !== undefined) q.where('conductor_group', filters.conductorGroup.toLowerCase());
-  if (filters.resourceClass !== undefined) q.where('resource_class', filters.resourceClass);
-  if (filters.fault !== undefined) q.where('fault', filters.fault);
-  if (filters.retired !== undefined) q.where('retired', filters.retired);
-  if (filters.instanceUuid !== undefined) q.where('instance_uuid', filters.instanceUuid);
-  if (filters.chassisUuid !== undefined) q.where('chassis_uuid', filters.chassisUuid.toLowerCase());
+  whereDefined(q, {
+    owner: filters.owner, lessee: filters.lessee, conductor_group: filters.conductorGroup?.toLowerCase(),
+    resource_class: filters.resourceClass, fault: filters.fault, retired: filters.retired,
+    instance_uuid: filters.instanceUuid, chassis_uuid: filters.chassisUuid?.toLowerCase(),
+  });
   if (filters.descriptionContains !== undefined) {
     q.whereRaw("description LIKE '%' || ? || '%'", [filters.descriptionContains]);
   }
@@ -232,10 +227,7 @@ function nodePage(db: Knex, filters: NodeFilters, page: Page): Knex.QueryBuilder
     if (filters.parentNode !== undefined) q.where('parent_node', filters.parentNode);
     else q.whereNull('parent_node');
   }
-  applyPage(q, page, (n) => ({
-    id: n.id,
-    value: markerValue(db, 'nodes', page.sortKey, n.id, (n as unknown as Record<string, unknown>)[nodeMapper.fieldOf(page.sortKey)]),
-  }));
+  applyMarkerPage(db, 'nodes', nodeMapper, q, page);
   return q;
 }
 
@@ -265,47 +257,6 @@ export async function getNodesByIds(db: Knex, ids: readonly number[]): Promise<N
   if (ids.length === 0) return [];
   const { rows } = await db.raw('SELECT * FROM nodes WHERE id = any(?::int[])', [ids as number[]]);
   return (rows as Array<Record<string, unknown>>).map((r: Record<string, unknown>) => nodeMapper.fromRow(r));
-}
-
-/**
- * The marker's sort value for the keyset comparison. A timestamp is re-read from its row:
- * a JS Date keeps milliseconds, Postgres microseconds, and the truncated value would bring
- * the marker back on the next page (ascending) or skip rows (descending).
- */
-export function markerValue(db: Knex, table: string, column: string, id: number, value: unknown): unknown {
-  return value instanceof Date ? db.raw('(select ?? from ?? where id = ?)', [column, table, id]) : value;
-}
-
-/**
- * Keyset pagination on (sort column, id): stable under inserts, and an index scan rather
- * than an OFFSET. NULLs sort last in ascending order, as Postgres does by default.
- */
-export function applyPage<T extends { id: number }>(
-  q: Knex.QueryBuilder,
-  page: { limit: number; marker?: T; sortKey: string; sortDir: 'asc' | 'desc' },
-  keyOf: (marker: T) => { id: number; value: unknown },
-): void {
-  const dir = page.sortDir;
-  const cmp = dir === 'asc' ? '>' : '<';
-  if (page.marker) {
-    const { id, value } = keyOf(page.marker);
-    if (page.sortKey === 'id') {
-      q.where('id', cmp, id);
-    } else if (value === null || value === undefined) {
-      // Marker sits in the NULL block (last when asc, first when desc).
-      if (dir === 'asc') q.whereNull(page.sortKey).andWhere('id', '>', id);
-      else q.where((w) => w.whereNotNull(page.sortKey).orWhere((w2) => w2.whereNull(page.sortKey).andWhere('id', '<', id)));
-    } else if (dir === 'asc') {
-      q.where((w) => w.where(page.sortKey, '>', value as Knex.Value)
-        .orWhere((w2) => w2.where(page.sortKey, value as Knex.Value).andWhere('id', '>', id))
-        .orWhereNull(page.sortKey));
-    } else {
-      q.where((w) => w.where(page.sortKey, '<', value as Knex.Value)
-        .orWhere((w2) => w2.where(page.sortKey, value as Knex.Value).andWhere('id', '<', id)));
-    }
-  }
-  if (page.sortKey !== 'id') q.orderBy(page.sortKey, dir);
-  q.orderBy('id', dir).limit(page.limit);
 }
 
 export interface UpdateOptions {

@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import { InvalidParameterValue, NodeInOperation, NodeNotFound, OperationNotFound } from '../common/errors.js';
 import { isUuid } from './nodes.js';
 import { RowMapper } from './rows.js';
+import { whereDefined } from './table.js';
 
 export type OperationState = 'queued' | 'running' | 'succeeded' | 'partially_failed' | 'failed' | 'cancelled';
 export const OPERATION_STATES: readonly OperationState[] = ['queued', 'running', 'succeeded', 'partially_failed', 'failed', 'cancelled'];
@@ -86,12 +87,10 @@ export async function lockNodesByIdent(trx: Knex.Transaction, idents: readonly s
 /** The nodes a selector matches, locked, in id order; at most `max` (more is an error). */
 export async function lockNodesBySelector(trx: Knex.Transaction, s: NodeSelector, max: number): Promise<number[]> {
   const q = trx('nodes').select('id').orderBy('id').limit(max + 1).forUpdate();
-  if (s.resourceClass !== undefined) q.where('resource_class', s.resourceClass);
-  if (s.conductorGroup !== undefined) q.where('conductor_group', s.conductorGroup.toLowerCase());
-  if (s.owner !== undefined) q.where('owner', s.owner);
-  if (s.provisionState !== undefined) q.where('provision_state', s.provisionState);
-  if (s.driver !== undefined) q.where('driver', s.driver);
-  if (s.maintenance !== undefined) q.where('maintenance', s.maintenance);
+  whereDefined(q, {
+    resource_class: s.resourceClass, conductor_group: s.conductorGroup?.toLowerCase(), owner: s.owner,
+    provision_state: s.provisionState, driver: s.driver, maintenance: s.maintenance,
+  });
   const ids = (await q).map((r: { id: number }) => r.id);
   if (ids.length > max) throw new InvalidParameterValue(`The selector matches more than ${max} nodes ([operations] max_nodes).`);
   if (ids.length === 0) throw new InvalidParameterValue('The selector matches no node.');

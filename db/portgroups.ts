@@ -4,8 +4,9 @@ import {
   PortgroupAlreadyExists, PortgroupDuplicateName, PortgroupMACAlreadyExists, PortgroupNotEmpty, PortgroupNotFound,
 } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { applyPage, isUuid, markerValue } from './nodes.js';
-import { isUniqueViolation, pgError, SQLSTATE } from './transaction.js';
+import { isUuid } from './nodes.js';
+import { insertReturning, listPage, uniqueViolations, type TranslateWrite, updateReturning, withNodeUuid, type PageRequest } from './table.js';
+import { pgError, SQLSTATE } from './transaction.js';
 
 /** A group of a node's ports bonded together (Ironic's portgroup). */
 export interface Portgroup {
@@ -38,12 +39,11 @@ export const PORTGROUP_SORT_KEYS = new Set([
   'id', 'uuid', 'name', 'address', 'node_id', 'standalone_ports_supported', 'mode', 'created_at', 'updated_at',
 ]);
 
-function translateWriteError(err: unknown, values: PortgroupChanges): never {
-  if (isUniqueViolation(err, 'portgroups_name_unique')) throw new PortgroupDuplicateName(String(values.name));
-  if (isUniqueViolation(err, 'portgroups_address_unique')) throw new PortgroupMACAlreadyExists(String(values.address));
-  if (isUniqueViolation(err, 'portgroups_uuid_unique')) throw new PortgroupAlreadyExists(String(values.uuid));
-  throw err;
-}
+const translateWriteError: TranslateWrite<PortgroupChanges> = uniqueViolations({
+  portgroups_name_unique: (values) => new PortgroupDuplicateName(String(values.name)),
+  portgroups_address_unique: (values) => new PortgroupMACAlreadyExists(String(values.address)),
+  portgroups_uuid_unique: (values) => new PortgroupAlreadyExists(String(values.uuid)),
+});
 
 function selectPortgroups(db: Knex): Knex.QueryBuilder {
   return db('portgroups').join('nodes', 'nodes.id', 'portgroups.node_id').select('portgroups.*', 'nodes.uuid as node_uuid');
@@ -51,29 +51,21 @@ function selectPortgroups(db: Knex): Knex.QueryBuilder {
 
 export async function createPortgroup(db: Knex, values: PortgroupChanges & { nodeId: number }): Promise<Portgroup> {
   const withUuid = { ...values, uuid: values.uuid ?? randomUUID() };
-  try {
-    const [created] = await db('portgroups').insert(mapper.toRow(withUuid)).returning('id');
-    return await getPortgroupById(db, created.id);
-  } catch (err) {
-    translateWriteError(err, withUuid);
-  }
+  const created = await insertReturning(db, 'portgroups', mapper.toRow(withUuid), (err) => translateWriteError(err, withUuid), 'id');
+  return getPortgroupById(db, created.id as number);
 }
 
 export async function getPortgroupById(db: Knex, id: number, opts: { forUpdate?: boolean } = {}): Promise<Portgroup> {
   const q = selectPortgroups(db).where('portgroups.id', id).first();
   if (opts.forUpdate) q.forUpdate('portgroups');
-  const row = await q;
-  if (!row) throw new PortgroupNotFound(String(id));
-  return mapper.fromRow(row);
+  return mapper.fromFound(await q, () => new PortgroupNotFound(String(id)));
 }
 
 /** By UUID or name; `forUpdate` locks the portgroup row (not its node) inside a transaction. */
 export async function getPortgroup(db: Knex, ident: string, opts: { forUpdate?: boolean } = {}): Promise<Portgroup> {
   const q = selectPortgroups(db).where(isUuid(ident) ? 'portgroups.uuid' : 'portgroups.name', isUuid(ident) ? ident.toLowerCase() : ident).first();
   if (opts.forUpdate) q.forUpdate('portgroups');
-  const row = await q;
-  if (!row) throw new PortgroupNotFound(ident);
-  return mapper.fromRow(row);
+  return mapper.fromFound(await q, () => new PortgroupNotFound(ident));
 }
 
 export interface PortgroupFilters {
@@ -84,30 +76,16 @@ export interface PortgroupFilters {
 export async function listPortgroups(
   db: Knex,
   filters: PortgroupFilters,
-  page: { limit: number; marker?: Portgroup; sortKey: string; sortDir: 'asc' | 'desc' },
+  page: PageRequest<Portgroup>,
 ): Promise<Portgroup[]> {
-  const q = db('portgroups').select('*');
-  if (filters.nodeId !== undefined) q.where('node_id', filters.nodeId);
-  if (filters.address !== undefined) q.where('address', filters.address.toLowerCase());
-  applyPage(q, page, (p) => ({
-    id: p.id,
-    value: markerValue(db, 'portgroups', page.sortKey, p.id, (p as unknown as Record<string, unknown>)[mapper.fieldOf(page.sortKey)]),
-  }));
-  // Join after the page is cut: the sort keys are unqualified portgroup columns.
-  const outer = db.select('p.*', 'nodes.uuid as node_uuid').from(q.as('p')).join('nodes', 'nodes.id', 'p.node_id');
-  if (page.sortKey !== 'id') outer.orderBy(`p.${page.sortKey}`, page.sortDir);
-  const rows = await outer.orderBy('p.id', page.sortDir);
-  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
+  return listPage(db, 'portgroups', mapper, page, { where: { node_id: filters.nodeId, address: filters.address?.toLowerCase() }, join: withNodeUuid });
 }
 
 export async function updatePortgroup(db: Knex, id: number, changes: PortgroupChanges): Promise<Portgroup> {
-  try {
-    const n = await db('portgroups').where('id', id).update({ ...mapper.toRow(changes), updated_at: db.fn.now() });
-    if (n === 0) throw new PortgroupNotFound(String(id));
-  } catch (err) {
+  await updateReturning(db, 'portgroups', id, mapper.toRow(changes), () => new PortgroupNotFound(String(id)), (err) => {
     if (pgError(err)?.code === SQLSTATE.foreignKeyViolation) throw new PortgroupNotEmpty(String(changes.uuid ?? id));
     translateWriteError(err, changes);
-  }
+  });
   return getPortgroupById(db, id);
 }
 

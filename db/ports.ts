@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { MACAlreadyExists, PortAlreadyExists, PortNotFound, Conflict, InvalidParameterValue } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { applyPage, markerValue, nodeMapper, type Node } from './nodes.js';
+import { nodeMapper, type Node } from './nodes.js';
+import { insertReturning, listPage, updateReturning, withNodeUuid, type PageRequest } from './table.js';
 import { isUniqueViolation, pgError, SQLSTATE } from './transaction.js';
 
 export interface Port {
@@ -51,18 +52,12 @@ function selectPorts(db: Knex): Knex.QueryBuilder {
 
 export async function createPort(db: Knex, values: PortChanges & { address: string; nodeId: number }): Promise<Port> {
   const row = mapper.toRow({ ...values, uuid: values.uuid ?? randomUUID() });
-  try {
-    const [created] = await db('ports').insert(row).returning('id');
-    return await getPortById(db, created.id);
-  } catch (err) {
-    translateWriteError(err, values);
-  }
+  const created = await insertReturning(db, 'ports', row, (err) => translateWriteError(err, values), 'id');
+  return getPortById(db, created.id as number);
 }
 
 export async function getPortById(db: Knex, id: number): Promise<Port> {
-  const row = await selectPorts(db).where('ports.id', id).first();
-  if (!row) throw new PortNotFound(String(id));
-  return mapper.fromRow(row);
+  return mapper.fromFound(await selectPorts(db).where('ports.id', id).first(), () => new PortNotFound(String(id)));
 }
 
 /** By UUID or, since API 1.88, by name. */
@@ -71,9 +66,7 @@ export async function getPort(db: Knex, ident: string, byName: boolean, opts: { 
   if (!isUuid && !byName) throw new PortNotFound(ident);
   const q = selectPorts(db).where(isUuid ? 'ports.uuid' : 'ports.name', isUuid ? ident.toLowerCase() : ident).first();
   if (opts.forUpdate) q.forUpdate('ports');
-  const row = await q;
-  if (!row) throw new PortNotFound(ident);
-  return mapper.fromRow(row);
+  return mapper.fromFound(await q, () => new PortNotFound(ident));
 }
 
 export interface PortFilters {
@@ -86,32 +79,16 @@ export interface PortFilters {
 export async function listPorts(
   db: Knex,
   filters: PortFilters,
-  page: { limit: number; marker?: Port; sortKey: string; sortDir: 'asc' | 'desc' },
+  page: PageRequest<Port>,
 ): Promise<Port[]> {
-  const q = db('ports').select('*');
-  if (filters.nodeId !== undefined) q.where('node_id', filters.nodeId);
-  if (filters.portgroupId !== undefined) q.where('portgroup_id', filters.portgroupId);
-  if (filters.pxeEnabled !== undefined) q.where('pxe_enabled', filters.pxeEnabled);
-  if (filters.address !== undefined) q.where('address', filters.address.toLowerCase());
-  applyPage(q, page, (p) => ({
-    id: p.id,
-    value: markerValue(db, 'ports', page.sortKey, p.id, (p as unknown as Record<string, unknown>)[mapper.fieldOf(page.sortKey)]),
-  }));
-  // Join after paging columns are fixed: the sort keys are unqualified port columns.
-  const outer = db.select('p.*', 'nodes.uuid as node_uuid', 'portgroups.uuid as portgroup_uuid').from(q.as('p'))
-    .join('nodes', 'nodes.id', 'p.node_id').leftJoin('portgroups', 'portgroups.id', 'p.portgroup_id');
-  if (page.sortKey !== 'id') outer.orderBy(`p.${page.sortKey}`, page.sortDir);
-  const rows = await outer.orderBy('p.id', page.sortDir);
-  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
+  return listPage(db, 'ports', mapper, page, {
+    where: { node_id: filters.nodeId, portgroup_id: filters.portgroupId, pxe_enabled: filters.pxeEnabled, address: filters.address?.toLowerCase() },
+    join: (outer) => withNodeUuid(outer).select('portgroups.uuid as portgroup_uuid').leftJoin('portgroups', 'portgroups.id', 'p.portgroup_id'),
+  });
 }
 
 export async function updatePort(db: Knex, id: number, changes: PortChanges): Promise<Port> {
-  try {
-    const n = await db('ports').where('id', id).update({ ...mapper.toRow(changes), updated_at: db.fn.now() });
-    if (n === 0) throw new PortNotFound(String(id));
-  } catch (err) {
-    translateWriteError(err, changes);
-  }
+  await updateReturning(db, 'ports', id, mapper.toRow(changes), () => new PortNotFound(String(id)), (err) => translateWriteError(err, changes));
   return getPortById(db, id);
 }
 

@@ -39,6 +39,12 @@ export class RowMapper<T extends object> {
     this.fromRow = new Function('row', `const out = {};\n${body.join('\n')}\nreturn out;`) as (row: Record<string, unknown>) => T;
   }
 
+  /** The domain object of the row a lookup found; `notFound()` is thrown when it found none. */
+  fromFound(row: Record<string, unknown> | undefined, notFound: () => Error): T {
+    if (!row) throw notFound();
+    return this.fromRow(row);
+  }
+
   /** Columns for a partial domain object; unknown fields are a programming error. */
   toRow(values: Partial<T>): Record<string, unknown> {
     const out: Record<string, unknown> = {};

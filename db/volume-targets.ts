@@ -1,8 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { VolumeTargetAlreadyExists, VolumeTargetBootIndexAlreadyExists, VolumeTargetNotFound } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { applyPage, markerValue } from './nodes.js';
+import { nodeChildTable } from './table.js';
 import { isUniqueViolation } from './transaction.js';
 
 /** A volume a node may boot from or attach, with its place in the node's boot order. */
@@ -39,64 +38,11 @@ function translateWriteError(err: unknown, values: VolumeTargetChanges, current?
   throw err;
 }
 
-function selectTargets(db: Knex): Knex.QueryBuilder {
-  return db('volume_targets as t').join('nodes', 'nodes.id', 't.node_id').select('t.*', 'nodes.uuid as node_uuid');
-}
+const table = nodeChildTable<VolumeTarget, VolumeTargetChanges>('volume_targets', mapper, (ident) => new VolumeTargetNotFound(ident), translateWriteError);
 
-async function getTargetById(db: Knex, id: number): Promise<VolumeTarget> {
-  const row = await selectTargets(db).where('t.id', id).first();
-  if (!row) throw new VolumeTargetNotFound(String(id));
-  return mapper.fromRow(row);
-}
-
-export async function createVolumeTarget(
-  db: Knex,
-  values: VolumeTargetChanges & { nodeId: number; volumeType: string; bootIndex: number; volumeId: string },
-): Promise<VolumeTarget> {
-  const row = mapper.toRow({ ...values, uuid: values.uuid ?? randomUUID() });
-  try {
-    const [created] = await db('volume_targets').insert(row).returning('id');
-    return await getTargetById(db, created.id);
-  } catch (err) {
-    translateWriteError(err, values);
-  }
-}
-
+export const createVolumeTarget: (db: Knex, values: VolumeTargetChanges & { nodeId: number; volumeType: string; bootIndex: number; volumeId: string }) => Promise<VolumeTarget> = table.create;
 /** By UUID; the caller has checked the form (Ironic answers 400 for anything else). */
-export async function getVolumeTarget(db: Knex, uuid: string): Promise<VolumeTarget> {
-  const row = await selectTargets(db).where('t.uuid', uuid.toLowerCase()).first();
-  if (!row) throw new VolumeTargetNotFound(uuid);
-  return mapper.fromRow(row);
-}
-
-export async function listVolumeTargets(
-  db: Knex,
-  filters: { nodeId?: number },
-  page: { limit: number; marker?: VolumeTarget; sortKey: string; sortDir: 'asc' | 'desc' },
-): Promise<VolumeTarget[]> {
-  const q = db('volume_targets').select('*');
-  if (filters.nodeId !== undefined) q.where('node_id', filters.nodeId);
-  applyPage(q, page, (t) => ({
-    id: t.id,
-    value: markerValue(db, 'volume_targets', page.sortKey, t.id, (t as unknown as Record<string, unknown>)[mapper.fieldOf(page.sortKey)]),
-  }));
-  // The node's UUID is joined after the page is cut: the sort keys are unqualified columns.
-  const outer = db.select('p.*', 'nodes.uuid as node_uuid').from(q.as('p')).join('nodes', 'nodes.id', 'p.node_id');
-  if (page.sortKey !== 'id') outer.orderBy(`p.${page.sortKey}`, page.sortDir);
-  const rows = await outer.orderBy('p.id', page.sortDir);
-  return rows.map((r: Record<string, unknown>) => mapper.fromRow(r));
-}
-
-export async function updateVolumeTarget(db: Knex, current: VolumeTarget, changes: VolumeTargetChanges): Promise<VolumeTarget> {
-  try {
-    const n = await db('volume_targets').where('id', current.id).update({ ...mapper.toRow(changes), updated_at: db.fn.now() });
-    if (n === 0) throw new VolumeTargetNotFound(current.uuid);
-  } catch (err) {
-    translateWriteError(err, changes, current);
-  }
-  return getTargetById(db, current.id);
-}
-
-export async function deleteVolumeTarget(db: Knex, id: number): Promise<void> {
-  await db('volume_targets').where('id', id).delete();
-}
+export const getVolumeTarget = table.get;
+export const listVolumeTargets = table.list;
+export const updateVolumeTarget = table.update;
+export const deleteVolumeTarget = table.remove;

@@ -46,6 +46,15 @@ function ppidOf(pid: number): number | undefined {
   }
 }
 
+/** The pids in /proc now, or undefined where there is no /proc to read. */
+export function livePids(): number[] | undefined {
+  try {
+    return readdirSync('/proc').filter((e) => /^\d+$/.test(e)).map(Number);
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * CPU seconds of the live `postgres` processes: the postmaster `postmasterPid` and its children
  * (the database side of the work), or, without a pid, every postgres process on this host
@@ -53,16 +62,10 @@ function ppidOf(pid: number): number | undefined {
  * phase take their time with them.
  */
 export function postgresCpuS(postmasterPid?: number): number {
+  const pids = livePids();
+  if (pids === undefined) return NaN;
   let total = 0;
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return NaN;
-  }
-  for (const e of entries) {
-    if (!/^\d+$/.test(e)) continue;
-    const pid = Number(e);
+  for (const pid of pids) {
     const c = cpuOf(pid);
     if (!c || c.comm !== 'postgres') continue;
     if (postmasterPid !== undefined && pid !== postmasterPid && ppidOf(pid) !== postmasterPid) continue;

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { createKnex } from '../../db/connection.js';
 import { nodeMapper } from '../../db/nodes.js';
+import { addCounters } from '../../sim/redfish/state.js';
 import { onCleanup } from './cleanup.js';
 import { ROOT } from './util.js';
 
@@ -109,15 +110,7 @@ export interface Totals {
 
 export async function simTotals(sims: Sim[]): Promise<Totals> {
   const t: Totals = { requests: 0, maxConcurrent: 0, sessionsCreated: 0, sessionsOpen: 0, logins: 0, bmcs: 0 };
-  for (const s of sims) {
-    const x = (await (await fetch(`http://127.0.0.1:${s.firstPort}/_sim/totals`)).json()) as Totals;
-    t.requests += x.requests;
-    t.maxConcurrent = Math.max(t.maxConcurrent, x.maxConcurrent);
-    t.sessionsCreated += x.sessionsCreated;
-    t.sessionsOpen += x.sessionsOpen;
-    t.logins += x.logins;
-    t.bmcs += x.bmcs;
-  }
+  for (const s of sims) addCounters(t, (await (await fetch(`http://127.0.0.1:${s.firstPort}/_sim/totals`)).json()) as Totals);
   return t;
 }
 

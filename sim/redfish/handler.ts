@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { normalisePath, type SimModel } from './model.js';
 import { NO_QUIRKS, type VmediaQuirks } from './quirks.js';
-import { etagOf, redfishError, type RequestOrigin, type SimBmc, type SystemState } from './state.js';
+import { etagOf, parseJsonObject, redfishError, type RequestOrigin, type SimBmc, type SystemState } from './state.js';
 import { VirtualMedia, type ImageCheck, type Reply } from './vmedia.js';
 
 export interface Credentials {
@@ -55,15 +55,6 @@ export function readBody(req: IncomingMessage, limit = 1 << 20): Promise<string>
     req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
     req.on('error', reject);
   });
-}
-
-function parseJson(text: string): Record<string, unknown> | null {
-  try {
-    const v: unknown = JSON.parse(text);
-    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
-  } catch {
-    return null;
-  }
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -203,7 +194,7 @@ export class RedfishHandler {
 
   private login(bmc: SimBmc, res: ServerResponse, body: string): void {
     bmc.logins++;
-    const creds = parseJson(body);
+    const creds = parseJsonObject(body);
     if (!creds || typeof creds.UserName !== 'string' || typeof creds.Password !== 'string') {
       return send(res, 400, redfishError('PropertyMissing', 'The request body must hold UserName and Password.'));
     }
@@ -247,7 +238,7 @@ export class RedfishHandler {
   }
 
   private reset(bmc: SimBmc, res: ServerResponse, sys: string, body: string, origin: RequestOrigin): void {
-    const args = parseJson(body);
+    const args = parseJsonObject(body);
     const type = args?.ResetType;
     if (typeof type !== 'string') return send(res, 400, redfishError('ActionParameterMissing', 'The action ComputerSystem.Reset requires the parameter ResetType.'));
     if (!this.model.resetTypes(sys).includes(type)) {
@@ -269,7 +260,7 @@ export class RedfishHandler {
     } else if (bmc.faults.requireIfMatch) {
       return send(res, 428, redfishError('PreconditionRequired', 'A precondition header or annotation is required to change this resource.'));
     }
-    const patch = parseJson(body);
+    const patch = parseJsonObject(body);
     if (!patch) return send(res, 400, redfishError('MalformedJSON', 'The request body submitted was malformed JSON.'));
     const boot = patch.Boot;
     if (boot !== undefined) {

@@ -29,7 +29,7 @@ import { emptyMedia, normalisePath, type SimModel } from './model.js';
 import { NO_QUIRKS, parseQuirks, type VmediaQuirks } from './quirks.js';
 import { AgentFleet } from '../agent/fleet.js';
 import { FAULT_KEYS as AGENT_FAULT_KEYS, type AgentFaults, type AgentSimOptions } from '../agent/types.js';
-import { DEFAULT_FAULTS, SimBmc, etagOf, type BmcCounters, type MediaState, type SimFaults } from './state.js';
+import { addCounters, DEFAULT_FAULTS, SimBmc, etagOf, type BmcCounters, type MediaState, type SimFaults } from './state.js';
 import type { ImageCheck, VirtualMedia } from './vmedia.js';
 
 export interface RedfishSimOptions extends Partial<Omit<SimFaults, 'unavailable'>> {
@@ -90,16 +90,7 @@ export interface RedfishSim {
 
 function sumCounters(bmcs: SimBmc[]): BmcCounters & { bmcs: number } {
   const t = { bmcs: bmcs.length, requests: 0, concurrent: 0, maxConcurrent: 0, sessionsOpen: 0, sessionsCreated: 0, logins: 0, unauthorized: 0 };
-  for (const b of bmcs) {
-    const c = b.counters();
-    t.requests += c.requests;
-    t.concurrent += c.concurrent;
-    t.maxConcurrent = Math.max(t.maxConcurrent, c.maxConcurrent);
-    t.sessionsOpen += c.sessionsOpen;
-    t.sessionsCreated += c.sessionsCreated;
-    t.logins += c.logins;
-    t.unauthorized += c.unauthorized;
-  }
+  for (const b of bmcs) addCounters(t, b.counters());
   return t;
 }
 

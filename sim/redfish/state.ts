@@ -161,6 +161,30 @@ export interface BmcCounters {
   unauthorized: number;
 }
 
+/** A request body that is a JSON object, or null for anything else (a client error to answer). */
+export function parseJsonObject(text: string): Record<string, unknown> | null {
+  try {
+    const v: unknown = JSON.parse(text);
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Adds counters into a total of BMCs (or of simulators): each a sum, but maxConcurrent the
+ * largest. Only the total's own keys count; a key `more` lacks is left as it is.
+ */
+export function addCounters<T extends object>(total: T, more: Partial<T>): void {
+  const t = total as Record<string, number>;
+  const m = more as Record<string, number | undefined>;
+  for (const key of Object.keys(t)) {
+    const v = m[key];
+    if (v === undefined) continue;
+    t[key] = key === 'maxConcurrent' ? Math.max(t[key], v) : t[key] + v;
+  }
+}
+
 /**
  * Told when a system has finished booting (its `running.phase` is `up`) and when whatever ran
  * on it stops (power off, restart, lost power, a failed boot): the agent simulator's hook.

@@ -5,7 +5,7 @@
  */
 import type { MediaSlot, SimModel } from './model.js';
 import type { VmediaQuirks } from './quirks.js';
-import { etagOf, redfishError, type MediaState, type Running, type SimBmc, type SystemState } from './state.js';
+import { etagOf, parseJsonObject, redfishError, type MediaState, type Running, type SimBmc, type SystemState } from './state.js';
 
 /** When the BMC fetches the image: never, at insert (a 404 refuses it) or at boot (a 404 fails the boot). */
 export type ImageCheck = 'none' | 'insert' | 'boot';
@@ -54,15 +54,6 @@ export async function probeImage(url: string): Promise<string | null> {
   }
 }
 
-function parseObject(text: string): Record<string, unknown> | null {
-  try {
-    const v: unknown = JSON.parse(text);
-    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
-  } catch {
-    return null;
-  }
-}
-
 function stripWeak(tag: string): string {
   return tag.trim().replace(/^W\//, '');
 }
@@ -103,7 +94,7 @@ export class VirtualMedia {
 
   /** `POST …/InsertMedia`. */
   async insertAction(bmc: SimBmc, slot: MediaSlot, text: string): Promise<Reply> {
-    const args = parseObject(text);
+    const args = parseJsonObject(text);
     if (!args) return this.refuse(bmc, slot, 'InsertMedia', 400, 'MalformedJSON', 'The request body submitted was malformed JSON and could not be parsed by the receiving service.');
     if (this.quirks.supermicro) {
       const extra = ['Inserted', 'WriteProtected'].filter((k) => k in args);
@@ -163,7 +154,7 @@ export class VirtualMedia {
     if (text.trim() === '' && this.quirks.iloEject) {
       return this.refuse(bmc, slot, 'EjectMedia', 400, 'MalformedJSON', 'The request body submitted was malformed JSON and could not be parsed by the receiving service.');
     }
-    if (text.trim() !== '' && !parseObject(text)) {
+    if (text.trim() !== '' && !parseJsonObject(text)) {
       return this.refuse(bmc, slot, 'EjectMedia', 400, 'MalformedJSON', 'The request body submitted was malformed JSON and could not be parsed by the receiving service.');
     }
     return this.eject(bmc, slot, 'EjectMedia');
@@ -198,7 +189,7 @@ export class VirtualMedia {
     } else if (bmc.faults.requireIfMatch || this.quirks.patchOnly) {
       return this.refuse(bmc, slot, 'PATCH', 428, 'PreconditionRequired', 'A precondition header or annotation is required to change this resource.');
     }
-    const args = parseObject(text);
+    const args = parseJsonObject(text);
     if (!args) return this.refuse(bmc, slot, 'PATCH', 400, 'MalformedJSON', 'The request body submitted was malformed JSON and could not be parsed by the receiving service.');
     const image = args.Image;
     if (image === null || image === '' || args.Inserted === false) return this.eject(bmc, slot, 'PATCH');

@@ -7,9 +7,8 @@
  */
 import { expect } from 'chai';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
-import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
+import { startGalvanicOnFreshDatabase, type GalvanicOnFreshDatabase } from '../helpers/app.js';
 import { requireCli, runBaremetal, type CliResult } from '../helpers/baremetal.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { agentWitness, setAgentFaults } from '../helpers/agent-sim.js';
 import { until } from '../helpers/until.js';
 import { AGENT_TEST_ENV, startImageServer, type ImageServer } from '../helpers/agent-deploy.js';
@@ -18,29 +17,23 @@ import { httpClient, nodeHistory, type ApiCall } from '../helpers/provisioning.j
 describe('baremetal CLI: direct deploy and cleaning through the agent (e2e)', function () {
   // Each CLI run costs seconds of Python start-up on a loaded machine.
   this.timeout(400_000);
-  let tdb: TestDatabase | undefined;
-  let galvanic: RunningGalvanic | undefined;
+  let galvanic: GalvanicOnFreshDatabase | undefined;
   let sim: RedfishSim | undefined;
   let images: ImageServer | undefined;
   let api: ApiCall;
 
   before(async function () {
     requireCli(this, 'baremetal CLI agent tests');
-    tdb = await freshDatabase();
     images = await startImageServer();
-    galvanic = await startGalvanic({ databaseUrl: tdb.url, env: AGENT_TEST_ENV });
+    galvanic = await startGalvanicOnFreshDatabase({ env: AGENT_TEST_ENV });
     sim = await startRedfishSim({ count: 1, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300 } });
     api = httpClient(galvanic.url);
   });
 
   after(async () => {
-    if (galvanic) {
-      const code = await galvanic.stop();
-      expect(code, galvanic.output().slice(-3000)).to.equal(0);
-    }
+    await galvanic?.shutdownCleanly();
     await sim?.stop();
     await images?.close();
-    await tdb?.drop();
   });
 
   function baremetal(...args: string[]): Promise<CliResult> {

@@ -4,11 +4,10 @@
  */
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
+import { startGalvanicOnFreshDatabase, type GalvanicOnFreshDatabase } from '../helpers/app.js';
 import { CLI, requireCli } from '../helpers/baremetal.js';
 import { connectViewer, fakeConsoleProcesses } from '../helpers/console.js';
 import { until } from '../helpers/until.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 
 interface ConsoleShow {
   console_enabled: boolean;
@@ -17,14 +16,12 @@ interface ConsoleShow {
 
 describe('baremetal CLI: node console (e2e)', function () {
   this.timeout(120_000);
-  let tdb: TestDatabase | undefined;
-  let galvanic: RunningGalvanic | undefined;
+  let galvanic: GalvanicOnFreshDatabase | undefined;
   let uuid: string;
 
   before(async function () {
     requireCli(this, 'console CLI tests');
-    tdb = await freshDatabase();
-    galvanic = await startGalvanic({ databaseUrl: tdb.url });
+    galvanic = await startGalvanicOnFreshDatabase();
     const res = await fetch(`${galvanic.url}/v1/nodes`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-openstack-ironic-api-version': 'latest' },
@@ -34,8 +31,7 @@ describe('baremetal CLI: node console (e2e)', function () {
     uuid = ((await res.json()) as { uuid: string }).uuid;
   });
   after(async () => {
-    await galvanic?.stop();
-    await tdb?.drop();
+    await galvanic?.shutdown();
   });
 
   const baremetal = (...args: string[]): Promise<string> => new Promise((resolve, reject) => {

@@ -15,9 +15,8 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
-import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
+import { startGalvanicOnFreshDatabase, type GalvanicOnFreshDatabase } from '../helpers/app.js';
 import { CLI, requireCli } from '../helpers/baremetal.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { requireIpmiSim, SimBmc } from '../helpers/ipmi-sim.js';
 import { resourceRequests, simControl, simStats } from '../helpers/redfish.js';
 import { until } from '../helpers/until.js';
@@ -47,8 +46,7 @@ interface Bmc {
 
 describe('e2e: the baremetal CLI with --driver redfish and --driver ipmi', function () {
   this.timeout(300_000);
-  let tdb: TestDatabase | undefined;
-  let galvanic: RunningGalvanic | undefined;
+  let galvanic: GalvanicOnFreshDatabase | undefined;
   // The BMCs outlive galvanic, so that its last power sync never meets a vanished one.
   let redfishSim: RedfishSim | undefined;
   let ipmiSim: SimBmc | undefined;
@@ -59,9 +57,8 @@ describe('e2e: the baremetal CLI with --driver redfish and --driver ipmi', funct
   before(async function () {
     requireCli(this, 'baremetal CLI driver tests');
     cacheDir = await fs.mkdtemp(path.join(os.tmpdir(), 'galvanic-cli-cache-'));
-    tdb = await freshDatabase();
     // The defaults enable fake-hardware, redfish and ipmi.
-    galvanic = await startGalvanic({ databaseUrl: tdb.url });
+    galvanic = await startGalvanicOnFreshDatabase();
   });
 
   afterEach(function () {
@@ -70,11 +67,10 @@ describe('e2e: the baremetal CLI with --driver redfish and --driver ipmi', funct
 
   after(async function () {
     this.timeout(60_000);
-    const code = await galvanic?.stop();
+    const code = await galvanic?.shutdown();
     if (galvanic && (failed || code !== 0)) process.stderr.write(`--- galvanic output (exit ${code}) ---\n${galvanic.output().slice(-20_000)}\n`);
     await redfishSim?.stop();
     await ipmiSim?.stop();
-    await tdb?.drop();
     if (cacheDir) await fs.rm(cacheDir, { recursive: true, force: true });
     if (galvanic) expect(code, 'galvanic exit code').to.equal(0);
     if (calls > 0) expect(calls, 'CLI calls made').to.be.at.most(25);

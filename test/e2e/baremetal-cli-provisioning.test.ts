@@ -10,9 +10,8 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
-import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
+import { startGalvanicOnFreshDatabase, type GalvanicOnFreshDatabase } from '../helpers/app.js';
 import { requireCli, runBaremetal, type CliResult } from '../helpers/baremetal.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import {
   clearSimEvents, expectInOrder, httpClient, insertedMedia, nodeHistory, settled, simEvents, simState, story, type ApiCall,
 } from '../helpers/provisioning.js';
@@ -22,31 +21,24 @@ const SYSTEM = '/redfish/v1/Systems/System.Embedded.1';
 
 describe('baremetal CLI: provisioning (e2e)', function () {
   this.timeout(120_000);
-  let tdb: TestDatabase | undefined;
-  let galvanic: RunningGalvanic | undefined;
+  let galvanic: GalvanicOnFreshDatabase | undefined;
   let sim: RedfishSim | undefined;
   let dir: string | undefined;
   let api: ApiCall;
 
   before(async function () {
     requireCli(this, 'baremetal CLI provisioning tests');
-    tdb = await freshDatabase();
     sim = await startRedfishSim({ count: 1 });
     dir = await fs.mkdtemp(path.join(os.tmpdir(), 'galvanic-cli-prov-'));
-    galvanic = await startGalvanic({
-      databaseUrl: tdb.url,
+    galvanic = await startGalvanicOnFreshDatabase({
       env: { GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0', GALVANIC_REDFISH__CONNECTION_RETRY_INTERVAL: '0.1' },
     });
     api = httpClient(galvanic.url);
   });
 
   after(async () => {
-    if (galvanic) {
-      const code = await galvanic.stop();
-      expect(code, galvanic.output().slice(-3000)).to.equal(0);
-    }
+    await galvanic?.shutdownCleanly();
     await sim?.stop();
-    await tdb?.drop();
     if (dir) await fs.rm(dir, { recursive: true, force: true });
   });
 
@@ -72,7 +64,7 @@ describe('baremetal CLI: provisioning (e2e)', function () {
 
   /** The stored instance_info (the API masks the config drive). */
   async function storedInstanceInfo(name: string): Promise<Record<string, unknown>> {
-    const row = await tdb!.knex('nodes').where({ name }).first('instance_info') as { instance_info: Record<string, unknown> };
+    const row = await galvanic!.tdb.knex('nodes').where({ name }).first('instance_info') as { instance_info: Record<string, unknown> };
     return row.instance_info;
   }
 

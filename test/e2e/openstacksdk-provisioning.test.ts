@@ -13,8 +13,7 @@ import { expect } from 'chai';
 import { execFile, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
-import { ROOT, startGalvanic, type RunningGalvanic } from '../helpers/app.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { ROOT, startGalvanicOnFreshDatabase, type GalvanicOnFreshDatabase } from '../helpers/app.js';
 import { clearSimEvents, expectInOrder, insertedMedia, simEvents, simState, story } from '../helpers/provisioning.js';
 import { setFaults } from '../helpers/redfish.js';
 import { nicMacs } from '../../sim/redfish/model-synthetic.js';
@@ -44,8 +43,7 @@ type Step = Record<string, unknown> & { step: string };
 describe('openstacksdk: provisioning (e2e)', function () {
   this.timeout(120_000);
   let python: string | null = null;
-  let tdb: TestDatabase | undefined;
-  let galvanic: RunningGalvanic | undefined;
+  let galvanic: GalvanicOnFreshDatabase | undefined;
   let sim: RedfishSim | undefined;
 
   before(async function () {
@@ -56,10 +54,8 @@ describe('openstacksdk: provisioning (e2e)', function () {
       process.stderr.write(`      skipping the openstacksdk provisioning tests: ${msg} (apt-get install python3-openstacksdk).\n`);
       this.skip();
     }
-    tdb = await freshDatabase();
     sim = await startRedfishSim({ count: 2 });
-    galvanic = await startGalvanic({
-      databaseUrl: tdb.url,
+    galvanic = await startGalvanicOnFreshDatabase({
       env: {
         // Heartbeats every second or so, for the tests that run an agent.
         ...AGENT_TEST_ENV,
@@ -73,12 +69,8 @@ describe('openstacksdk: provisioning (e2e)', function () {
   });
 
   after(async () => {
-    if (galvanic) {
-      const code = await galvanic.stop();
-      expect(code, galvanic.output().slice(-3000)).to.equal(0);
-    }
+    await galvanic?.shutdownCleanly();
     await sim?.stop();
-    await tdb?.drop();
   });
 
   /** Runs one scenario of the script; resolves with its steps by name, and the exit code. */

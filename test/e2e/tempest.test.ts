@@ -9,8 +9,7 @@
  * TEMPEST_CONCURRENCY sets tempest's workers (default 1).
  */
 import { expect } from 'chai';
-import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { startGalvanicOnFreshDatabase, type GalvanicOnFreshDatabase } from '../helpers/app.js';
 import { findTempest, runTempest, type TempestRun } from './tempest/run.js';
 
 /** What OpenStack Ironic passes in the same configuration. */
@@ -19,8 +18,7 @@ const IRONIC_PASSED = 228;
 describe('e2e: Ironic\'s tempest API suite (ironic-tempest-plugin)', function () {
   // One run takes 1.5 to 3 minutes on two cores.
   this.timeout(900_000);
-  let tdb: TestDatabase | undefined;
-  let galvanic: RunningGalvanic | undefined;
+  let galvanic: GalvanicOnFreshDatabase | undefined;
   let result: TempestRun | undefined;
 
   before(async function () {
@@ -30,16 +28,13 @@ describe('e2e: Ironic\'s tempest API suite (ironic-tempest-plugin)', function ()
       process.stderr.write(`      skipping the tempest API suite: ${found} (apt-get install ironic-tempest-plugin).\n`);
       this.skip();
     }
-    tdb = await freshDatabase();
-    galvanic = await startGalvanic({
-      databaseUrl: tdb.url,
+    galvanic = await startGalvanicOnFreshDatabase({
       env: { GALVANIC_DEFAULT__ENABLED_HARDWARE_TYPES: 'fake-hardware,redfish' },
     });
   });
 
   after(async () => {
-    await galvanic?.stop();
-    await tdb?.drop();
+    await galvanic?.shutdown();
   });
 
   it(`passes at Galvanic's highest microversion with no failure and at least ${IRONIC_PASSED} passed`, async function () {

@@ -76,6 +76,56 @@ export async function buildTestApp(env: Record<string, string> = {}, opts: { con
   };
 }
 
+export interface SuiteAppOptions {
+  /** `GALVANIC_*` overrides for the config. */
+  env?: Record<string, string>;
+  /** An in-process conductor (default true); see buildTestApp. */
+  conductor?: boolean;
+  /** Tables emptied before each test, in this order (children cascade with their parent). */
+  clear?: readonly string[];
+}
+
+/**
+ * The hooks most API suites share: an app on a fresh database for the whole suite (built in
+ * `before`, closed in `after`) and the `clear` tables emptied before each test. Call it inside
+ * `describe`; the object returned is filled in by the `before` hook, so read it from hooks and
+ * tests only.
+ */
+export function suiteApp(opts: SuiteAppOptions = {}): TestApp {
+  const t = {} as TestApp;
+  before(async () => {
+    Object.assign(t, await buildTestApp(opts.env, { conductor: opts.conductor }));
+  });
+  after(async () => {
+    // Absent when `before` failed: nothing to close.
+    await t.close?.();
+  });
+  const clear = opts.clear ?? [];
+  if (clear.length > 0) {
+    beforeEach(async () => {
+      for (const table of clear) await t.tdb.knex(table).delete();
+    });
+  }
+  return t;
+}
+
+/** Creates a fake-hardware node (`body` may add fields or change the driver); expects 201. */
+export async function createNode<T = { uuid: string; [key: string]: unknown }>(t: TestApp, body: Record<string, unknown> = {}, version?: string): Promise<T> {
+  const res = await inject(t, 'POST', '/v1/nodes', { body: { driver: 'fake-hardware', ...body }, version });
+  expect(res.statusCode, res.body).to.equal(201);
+  return res.json<T>();
+}
+
+/** Before each test (after the suite's tables are cleared), nodes `node-a` and `node-b` created at `version`: their UUIDs. */
+export function eachTwoNodes(t: TestApp, version?: string): { a: string; b: string } {
+  const nodes = { a: '', b: '' };
+  beforeEach(async () => {
+    nodes.a = (await createNode(t, { name: 'node-a' }, version)).uuid;
+    nodes.b = (await createNode(t, { name: 'node-b' }, version)).uuid;
+  });
+  return nodes;
+}
+
 /** Ironic's error body, parsed: the faultstring. */
 export function faultOf(body: string): { faultcode: string; faultstring: string } {
   const outer = JSON.parse(body) as { error_message: string };
@@ -144,6 +194,40 @@ export async function startGalvanic(opts: { databaseUrl: string; command?: strin
     stop: async () => {
       if (proc.exitCode === null) proc.kill('SIGTERM');
       return exited;
+    },
+  };
+}
+
+export interface GalvanicOnFreshDatabase extends RunningGalvanic {
+  tdb: TestDatabase;
+  /** Stops galvanic, drops its database, and resolves with galvanic's exit code. */
+  shutdown(): Promise<number | null>;
+  /** shutdown, then expects exit code 0 with the tail of galvanic's output as the message. */
+  shutdownCleanly(): Promise<void>;
+}
+
+/** startGalvanic on a database of its own, which goes with it. */
+export async function startGalvanicOnFreshDatabase(opts: { command?: string; env?: Record<string, string> } = {}): Promise<GalvanicOnFreshDatabase> {
+  const tdb = await freshDatabase();
+  let galvanic: RunningGalvanic;
+  try {
+    galvanic = await startGalvanic({ ...opts, databaseUrl: tdb.url });
+  } catch (err) {
+    await tdb.drop();
+    throw err;
+  }
+  const shutdown = async (): Promise<number | null> => {
+    try {
+      return await galvanic.stop();
+    } finally {
+      await tdb.drop();
+    }
+  };
+  return {
+    ...galvanic, tdb, shutdown,
+    shutdownCleanly: async () => {
+      const code = await shutdown();
+      expect(code, galvanic.output().slice(-3000)).to.equal(0);
     },
   };
 }

@@ -181,3 +181,25 @@ function databaseUrl(adminUrl: string, database: string): string {
   return url.toString();
 }
 
+
+/**
+ * A database of its own for a suite: migrated, or `empty` (no schema), made before the suite
+ * (before each test with `each`) and dropped after it. Call it inside `describe`; the object
+ * returned is filled in by the hook, so read it from hooks and tests only.
+ */
+export function suiteDatabase(opts: { empty?: boolean; each?: boolean } = {}): TestDatabase {
+  const db = {} as TestDatabase;
+  const make = async () => {
+    Object.assign(db, await (opts.empty ? emptyDatabase() : freshDatabase()));
+  };
+  // Absent when making it failed: nothing to drop.
+  const drop = async () => db.drop?.();
+  if (opts.each) {
+    beforeEach(make);
+    afterEach(drop);
+  } else {
+    before(make);
+    after(drop);
+  }
+  return db;
+}

@@ -8,8 +8,7 @@
 import { expect } from 'chai';
 import { nicMacs } from '../../sim/redfish/model-synthetic.js';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
-import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { startGalvanicOnFreshDatabase, type GalvanicOnFreshDatabase } from '../helpers/app.js';
 import { agentWitness, setAgentFaults } from '../helpers/agent-sim.js';
 import { until } from '../helpers/until.js';
 import { AGENT_TEST_ENV, directNodeBody, startImageServer, watchStates, type ImageServer } from '../helpers/agent-deploy.js';
@@ -17,18 +16,15 @@ import { createNode, getNode, httpClient, nodeHistory, nodePorts, provision, pro
 
 describe('direct deploy and cleaning through the agent (real processes)', function () {
   this.timeout(180_000);
-  let tdb: TestDatabase | undefined;
-  let galvanic: RunningGalvanic | undefined;
+  let galvanic: GalvanicOnFreshDatabase | undefined;
   let sim: RedfishSim | undefined;
   let images: ImageServer | undefined;
   let api: ApiCall;
   const tokens = new Set<string>();
 
   before(async () => {
-    tdb = await freshDatabase();
     images = await startImageServer();
-    galvanic = await startGalvanic({
-      databaseUrl: tdb.url,
+    galvanic = await startGalvanicOnFreshDatabase({
       env: {
         ...AGENT_TEST_ENV, GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'redfish,agent,no-inspect', GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '12', GALVANIC_AGENT__COMMAND_WAIT_INTERVAL: '1', GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '12', GALVANIC_DEFAULT__DEBUG: 'true' },
     });
@@ -37,10 +33,9 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
   });
 
   after(async () => {
-    if (galvanic) await galvanic.stop();
+    await galvanic?.shutdown();
     await sim?.stop();
     await images?.close();
-    await tdb?.drop();
   });
 
   /** A node on BMC `i`, enrolled, managed and inspected (its ports come from the BMC). */

@@ -5,9 +5,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
-import type { LightMyRequestResponse } from 'fastify';
 import { pino } from 'pino';
-import { buildTestApp, expectFault, type TestApp } from '../helpers/app.js';
+import { expectFault, inject, type InjectOptions, suiteApp } from '../helpers/app.js';
 import { Allocator } from '../../conductor/allocations.js';
 import { createKnex } from '../../db/connection.js';
 import { createAllocation } from '../../db/allocations.js';
@@ -18,14 +17,9 @@ type Obj = Record<string, unknown>;
 
 
 describe('allocations API', function () {
-  let t: TestApp;
+  const t = suiteApp({ clear: ['allocations', 'nodes'] });
 
-  const call = (method: Method, url: string, opts: { body?: unknown; version?: string } = {}): Promise<LightMyRequestResponse> =>
-    t.app.inject({
-      method, url,
-      headers: { 'x-openstack-ironic-api-version': opts.version ?? '1.60' },
-      ...(opts.body === undefined ? {} : { payload: opts.body as object }),
-    });
+  const call = (method: Method, url: string, opts: InjectOptions = {}) => inject(t, method, url, { ...opts, version: opts.version ?? '1.60' });
   const json = async (method: Method, url: string, opts: { body?: unknown; version?: string } = {}): Promise<Obj> => {
     const res = await call(method, url, opts);
     expect(res.statusCode, res.body).to.be.within(200, 299);
@@ -48,17 +42,6 @@ describe('allocations API', function () {
       await sleep(25);
     }
   }
-
-  before(async () => {
-    t = await buildTestApp();
-  });
-  after(async () => {
-    await t?.close();
-  });
-  beforeEach(async () => {
-    await t.tdb.knex('allocations').delete();
-    await t.tdb.knex('nodes').delete();
-  });
 
   it('creates an allocation in allocating; a conductor makes it active on a matching node', async () => {
     const node = await availableNode('n1');

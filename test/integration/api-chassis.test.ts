@@ -4,26 +4,13 @@
  * chassis_uuid, with Ironic's codes and messages.
  */
 import { expect } from 'chai';
-import { buildTestApp, faultOf, type TestApp, inject } from '../helpers/app.js';
+import { faultOf, inject, suiteApp } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 const call = inject;
 
 describe('chassis API', function () {
-  let t: TestApp;
-
-  before(async () => {
-    t = await buildTestApp({}, { conductor: false });
-  });
-
-  after(async () => {
-    await t?.close();
-  });
-
-  beforeEach(async () => {
-    await t.tdb.knex('nodes').delete();
-    await t.tdb.knex('chassis').delete();
-  });
+  const t = suiteApp({ conductor: false, clear: ['nodes', 'chassis'] });
 
   async function createChassis(body: Obj = {}): Promise<Obj> {
     const res = await call(t, 'POST', '/v1/chassis', { body });

@@ -3,8 +3,7 @@
  * step validation, list fields and paging, JSON patch rules and the 1.55 gate.
  */
 import { expect } from 'chai';
-import type { LightMyRequestResponse } from 'fastify';
-import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { expectFault, inject, type InjectOptions, suiteApp } from '../helpers/app.js';
 
 type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
 type Obj = Record<string, unknown>;
@@ -12,34 +11,15 @@ type Obj = Record<string, unknown>;
 const STEP = { interface: 'bios', step: 'apply_configuration', args: { settings: [{ name: 'LogicalProc', value: 'Enabled' }] }, priority: 150 };
 
 describe('deploy templates API', function () {
-  let t: TestApp;
+  const t = suiteApp({ conductor: false, clear: ['deploy_templates'] });
 
-  const call = (method: Method, url: string, opts: { body?: unknown; version?: string } = {}): Promise<LightMyRequestResponse> =>
-    t.app.inject({
-      method, url,
-      headers: { 'x-openstack-ironic-api-version': opts.version ?? '1.55' },
-      ...(opts.body === undefined ? {} : { payload: opts.body as object }),
-    });
-  const json = async (method: Method, url: string, opts: { body?: unknown; version?: string } = {}): Promise<Obj> => {
+  const call = (method: Method, url: string, opts: InjectOptions = {}) => inject(t, method, url, { ...opts, version: opts.version ?? '1.55' });
+  const json = async (method: Method, url: string, opts: InjectOptions = {}): Promise<Obj> => {
     const res = await call(method, url, opts);
     expect(res.statusCode, res.body).to.be.within(200, 299);
     return JSON.parse(res.body) as Obj;
   };
-  const expectFault = (res: LightMyRequestResponse, status: number, message?: string) => {
-    expect(res.statusCode, res.body).to.equal(status);
-    if (message !== undefined) expect(faultOf(res.body).faultstring).to.include(message);
-  };
   const count = async () => Number((await t.tdb.knex('deploy_templates').count('* as n').first())?.n);
-
-  before(async () => {
-    t = await buildTestApp({}, { conductor: false });
-  });
-  after(async () => {
-    await t?.close();
-  });
-  beforeEach(async () => {
-    await t.tdb.knex('deploy_templates').delete();
-  });
 
   it('creates, shows by UUID or name, and deletes a template', async () => {
     const uuid = '1d2c3b4a-0000-4000-8000-00000000d00d';

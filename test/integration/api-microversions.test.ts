@@ -4,7 +4,7 @@
  */
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
-import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { faultOf, type TestApp, suiteApp } from '../helpers/app.js';
 import { until } from '../helpers/until.js';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 
@@ -46,15 +46,7 @@ async function moveTo(t: TestApp, ident: string, verb: string, state: string, bo
 }
 
 describe('microversions 1.79 and later', function () {
-  let t: TestApp;
-
-  before(async () => {
-    t = await buildTestApp({}, { conductor: false });
-  });
-
-  after(async () => {
-    await t?.close();
-  });
+  const t = suiteApp({ conductor: false });
 
   describe('1.81 node inventory', () => {
     it('is not found below 1.81 and says which node has none from 1.81', async () => {
@@ -262,15 +254,7 @@ describe('microversions 1.79 and later', function () {
 });
 
 describe('microversions 1.87 to 1.95 with a conductor', function () {
-  let t: TestApp;
-
-  before(async () => {
-    t = await buildTestApp();
-  });
-
-  after(async () => {
-    await t?.close();
-  });
+  const t = suiteApp();
 
   async function activeNode(name: string, extra: Obj = {}): Promise<Obj> {
     await createNode(t, { name, ...extra });

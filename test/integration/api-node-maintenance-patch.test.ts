@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
-import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { createNode, faultOf, type TestApp, suiteApp } from '../helpers/app.js';
 
 type Row = Record<string, unknown>;
 
@@ -17,38 +17,17 @@ function patch(t: TestApp, ident: string, ops: unknown[], version = 'latest'): P
   });
 }
 
-async function createNode(t: TestApp, name: string): Promise<string> {
-  const res = await t.app.inject({
-    method: 'POST', url: '/v1/nodes', payload: { driver: 'fake-hardware', name },
-    headers: { 'x-openstack-ironic-api-version': 'latest' },
-  });
-  expect(res.statusCode, res.body).to.equal(201);
-  return res.json<{ uuid: string }>().uuid;
-}
-
 async function rowOf(t: TestApp, uuid: string): Promise<Row> {
   const row = await t.tdb.knex('nodes').where({ uuid }).first('maintenance', 'maintenance_reason', 'fault', 'version', 'access_epoch', 'protected');
   return { ...row, version: Number(row.version), access_epoch: Number(row.access_epoch) };
 }
 
 describe('nodes API: maintenance by PATCH', function () {
-  let t: TestApp;
-
-  before(async () => {
-    // No conductor: what the PATCH wrote is all there is to see.
-    t = await buildTestApp({}, { conductor: false });
-  });
-
-  after(async () => {
-    await t?.close();
-  });
-
-  beforeEach(async () => {
-    await t.tdb.knex('nodes').delete();
-  });
+  // No conductor: what the PATCH wrote is all there is to see.
+  const t = suiteApp({ conductor: false, clear: ['nodes'] });
 
   it('replace /maintenance true puts the node in maintenance (no reason) and bumps access_epoch', async () => {
-    const uuid = await createNode(t, 'm1');
+    const uuid = (await createNode(t, { name: 'm1' })).uuid;
     const before = await rowOf(t, uuid);
     const res = await patch(t, uuid, [{ op: 'replace', path: '/maintenance', value: true }]);
     expect(res.statusCode, res.body).to.equal(200);
@@ -59,7 +38,7 @@ describe('nodes API: maintenance by PATCH', function () {
   });
 
   it('accepts the value as a string, as Ironic does ("True"), at the oldest version too', async () => {
-    const uuid = await createNode(t, 'm2');
+    const uuid = (await createNode(t, { name: 'm2' })).uuid;
     const res = await patch(t, uuid, [{ op: 'replace', path: '/maintenance', value: 'True' }], '1.1');
     expect(res.statusCode, res.body).to.equal(200);
     expect(res.json()).to.include({ maintenance: true });
@@ -67,7 +46,7 @@ describe('nodes API: maintenance by PATCH', function () {
   });
 
   it('keeps an existing reason when maintenance is already on, and writes nothing', async () => {
-    const uuid = await createNode(t, 'm3');
+    const uuid = (await createNode(t, { name: 'm3' })).uuid;
     await t.tdb.knex('nodes').where({ uuid }).update({ maintenance: true, maintenance_reason: 'disk swap' });
     const before = await rowOf(t, uuid);
     const res = await patch(t, uuid, [{ op: 'replace', path: '/maintenance', value: true }]);
@@ -77,7 +56,7 @@ describe('nodes API: maintenance by PATCH', function () {
   });
 
   it('replace /maintenance false clears maintenance_reason and fault, without bumping access_epoch', async () => {
-    const uuid = await createNode(t, 'm4');
+    const uuid = (await createNode(t, { name: 'm4' })).uuid;
     await t.tdb.knex('nodes').where({ uuid }).update({ maintenance: true, maintenance_reason: 'power lost', fault: 'power failure' });
     const before = await rowOf(t, uuid);
     const res = await patch(t, uuid, [{ op: 'replace', path: '/maintenance', value: false }]);
@@ -89,7 +68,7 @@ describe('nodes API: maintenance by PATCH', function () {
   });
 
   it('remove /maintenance takes the node out of maintenance', async () => {
-    const uuid = await createNode(t, 'm5');
+    const uuid = (await createNode(t, { name: 'm5' })).uuid;
     await t.tdb.knex('nodes').where({ uuid }).update({ maintenance: true, maintenance_reason: 'r' });
     const res = await patch(t, uuid, [{ op: 'remove', path: '/maintenance' }]);
     expect(res.statusCode, res.body).to.equal(200);
@@ -97,7 +76,7 @@ describe('nodes API: maintenance by PATCH', function () {
   });
 
   it('lets a deployed node be protected and put in maintenance in one PATCH; it then refuses deletion (403)', async () => {
-    const uuid = await createNode(t, 'm6');
+    const uuid = (await createNode(t, { name: 'm6' })).uuid;
     await t.tdb.knex('nodes').where({ uuid }).update({ provision_state: 'active' });
     const res = await patch(t, uuid, [
       { op: 'replace', path: '/protected', value: true }, { op: 'replace', path: '/maintenance', value: true },
@@ -110,7 +89,7 @@ describe('nodes API: maintenance by PATCH', function () {
   });
 
   it('refuses /maintenance_reason and a non-boolean /maintenance with 400 and changes nothing', async () => {
-    const uuid = await createNode(t, 'm7');
+    const uuid = (await createNode(t, { name: 'm7' })).uuid;
     const before = await rowOf(t, uuid);
     const reason = await patch(t, uuid, [
       { op: 'replace', path: '/maintenance', value: true }, { op: 'add', path: '/maintenance_reason', value: 'why' },
@@ -124,18 +103,10 @@ describe('nodes API: maintenance by PATCH', function () {
 });
 
 describe('nodes API: maintenance by PATCH with [console] maintenance_closes_console = false', function () {
-  let t: TestApp;
-
-  before(async () => {
-    t = await buildTestApp({ GALVANIC_CONSOLE__MAINTENANCE_CLOSES_CONSOLE: 'false' }, { conductor: false });
-  });
-
-  after(async () => {
-    await t?.close();
-  });
+  const t = suiteApp({ env: { GALVANIC_CONSOLE__MAINTENANCE_CLOSES_CONSOLE: 'false' }, conductor: false });
 
   it('enters maintenance without bumping access_epoch', async () => {
-    const uuid = await createNode(t, 'keep-console');
+    const uuid = (await createNode(t, { name: 'keep-console' })).uuid;
     const before = await rowOf(t, uuid);
     const res = await patch(t, uuid, [{ op: 'replace', path: '/maintenance', value: true }]);
     expect(res.statusCode, res.body).to.equal(200);

@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { HashRing } from '../../common/hash-ring.js';
-import { buildTestApp, expectFault, type TestApp, inject } from '../helpers/app.js';
+import { buildTestApp, createNode as postNode, expectFault, type TestApp, inject, suiteApp } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 
@@ -45,27 +45,11 @@ function pathOf(link: string): string {
 }
 
 describe('nodes API', function () {
-  let t: TestApp;
+  // No conductor: nodes stay exactly as the API leaves them (intents stay queued). Ports,
+  // intents and history go with their node (ON DELETE CASCADE).
+  const t = suiteApp({ conductor: false, clear: ['nodes'] });
 
-  before(async () => {
-    // No conductor: nodes stay exactly as the API leaves them (intents stay queued).
-    t = await buildTestApp({}, { conductor: false });
-  });
-
-  after(async () => {
-    await t?.close();
-  });
-
-  beforeEach(async () => {
-    // Ports, intents and history go with their node (ON DELETE CASCADE).
-    await t.tdb.knex('nodes').delete();
-  });
-
-  async function createNode(body: Obj = {}, version?: string): Promise<NodeBody> {
-    const res = await call(t, 'POST', '/v1/nodes', { body: { driver: 'fake-hardware', ...body }, version });
-    expect(res.statusCode, res.body).to.equal(201);
-    return res.json<NodeBody>();
-  }
+  const createNode = (body: Obj = {}, version?: string) => postNode<NodeBody>(t, body, version);
 
   async function getNode(ident: string, version?: string): Promise<NodeBody> {
     const res = await call(t, 'GET', `/v1/nodes/${ident}`, { version });
@@ -530,23 +514,11 @@ describe('nodes API', function () {
 });
 
 describe('nodes API with a conductor', function () {
-  let t: TestApp;
+  // Maintenance is applied by the conductor before the API answers; power sync is off so
+  // nothing else touches the nodes.
+  const t = suiteApp({ env: { GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0' } });
 
-  before(async () => {
-    // Maintenance is applied by the conductor before the API answers; power sync is off so
-    // nothing else touches the nodes.
-    t = await buildTestApp({ GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0' });
-  });
-
-  after(async () => {
-    await t?.close();
-  });
-
-  async function createNode(name: string): Promise<NodeBody> {
-    const res = await call(t, 'POST', '/v1/nodes', { body: { name, driver: 'fake-hardware' } });
-    expect(res.statusCode, res.body).to.equal(201);
-    return res.json<NodeBody>();
-  }
+  const createNode = (name: string) => postNode<NodeBody>(t, { name });
 
   async function getNode(ident: string): Promise<NodeBody> {
     const res = await call(t, 'GET', `/v1/nodes/${ident}`);

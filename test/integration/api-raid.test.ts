@@ -5,7 +5,7 @@
  */
 import { expect } from 'chai';
 import { LOGICAL_DISK_PROPERTIES } from '../../common/raid.js';
-import { buildTestApp, expectFault, type TestApp, inject, type InjectOptions } from '../helpers/app.js';
+import { createNode, expectFault, type TestApp, inject, type InjectOptions, suiteApp } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 
@@ -13,22 +13,11 @@ const call = (t: TestApp, method: 'GET' | 'PUT', url: string, opts: InjectOption
 
 
 describe('RAID configuration API', function () {
-  let t: TestApp;
+  const t = suiteApp({ conductor: false, clear: ['nodes'] });
   let node: string;
 
-  before(async () => {
-    t = await buildTestApp({}, { conductor: false });
-  });
-
-  after(async () => {
-    await t?.close();
-  });
-
   beforeEach(async () => {
-    await t.tdb.knex('nodes').delete();
-    const res = await t.app.inject({ method: 'POST', url: '/v1/nodes', headers: { 'x-openstack-ironic-api-version': '1.78' }, payload: { name: 'raid-node', driver: 'fake-hardware' } });
-    expect(res.statusCode, res.body).to.equal(201);
-    node = res.json<{ uuid: string }>().uuid;
+    node = (await createNode(t, { name: 'raid-node' }, '1.78')).uuid;
   });
 
   async function stored(): Promise<{ target_raid_config: Obj; raid_config: Obj; version: string }> {

@@ -3,37 +3,19 @@
  * the per-node limit, version gates, and traits on the node and its lists.
  */
 import { expect } from 'chai';
-import type { LightMyRequestResponse } from 'fastify';
-import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { createNode, expectFault, inject, type InjectOptions, suiteApp } from '../helpers/app.js';
 
 type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
 
 describe('node traits API', function () {
-  let t: TestApp;
+  const t = suiteApp({ conductor: false, clear: ['nodes'] });
   let node: string;
 
-  const call = (method: Method, url: string, opts: { body?: unknown; version?: string } = {}): Promise<LightMyRequestResponse> =>
-    t.app.inject({
-      method, url,
-      headers: { 'x-openstack-ironic-api-version': opts.version ?? '1.37' },
-      ...(opts.body === undefined ? {} : { payload: opts.body as object }),
-    });
+  const call = (method: Method, url: string, opts: InjectOptions = {}) => inject(t, method, url, { ...opts, version: opts.version ?? '1.37' });
   const traits = async (): Promise<string[]> => (JSON.parse((await call('GET', `/v1/nodes/${node}/traits`)).body) as { traits: string[] }).traits;
-  const expectFault = (res: LightMyRequestResponse, status: number, message?: string) => {
-    expect(res.statusCode, res.body).to.equal(status);
-    if (message !== undefined) expect(faultOf(res.body).faultstring).to.include(message);
-  };
 
-  before(async () => {
-    t = await buildTestApp({}, { conductor: false });
-  });
-  after(async () => {
-    await t?.close();
-  });
   beforeEach(async () => {
-    await t.tdb.knex('nodes').delete();
-    const res = await call('POST', '/v1/nodes', { body: { driver: 'fake-hardware', name: 'n1' } });
-    node = (JSON.parse(res.body) as { uuid: string }).uuid;
+    node = (await createNode(t, { name: 'n1' }, '1.37')).uuid;
   });
 
   it('replaces the traits with PUT, lists them sorted, and removes them all', async () => {

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { emptyDatabase, freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { freshDatabase, suiteDatabase } from '../helpers/database.js';
 import { freePort } from '../helpers/net.js';
 import { ROOT, startGalvanic } from '../helpers/app.js';
 
@@ -81,13 +81,7 @@ describe('galvanic command', function () {
   });
 
   describe('against a database', () => {
-    let tdb: TestDatabase;
-    beforeEach(async () => {
-      tdb = await emptyDatabase();
-    });
-    afterEach(async () => {
-      await tdb.drop();
-    });
+    const tdb = suiteDatabase({ empty: true, each: true });
 
     it('api and conductor refuse a schema that is behind; db upgrade brings it current, twice harmlessly', async () => {
       const env = { GALVANIC_DATABASE__CONNECTION: tdb.url, GALVANIC_API__PORT: String(await freePort()) };

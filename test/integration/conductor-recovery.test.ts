@@ -10,20 +10,12 @@ import { createNotifier } from '../../common/notifier.js';
 import { ConductorService } from '../../conductor/service.js';
 import { buildRegistry } from '../../drivers/build-registry.js';
 import { registerConductor } from '../../db/conductors.js';
-import { buildTestApp, testConfig, type TestApp } from '../helpers/app.js';
+import { testConfig, suiteApp } from '../helpers/app.js';
 
 describe('conductor recovery of intents left running', function () {
   this.timeout(60_000);
-  let t: TestApp;
-
-  before(async () => {
-    // The API only: the conductor is started by the test, under the host name that left work behind.
-    t = await buildTestApp({ GALVANIC_DEFAULT__HOST: 'gone-host' }, { conductor: false });
-  });
-
-  after(async () => {
-    await t?.close();
-  });
+  // The API only: the conductor is started by the test, under the host name that left work behind.
+  const t = suiteApp({ env: { GALVANIC_DEFAULT__HOST: 'gone-host' }, conductor: false });
 
   async function api(method: 'GET' | 'POST' | 'PUT', url: string, body?: unknown) {
     const res = await t.app.inject({ method, url, headers: { 'x-openstack-ironic-api-version': 'latest' }, ...(body === undefined ? {} : { payload: body as object }) });

@@ -1,17 +1,11 @@
 import { expect } from 'chai';
 import { createNode, updateNode, type Node } from '../../db/nodes.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { suiteDatabase } from '../helpers/database.js';
 
 /** Which node changes bump access_epoch (what console tokens bind to), in db/nodes.ts updateNode. */
 describe('node access epoch', () => {
-  let tdb: TestDatabase;
+  const tdb = suiteDatabase();
   let node: Node;
-  before(async () => {
-    tdb = await freshDatabase();
-  });
-  after(async () => {
-    await tdb.drop();
-  });
   beforeEach(async () => {
     node = await createNode(tdb.knex, { driver: 'fake-hardware', provisionState: 'enroll', consoleEnabled: true, owner: 'a' });
   });

@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import type { LightMyRequestResponse } from 'fastify';
 import { ConfigError } from '../../common/errors.js';
 import { buildRegistry } from '../../drivers/build-registry.js';
-import { ROOT, buildTestApp, faultOf, testConfig, type TestApp } from '../helpers/app.js';
+import { ROOT, buildTestApp, faultOf, testConfig, type TestApp, suiteApp } from '../helpers/app.js';
 
 type Obj = Record<string, unknown>;
 
@@ -69,13 +69,7 @@ describe('driver configuration: enabled hardware types and interfaces', function
   this.timeout(60_000);
 
   describe('with only fake-hardware enabled', () => {
-    let t: TestApp;
-    before(async () => {
-      t = await buildTestApp({ GALVANIC_DEFAULT__ENABLED_HARDWARE_TYPES: 'fake-hardware' }, { conductor: false });
-    });
-    after(async () => {
-      await t?.close();
-    });
+    const t = suiteApp({ env: { GALVANIC_DEFAULT__ENABLED_HARDWARE_TYPES: 'fake-hardware' }, conductor: false });
 
     it('refuses redfish and ipmi nodes with "No valid host was found" and creates nothing', async () => {
       fault(await call(t, 'POST', '/v1/nodes', { driver: 'redfish', driver_info: REDFISH_INFO }), 400, 'No valid host was found', 'driver redfish');
@@ -104,13 +98,7 @@ describe('driver configuration: enabled hardware types and interfaces', function
   });
 
   describe('with the default config (fake-hardware, redfish, ipmi)', () => {
-    let t: TestApp;
-    before(async () => {
-      t = await buildTestApp({}, { conductor: false });
-    });
-    after(async () => {
-      await t?.close();
-    });
+    const t = suiteApp({ conductor: false });
 
     it('GET /v1/drivers lists exactly the enabled types with their usable interfaces', async () => {
       const res = await call(t, 'GET', '/v1/drivers?detail=True');
@@ -294,13 +282,7 @@ describe('driver configuration: enabled hardware types and interfaces', function
   });
 
   describe('with redfish enabled but only the fake power interface', () => {
-    let t: TestApp;
-    before(async () => {
-      t = await buildTestApp({ GALVANIC_DEFAULT__ENABLED_POWER_INTERFACES: 'fake' }, { conductor: false });
-    });
-    after(async () => {
-      await t?.close();
-    });
+    const t = suiteApp({ env: { GALVANIC_DEFAULT__ENABLED_POWER_INTERFACES: 'fake' }, conductor: false });
 
     it('refuses a redfish node: no power interface, naming the hardware type and the allowed values', async () => {
       fault(await call(t, 'POST', '/v1/nodes', { driver: 'redfish', driver_info: REDFISH_INFO }), 400,

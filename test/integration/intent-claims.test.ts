@@ -15,7 +15,7 @@ import { createKnex } from '../../db/connection.js';
 import { claimIntents, enqueueIntents, finishSucceededIntents, type ClaimScope } from '../../db/intents.js';
 import { createNode } from '../../db/nodes.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { suiteDatabase } from '../helpers/database.js';
 
 interface IntentBody {
   uuid: string;
@@ -31,13 +31,7 @@ describe('intent claims', function () {
   this.timeout(60_000);
 
   describe('the claim statement', () => {
-    let tdb: TestDatabase;
-    before(async () => {
-      tdb = await freshDatabase();
-    });
-    after(async () => {
-      await tdb?.drop();
-    });
+    const tdb = suiteDatabase();
 
     it('says which claimed intents have another intent of their node queued behind them', async () => {
       const two = await createNode(tdb.knex, { driver: 'fake-hardware', provisionState: 'enroll' });

@@ -4,7 +4,7 @@ import { SchemaBehind } from '../../common/errors.js';
 import { createKnex } from '../../db/connection.js';
 import { assertSchemaCurrent, migrateLatest, schemaStatus } from '../../db/migrate.js';
 import { migrations } from '../../db/migrations/index.js';
-import { emptyDatabase, type TestDatabase } from '../helpers/database.js';
+import { emptyDatabase, type TestDatabase, suiteDatabase } from '../helpers/database.js';
 
 const allNames = migrations.map((m) => m.name);
 
@@ -15,13 +15,7 @@ async function appliedNames(db: TestDatabase): Promise<string[]> {
 
 describe('migrations', () => {
   describe('on an empty database', () => {
-    let db: TestDatabase;
-    before(async () => {
-      db = await emptyDatabase();
-    });
-    after(async () => {
-      await db.drop();
-    });
+    const db = suiteDatabase({ empty: true });
 
     it('applies every migration, in order', async () => {
       expect(await migrateLatest(db.knex)).to.deep.equal(allNames);
@@ -66,13 +60,7 @@ describe('migrations', () => {
   });
 
   describe('assertSchemaCurrent', () => {
-    let db: TestDatabase;
-    before(async () => {
-      db = await emptyDatabase();
-    });
-    after(async () => {
-      await db.drop();
-    });
+    const db = suiteDatabase({ empty: true });
 
     it('throws SchemaBehind naming the pending migrations on an unmigrated database', async () => {
       const err = await assertSchemaCurrent(db.knex).then(

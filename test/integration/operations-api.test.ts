@@ -12,7 +12,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { buildTestApp, faultOf, type TestApp, suiteApp } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 
@@ -231,15 +231,7 @@ describe('group operations API (with a conductor)', function () {
 });
 
 describe('If-Match on node PATCH', function () {
-  let t: TestApp;
-
-  before(async () => {
-    t = await buildTestApp({}, { conductor: false });
-  });
-
-  after(async () => {
-    await t?.close();
-  });
+  const t = suiteApp({ conductor: false });
 
   it('lets exactly one of two concurrent PATCHes with the same ETag through; the other gets 412', async () => {
     const created = await call(t, 'POST', '/v1/nodes', { name: 'etag-race', driver: 'fake-hardware' });

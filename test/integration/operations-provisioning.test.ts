@@ -13,7 +13,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
-import { ROOT, buildTestApp, faultOf, startGalvanic, type RunningGalvanic, type TestApp } from '../helpers/app.js';
+import { ROOT, buildTestApp, faultOf, startGalvanic, type RunningGalvanic, type TestApp, suiteApp } from '../helpers/app.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 
 type Obj = { [key: string]: unknown };
@@ -94,15 +94,7 @@ async function makeAvailable(t: TestApp, nodes: string[]): Promise<void> {
 }
 
 describe('group operations: provision steps', function () {
-  let t: TestApp;
-
-  before(async () => {
-    t = await buildTestApp({ GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0' });
-  });
-
-  after(async () => {
-    await t?.close();
-  });
+  const t = suiteApp({ env: { GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0' } });
 
   it('manages, provides, deploys (instance_info for all, per node, configdrive) and undeploys a group', async () => {
     const nodes = await createNodes(t, 'life', 3);

@@ -10,7 +10,7 @@ import type { InspectionResult } from '../../drivers/interfaces.js';
 import type { RedfishDriver } from '../../drivers/redfish/index.js';
 import { inspectionResult } from '../../drivers/redfish/inspect.js';
 import type { Hardware } from '../../drivers/redfish/inventory.js';
-import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
+import { startRedfishSim, type RedfishSim, type RedfishSimOptions } from '../../sim/redfish/index.js';
 import { MOCKUPS, mockupTrees } from '../helpers/mockups.js';
 import { ctxFor, makeDriver, rejection, resourceRequests, simControl, simStats } from '../helpers/redfish.js';
 
@@ -72,6 +72,24 @@ async function inspect(driver: RedfishDriver, url: string, caps?: string): Promi
   }
 }
 
+/** A simulator for the suite and a new driver for each test; read from hooks and tests only. */
+function simWithDriver(options: RedfishSimOptions): { sim: RedfishSim; driver: RedfishDriver } {
+  const f = {} as { sim: RedfishSim; driver: RedfishDriver };
+  before(async () => {
+    f.sim = await startRedfishSim(options);
+  });
+  beforeEach(() => {
+    f.driver = makeDriver();
+  });
+  afterEach(async () => {
+    await f.driver?.close();
+  });
+  after(async () => {
+    await f.sim?.stop();
+  });
+  return f;
+}
+
 describe('redfish inspection against the mockup trees', function () {
   const trees = mockupTrees();
   if (!trees.length) {
@@ -80,36 +98,23 @@ describe('redfish inspection against the mockup trees', function () {
   }
   for (const tree of trees) {
     describe(tree, () => {
-      let sim: RedfishSim;
-      let driver: RedfishDriver;
-      before(async () => {
-        sim = await startRedfishSim({ count: 1, mockup: path.join(MOCKUPS, tree) });
-      });
-      beforeEach(() => {
-        driver = makeDriver();
-      });
-      afterEach(async () => {
-        await driver.close();
-      });
-      after(async () => {
-        await sim.stop();
-      });
+      const f = simWithDriver({ count: 1, mockup: path.join(MOCKUPS, tree) });
 
       it('inspects, or fails the way Ironic does, using only GETs', async () => {
-        await simControl(sim.bmcs[0].url, 'reset');
-        const outcome = await inspect(driver, sim.bmcs[0].url);
+        await simControl(f.sim.bmcs[0].url, 'reset');
+        const outcome = await inspect(f.driver, f.sim.bmcs[0].url);
         (EXPECT[tree] ?? ((o) => expect('result' in o || (o.error instanceof HardwareInspectionFailure)).to.equal(true)))(outcome);
-        const writes = resourceRequests(await simStats(sim.bmcs[0].url)).filter((r) => !r.startsWith('GET '));
+        const writes = resourceRequests(await simStats(f.sim.bmcs[0].url)).filter((r) => !r.startsWith('GET '));
         expect(writes).to.deep.equal([]);
       });
 
       // Only the trees that can be inspected at all (the others fail for want of a NIC, above).
       if (!UNINSPECTABLE.has(tree)) it('keeps a boot_mode capability the node already has and merges into the others', async () => {
-        const o = await inspect(driver, sim.bmcs[0].url, 'boot_mode:bios,secure_boot:true');
+        const o = await inspect(f.driver, f.sim.bmcs[0].url, 'boot_mode:bios,secure_boot:true');
         expect(o, 'inspection result').to.have.property('result');
         if (!('result' in o)) return;
         expect(o.result.properties).to.not.have.property('capabilities');
-        const merged = await inspect(driver, sim.bmcs[0].url, 'secure_boot:true');
+        const merged = await inspect(f.driver, f.sim.bmcs[0].url, 'secure_boot:true');
         expect((merged as { result: InspectionResult }).result.properties.capabilities).to.match(/^secure_boot:true,boot_mode:(uefi|bios)$/);
       });
     });
@@ -117,23 +122,10 @@ describe('redfish inspection against the mockup trees', function () {
 });
 
 describe('redfish inspection against the synthetic BMC', () => {
-  let sim: RedfishSim;
-  let driver: RedfishDriver;
-  before(async () => {
-    sim = await startRedfishSim({ count: 2 });
-  });
-  beforeEach(() => {
-    driver = makeDriver();
-  });
-  afterEach(async () => {
-    await driver.close();
-  });
-  after(async () => {
-    await sim.stop();
-  });
+  const f = simWithDriver({ count: 2 });
 
   it('reads memory, processors, storage and NICs into properties, inventory and MACs', async () => {
-    const o = await inspect(driver, sim.bmcs[0].url, 'foo:bar');
+    const o = await inspect(f.driver, f.sim.bmcs[0].url, 'foo:bar');
     if ('error' in o) throw o.error;
     const { properties, inventory, macs, pluginData } = o.result;
     // 384 GiB; 2 × 48 threads; the 894 GiB RAID1 volume (SimpleStorage has nothing smaller of 4 GiB or more), less one.
@@ -152,7 +144,7 @@ describe('redfish inspection against the synthetic BMC', () => {
   });
 
   it('gives each BMC of a fleet its own MACs', async () => {
-    const [a, b] = await Promise.all(sim.bmcs.map((bmc) => inspect(driver, bmc.url)));
+    const [a, b] = await Promise.all(f.sim.bmcs.map((bmc) => inspect(f.driver, bmc.url)));
     if ('error' in a) throw a.error;
     if ('error' in b) throw b.error;
     expect(a.result.macs.filter((m) => b.result.macs.includes(m))).to.deep.equal([]);
