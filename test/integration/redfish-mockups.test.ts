@@ -6,23 +6,14 @@
  */
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { SensorData } from '../../drivers/interfaces.js';
 import type { RedfishDriver } from '../../drivers/redfish/index.js';
 import { ctxFor, makeDriver } from '../helpers/redfish.js';
+import { MOCKUPS, mockupTrees } from '../helpers/mockups.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-const MOCKUPS = path.resolve(ROOT, '../shared/redfish-mockups');
-
-function trees(): string[] {
-  if (!existsSync(MOCKUPS)) return [];
-  return readdirSync(MOCKUPS, { withFileTypes: true })
-    .filter((d) => d.isDirectory() && existsSync(path.join(MOCKUPS, d.name, 'index.json')))
-    .map((d) => d.name)
-    .sort();
-}
 
 interface Served {
   proc: ChildProcess;
@@ -104,7 +95,7 @@ const EXPECT: Record<string, (r: { power: string; boot: { bootDevice: string | n
 
 describe('redfish driver against recorded mockups', function () {
   this.timeout(60_000);
-  const found = trees();
+  const found = mockupTrees();
   const servers = new Map<string, Served>();
 
   before(async function () {

@@ -6,16 +6,13 @@
 import { expect } from 'chai';
 import http from 'node:http';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { simEvents, story } from '../helpers/provisioning.js';
 import { setFaults, simControl } from '../helpers/redfish.js';
+import { MOCKUPS } from '../helpers/mockups.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-// Next to the checkout, as the other simulator tests expect; REDFISH_MOCKUPS points elsewhere.
-const MOCKUPS = process.env.REDFISH_MOCKUPS ?? path.resolve(ROOT, '../shared/redfish-mockups');
 const BASIC = { authorization: `Basic ${Buffer.from('admin:password').toString('base64')}` };
 const SYSTEM = '/redfish/v1/Systems/System.Embedded.1';
 

@@ -10,9 +10,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { freePort } from '../helpers/net.js';
 import { setFaults, simControl, simStats } from '../helpers/redfish.js';
+import { MOCKUPS } from '../helpers/mockups.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-const MOCKUPS = path.resolve(ROOT, '../shared/redfish-mockups');
 const BASIC = { authorization: `Basic ${Buffer.from('admin:password').toString('base64')}` };
 const SYSTEM = '/redfish/v1/Systems/System.Embedded.1';
 
