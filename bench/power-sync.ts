@@ -18,7 +18,7 @@
  * sync_power_state_async = false (8 lanes, Ironic's sync_power_state_workers); the nodes it
  * reads over `--ironic-seconds` (its /metrics) give its rate and the pass it implies.
  * Phase 3: a fresh conductor with sensor collection and the power sync both running on the
- * whole fleet for `--both-seconds`: its peak RSS.
+ * whole fleet for `--both-seconds`: its peak RSS. `--passes 0` runs only this phase.
  * Results: a table on stdout, bench/results/<name>-<timestamp>.json and <name>-latest.json.
  */
 import fs from 'node:fs/promises';
@@ -27,7 +27,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { onCleanup, runBenchmark } from './lib/cleanup.js';
 import { createBenchDatabase, PG_FAST_FLAGS, startDatabaseServer } from './lib/database.js';
-import { spawnGalvanic, watchCpu, type GalvanicProcess } from './lib/proc.js';
+import { spawnGalvanic, watchCpu, type CpuWatch, type GalvanicProcess } from './lib/proc.js';
 import { ensureFdLimit, enroll, markChains, simTotals, startSims, type Chains, type Sim, type Totals } from './lib/redfish-fleet.js';
 import { benchLog, fmt, freePort, gitState, loadAvg, machineInfo, positiveInt, ROOT, round2, sleep, table, writeResults } from './lib/util.js';
 
@@ -67,7 +67,7 @@ function parseOptions(argv: string[]): Options {
     slowBmcFraction,
     slowMs: positiveInt('slow', values.slow, 20_000, true),
     interval,
-    passes: positiveInt('passes', values.passes, 2),
+    passes: positiveInt('passes', values.passes, 2, true),
     ironicSeconds: positiveInt('ironic-seconds', values['ironic-seconds'], 60, true),
     bothSeconds: positiveInt('both-seconds', values['both-seconds'], 3 * interval, true),
     basePort: positiveInt('base-port', values['base-port'], 10_000),
@@ -84,6 +84,27 @@ interface PassLine {
   durationMs: number;
   failures: Record<string, number>;
 }
+
+/** One pass of phase 1, as reported. */
+interface PassRow {
+  pass: number;
+  nodes: number;
+  ok: number;
+  failed: number;
+  timedOut: number;
+  corrected: number;
+  failures: Record<string, number>;
+  wallS: number;
+  requests: number;
+  requestsPerNode: number;
+  slowestChainS: number;
+  slowestChainCutS: number;
+  chainP99S: number;
+  wallOverSlowestChain: number | null;
+  maxConcurrentAtOneBmc: number;
+}
+
+type CpuUsage = ReturnType<CpuWatch['stop']>;
 
 interface Observed {
   line: PassLine;
@@ -153,67 +174,69 @@ async function main(): Promise<number> {
   const writeMode = (asyncSync: boolean) => fs.writeFile(confFile, `[conductor]\nsync_power_state_async = ${String(asyncSync)}\n`);
   await writeMode(true);
 
-  // Phase 1: the asynchronous sync, default options.
-  await markChains(sims);
-  const before = await simTotals(sims);
-  const run = await startConductor('power-sync', db.url, common, sims, confFile);
-  const simPids = Object.fromEntries(sims.map((x, i) => [`simulator${i + 1}`, x.proc.pid!]));
-  const watch = watchCpu({ conductor: run.proc.pid, ...simPids }, server.postmasterPid);
   const alive = (r: { proc: GalvanicProcess }) => {
     const p = r.proc.proc;
     if (p.exitCode !== null || p.signalCode !== null) throw new Error(`conductor exited (${p.exitCode ?? p.signalCode}):\n${r.proc.output()}`);
   };
-  const deadline = Date.now() + (opts.passes + 2) * Math.max(opts.interval, 120) * 1000;
-  while (run.passes.length < opts.passes) {
-    alive(run);
-    if (Date.now() > deadline) throw new Error(`${opts.passes} passes did not finish in time:\n${run.proc.output()}`);
-    await sleep(250);
-  }
-  const usage = watch.stop();
-  let prev = before.requests;
-  const passes = [];
-  for (const [i, o] of run.passes.slice(0, opts.passes).entries()) {
-    const { chains, totals } = await o.sim;
-    const requests = totals.requests - prev;
-    prev = totals.requests;
-    const wall = o.line.durationMs / 1000;
-    // A BMC slower than the node timeout (30 s by default) is cut there: a pass with reads cut
-    // off is bound by the timeout, whatever the simulator counted for that BMC.
-    const chainS = o.line.timedOut > 0 ? Math.max(chains.longest[1] / 1000, NODE_TIMEOUT_S) : chains.longest[1] / 1000;
-    passes.push({
-      pass: i + 1, nodes: o.line.nodes, ok: o.line.ok, failed: o.line.failed, timedOut: o.line.timedOut, corrected: o.line.corrected, failures: o.line.failures,
-      wallS: round2(wall), requests, requestsPerNode: round2(requests / Math.max(1, o.line.nodes)),
-      slowestChainS: round2(chains.longest[1] / 1000), slowestChainCutS: round2(chainS), chainP99S: round2(chains.p99Ms / 1000),
-      wallOverSlowestChain: chainS > 0 ? round2(wall / chainS) : null, maxConcurrentAtOneBmc: totals.maxConcurrent,
-    });
+  const passes: PassRow[] = [];
+  let usage: CpuUsage | null = null;
+  let ironic: Record<string, unknown> | null = null;
+  // Phase 1: the asynchronous sync, default options (and phase 2 in the same conductor).
+  if (opts.passes > 0) {
+    await markChains(sims);
+    const before = await simTotals(sims);
+    const run = await startConductor('power-sync', db.url, common, sims, confFile);
+    const simPids = Object.fromEntries(sims.map((x, i) => [`simulator${i + 1}`, x.proc.pid!]));
+    const watch = watchCpu({ conductor: run.proc.pid, ...simPids }, server.postmasterPid);
+    const deadline = Date.now() + (opts.passes + 2) * Math.max(opts.interval, 120) * 1000;
+    while (run.passes.length < opts.passes) {
+      alive(run);
+      if (Date.now() > deadline) throw new Error(`${opts.passes} passes did not finish in time:\n${run.proc.output()}`);
+      await sleep(250);
+    }
+    usage = watch.stop();
+    let prev = before.requests;
+    for (const [i, o] of run.passes.slice(0, opts.passes).entries()) {
+      const { chains, totals } = await o.sim;
+      const requests = totals.requests - prev;
+      prev = totals.requests;
+      const wall = o.line.durationMs / 1000;
+      // A BMC slower than the node timeout (30 s by default) is cut there: a pass with reads cut
+      // off is bound by the timeout, whatever the simulator counted for that BMC.
+      const chainS = o.line.timedOut > 0 ? Math.max(chains.longest[1] / 1000, NODE_TIMEOUT_S) : chains.longest[1] / 1000;
+      passes.push({
+        pass: i + 1, nodes: o.line.nodes, ok: o.line.ok, failed: o.line.failed, timedOut: o.line.timedOut, corrected: o.line.corrected, failures: o.line.failures,
+        wallS: round2(wall), requests, requestsPerNode: round2(requests / Math.max(1, o.line.nodes)),
+        slowestChainS: round2(chains.longest[1] / 1000), slowestChainCutS: round2(chainS), chainP99S: round2(chains.p99Ms / 1000),
+        wallOverSlowestChain: chainS > 0 ? round2(wall / chainS) : null, maxConcurrentAtOneBmc: totals.maxConcurrent,
+      });
+    }
+    // Phase 2: Ironic's mode in the same warm conductor.
+    if (opts.ironicSeconds > 0) {
+      await writeMode(false);
+      run.proc.proc.kill('SIGHUP');
+      const seen = run.passes.length;
+      // The next pass takes the new mode: wait for its start (the end of the one running, or the next tick).
+      const tickWait = Date.now() + opts.interval * 1000 + 120_000;
+      while (run.passes.length === seen && Date.now() < tickWait) await sleep(250);
+      await sleep(Math.min(opts.interval * 1000, 60_000));
+      const ok0 = await metric(run.metricsPort, 'galvanic_power_sync_reads_ok');
+      const t0 = Date.now();
+      const s0 = await simTotals(sims);
+      await sleep(opts.ironicSeconds * 1000);
+      alive(run);
+      const read = (await metric(run.metricsPort, 'galvanic_power_sync_reads_ok')) - ok0;
+      const windowS = (Date.now() - t0) / 1000;
+      const s1 = await simTotals(sims);
+      const perS = read / windowS;
+      ironic = {
+        workers: 8, windowS: round2(windowS), nodesRead: read, nodesPerS: round2(perS), requestsPerNode: read > 0 ? round2((s1.requests - s0.requests) / read) : null,
+        impliedPassS: perS > 0 ? Math.round(opts.nodes / perS) : null,
+      };
+    }
+    await run.proc.stop();
   }
   const steady = passes[passes.length - 1];
-
-  // Phase 2: Ironic's mode in the same warm conductor.
-  let ironic: Record<string, unknown> | null = null;
-  if (opts.ironicSeconds > 0) {
-    await writeMode(false);
-    run.proc.proc.kill('SIGHUP');
-    const seen = run.passes.length;
-    // The next pass takes the new mode: wait for its start (the end of the one running, or the next tick).
-    const tickWait = Date.now() + opts.interval * 1000 + 120_000;
-    while (run.passes.length === seen && Date.now() < tickWait) await sleep(250);
-    await sleep(Math.min(opts.interval * 1000, 60_000));
-    const ok0 = await metric(run.metricsPort, 'galvanic_power_sync_reads_ok');
-    const t0 = Date.now();
-    const s0 = await simTotals(sims);
-    await sleep(opts.ironicSeconds * 1000);
-    alive(run);
-    const read = (await metric(run.metricsPort, 'galvanic_power_sync_reads_ok')) - ok0;
-    const windowS = (Date.now() - t0) / 1000;
-    const s1 = await simTotals(sims);
-    const perS = read / windowS;
-    ironic = {
-      workers: 8, windowS: round2(windowS), nodesRead: read, nodesPerS: round2(perS), requestsPerNode: read > 0 ? round2((s1.requests - s0.requests) / read) : null,
-      impliedPassS: perS > 0 ? Math.round(opts.nodes / perS) : null,
-    };
-  }
-  await run.proc.stop();
 
   // Phase 3: sensors and power sync together, for memory.
   let both: Record<string, unknown> | null = null;
@@ -241,18 +264,18 @@ async function main(): Promise<number> {
     git: gitState(),
     database: { kind: server.kind, info: server.info },
     chainDefinition: 'per BMC and pass, the sum of the latencies the simulator imposed on its requests; BMCs slower than the node timeout count up to it',
-    async: { passes, conductorCpuS: usage.processes.conductor.cpuS, conductorPeakRssMiB: usage.processes.conductor.maxRssMiB, postgresCpuS: usage.postgresCpuS },
+    async: usage ? { passes, conductorCpuS: usage.processes.conductor.cpuS, conductorPeakRssMiB: usage.processes.conductor.maxRssMiB, postgresCpuS: usage.postgresCpuS } : null,
     ironic,
     ratio: ironic && steady && (ironic.impliedPassS as number | null) ? { ironicPassOverSteadyPass: round2((ironic.impliedPassS as number) / steady.wallS) } : null,
     both,
   };
   const file = await writeResults(opts.name, startedAt, result);
-  process.stdout.write(`\n${table([
+  if (usage) process.stdout.write(`\n${table([
     ['pass', 'nodes', 'ok', 'failed', 'timed out', 'wall s', 'req/node', 'slowest chain s (cut)', 'wall/chain', 'max at one BMC'],
     ...passes.map((p) => [String(p.pass), String(p.nodes), String(p.ok), String(p.failed), String(p.timedOut), fmt(p.wallS), fmt(p.requestsPerNode, 2),
       `${fmt(p.slowestChainS)} (${fmt(p.slowestChainCutS)})`, fmt(p.wallOverSlowestChain ?? NaN, 2), String(p.maxConcurrentAtOneBmc)]),
   ])}\n`);
-  process.stdout.write(`conductor: ${fmt(usage.processes.conductor.cpuS)} CPU s, peak RSS ${fmt(usage.processes.conductor.maxRssMiB)} MiB\n`);
+  if (usage) process.stdout.write(`conductor: ${fmt(usage.processes.conductor.cpuS)} CPU s, peak RSS ${fmt(usage.processes.conductor.maxRssMiB)} MiB\n`);
   if (ironic) process.stdout.write(`Ironic's mode (8 lanes), steady: ${String(ironic.nodesRead)} nodes in ${fmt(ironic.windowS as number)} s = ${fmt(ironic.nodesPerS as number, 2)} nodes/s, a pass of about ${String(ironic.impliedPassS)} s; ratio ${fmt(result.ratio?.ironicPassOverSteadyPass ?? NaN)}x\n`);
   if (both) process.stdout.write(`sensors and power sync together for ${opts.bothSeconds} s: conductor peak RSS ${fmt(both.conductorPeakRssMiB as number)} MiB\n`);
   process.stdout.write(`load average ${result.loadAverage.start.join(' ')} → ${result.loadAverage.end.join(' ')}; results in ${path.relative(ROOT, file)}\n`);

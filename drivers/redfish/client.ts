@@ -1,17 +1,17 @@
 /**
- * The Redfish client shared by every node of a conductor: one undici Pool and one concurrency
- * limit per BMC, the session cache, and per-call scopes (`RedfishCall`) that carry the call's
+ * The Redfish client shared by every node of a conductor: keep-alive connections and one
+ * concurrency limit per BMC, the session cache, and per-call scopes (`RedfishCall`) that carry the call's
  * deadline, authentication, retries with backoff and the 401 re-login. Built once by the
  * composition root and passed to the interfaces; nothing starts before the first call.
  */
 import { readFileSync } from 'node:fs';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
-import { Client, Pool } from 'undici';
 import { BmcAuthFailed, BmcBadResponse, BmcRejected, BmcTimeout, BmcUnreachable, InvalidDriverInfo } from '../../common/errors.js';
 import { BmcBudget, type BmcPriority } from '../bmc-budget.js';
 import type { DriverContext } from '../interfaces.js';
 import { parseRedfishInfo, type RedfishAuthType, type RedfishInfo } from './driver-info.js';
+import { Connections } from './connections.js';
 import { ConnectionFailure, exchange, pause, type BudgetSlot, type CallScope, type RawResponse } from './http.js';
 import { errorMessage, isErrorBody, isObject, linkPath, messageIds, type Json } from './odata.js';
 import { Semaphore } from './semaphore.js';
@@ -66,7 +66,7 @@ interface Memo {
   expiresAt: number;
 }
 
-/** What the driver keeps per BMC: its pool, its concurrency limit, and what it learnt about it. */
+/** What the driver keeps per BMC: its connections, its concurrency limit, and what it learnt about it. */
 export class Endpoint {
   /** Learnt in "auto" mode: the BMC has no session service. */
   basicOnly = false;
@@ -78,10 +78,8 @@ export class Endpoint {
 
   constructor(
     readonly origin: string,
-    readonly pool: Pool | Client,
+    readonly conns: Connections,
     readonly sem: Semaphore,
-    /** TLS and connect options, for a temporary connection once the pool is closed. */
-    readonly connect: Pool.Options['connect'],
     /** The conductor's budget at this BMC, shared with every other path to it. */
     readonly bmc: BudgetSlot,
   ) {}
@@ -280,7 +278,7 @@ export class RedfishCall implements CallScope {
       else if (auth?.kind === 'basic') headers.authorization = auth.header;
       let reply: Reply;
       try {
-        const raw = await exchange(this.endpoint.pool, this.endpoint.sem, this.endpoint.bmc, this, { method, path, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) }, what);
+        const raw = await exchange(this.endpoint.conns, this.endpoint.sem, this.endpoint.bmc, this, { method, path, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) }, what);
         let parsed: Json | null | undefined;
         reply = { ...raw, json: () => (parsed === undefined ? (parsed = parseJson(raw.text)) : parsed) };
       } catch (err) {
@@ -340,9 +338,9 @@ export class RedfishClient {
     this.sessions = new SessionCache(options.cacheSize, (s) => this.logout(s), log);
     this.endpoints = new LRUCache<string, Endpoint>({
       max: options.cacheSize,
-      // An evicted BMC's pool finishes its requests in flight, then closes.
+      // An evicted BMC's connections finish their requests in flight, then close.
       dispose: (ep, _key, reason) => {
-        if (reason === 'evict') void ep.pool.close().catch(() => undefined);
+        if (reason === 'evict') void ep.conns.close();
       },
     });
   }
@@ -390,13 +388,8 @@ export class RedfishClient {
       }
     }
     const limit = this.options.maxConcurrentPerBmc;
-    const connect = { rejectUnauthorized: info.verifyCa !== false, ca, timeout: Math.min(10_000, info.timeoutMs) };
-    // A single connection needs no Pool: each Pool keeps a 2,048-slot request queue (16 KiB),
-    // which is most of what a BMC costs a conductor reading 10,000 of them.
-    const pool = limit === 1
-      ? new Client(info.origin, { pipelining: 1, keepAliveTimeout: 30_000, connect })
-      : new Pool(info.origin, { connections: limit, pipelining: 1, keepAliveTimeout: 30_000, connect });
-    ep = new Endpoint(info.origin, pool, new Semaphore(limit), connect, { budget: this.budget, key: budgetKey(info.origin) });
+    const conns = new Connections(info.origin, { rejectUnauthorized: info.verifyCa !== false, ca, timeout: Math.min(10_000, info.timeoutMs) });
+    ep = new Endpoint(info.origin, conns, new Semaphore(limit), { budget: this.budget, key: budgetKey(info.origin) });
     this.endpoints.set(key, ep);
     return ep;
   }
@@ -462,23 +455,19 @@ export class RedfishClient {
       abortError: (what) => new BmcTimeout(`${what}: no answer within ${LOGOUT_TIMEOUT_MS / 1000} s`),
       priority: 'periodic',
     };
-    // The BMC's pool may have been evicted and closed already; the session still deserves a logout.
-    const temp = ep.pool.closed || ep.pool.destroyed ? new Pool(ep.origin, { connections: 1, connect: ep.connect }) : undefined;
-    try {
-      await exchange(temp ?? ep.pool, ep.sem, ep.bmc, scope, { method: 'DELETE', path: session.location, headers: { 'x-auth-token': session.token } }, `Redfish logout from ${ep.origin}`);
-    } finally {
-      await temp?.destroy();
-    }
+    // The BMC's endpoint may have been evicted and its connections closed: the session still
+    // deserves a logout, over a connection of its own (Connections.acquire).
+    await exchange(ep.conns, ep.sem, ep.bmc, scope, { method: 'DELETE', path: session.location, headers: { 'x-auth-token': session.token } }, `Redfish logout from ${ep.origin}`);
   }
 
-  /** Aborts calls in flight, logs out every session, closes every pool. */
+  /** Aborts calls in flight, logs out every session, closes every connection. */
   async close(): Promise<void> {
     this.closed = true;
     for (const call of [...this.calls]) call.abort('close');
     await this.sessions.close();
     const eps = [...this.endpoints.values()];
     this.endpoints.clear();
-    await Promise.all(eps.map((ep) => ep.pool.destroy().catch(() => undefined)));
+    await Promise.all(eps.map((ep) => ep.conns.destroy()));
     this.log.debug({ bmcs: eps.length }, 'Redfish client closed');
   }
 }

@@ -1,11 +1,12 @@
 /**
- * One HTTP exchange with a BMC through its undici pool, bounded by the call's deadline and
+ * One HTTP exchange with a BMC over one of its connections, bounded by the call's deadline and
  * the per-BMC concurrency limit, with undici's failures translated into our errors. Retries,
  * authentication and status handling are the client's (client.ts).
  */
-import type { Client, Pool } from 'undici';
+import type { Client } from 'undici';
 import { BmcBadResponse, BmcTimeout, GalvanicError } from '../../common/errors.js';
 import type { BmcBudget, BmcPriority } from '../bmc-budget.js';
+import type { Connections } from './connections.js';
 import type { Semaphore } from './semaphore.js';
 
 export interface RawResponse {
@@ -68,7 +69,7 @@ async function readText(body: AsyncIterable<Buffer> & { text(): Promise<string> 
  * @throws BmcTimeout when the deadline passes or the caller aborts; ConnectionFailure otherwise
  */
 export async function exchange(
-  pool: Pool | Client,
+  conns: Connections,
   sem: Semaphore,
   bmc: BudgetSlot,
   scope: CallScope,
@@ -77,14 +78,17 @@ export async function exchange(
 ): Promise<RawResponse> {
   let release: (() => void) | undefined;
   let releaseBudget: (() => void) | undefined;
+  let client: Client | undefined;
+  let healthy = false;
   try {
-    // The conductor's budget first (it orders waiters by priority), then this pool's connections.
+    // The conductor's budget first (it orders waiters by priority), then this endpoint's own limit.
     releaseBudget = await bmc.budget.acquire(bmc.key, scope.priority, scope.signal);
     release = await sem.acquire(scope.signal);
+    client = conns.acquire();
     // undici's own timers are coarse (they can fire ~0.5 s early); the call's AbortSignal enforces
     // the deadline precisely, these only back it up.
     const remaining = Math.max(1, Math.ceil(scope.deadline - Date.now())) + 1000;
-    const res = await pool.request({
+    const res = await client.request({
       method: req.method,
       path: req.path,
       headers: req.headers,
@@ -94,6 +98,7 @@ export async function exchange(
       bodyTimeout: remaining,
     });
     const text = await readText(res.body, res.headers);
+    healthy = true;
     return { status: res.statusCode, headers: res.headers, text };
   } catch (err) {
     if (scope.signal.aborted) throw scope.abortError(what);
@@ -102,6 +107,7 @@ export async function exchange(
     if (TIMEOUT_CODES.has(code)) throw new BmcTimeout(`${what}: no answer in time (${code})`);
     throw new ConnectionFailure(`${what}: ${code || (err as Error).message}`, UNSENT_CODES.has(code));
   } finally {
+    if (client) conns.release(client, healthy);
     release?.();
     releaseBudget?.();
   }

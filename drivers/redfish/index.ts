@@ -1,7 +1,7 @@
 /**
  * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media`, inspect `redfish`.
  * `RedfishDriver` owns the client shared by both interfaces; constructing it opens nothing
- * (pools and sessions appear on the first call to a BMC), `close()` logs out and closes.
+ * (connections and sessions appear on the first call to a BMC), `close()` logs out and closes.
  */
 import type { Logger } from 'pino';
 import type { Config } from '../../common/config.js';

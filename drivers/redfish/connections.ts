@@ -1,0 +1,91 @@
+/**
+ * The keep-alive connections of one BMC: undici Clients opened on demand, at most one per
+ * request in flight (the endpoint's semaphore bounds those), and forgotten once idle and
+ * disconnected. An undici Pool would do the same with a 2,048-slot request queue and a
+ * Client per connection allocated up front; at 10,000 BMCs that queue alone is ~156 MiB.
+ *
+ * A BMC keeps at most one idle connection: the one a later request (of any path: power sync,
+ * sensors, intents) reuses. Those opened for a burst of requests (a sensor read's parallel
+ * GETs, discovery) close as they finish, so that a pass over thousands of BMCs does not hold
+ * several sockets per BMC until their keep-alive runs out. An idle connection whose socket
+ * closes (keep-alive over, the BMC hung up) is dropped too; the next request opens another.
+ */
+import { buildConnector, Client } from 'undici';
+
+/** TLS and connect options of a BMC's connections. */
+export interface ConnectOptions {
+  rejectUnauthorized: boolean;
+  ca?: Buffer;
+  /** Connect timeout, ms. */
+  timeout: number;
+}
+
+const KEEP_ALIVE_MS = 30_000;
+
+export class Connections {
+  /** The idle connection (connected, or not yet: a failed connect is retried by the next request). */
+  private idle: Client | null = null;
+  private readonly busy = new Set<Client>();
+  private readonly connector: buildConnector.connector;
+  private closing = false;
+
+  constructor(
+    readonly origin: string,
+    connect: ConnectOptions,
+  ) {
+    // One connector per BMC: its TLS session cache then serves every connection to it.
+    this.connector = buildConnector(connect);
+  }
+
+  /** Clients held now (idle and in use); for tests. */
+  get size(): number {
+    return (this.idle ? 1 : 0) + this.busy.size;
+  }
+
+  /**
+   * A Client for one request: the idle one, else a new one. Give it back with `release`.
+   * After `close` a new Client serves the request and is closed when given back (a logout
+   * after the BMC's endpoint was evicted).
+   */
+  acquire(): Client {
+    const client = this.idle ?? this.open();
+    this.idle = null;
+    this.busy.add(client);
+    return client;
+  }
+
+  /** Gives a Client back; one whose request failed at the connection level is not reused. */
+  release(client: Client, healthy: boolean): void {
+    if (!this.busy.delete(client)) return;
+    if (healthy && !this.closing && !this.idle) this.idle = client;
+    else void client.close().catch(() => undefined);
+  }
+
+  /** Closes the idle connection now and the others once their request ends. */
+  async close(): Promise<void> {
+    this.closing = true;
+    const idle = this.idle;
+    this.idle = null;
+    await idle?.close().catch(() => undefined);
+  }
+
+  /** Closes every connection at once, requests in flight included. */
+  async destroy(): Promise<void> {
+    this.closing = true;
+    const all = [...this.busy];
+    if (this.idle) all.push(this.idle);
+    this.idle = null;
+    this.busy.clear();
+    await Promise.all(all.map((c) => c.destroy().catch(() => undefined)));
+  }
+
+  private open(): Client {
+    const client = new Client(this.origin, { pipelining: 1, keepAliveTimeout: KEEP_ALIVE_MS, connect: this.connector });
+    client.on('disconnect', () => {
+      if (this.idle !== client) return;
+      this.idle = null;
+      void client.close().catch(() => undefined);
+    });
+    return client;
+  }
+}
