@@ -14,13 +14,12 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { runBenchmark } from './lib/cleanup.js';
 import { createBenchDatabase, PG_FAST_FLAGS, startDatabaseServer } from './lib/database.js';
 import { API_VERSION, Client, Errors, runConcurrently, waitForApi } from './lib/http.js';
 import { cpuOf, livePids, rssKiB, spawnGalvanic } from './lib/proc.js';
 import {
-  benchLog, fmt, freePort, gitState, machineInfo, positiveInt, redactUrl, RESULTS_DIR, summarize, table, type LatencySummary,
+  benchLog, fmt, freePort, gitState, machineInfo, parseBenchArgs, positiveInt, redactUrl, RESULTS_DIR, summarize, table, type LatencySummary,
 } from './lib/util.js';
 
 const SERVER_LOG_LEVEL = 'warn';
@@ -75,28 +74,12 @@ const USAGE = `Usage: node dist/bench/api.js [options]
 Environment: DATABASE_URL=postgres://... uses that server instead of an embedded one.`;
 
 function parseOptions(argv: string[]): Options | undefined {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      nodes: { type: 'string' },
-      concurrency: { type: 'string' },
-      passes: { type: 'string' },
-      gets: { type: 'string' },
-      'page-limit': { type: 'string' },
-      'serial-creates': { type: 'string' },
-      command: { type: 'string' },
-      pool: { type: 'string' },
-      'pg-fast': { type: 'boolean' },
-      'no-render-cache': { type: 'boolean' },
-      'server-cpu-prof': { type: 'string' },
-      strict: { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return undefined;
-  }
+  const values = parseBenchArgs(
+    argv, USAGE,
+    ['nodes', 'concurrency', 'passes', 'gets', 'page-limit', 'serial-creates', 'command', 'pool', 'server-cpu-prof'],
+    ['pg-fast', 'no-render-cache', 'strict'],
+  );
+  if (!values) return undefined;
   const command = values.command ?? 'api';
   if (command !== 'api' && command !== 'all-in-one') throw new Error(`--command must be api or all-in-one, not "${command}"`);
   return {

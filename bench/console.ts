@@ -11,14 +11,13 @@
  */
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { WebSocket } from 'ws';
 import { runBenchmark } from './lib/cleanup.js';
 import { createBenchDatabase, startDatabaseServer } from './lib/database.js';
 import { waitForApi } from './lib/http.js';
 import { spawnGalvanic, watchCpu } from './lib/proc.js';
 import {
-  benchLog, fmt, freePort, gitState, loadAvg, machineInfo, positiveInt, round2, sleep, summarize, table, writeResults,
+  benchLog, fmt, freePort, gitState, loadAvg, machineInfo, parseBenchArgs, positiveInt, round2, sleep, summarize, table, writeResults,
 } from './lib/util.js';
 
 const HEADERS = { 'X-OpenStack-Ironic-API-Version': '1.78', 'Content-Type': 'application/json' };
@@ -40,17 +39,8 @@ const USAGE = `Usage: node dist/bench/console.js [options]
 Environment: DATABASE_URL=postgres://... uses that server instead of an embedded one.`;
 
 function parseOptions(argv: string[]): Options | undefined {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      connects: { type: 'string' }, viewers: { type: 'string' }, 'fanout-seconds': { type: 'string' }, 'epoch-nodes': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return undefined;
-  }
+  const values = parseBenchArgs(argv, USAGE, ['connects', 'viewers', 'fanout-seconds', 'epoch-nodes']);
+  if (!values) return undefined;
   return {
     connects: positiveInt('--connects', values.connects, 300),
     viewers: positiveInt('--viewers', values.viewers, 50),

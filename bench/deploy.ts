@@ -40,7 +40,7 @@ import type { Knex } from 'knex';
 import { createKnex } from '../db/connection.js';
 import { onCleanup, runBenchmark } from './lib/cleanup.js';
 import { createBenchDatabase, startDatabaseServer } from './lib/database.js';
-import { Client, waitForApi } from './lib/http.js';
+import { Client, followOperation, waitForApi } from './lib/http.js';
 import { spawnSim } from './lib/redfish-fleet.js';
 import { spawnGalvanic, watchCpu, type GalvanicProcess } from './lib/proc.js';
 import { benchLog, fmt, gitState, loadAvg, machineInfo, positiveInt, round2, sleep, summarize, table, writeResults } from './lib/util.js';
@@ -248,24 +248,17 @@ async function runPhase(
   const created = await client.request('POST', '/v1/operations', JSON.stringify({ nodes: uuids, steps, max_parallel: maxParallel, description: `bench ${phase}` }));
   if (created.status !== 201) throw new Error(`POST /v1/operations: ${created.status} ${created.body.slice(0, 500)}`);
   const opId = (JSON.parse(created.body) as OperationBody).uuid;
-  let op: OperationBody;
-  let mostRunning = 0;
   let lastLog = 0;
-  const getMs: number[] = [];
-  for (;;) {
-    const res = await client.request('GET', `/v1/operations/${opId}?limit=1`);
-    getMs.push(res.ms);
-    op = JSON.parse(res.body) as OperationBody;
-    mostRunning = Math.max(mostRunning, op.counts.running);
-    if (op.finished_at !== null) break;
-    const why = ctx.died();
-    if (why) throw new Error(why);
-    if (Date.now() - lastLog > 10_000) {
-      lastLog = Date.now();
-      log(`${phase}: ${JSON.stringify(op.counts)}`);
-    }
-    await sleep(1000);
-  }
+  const { op, mostRunning, getMs } = await followOperation<OperationBody>(client, opId, {
+    pauseMs: 1000,
+    died: ctx.died,
+    progress: (o) => {
+      if (Date.now() - lastLog > 10_000) {
+        lastLog = Date.now();
+        log(`${phase}: ${JSON.stringify(o.counts)}`);
+      }
+    },
+  });
   // The operation's own end (the server's clock is this machine's): polling once a second, as
   // a client following it does, costs the database less than polling closely would.
   const wallS = (Date.parse(op.finished_at) - t0) / 1000;

@@ -20,7 +20,6 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import type { Knex } from 'knex';
 import { loadConfig } from '../common/config.js';
 import { HashRing, ringHashSql } from '../common/hash-ring.js';
@@ -32,7 +31,8 @@ import { createBenchDatabase, PG_FAST_FLAGS, startDatabaseServer, type DatabaseS
 import { API_VERSION, Client, Errors, runConcurrently, waitForApi } from './lib/http.js';
 import { spawnGalvanic, watchCpu, type GalvanicProcess } from './lib/proc.js';
 import {
-  benchLog, calibrate, fmt, newestMtime, freePort, gitState, loadAvg, machineInfo, positiveInt, redactUrl, ROOT, round2, sleep, summarize, table,
+  benchLog, calibrate, fmt, newestMtime, freePort, gitState, loadAvg, machineInfo, parseBenchArgs, positiveInt, redactUrl, ROOT, round2, sleep, summarize,
+  table,
   writeResults, type LatencySummary,
 } from './lib/util.js';
 
@@ -89,31 +89,12 @@ const USAGE = `Usage: node dist/bench/intents.js [options]
 Environment: DATABASE_URL=postgres://... uses that server instead of an embedded one.`;
 
 function parseOptions(argv: string[]): Options | undefined {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      nodes: { type: 'string' },
-      intents: { type: 'string' },
-      conductors: { type: 'string' },
-      concurrency: { type: 'string' },
-      'latency-requests': { type: 'string' },
-      'latency-gap-ms': { type: 'string' },
-      phases: { type: 'string' },
-      workers: { type: 'string' },
-      pool: { type: 'string' },
-      'pg-fast': { type: 'boolean' },
-      'pg-stat-statements': { type: 'boolean' },
-      'cpu-prof': { type: 'string' },
-      'stall-timeout': { type: 'string' },
-      'explain-claim': { type: 'boolean' },
-      strict: { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return undefined;
-  }
+  const values = parseBenchArgs(
+    argv, USAGE,
+    ['nodes', 'intents', 'conductors', 'concurrency', 'latency-requests', 'latency-gap-ms', 'phases', 'workers', 'pool', 'cpu-prof', 'stall-timeout'],
+    ['pg-fast', 'pg-stat-statements', 'explain-claim', 'strict'],
+  );
+  if (!values) return undefined;
   const conductors = (values.conductors ?? '1,3').split(',').map((s) => positiveInt('conductors', s.trim(), 1));
   const phases = new Set((values.phases ?? 'throughput,latency').split(',').map((s) => s.trim()));
   for (const p of phases) if (p !== 'throughput' && p !== 'latency') throw new Error(`--phases: unknown phase "${p}"`);

@@ -17,7 +17,7 @@ import { createKnex } from '../db/connection.js';
 import { nodeMapper } from '../db/nodes.js';
 import { onCleanup, runBenchmark } from './lib/cleanup.js';
 import { createBenchDatabase, startDatabaseServer } from './lib/database.js';
-import { Client, waitForApi } from './lib/http.js';
+import { Client, followOperation, waitForApi } from './lib/http.js';
 import { spawnGalvanic, type GalvanicProcess } from './lib/proc.js';
 import { benchLog, fmt, freePort, gitState, loadAvg, machineInfo, positiveInt, round2, sleep, summarize, table, writeResults } from './lib/util.js';
 
@@ -75,19 +75,7 @@ async function main(): Promise<number> {
   const created = await client.request('POST', '/v1/operations', body);
   if (created.status !== 201) throw new Error(`POST /v1/operations: ${created.status} ${created.body}`);
   const opId = (JSON.parse(created.body) as OperationBody).uuid;
-  let mostRunning = 0;
-  const getMs: number[] = [];
-  let op: OperationBody;
-  for (;;) {
-    const res = await client.request('GET', `/v1/operations/${opId}?limit=1`);
-    getMs.push(res.ms);
-    op = JSON.parse(res.body) as OperationBody;
-    mostRunning = Math.max(mostRunning, op.counts.running);
-    if (op.finished_at !== null) break;
-    const why = died();
-    if (why) throw new Error(why);
-    await sleep(100);
-  }
+  const { op, mostRunning, getMs } = await followOperation<OperationBody>(client, opId, { pauseMs: 100, died });
   const wallS = (Date.now() - t0) / 1000;
   const idleGetMs: number[] = [];
   for (let i = 0; i < 20; i++) idleGetMs.push((await client.request('GET', `/v1/operations/${opId}?limit=1`)).ms);

@@ -2,8 +2,8 @@ import type { Knex } from 'knex';
 import { ChassisAlreadyExists, ChassisNotEmpty, ChassisNotFound } from '../common/errors.js';
 import { RowMapper } from './rows.js';
 import { isUuid } from './nodes.js';
-import { plainTable } from './table.js';
-import { isUniqueViolation, pgError, SQLSTATE } from './transaction.js';
+import { deleteUnreferenced, plainTable } from './table.js';
+import { isUniqueViolation } from './transaction.js';
 
 /** A chassis: a named group of nodes, nothing more (Ironic's model). */
 export interface Chassis {
@@ -41,15 +41,7 @@ export async function getChassis(db: Knex, uuid: string, opts: { forUpdate?: boo
   return mapper.fromFound(await q, () => new ChassisNotFound(uuid));
 }
 
-/**
- * Deletes a chassis that no node names. The foreign key from `nodes.chassis_uuid` decides,
- * so a node added to the chassis concurrently cannot be left pointing at nothing.
- */
-export async function deleteChassis(db: Knex, chassis: Chassis): Promise<void> {
-  try {
-    await db('chassis').where('id', chassis.id).delete();
-  } catch (err) {
-    if (pgError(err)?.code === SQLSTATE.foreignKeyViolation) throw new ChassisNotEmpty(chassis.uuid);
-    throw err;
-  }
+/** Deletes a chassis that no node names (the foreign key from `nodes.chassis_uuid` decides). */
+export function deleteChassis(db: Knex, chassis: Chassis): Promise<void> {
+  return deleteUnreferenced(db, 'chassis', chassis.id, () => new ChassisNotEmpty(chassis.uuid));
 }

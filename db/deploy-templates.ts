@@ -1,8 +1,7 @@
 import type { Knex } from 'knex';
 import { DeployTemplateAlreadyExists, DeployTemplateDuplicateName, DeployTemplateNotFound } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { isUuid } from './nodes.js';
-import { plainTable, uniqueViolations, type TranslateWrite } from './table.js';
+import { namedTable } from './named-table.js';
 
 /** One step of a deploy template, as Ironic stores it. */
 export interface DeployStep {
@@ -30,19 +29,15 @@ const mapper = new RowMapper<DeployTemplate>(['id', 'uuid', 'name', ...JSON_COLU
 /** Ironic refuses sorting by the JSON fields. */
 export const DEPLOY_TEMPLATE_SORT_KEYS = new Set(['id', 'uuid', 'name', 'created_at', 'updated_at']);
 
-const translateWriteError: TranslateWrite<DeployTemplateChanges> = uniqueViolations({
-  deploy_templates_name_unique: (values) => new DeployTemplateDuplicateName(String(values.name)),
-  deploy_templates_uuid_unique: (values) => new DeployTemplateAlreadyExists(String(values.uuid)),
+const table = namedTable<DeployTemplate, DeployTemplateChanges>('deploy_templates', mapper, {
+  notFound: (ident) => new DeployTemplateNotFound(ident),
+  duplicateName: (name) => new DeployTemplateDuplicateName(name),
+  uuidExists: (uuid) => new DeployTemplateAlreadyExists(uuid),
 });
-
-const table = plainTable<DeployTemplate, DeployTemplateChanges>('deploy_templates', mapper, (ident) => new DeployTemplateNotFound(ident), translateWriteError);
 
 export const createDeployTemplate: (db: Knex, values: DeployTemplateChanges & { name: string; steps: DeployStep[] }) => Promise<DeployTemplate> = table.create;
 export const listDeployTemplates = table.list;
 export const updateDeployTemplate = table.update;
 export const deleteDeployTemplate = table.remove;
-
 /** By UUID or name. */
-export async function getDeployTemplate(db: Knex, ident: string): Promise<DeployTemplate> {
-  return mapper.fromFound(await db('deploy_templates').where(isUuid(ident) ? 'uuid' : 'name', ident).first(), () => new DeployTemplateNotFound(ident));
-}
+export const getDeployTemplate = table.get;

@@ -5,7 +5,7 @@ import {
 } from '../common/errors.js';
 import { RowMapper } from './rows.js';
 import { isUuid } from './nodes.js';
-import { insertReturning, listPage, uniqueViolations, type TranslateWrite, updateReturning, withNodeUuid, type PageRequest } from './table.js';
+import { deleteUnreferenced, insertReturning, listPage, uniqueViolations, type TranslateWrite, updateReturning, withNodeUuid, type PageRequest } from './table.js';
 import { pgError, SQLSTATE } from './transaction.js';
 
 /** A group of a node's ports bonded together (Ironic's portgroup). */
@@ -103,11 +103,6 @@ export async function countPortgroupPorts(db: Knex, portgroupId: number): Promis
 }
 
 /** Deletes a port group that has no ports; the foreign key from ports decides, so no race can orphan one. */
-export async function deletePortgroup(db: Knex, pg: Portgroup): Promise<void> {
-  try {
-    await db('portgroups').where('id', pg.id).delete();
-  } catch (err) {
-    if (pgError(err)?.code === SQLSTATE.foreignKeyViolation) throw new PortgroupNotEmpty(pg.uuid);
-    throw err;
-  }
+export function deletePortgroup(db: Knex, pg: Portgroup): Promise<void> {
+  return deleteUnreferenced(db, 'portgroups', pg.id, () => new PortgroupNotEmpty(pg.uuid));
 }

@@ -1,8 +1,7 @@
 import type { Knex } from 'knex';
 import { RunbookAlreadyExists, RunbookDuplicateName, RunbookNotFound } from '../common/errors.js';
 import { RowMapper } from './rows.js';
-import { isUuid } from './nodes.js';
-import { plainTable, uniqueViolations, type TranslateWrite } from './table.js';
+import { namedTable } from './named-table.js';
 
 /** One step of a runbook, as Ironic stores it: run in the order given, `order` kept as asked. */
 export interface RunbookStep {
@@ -35,19 +34,15 @@ const mapper = new RowMapper<Runbook>(
 /** Ironic refuses sorting by the JSON fields. */
 export const RUNBOOK_SORT_KEYS = new Set(['id', 'uuid', 'name', 'public', 'owner', 'disable_ramdisk', 'created_at', 'updated_at']);
 
-const translateWriteError: TranslateWrite<RunbookChanges> = uniqueViolations({
-  runbooks_name_unique: (values) => new RunbookDuplicateName(String(values.name)),
-  runbooks_uuid_unique: (values) => new RunbookAlreadyExists(String(values.uuid)),
+const table = namedTable<Runbook, RunbookChanges>('runbooks', mapper, {
+  notFound: (ident) => new RunbookNotFound(ident),
+  duplicateName: (name) => new RunbookDuplicateName(name),
+  uuidExists: (uuid) => new RunbookAlreadyExists(uuid),
 });
-
-const table = plainTable<Runbook, RunbookChanges>('runbooks', mapper, (ident) => new RunbookNotFound(ident), translateWriteError);
 
 export const createRunbook: (db: Knex, values: RunbookChanges & { name: string; steps: RunbookStep[] }) => Promise<Runbook> = table.create;
 export const listRunbooks = table.list;
 export const updateRunbook = table.update;
 export const deleteRunbook = table.remove;
-
 /** By UUID or name. */
-export async function getRunbook(db: Knex, ident: string): Promise<Runbook> {
-  return mapper.fromFound(await db('runbooks').where(isUuid(ident) ? 'uuid' : 'name', ident).first(), () => new RunbookNotFound(ident));
-}
+export const getRunbook = table.get;

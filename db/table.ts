@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { RowMapper } from './rows.js';
-import { isUniqueViolation } from './transaction.js';
+import { isUniqueViolation, pgError, SQLSTATE } from './transaction.js';
 
 /** A page a client asked for: `limit` rows after `marker` (the last row of the previous page). */
 export interface PageRequest<T> {
@@ -174,6 +174,20 @@ export function plainTable<T extends { id: number }, C extends Partial<T> & { uu
       await db(table).where('id', id).delete();
     },
   };
+}
+
+/**
+ * Deletes the row `id` unless another row still refers to it: the foreign key decides, in the
+ * same statement, so a reference added concurrently cannot be left pointing at nothing; then
+ * `referenced` is thrown.
+ */
+export async function deleteUnreferenced(db: Knex, table: string, id: number, referenced: () => Error): Promise<void> {
+  try {
+    await db(table).where('id', id).delete();
+  } catch (err) {
+    if (pgError(err)?.code === SQLSTATE.foreignKeyViolation) throw referenced();
+    throw err;
+  }
 }
 
 /**

@@ -5,6 +5,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 
 export const API_VERSION = '1.78';
@@ -60,6 +61,35 @@ export async function waitForApi(port: number, timeoutMs: number, exited: () => 
     }
   } finally {
     probe.close();
+  }
+}
+
+/** What followOperation reads of a group operation. */
+export interface OperationProgress {
+  counts: Record<string, number>;
+  finished_at: string | null;
+}
+
+/**
+ * Polls `GET /v1/operations/<opId>?limit=1`, `pauseMs` apart, until the operation has
+ * finished: its last body, the most nodes running at one poll and each poll's time. Throws
+ * when `died()` names a process that exited; `progress` sees each unfinished body.
+ */
+export async function followOperation<T extends OperationProgress>(
+  client: Client, opId: string, opts: { pauseMs: number; died: () => string | undefined; progress?: (op: T) => void },
+): Promise<{ op: T & { finished_at: string }; mostRunning: number; getMs: number[] }> {
+  let mostRunning = 0;
+  const getMs: number[] = [];
+  for (;;) {
+    const res = await client.request('GET', `/v1/operations/${opId}?limit=1`);
+    getMs.push(res.ms);
+    const op = JSON.parse(res.body) as T;
+    mostRunning = Math.max(mostRunning, op.counts.running);
+    if (op.finished_at !== null) return { op: op as T & { finished_at: string }, mostRunning, getMs };
+    const why = opts.died();
+    if (why) throw new Error(why);
+    opts.progress?.(op);
+    await sleep(opts.pauseMs);
   }
 }
 

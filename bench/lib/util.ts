@@ -4,6 +4,7 @@ import { readdirSync, statSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 
 /** The package root, from dist/bench/lib/. */
@@ -25,6 +26,24 @@ export function redactUrl(raw: string): string {
   const url = new URL(raw);
   if (url.password) url.password = '***';
   return url.toString();
+}
+
+/**
+ * A bench's command line: each of `strings` takes a value, each of `flags` none, and
+ * `--help`/`-h` prints `usage` and gives undefined. Unknown options and positionals throw.
+ */
+export function parseBenchArgs<S extends string, F extends string>(
+  argv: string[], usage: string, strings: readonly S[], flags: readonly F[] = [],
+): ({ [K in S]?: string } & { [K in F]?: boolean }) | undefined {
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = { help: { type: 'boolean', short: 'h' } };
+  for (const name of strings) options[name] = { type: 'string' };
+  for (const name of flags) options[name] = { type: 'boolean' };
+  const { values } = parseArgs({ args: argv, options });
+  if (values.help) {
+    process.stdout.write(`${usage}\n`);
+    return undefined;
+  }
+  return values as { [K in S]?: string } & { [K in F]?: boolean };
 }
 
 export function positiveInt(name: string, raw: string | undefined, dflt: number, allowZero = false): number {

@@ -6,72 +6,44 @@
  * not installed, except under CI.
  */
 import { expect } from 'chai';
-import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
-import { startGalvanicOnFreshDatabase, type GalvanicOnFreshDatabase } from '../helpers/app.js';
-import { requireCli, runBaremetal, type CliResult } from '../helpers/baremetal.js';
+import { baremetalCli, requireCli } from '../helpers/baremetal.js';
 import { agentWitness, setAgentFaults } from '../helpers/agent-sim.js';
 import { until } from '../helpers/until.js';
-import { AGENT_TEST_ENV, startImageServer, type ImageServer } from '../helpers/agent-deploy.js';
-import { httpClient, nodeHistory, type ApiCall } from '../helpers/provisioning.js';
+import { AGENT_TEST_ENV, galvanicAndSim } from '../helpers/agent-deploy.js';
+import { nodeHistory } from '../helpers/provisioning.js';
 
 describe('baremetal CLI: direct deploy and cleaning through the agent (e2e)', function () {
   // Each CLI run costs seconds of Python start-up on a loaded machine.
   this.timeout(400_000);
-  let galvanic: GalvanicOnFreshDatabase | undefined;
-  let sim: RedfishSim | undefined;
-  let images: ImageServer | undefined;
-  let api: ApiCall;
-
-  before(async function () {
-    requireCli(this, 'baremetal CLI agent tests');
-    images = await startImageServer();
-    galvanic = await startGalvanicOnFreshDatabase({ env: AGENT_TEST_ENV });
-    sim = await startRedfishSim({ count: 1, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300 } });
-    api = httpClient(galvanic.url);
+  const g = galvanicAndSim({
+    precondition: (ctx) => requireCli(ctx, 'baremetal CLI agent tests'),
+    images: true,
+    env: AGENT_TEST_ENV,
+    sim: (apiUrl) => ({ count: 1, agent: { apiUrl, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300 } }),
   });
-
-  after(async () => {
-    await galvanic?.shutdownCleanly();
-    await sim?.stop();
-    await images?.close();
-  });
-
-  function baremetal(...args: string[]): Promise<CliResult> {
-    return runBaremetal(galvanic!.url, args, 150_000);
-  }
-
-  async function ok(...args: string[]): Promise<string> {
-    const t0 = Date.now();
-    const r = await baremetal(...args);
-    if (process.env.AGENT_CLI_TRACE) process.stderr.write(`baremetal ${args.slice(0, 3).join(' ')}: ${r.code} in ${Date.now() - t0} ms\n`);
-    expect(r.code, `baremetal ${args.join(' ')}\nstdout: ${r.stdout}\nstderr: ${r.stderr}\n${galvanic!.output().slice(-3000)}`).to.equal(0);
-    return r.stdout;
-  }
-
-  async function show<T = Record<string, unknown>>(node: string, ...fields: string[]): Promise<T> {
-    return JSON.parse(await ok('node', 'show', node, '-f', 'json', ...fields.flatMap((f) => ['-c', f]))) as T;
-  }
+  const { api } = g;
+  const { ok, show } = baremetalCli(() => g.galvanic, 150_000);
 
   it('provides, deploys, undeploys, cleans by hand and aborts a cleaning, with --wait', async () => {
-    const bmc = sim!.bmcs[0].url;
+    const bmc = g.sim.bmcs[0].url;
     await ok(
       'node', 'create', '--driver', 'redfish', '--name', 'cli-agent',
       '--boot-interface', 'redfish-virtual-media', '--deploy-interface', 'direct', '--inspect-interface', 'redfish',
       '--driver-info', `redfish_address=${bmc}`, '--driver-info', 'redfish_username=admin', '--driver-info', 'redfish_password=password',
-      '--driver-info', `deploy_iso=${images!.isoUrl}`,
+      '--driver-info', `deploy_iso=${g.images.isoUrl}`,
     );
     await ok('node', 'manage', 'cli-agent', '--wait', '60');
     await ok('node', 'inspect', 'cli-agent', '--wait', '60');
     await ok('node', 'provide', 'cli-agent', '--wait', '120');
     expect(await show('cli-agent', 'provision_state', 'last_error')).to.deep.equal({ provision_state: 'available', last_error: null });
 
-    await ok('node', 'set', 'cli-agent', '--instance-info', `image_source=${images!.image.url}`, '--instance-info', `image_checksum=${images!.image.md5}`);
+    await ok('node', 'set', 'cli-agent', '--instance-info', `image_source=${g.images.image.url}`, '--instance-info', `image_checksum=${g.images.image.md5}`);
     const validation = JSON.parse(await ok('node', 'validate', 'cli-agent', '-f', 'json')) as Array<{ Interface: string; Result: boolean; Reason: string }>;
     expect(validation.find((r) => r.Interface === 'deploy')).to.include({ Result: true });
     await ok('node', 'deploy', 'cli-agent', '--wait', '120');
     expect(await show('cli-agent', 'provision_state', 'power_state', 'last_error')).to.deep.equal({ provision_state: 'active', power_state: 'power on', last_error: null });
     const witness = await agentWitness(bmc);
-    expect(witness.disk?.sha256).to.equal(images!.image.sha256);
+    expect(witness.disk?.sha256).to.equal(g.images.image.sha256);
     const events = (await nodeHistory(api, 'cli-agent')).map((h) => h.event).join('\n');
     expect(events).to.include('Deployed (direct deploy)');
 

@@ -9,11 +9,10 @@ import { expect } from 'chai';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
-import { startGalvanicOnFreshDatabase, type GalvanicOnFreshDatabase } from '../helpers/app.js';
-import { requireCli, runBaremetal, type CliResult } from '../helpers/baremetal.js';
+import { galvanicAndSim } from '../helpers/agent-deploy.js';
+import { baremetalCli, requireCli } from '../helpers/baremetal.js';
 import {
-  clearSimEvents, expectInOrder, httpClient, insertedMedia, nodeHistory, settled, simEvents, simState, story, type ApiCall,
+  clearSimEvents, expectInOrder, insertedMedia, nodeHistory, settled, simEvents, simState, story,
 } from '../helpers/provisioning.js';
 
 const ISO = 'http://images.example/deploy/live.iso';
@@ -21,40 +20,22 @@ const SYSTEM = '/redfish/v1/Systems/System.Embedded.1';
 
 describe('baremetal CLI: provisioning (e2e)', function () {
   this.timeout(120_000);
-  let galvanic: GalvanicOnFreshDatabase | undefined;
-  let sim: RedfishSim | undefined;
+  const g = galvanicAndSim({
+    precondition: (ctx) => requireCli(ctx, 'baremetal CLI provisioning tests'),
+    env: { GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0', GALVANIC_REDFISH__CONNECTION_RETRY_INTERVAL: '0.1' },
+    sim: () => ({ count: 1 }),
+  });
+  const { api } = g;
+  const { run: baremetal, ok, show } = baremetalCli(() => g.galvanic);
   let dir: string | undefined;
-  let api: ApiCall;
 
-  before(async function () {
-    requireCli(this, 'baremetal CLI provisioning tests');
-    sim = await startRedfishSim({ count: 1 });
+  before(async () => {
     dir = await fs.mkdtemp(path.join(os.tmpdir(), 'galvanic-cli-prov-'));
-    galvanic = await startGalvanicOnFreshDatabase({
-      env: { GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0', GALVANIC_REDFISH__CONNECTION_RETRY_INTERVAL: '0.1' },
-    });
-    api = httpClient(galvanic.url);
   });
 
   after(async () => {
-    await galvanic?.shutdownCleanly();
-    await sim?.stop();
     if (dir) await fs.rm(dir, { recursive: true, force: true });
   });
-
-  function baremetal(...args: string[]): Promise<CliResult> {
-    return runBaremetal(galvanic!.url, args);
-  }
-
-  async function ok(...args: string[]): Promise<string> {
-    const r = await baremetal(...args);
-    expect(r.code, `baremetal ${args.join(' ')}\nstdout: ${r.stdout}\nstderr: ${r.stderr}\n${galvanic!.output().slice(-3000)}`).to.equal(0);
-    return r.stdout;
-  }
-
-  async function show<T = Record<string, unknown>>(node: string, ...fields: string[]): Promise<T> {
-    return JSON.parse(await ok('node', 'show', node, '-f', 'json', ...fields.flatMap((f) => ['-c', f]))) as T;
-  }
 
   /** `node validate` as {interface: {result, reason}}. */
   async function validate(node: string): Promise<Record<string, { result: boolean; reason: string | null }>> {
@@ -64,12 +45,12 @@ describe('baremetal CLI: provisioning (e2e)', function () {
 
   /** The stored instance_info (the API masks the config drive). */
   async function storedInstanceInfo(name: string): Promise<Record<string, unknown>> {
-    const row = await galvanic!.tdb.knex('nodes').where({ name }).first('instance_info') as { instance_info: Record<string, unknown> };
+    const row = await g.galvanic.tdb.knex('nodes').where({ name }).first('instance_info') as { instance_info: Record<string, unknown> };
     return row.instance_info;
   }
 
   it('takes a redfish node through inspect, deploy with a config drive, rebuild and undeploy', async () => {
-    const bmc = sim!.bmcs[0].url;
+    const bmc = g.sim.bmcs[0].url;
     const created = JSON.parse(await ok(
       'node', 'create', '--driver', 'redfish', '--name', 'cli-rf',
       '--boot-interface', 'redfish-virtual-media', '--deploy-interface', 'ramdisk', '--inspect-interface', 'redfish',

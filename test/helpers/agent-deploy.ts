@@ -1,13 +1,16 @@
 /**
  * Helpers for the tests that deploy and clean through simulated agents: an HTTP server for
- * the images the agents write, the node body of a direct deploy, and the agent's witness.
+ * the images the agents write, the node body of a direct deploy, the agent's witness, and a
+ * suite's real `galvanic` with the Redfish simulator.
  */
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
-import { type ApiCall, type NodeView } from './provisioning.js';
+import { startRedfishSim, type RedfishSim, type RedfishSimOptions } from '../../sim/redfish/index.js';
+import { startGalvanicOnFreshDatabase, type GalvanicOnFreshDatabase } from './app.js';
+import { httpClient, type ApiCall, type NodeView } from './provisioning.js';
 
 /** Fast agent protocol settings for tests: heartbeats every 0.6-1.2 s, quick timeouts. */
 export const AGENT_TEST_ENV: Record<string, string> = {
@@ -84,4 +87,61 @@ export async function watchStates(api: ApiCall, ident: string, timeoutMs = 60_00
     if (Date.now() > deadline) throw new Error(`node ${ident} still in transition after ${timeoutMs} ms (${states.join(' → ')}): ${JSON.stringify(node)}`);
     await sleep(20);
   }
+}
+
+export interface GalvanicAndSimOptions {
+  /** `GALVANIC_*` overrides for the `galvanic` process. */
+  env?: Record<string, string>;
+  /** The simulator's options, given Galvanic's URL (for the agents the hosts run). */
+  sim(galvanicUrl: string): RedfishSimOptions;
+  /** Start an image server first (default false). */
+  images?: boolean;
+  /** Runs first in `before`, e.g. to skip the suite when a tool is missing. */
+  precondition?(ctx: Mocha.Context): void;
+  /** In `after`, expect `galvanic` to exit 0 (default true). */
+  cleanExit?: boolean;
+}
+
+/** What galvanicAndSim started; each getter throws before the suite's `before` has. */
+export interface GalvanicAndSim {
+  readonly galvanic: GalvanicOnFreshDatabase;
+  readonly sim: RedfishSim;
+  readonly images: ImageServer;
+  /** HTTP to Galvanic's API; usable once `before` has run. */
+  readonly api: ApiCall;
+}
+
+/**
+ * The hooks of the suites that drive a real `galvanic all-in-one` on a fresh database, with
+ * the Redfish simulator and, if asked, an image server: started in `before`, stopped in
+ * `after` (Galvanic first). Call it inside `describe`.
+ */
+export function galvanicAndSim(opts: GalvanicAndSimOptions): GalvanicAndSim {
+  let galvanic: GalvanicOnFreshDatabase | undefined;
+  let sim: RedfishSim | undefined;
+  let images: ImageServer | undefined;
+  let client: ApiCall | undefined;
+  before(async function () {
+    opts.precondition?.(this);
+    if (opts.images) images = await startImageServer();
+    galvanic = await startGalvanicOnFreshDatabase({ env: opts.env });
+    sim = await startRedfishSim(opts.sim(galvanic.url));
+    client = httpClient(galvanic.url);
+  });
+  after(async () => {
+    if (opts.cleanExit ?? true) await galvanic?.shutdownCleanly();
+    else await galvanic?.shutdown();
+    await sim?.stop();
+    await images?.close();
+  });
+  const started = <T>(what: string, v: T | undefined): T => {
+    if (v === undefined) throw new Error(`${what} is not started (outside the suite's hooks and tests?)`);
+    return v;
+  };
+  return {
+    get galvanic() { return started('galvanic', galvanic); },
+    get sim() { return started('the simulator', sim); },
+    get images() { return started('the image server', images); },
+    api: (...args) => started('galvanic', client)(...args),
+  };
 }

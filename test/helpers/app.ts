@@ -4,6 +4,8 @@
  */
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -106,6 +108,42 @@ export function suiteApp(opts: SuiteAppOptions = {}): TestApp {
       for (const table of clear) await t.tdb.knex(table).delete();
     });
   }
+  return t;
+}
+
+/** Every JSON line of `file`; none while it does not exist. */
+export async function readJsonLines<T>(file: string): Promise<T[]> {
+  const text = await fs.readFile(file, 'utf8').catch(() => '');
+  return text.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as T);
+}
+
+/** A TestApp that writes down what its BMCs were asked and what it notified. */
+export interface RecordingTestApp extends TestApp {
+  /** JSON lines: each call the fake driver made to its BMC. */
+  recordFile: string;
+  /** JSON lines: each notification sent (the `log` notification driver). */
+  notificationFile: string;
+}
+
+/**
+ * suiteApp's hooks for an app whose fake driver records its BMC calls and whose notifications
+ * go to a file, both in a temporary directory (`galvanic-<prefix>-*`) removed after the suite.
+ */
+export function suiteRecordingApp(prefix: string, env: Record<string, string> = {}): RecordingTestApp {
+  const t = {} as RecordingTestApp;
+  let dir: string | undefined;
+  before(async () => {
+    dir = await fs.mkdtemp(path.join(os.tmpdir(), `galvanic-${prefix}-`));
+    const recordFile = path.join(dir, 'bmc-calls.jsonl');
+    const notificationFile = path.join(dir, 'notifications.jsonl');
+    Object.assign(t, { recordFile, notificationFile }, await buildTestApp({
+      ...env, GALVANIC_FAKE__RECORD_FILE: recordFile, GALVANIC_NOTIFICATIONS__DRIVER: 'log', GALVANIC_NOTIFICATIONS__LOG_FILE: notificationFile,
+    }));
+  });
+  after(async () => {
+    await t.close?.();
+    if (dir) await fs.rm(dir, { recursive: true, force: true });
+  });
   return t;
 }
 

@@ -2,6 +2,7 @@
 import { execFile } from 'node:child_process';
 import { accessSync, constants as fsConstants } from 'node:fs';
 import path from 'node:path';
+import { expect } from 'chai';
 
 export const CLI = 'baremetal';
 
@@ -46,4 +47,34 @@ export function runBaremetal(endpoint: string, args: readonly string[], timeoutM
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/** `baremetal` against one Galvanic, for a suite's tests. */
+export interface BaremetalCli {
+  /** Runs the CLI; never rejects. */
+  run(...args: string[]): Promise<CliResult>;
+  /** Runs the CLI, expects exit 0 (else fails with its output and Galvanic's): its stdout. */
+  ok(...args: string[]): Promise<string>;
+  /** `node show NODE -f json [-c FIELD]...`, parsed. */
+  show<T = Record<string, unknown>>(node: string, ...fields: string[]): Promise<T>;
+}
+
+/**
+ * The CLI against the Galvanic `galvanic()` returns (read at each run, so that a suite may
+ * call this before its `before` hook has started Galvanic). AGENT_CLI_TRACE=1 prints each
+ * run's exit code and time to stderr.
+ */
+export function baremetalCli(galvanic: () => { url: string; output(): string }, timeoutMs?: number): BaremetalCli {
+  const run = (...args: string[]): Promise<CliResult> => runBaremetal(galvanic().url, args, timeoutMs);
+  const ok = async (...args: string[]): Promise<string> => {
+    const t0 = Date.now();
+    const r = await run(...args);
+    if (process.env.AGENT_CLI_TRACE) process.stderr.write(`baremetal ${args.slice(0, 3).join(' ')}: ${r.code} in ${Date.now() - t0} ms\n`);
+    expect(r.code, `baremetal ${args.join(' ')}\nstdout: ${r.stdout}\nstderr: ${r.stderr}\n${galvanic().output().slice(-3000)}`).to.equal(0);
+    return r.stdout;
+  };
+  return {
+    run, ok,
+    show: async <T>(node: string, ...fields: string[]) => JSON.parse(await ok('node', 'show', node, '-f', 'json', ...fields.flatMap((f) => ['-c', f]))) as T,
+  };
 }

@@ -26,7 +26,14 @@ export interface Cluster {
  * Starts the API and `conductors` conductors named `<prefix>-c<i>`, and waits until every
  * conductor sees all of them on its ring (until then the first one up would take everything).
  */
-export async function startCluster(prefix: string, opts: { conductors: number; env: Record<string, string>; conductorEnv?: Record<string, string> }): Promise<Cluster> {
+export interface ClusterOptions {
+  conductors: number;
+  env: Record<string, string>;
+  /** Added to `env` for the conductors only. */
+  conductorEnv?: Record<string, string>;
+}
+
+export async function startCluster(prefix: string, opts: ClusterOptions): Promise<Cluster> {
   const tdb = await freshDatabase();
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'galvanic-races-'));
   const recordFile = path.join(dir, 'bmc.jsonl');
@@ -59,6 +66,24 @@ export async function stopCluster(c: Cluster | undefined): Promise<void> {
   await Promise.all([c.api.stop(), ...c.conductors.map((x) => x.stop())]);
   await c.tdb.drop();
   await fs.rm(c.dir, { recursive: true, force: true });
+}
+
+/**
+ * A cluster for the enclosing `describe`: startCluster in `before`, stopCluster in `after`.
+ * The function returned gives it to hooks and tests (it throws before `before` has run).
+ */
+export function suiteCluster(prefix: string, opts: ClusterOptions): () => Cluster {
+  let c: Cluster | undefined;
+  before(async () => {
+    c = await startCluster(prefix, opts);
+  });
+  after(async () => {
+    await stopCluster(c);
+  });
+  return () => {
+    if (!c) throw new Error(`the cluster ${prefix} is not started`);
+    return c;
+  };
 }
 
 /** Every line of the record file; each must parse (a torn line would mean interleaved writes). */

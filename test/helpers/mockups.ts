@@ -15,3 +15,13 @@ export function mockupTrees(): string[] {
     .map((d) => d.name)
     .sort();
 }
+
+/**
+ * mockupTrees, for a suite that runs once per tree: when none is found, a pending test in the
+ * enclosing `describe` says where they go.
+ */
+export function mockupTreesOrPending(): string[] {
+  const trees = mockupTrees();
+  if (!trees.length) it(`needs the mockups in ${MOCKUPS} (or GALVANIC_REDFISH_MOCKUPS)`);
+  return trees;
+}

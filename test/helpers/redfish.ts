@@ -2,7 +2,7 @@
 import { pino, type Logger } from 'pino';
 import { RedfishDriver, type RedfishOptions } from '../../drivers/redfish/index.js';
 import type { DriverContext } from '../../drivers/interfaces.js';
-import type { BmcCounters, LogEntry, SimFaults } from '../../sim/redfish/index.js';
+import { startRedfishSim, type BmcCounters, type LogEntry, type RedfishSim, type RedfishSimOptions, type SimFaults } from '../../sim/redfish/index.js';
 
 export const quietLog: Logger = pino({ level: process.env.GALVANIC_TEST_LOG ?? 'silent' });
 
@@ -58,4 +58,27 @@ export async function rejection(p: Promise<unknown>): Promise<Error> {
     return err as Error;
   }
   throw new Error('expected a rejection');
+}
+
+/**
+ * A simulator for the suite and a new driver (makeDriver with `driverOptions`) for each test;
+ * `url` is the first BMC's. Call it inside `describe`; read it from hooks and tests only.
+ */
+export function simWithDriver(options: RedfishSimOptions, driverOptions: Partial<RedfishOptions> = {}): { sim: RedfishSim; driver: RedfishDriver; readonly url: string } {
+  const f = {
+    get url() { return f.sim.bmcs[0].url; },
+  } as { sim: RedfishSim; driver: RedfishDriver; readonly url: string };
+  before(async () => {
+    f.sim = await startRedfishSim(options);
+  });
+  beforeEach(() => {
+    f.driver = makeDriver(driverOptions);
+  });
+  afterEach(async () => {
+    await f.driver?.close();
+  });
+  after(async () => {
+    await f.sim?.stop();
+  });
+  return f;
 }

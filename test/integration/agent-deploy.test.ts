@@ -7,40 +7,26 @@
  */
 import { expect } from 'chai';
 import { nicMacs } from '../../sim/redfish/model-synthetic.js';
-import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
-import { startGalvanicOnFreshDatabase, type GalvanicOnFreshDatabase } from '../helpers/app.js';
 import { agentWitness, setAgentFaults } from '../helpers/agent-sim.js';
 import { until } from '../helpers/until.js';
-import { AGENT_TEST_ENV, directNodeBody, startImageServer, watchStates, type ImageServer } from '../helpers/agent-deploy.js';
-import { createNode, getNode, httpClient, nodeHistory, nodePorts, provision, provisionAndSettle, type ApiCall } from '../helpers/provisioning.js';
+import { AGENT_TEST_ENV, directNodeBody, galvanicAndSim, watchStates } from '../helpers/agent-deploy.js';
+import { createNode, getNode, nodeHistory, nodePorts, provision, provisionAndSettle } from '../helpers/provisioning.js';
 
 describe('direct deploy and cleaning through the agent (real processes)', function () {
   this.timeout(180_000);
-  let galvanic: GalvanicOnFreshDatabase | undefined;
-  let sim: RedfishSim | undefined;
-  let images: ImageServer | undefined;
-  let api: ApiCall;
+  const g = galvanicAndSim({
+    images: true,
+    env: {
+      ...AGENT_TEST_ENV, GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'redfish,agent,no-inspect', GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '12', GALVANIC_AGENT__COMMAND_WAIT_INTERVAL: '1', GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '12', GALVANIC_DEFAULT__DEBUG: 'true' },
+    sim: (apiUrl) => ({ count: 15, agent: { apiUrl, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } }),
+    cleanExit: false,
+  });
+  const { api } = g;
   const tokens = new Set<string>();
-
-  before(async () => {
-    images = await startImageServer();
-    galvanic = await startGalvanicOnFreshDatabase({
-      env: {
-        ...AGENT_TEST_ENV, GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'redfish,agent,no-inspect', GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '12', GALVANIC_AGENT__COMMAND_WAIT_INTERVAL: '1', GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '12', GALVANIC_DEFAULT__DEBUG: 'true' },
-    });
-    sim = await startRedfishSim({ count: 15, agent: { apiUrl: galvanic.url, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } });
-    api = httpClient(galvanic.url);
-  });
-
-  after(async () => {
-    await galvanic?.shutdown();
-    await sim?.stop();
-    await images?.close();
-  });
 
   /** A node on BMC `i`, enrolled, managed and inspected (its ports come from the BMC). */
   async function manageableNode(i: number, extra: Record<string, unknown> = {}): Promise<string> {
-    const node = await createNode(api, directNodeBody(`agent-${i}`, sim!.bmcs[i].url, images!, extra));
+    const node = await createNode(api, directNodeBody(`agent-${i}`, g.sim.bmcs[i].url, g.images, extra));
     expect((await provisionAndSettle(api, node.uuid, 'manage')).provision_state).to.equal('manageable');
     expect((await provisionAndSettle(api, node.uuid, 'inspect')).provision_state).to.equal('manageable');
     expect(await nodePorts(api, node.uuid)).to.have.length.at.least(1);
@@ -75,7 +61,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
   }
 
   async function rememberToken(i: number): Promise<void> {
-    const w = await agentWitness(sim!.bmcs[i].url);
+    const w = await agentWitness(g.sim.bmcs[i].url);
     if (w.token) tokens.add(w.token);
   }
 
@@ -92,9 +78,9 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     expect(deployed.node.provision_state, deployed.node.last_error ?? '').to.equal('active');
     const seen = deployed.states.join(' → ');
     expect(seen).to.match(/deploying → wait call-back → (.* → )?deploying → (.* → )?active/);
-    const witness = await agentWitness(sim!.bmcs[0].url);
-    expect(witness.disk?.sha256, JSON.stringify(witness)).to.equal(images!.image.sha256);
-    expect(witness.disk?.imageUrl).to.equal(images!.image.url);
+    const witness = await agentWitness(g.sim.bmcs[0].url);
+    expect(witness.disk?.sha256, JSON.stringify(witness)).to.equal(g.images.image.sha256);
+    expect(witness.disk?.imageUrl).to.equal(g.images.image.url);
     expect(deployed.node.power_state).to.equal('power on');
     expect(deployed.node.deploy_step).to.deep.equal({});
     if (witness.token) tokens.add(witness.token);
@@ -113,7 +99,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     await provision(api, uuid, 'clean', { clean_steps: [{ interface: 'deploy', step: 'erase_devices_metadata' }] });
     const cleaned = await watchStates(api, uuid);
     expect(cleaned.node.provision_state, cleaned.node.last_error ?? '').to.equal('manageable');
-    const after = await agentWitness(sim!.bmcs[0].url);
+    const after = await agentWitness(g.sim.bmcs[0].url);
     if (after.token) tokens.add(after.token);
     const steps = after.commands.filter((c) => c.command_name === 'execute_clean_step')
       .map((c) => ((c.command_result ?? {}) as { clean_step?: { step?: string } }).clean_step?.step);
@@ -124,7 +110,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
 
   it('aborts cleaning in clean wait (1.13) and leaves the node clean failed', async () => {
     const uuid = await manageableNode(1);
-    await setAgentFaults(sim!.bmcs[1].url, { hangStep: 'erase_devices_metadata' });
+    await setAgentFaults(g.sim.bmcs[1].url, { hangStep: 'erase_devices_metadata' });
     await provision(api, uuid, 'clean', { clean_steps: [{ interface: 'deploy', step: 'erase_devices_metadata' }] });
     await cleanStepRunning(uuid, 'erase_devices_metadata');
     await rememberToken(1);
@@ -132,11 +118,11 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     const aborted = await watchStates(api, uuid);
     expect(aborted.node.provision_state).to.equal('clean failed');
     expect(aborted.node.last_error).to.include('By request, the clean operation was aborted during or after the completion of step "deploy.erase_devices_metadata"');
-    await setAgentFaults(sim!.bmcs[1].url, {});
+    await setAgentFaults(g.sim.bmcs[1].url, {});
   });
 
   it('aborts after a clean step that is not abortable, once the step has ended (abort_after)', async () => {
-    const bmc = sim!.bmcs[10].url;
+    const bmc = g.sim.bmcs[10].url;
     const uuid = await manageableNode(10);
     await setAgentFaults(bmc, { unabortableStep: 'erase_devices_metadata', stepSeconds: { erase_devices_metadata: 3 } });
     await provision(api, uuid, 'clean', {
@@ -160,17 +146,17 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
   });
 
   it('deploys a partition image and has the agent install the bootloader on its partitions', async () => {
-    const bmc = sim!.bmcs[13].url;
+    const bmc = g.sim.bmcs[13].url;
     const uuid = await manageableNode(13, { automated_clean: false });
     await provisionAndSettle(api, uuid, 'provide');
-    const ii = { image_source: images!.image.url, image_os_hash_algo: 'sha256', image_os_hash_value: images!.image.sha256, image_type: 'partition', root_gb: 10 };
+    const ii = { image_source: g.images.image.url, image_os_hash_algo: 'sha256', image_os_hash_value: g.images.image.sha256, image_type: 'partition', root_gb: 10 };
     const res = await api('PATCH', `/v1/nodes/${uuid}`, [{ op: 'replace', path: '/instance_info', value: ii }]);
     expect(res.status, res.body).to.equal(200);
     await provision(api, uuid, 'active');
     const deployed = await watchStates(api, uuid);
     expect(deployed.node.provision_state, deployed.node.last_error ?? '').to.equal('active');
     const witness = await agentWitness(bmc);
-    expect(witness.disk, JSON.stringify(witness)).to.include({ sha256: images!.image.sha256, imageType: 'partition' });
+    expect(witness.disk, JSON.stringify(witness)).to.include({ sha256: g.images.image.sha256, imageType: 'partition' });
     // Inspection found the node UEFI: GRUB goes to the root and EFI system partitions the agent reported.
     const bootloader = witness.disk!.bootloader;
     expect(bootloader, JSON.stringify(witness)).to.include({ targetBootMode: 'uefi' });
@@ -182,7 +168,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
   });
 
   it('aborts after a step that is not abortable in a group operation: the node\'s step fails with the cleaning', async () => {
-    const bmc = sim!.bmcs[14].url;
+    const bmc = g.sim.bmcs[14].url;
     const uuid = await manageableNode(14);
     await setAgentFaults(bmc, { unabortableStep: 'erase_devices_metadata', stepSeconds: { erase_devices_metadata: 3 } });
     const op = await startOperation({ nodes: [uuid], steps: [{ action: 'provide' }] });
@@ -203,7 +189,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
   it('fails the deploy on a bad checksum, with the agent\'s reason', async () => {
     const uuid = await manageableNode(2, { automated_clean: false });
     await provisionAndSettle(api, uuid, 'provide');
-    const bad = { image_source: images!.image.url, image_os_hash_algo: 'sha256', image_os_hash_value: '0'.repeat(64) };
+    const bad = { image_source: g.images.image.url, image_os_hash_algo: 'sha256', image_os_hash_value: '0'.repeat(64) };
     const res = await api('PATCH', `/v1/nodes/${uuid}`, [{ op: 'replace', path: '/instance_info', value: bad }]);
     expect(res.status, res.body).to.equal(200);
     await provision(api, uuid, 'active');
@@ -220,8 +206,8 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     const crash = await manageableNode(4, { automated_clean: false });
     await provisionAndSettle(api, never, 'provide');
     await provisionAndSettle(api, crash, 'provide');
-    await setAgentFaults(sim!.bmcs[3].url, { noBoot: true });
-    await setAgentFaults(sim!.bmcs[4].url, { crashDuringStep: 'write_image' });
+    await setAgentFaults(g.sim.bmcs[3].url, { noBoot: true });
+    await setAgentFaults(g.sim.bmcs[4].url, { crashDuringStep: 'write_image' });
     await provision(api, never, 'active');
     await provision(api, crash, 'active');
     const [a, b] = await Promise.all([watchStates(api, never, 60_000), watchStates(api, crash, 60_000)]);
@@ -235,10 +221,10 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
 
   it('refuses heartbeats with a wrong token (counted by the agent) and changes nothing', async () => {
     const uuid = await manageableNode(5);
-    await setAgentFaults(sim!.bmcs[5].url, { wrongToken: true });
+    await setAgentFaults(g.sim.bmcs[5].url, { wrongToken: true });
     await provision(api, uuid, 'provide');
     const w = await until('refused heartbeats', async () => {
-      const x = await agentWitness(sim!.bmcs[5].url);
+      const x = await agentWitness(g.sim.bmcs[5].url);
       return (x.heartbeatStatuses['400'] ?? 0) >= 2 ? x : null;
     }, 30_000);
     expect(w.heartbeatStatuses['202'] ?? 0).to.equal(0);
@@ -254,13 +240,13 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
 
   it('deploys and cleans through the agent in group operations: a node is done once active / available, failures isolated', async () => {
     const nodes = [];
-    for (const i of [6, 7, 8, 9]) nodes.push(await createNode(api, directNodeBody(`group-${i}`, sim!.bmcs[i].url, images!)));
+    for (const i of [6, 7, 8, 9]) nodes.push(await createNode(api, directNodeBody(`group-${i}`, g.sim.bmcs[i].url, g.images)));
     const uuids = nodes.map((n) => n.uuid);
     const ready = await runOperation({ nodes: uuids, steps: [{ action: 'manage' }, { action: 'inspect' }, { action: 'provide' }] });
     expect(ready.state, JSON.stringify(ready)).to.equal('succeeded');
     for (const u of uuids) expect((await getNode(api, u)).provision_state).to.equal('available');
     // One node's image write fails: only that node fails.
-    await setAgentFaults(sim!.bmcs[9].url, { failStep: 'write_image', failMessage: 'disk on fire' });
+    await setAgentFaults(g.sim.bmcs[9].url, { failStep: 'write_image', failMessage: 'disk on fire' });
     const deployed = await runOperation({ nodes: uuids, steps: [{ action: 'deploy' }] });
     expect(deployed.state, JSON.stringify(deployed)).to.equal('partially_failed');
     for (const u of uuids.slice(0, 3)) {
@@ -271,16 +257,16 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     const failed = await getNode(api, uuids[3]);
     expect(failed.provision_state).to.equal('deploy failed');
     expect(failed.last_error).to.include('disk on fire');
-    for (const i of [6, 7, 8]) expect((await agentWitness(sim!.bmcs[i].url)).disk?.sha256).to.equal(images!.image.sha256);
+    for (const i of [6, 7, 8]) expect((await agentWitness(g.sim.bmcs[i].url)).disk?.sha256).to.equal(g.images.image.sha256);
     const undeployed = await runOperation({ nodes: uuids.slice(0, 3), steps: [{ action: 'undeploy' }] });
     expect(undeployed.state, JSON.stringify(undeployed)).to.equal('succeeded');
     for (const u of uuids.slice(0, 3)) expect((await getNode(api, u)).provision_state).to.equal('available');
-    await setAgentFaults(sim!.bmcs[9].url, {});
+    await setAgentFaults(g.sim.bmcs[9].url, {});
   });
 
   it('inspects through the agent in a group operation: a node is done once manageable, with its inventory processed', async () => {
     const uuids = [];
-    for (const i of [11, 12]) uuids.push((await createNode(api, directNodeBody(`group-inspect-${i}`, sim!.bmcs[i].url, images!, { inspect_interface: 'agent' }))).uuid);
+    for (const i of [11, 12]) uuids.push((await createNode(api, directNodeBody(`group-inspect-${i}`, g.sim.bmcs[i].url, g.images, { inspect_interface: 'agent' }))).uuid);
     const op = await runOperation({ nodes: uuids, steps: [{ action: 'manage' }, { action: 'inspect' }] });
     expect(op.state, JSON.stringify(op)).to.equal('succeeded');
     // Read as the operation ended: not in inspect wait or inspecting any more.
@@ -289,7 +275,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
       expect(n, n.last_error ?? '').to.include({ provision_state: 'manageable', target_provision_state: null, power_state: 'power off', last_error: null });
       expect(n.properties).to.include({ cpu_arch: 'x86_64' });
       expect(await nodePorts(api, u)).to.deep.equal([...nicMacs(0, 11 + k)].sort());
-      expect((await agentWitness(sim!.bmcs[11 + k].url)).inspections).to.equal(1);
+      expect((await agentWitness(g.sim.bmcs[11 + k].url)).inspections).to.equal(1);
     }
   });
 
@@ -302,7 +288,7 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
       bodies.push((await api('GET', `/v1/nodes/${n.uuid}`)).body);
       bodies.push((await api('GET', `/v1/nodes/${n.uuid}/history?detail=true`)).body);
     }
-    const log = galvanic!.output();
+    const log = g.galvanic.output();
     expect(log.length).to.be.greaterThan(1000);
     for (const token of tokens) {
       for (const b of bodies) expect(b.includes(token), 'token in an API response').to.equal(false);

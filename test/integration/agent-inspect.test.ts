@@ -5,7 +5,7 @@
  * the boot torn down, `manageable`), the timeout, bad inventories, the wrong state, abort.
  */
 import { expect } from 'chai';
-import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
+import { startRedfishSim, type RedfishSim, type RedfishSimOptions } from '../../sim/redfish/index.js';
 import { nicMacs } from '../../sim/redfish/model-synthetic.js';
 import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
 import {
@@ -44,29 +44,41 @@ function inventoryOf(index: number, extra: Record<string, unknown> = {}): Record
   };
 }
 
+/**
+ * The suite's app (ENV, with its conductor) and simulator, both stopped after the suite; the
+ * simulator's options are made once the app is built. Read `sim` from hooks and tests only.
+ */
+function appAndSim(simOptions: (t: TestApp) => Promise<RedfishSimOptions>): { readonly sim: RedfishSim; api: ApiCall } {
+  let t: TestApp | undefined;
+  let sim: RedfishSim | undefined;
+  before(async () => {
+    t = await buildTestApp(ENV);
+    sim = await startRedfishSim(await simOptions(t));
+  });
+  after(() => Promise.all([t?.close(), sim?.stop()]));
+  return {
+    get sim() {
+      if (!sim) throw new Error('the simulator is not started');
+      return sim;
+    },
+    api: (...args) => injector(t!.app)(...args),
+  };
+}
+
 describe('agent (in-band) inspection', function () {
   this.timeout(60_000);
-  let t: TestApp;
-  let api: ApiCall;
-  let sim: RedfishSim;
-
-  before(async () => {
-    sim = await startRedfishSim({ count: 6 });
-    t = await buildTestApp(ENV);
-    api = injector(t.app);
-  });
-
-  after(() => Promise.all([t?.close(), sim?.stop()]));
+  const s = appAndSim(async () => ({ count: 6 }));
+  const { api } = s;
 
   /** A manageable agent-inspected node of BMC `index`. */
   async function manageable(name: string, index: number, driverInfo: Record<string, unknown> = { deploy_iso: ISO }): Promise<NodeView> {
-    const body = redfishNodeBody(name, sim.bmcs[index].url, { inspect_interface: 'agent' });
+    const body = redfishNodeBody(name, s.sim.bmcs[index].url, { inspect_interface: 'agent' });
     body.driver_info = { ...(body.driver_info as object), ...driverInfo };
     const node = await createNode(api, body);
     const m = await provisionAndSettle(api, node.uuid, 'manage');
     expect(m.provision_state, m.last_error ?? '').to.equal('manageable');
-    await simControl(sim.bmcs[index].url, 'state', { initial: true });
-    await clearSimEvents(sim.bmcs[index].url);
+    await simControl(s.sim.bmcs[index].url, 'state', { initial: true });
+    await clearSimEvents(s.sim.bmcs[index].url);
     return m;
   }
 
@@ -82,7 +94,7 @@ describe('agent (in-band) inspection', function () {
 
   it('boots the agent ISO once, waits, processes the inventory with the hooks and ends manageable, powered off', async () => {
     const node = await waiting('agent-1', 0);
-    const url = sim.bmcs[0].url;
+    const url = s.sim.bmcs[0].url;
     expect(node.target_provision_state).to.equal('manageable');
     expect(node.inspection_started_at).to.be.a('string');
     // Ports for the BMC's MACs exist before the agent boots, so that it can be found by them.
@@ -145,7 +157,7 @@ describe('agent (in-band) inspection', function () {
     );
     // The agent's boot is torn down on failure too.
     expect(failed.power_state).to.equal('power off');
-    expect(insertedMedia(await simState(sim.bmcs[2].url))).to.deep.equal([]);
+    expect(insertedMedia(await simState(s.sim.bmcs[2].url))).to.deep.equal([]);
   });
 
   it('answers 404 for a node that does not wait for inspection data, and changes nothing', async () => {
@@ -164,7 +176,7 @@ describe('agent (in-band) inspection', function () {
     expect(failed.last_error).to.equal('Timeout reached while inspecting the node. Please check if the ramdisk responsible for the inspection is running on the node.');
     const clean = await untilNode(api, node.uuid, (n) => n.power_state === 'power off' && n.reservation === null, 'to be powered off');
     expect(clean.provision_state).to.equal('inspect failed');
-    expect(insertedMedia(await simState(sim.bmcs[4].url))).to.deep.equal([]);
+    expect(insertedMedia(await simState(s.sim.bmcs[4].url))).to.deep.equal([]);
   });
 
   it('aborts in inspect wait from 1.41 (406 before), tearing the boot down', async () => {
@@ -175,7 +187,7 @@ describe('agent (in-band) inspection', function () {
     const aborted = await provisionAndSettle(api, node.uuid, 'abort');
     expect(aborted.provision_state).to.equal('inspect failed');
     expect(aborted.power_state).to.equal('power off');
-    expect(insertedMedia(await simState(sim.bmcs[5].url))).to.deep.equal([]);
+    expect(insertedMedia(await simState(s.sim.bmcs[5].url))).to.deep.equal([]);
     // A late inventory is refused: the node no longer waits.
     expect((await post({ inventory: inventoryOf(5) })).status).to.equal(404);
   });
@@ -193,21 +205,14 @@ describe('agent (in-band) inspection', function () {
 
 describe('agent (in-band) inspection with the agent simulator', function () {
   this.timeout(60_000);
-  let t: TestApp;
-  let api: ApiCall;
-  let sim: RedfishSim;
-
-  before(async () => {
-    t = await buildTestApp(ENV);
-    api = injector(t.app);
-    const url = await t.app.listen({ port: 0, host: '127.0.0.1' });
-    sim = await startRedfishSim({ count: 2, agent: { apiUrl: url, bootSeconds: [0.2, 0.4], lookupRetryMs: 300 } });
-  });
-
-  after(() => Promise.all([t?.close(), sim?.stop()]));
+  // The simulated agents call the app over HTTP.
+  const s = appAndSim(async (t) => ({
+    count: 2, agent: { apiUrl: await t.app.listen({ port: 0, host: '127.0.0.1' }), bootSeconds: [0.2, 0.4], lookupRetryMs: 300 },
+  }));
+  const { api } = s;
 
   async function agentNode(name: string, index: number): Promise<NodeView> {
-    const body = redfishNodeBody(name, sim.bmcs[index].url, { inspect_interface: 'agent' });
+    const body = redfishNodeBody(name, s.sim.bmcs[index].url, { inspect_interface: 'agent' });
     body.driver_info = { ...(body.driver_info as object), deploy_iso: ISO };
     const node = await createNode(api, body);
     expect((await provisionAndSettle(api, node.uuid, 'manage')).provision_state).to.equal('manageable');
@@ -218,7 +223,7 @@ describe('agent (in-band) inspection with the agent simulator', function () {
     const node = await agentNode('sim-agent-0', 0);
     const done = await provisionAndSettle(api, node.uuid, 'inspect', {}, 30_000);
     expect(done.provision_state, done.last_error ?? '').to.equal('manageable');
-    const witness = await agentWitness(sim.bmcs[0].url);
+    const witness = await agentWitness(s.sim.bmcs[0].url);
     expect(witness.inspectionStatuses).to.deep.equal({ 202: 1 });
     expect(witness.running).to.equal(false);
     const { inventory } = (await api('GET', `/v1/nodes/${node.uuid}/inventory`)).json<{ inventory: Record<string, any> }>(); // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -230,18 +235,18 @@ describe('agent (in-band) inspection with the agent simulator', function () {
     expect(done.properties.local_gb).to.be.a('number').above(0);
     expect(await nodePorts(api, node.uuid)).to.deep.equal([...nicMacs(0, 0)].sort());
     expect(done.power_state).to.equal('power off');
-    expect(insertedMedia(await simState(sim.bmcs[0].url))).to.deep.equal([]);
+    expect(insertedMedia(await simState(s.sim.bmcs[0].url))).to.deep.equal([]);
     // The agent's token is never shown by the API.
     expect(witness.token).to.be.a('string');
     expect(JSON.stringify(await getNode(api, node.uuid))).to.not.include(witness.token as string);
   });
 
   it('fails with Ironic\'s timeout message when the agent never boots', async () => {
-    await setAgentFaults(sim.bmcs[1].url, { noBoot: true });
+    await setAgentFaults(s.sim.bmcs[1].url, { noBoot: true });
     const node = await agentNode('sim-agent-1', 1);
     await provision(api, node.uuid, 'inspect');
     const failed = await untilNode(api, node.uuid, (n) => n.provision_state === 'inspect failed' && n.reservation === null && n.power_state === 'power off', 'to fail inspection', 30_000);
     expect(failed.last_error).to.equal('Timeout reached while inspecting the node. Please check if the ramdisk responsible for the inspection is running on the node.');
-    expect((await agentWitness(sim.bmcs[1].url)).inspections).to.equal(0);
+    expect((await agentWitness(s.sim.bmcs[1].url)).inspections).to.equal(0);
   });
 });

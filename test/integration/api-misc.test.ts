@@ -5,6 +5,7 @@
 import { expect } from 'chai';
 import bcrypt from 'bcryptjs';
 import type { LightMyRequestResponse } from 'fastify';
+import type { Knex } from 'knex';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -40,6 +41,16 @@ function expectVersionHeaders(res: LightMyRequestResponse, version: string): voi
 describe('API discovery, drivers, conductors and history', function () {
   let t: TestApp;
   let nodeUuid: string;
+
+  /** Conductor rows (built with the suite's knex) for the enclosing describe: inserted before it, all deleted after. */
+  function conductorRows(rows: (knex: Knex) => Array<Record<string, unknown>>): void {
+    before(async () => {
+      await t.tdb.knex('conductors').insert(rows(t.tdb.knex));
+    });
+    after(async () => {
+      await t.tdb.knex('conductors').delete();
+    });
+  }
 
   before(async () => {
     t = await buildTestApp({}, { conductor: false });
@@ -175,17 +186,10 @@ describe('API discovery, drivers, conductors and history', function () {
   });
 
   describe('drivers', () => {
-    before(async () => {
-      const knex = t.tdb.knex;
-      await knex('conductors').insert([
-        { hostname: 'live-1', conductor_group: '', drivers: JSON.stringify(['fake-hardware']), online: true, heartbeat_at: knex.fn.now() },
-        { hostname: 'stale-1', conductor_group: '', drivers: JSON.stringify(['fake-hardware']), online: true, heartbeat_at: knex.raw("now() - interval '1 hour'") },
-      ]);
-    });
-
-    after(async () => {
-      await t.tdb.knex('conductors').delete();
-    });
+    conductorRows((knex) => [
+      { hostname: 'live-1', conductor_group: '', drivers: JSON.stringify(['fake-hardware']), online: true, heartbeat_at: knex.fn.now() },
+      { hostname: 'stale-1', conductor_group: '', drivers: JSON.stringify(['fake-hardware']), online: true, heartbeat_at: knex.raw("now() - interval '1 hour'") },
+    ]);
 
     it('lists the enabled hardware types with the hosts of live conductors', async () => {
       const res = await call(t, 'GET', '/v1/drivers', { headers: at('latest') });
@@ -224,18 +228,11 @@ describe('API discovery, drivers, conductors and history', function () {
   });
 
   describe('conductors', () => {
-    before(async () => {
-      const knex = t.tdb.knex;
-      await knex('conductors').insert([
-        { hostname: 'c-live', conductor_group: 'rack1', drivers: JSON.stringify(['fake-hardware']), online: true, heartbeat_at: knex.fn.now() },
-        { hostname: 'c-stale', conductor_group: '', drivers: JSON.stringify(['fake-hardware']), online: true, heartbeat_at: knex.raw("now() - interval '10 minutes'") },
-        { hostname: 'c-offline', conductor_group: '', drivers: JSON.stringify([]), online: false, heartbeat_at: knex.fn.now() },
-      ]);
-    });
-
-    after(async () => {
-      await t.tdb.knex('conductors').delete();
-    });
+    conductorRows((knex) => [
+      { hostname: 'c-live', conductor_group: 'rack1', drivers: JSON.stringify(['fake-hardware']), online: true, heartbeat_at: knex.fn.now() },
+      { hostname: 'c-stale', conductor_group: '', drivers: JSON.stringify(['fake-hardware']), online: true, heartbeat_at: knex.raw("now() - interval '10 minutes'") },
+      { hostname: 'c-offline', conductor_group: '', drivers: JSON.stringify([]), online: false, heartbeat_at: knex.fn.now() },
+    ]);
 
     it('is hidden below 1.49', async () => {
       expectFault(await call(t, 'GET', '/v1/conductors', { headers: at('1.48') }), 404);

@@ -22,7 +22,7 @@ import { registerConductor } from '../../db/conductors.js';
 import { createKnex } from '../../db/connection.js';
 import { claimIntents, enqueueIntents, finishIntent, getIntentById, recoverConductorLeftovers, type ClaimScope } from '../../db/intents.js';
 import { createNode } from '../../db/nodes.js';
-import { readRecords, startCluster, stopCluster, type BmcRecord, type Cluster } from '../helpers/cluster.js';
+import { readRecords, suiteCluster, type BmcRecord } from '../helpers/cluster.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 
 /** An intent as GET /v1/nodes/{n}/intents shows it. */
@@ -251,21 +251,13 @@ describe('conductor races (real processes, real Postgres)', function () {
   this.timeout(300_000);
 
   describe('ordering and exclusion: 200 nodes, 3 conductors, 5 rounds of 4,000 unawaited actions', () => {
-    let c: Cluster | undefined;
-
-    before(async () => {
-      c = await startCluster('order', { conductors: 3, env: CONDUCTOR_ENV });
-    });
-
-    after(async () => {
-      await stopCluster(c);
-    });
+    const c = suiteCluster('order', { conductors: 3, env: CONDUCTOR_ENV });
 
     it('runs every node\'s intents once each, in seq order, one at a time, spread over all conductors', async function () {
       // About a minute on a quiet 2-core machine; a machine shared with other heavy work can
       // fall to ~20 requests a second, and a timeout says nothing about the claims checked here.
       this.timeout(900_000);
-      const { api, tdb, recordFile, conductors } = c!;
+      const { api, tdb, recordFile, conductors } = c();
       const nodes = await createNodes(api.url, NODES, 2);
       const pids = conductors.map((x) => x.pid).sort();
       let seen = 0;
@@ -323,7 +315,7 @@ describe('conductor races (real processes, real Postgres)', function () {
     });
 
     it('wakes the conductor that owns a node at once: an intent on an idle cluster starts long before the 1 s poll would find it', async () => {
-      const { api, tdb } = c!;
+      const { api, tdb } = c();
       const nodes = await createNodes(api.url, 30, 0);
       const startedAfterMs = async (id: string): Promise<number | null> => {
         const row = await tdb.knex('intents').where('uuid', id).first(tdb.knex.raw('extract(epoch FROM started_at - created_at) * 1000 AS ms'));
@@ -347,18 +339,10 @@ describe('conductor races (real processes, real Postgres)', function () {
   });
 
   describe('takeover: a conductor SIGKILLed with work in flight', () => {
-    let c: Cluster | undefined;
-
-    before(async () => {
-      c = await startCluster('takeover', { conductors: 3, env: CONDUCTOR_ENV });
-    });
-
-    after(async () => {
-      await stopCluster(c);
-    });
+    const c = suiteCluster('takeover', { conductors: 3, env: CONDUCTOR_ENV });
 
     it('finishes every intent within heartbeat_timeout + 10 s, none run twice unless retried, order kept', async () => {
-      const { api, tdb, recordFile, conductors } = c!;
+      const { api, tdb, recordFile, conductors } = c();
       const nodes = await createNodes(api.url, 100, 20);
       const heartbeats = watchHeartbeats(tdb.knex);
       // No reboots: a reboot running when its conductor dies is failed on purpose (running it
@@ -564,28 +548,32 @@ describe('conductor races (real processes, real Postgres)', function () {
         return err;
       };
 
+      type Claimed = Awaited<ReturnType<TaskManager['claimIntents']>>[number];
+      /**
+       * `dead` is recovered and tm-b claims the intent again (attempt `attempt`); the late
+       * outcome of `previous` must not land, and tm-b keeps the node.
+       */
+      const retriedByB = async (dead: string, previous: Claimed, attempt: number, what: string): Promise<Claimed> => {
+        await recoverConductorLeftovers(tdb.knex, dead, safeToRepeat);
+        const [retried] = await b.claimIntents(10, scope);
+        expect([retried.intent.id, retried.intent.attempts]).to.deep.equal([previous.intent.id, attempt]);
+        expect(await rejected(late(previous.task, previous.intent.id)), what).to.be.instanceOf(LockLost);
+        await previous.task.release();
+        expect(await reservationOf(id)).to.equal('tm-b');
+        return retried;
+      };
+
       // tm-a claims the first intent, then misses heartbeats: the survivors recover it and
       // tm-b retries the intent, while tm-a's BMC call is in fact still under way.
       const [first] = await a.claimIntents(10, scope);
       expect(first.intent.seq).to.equal(1);
-      await recoverConductorLeftovers(tdb.knex, 'tm-a', safeToRepeat);
-      const [second] = await b.claimIntents(10, scope);
-      expect([second.intent.id, second.intent.attempts]).to.deep.equal([first.intent.id, 2]);
-      // tm-a's late outcome must not land: tm-b holds the node and runs attempt 2.
-      expect(await rejected(late(first.task, first.intent.id)), 'late commit of tm-a').to.be.instanceOf(LockLost);
-      await first.task.release();
-      expect(await reservationOf(id)).to.equal('tm-b');
+      const second = await retriedByB('tm-a', first, 2, 'late commit of tm-a');
       let row = await getIntentById(tdb.knex, first.intent.id);
       expect([row.state, row.conductor, row.attempts]).to.deep.equal(['running', 'tm-b', 2]);
       expect(await claimIntents(tdb.knex, 'tm-c', 10, scope), 'the next intent is not claimable').to.deep.equal([]);
 
       // The same with one host: tm-b is recovered and claims the intent again itself (attempt 3).
-      await recoverConductorLeftovers(tdb.knex, 'tm-b', safeToRepeat);
-      const [third] = await b.claimIntents(10, scope);
-      expect([third.intent.id, third.intent.attempts]).to.deep.equal([first.intent.id, 3]);
-      expect(await rejected(late(second.task, second.intent.id)), 'late commit of attempt 2').to.be.instanceOf(LockLost);
-      await second.task.release();
-      expect(await reservationOf(id)).to.equal('tm-b');
+      const third = await retriedByB('tm-b', second, 3, 'late commit of attempt 2');
       row = await getIntentById(tdb.knex, first.intent.id);
       expect([row.state, row.attempts]).to.deep.equal(['running', 3]);
 

@@ -53,6 +53,13 @@ async function create(t: TestApp, body: Obj): Promise<NodeBody> {
   return res.json<NodeBody>();
 }
 
+/** PATCHes `url` with `ops`, expects 200: the node as it is now. */
+async function patched(t: TestApp, url: string, ops: Obj[]): Promise<NodeBody> {
+  const res = await call(t, 'PATCH', url, ops);
+  expect(res.statusCode, res.body).to.equal(200);
+  return res.json<NodeBody>();
+}
+
 function ifaces(n: NodeBody): Obj {
   return Object.fromEntries(IFACE_FIELDS.map((f) => [f, n[f]]));
 }
@@ -162,8 +169,7 @@ describe('driver configuration: enabled hardware types and interfaces', function
       const node = await create(t, { driver: 'redfish', driver_info: REDFISH_INFO });
       fault(await call(t, 'PATCH', `/v1/nodes/${node.uuid}`, [{ op: 'replace', path: '/power_interface', value: 'ipmitool' }]), 400,
         'power interface "ipmitool"', 'hardware type "redfish"');
-      const ok = await call(t, 'PATCH', `/v1/nodes/${node.uuid}`, [{ op: 'replace', path: '/power_interface', value: 'redfish' }]);
-      expect(ok.statusCode, ok.body).to.equal(200);
+      await patched(t, `/v1/nodes/${node.uuid}`, [{ op: 'replace', path: '/power_interface', value: 'redfish' }]);
     });
 
     it('PATCH driver fake-hardware → redfish keeps the interfaces (refused when they do not fit) unless reset_interfaces', async () => {
@@ -183,15 +189,13 @@ describe('driver configuration: enabled hardware types and interfaces', function
       fault(await call(t, 'PATCH', `${url}?reset_interfaces=true`, [{ op: 'add', path: '/extra/a', value: 'b' }]), 400, 'reset_interfaces', 'driver');
       fault(await call(t, 'PATCH', `${url}?reset_interfaces=true`, [toRedfish], '1.44'), 406);
 
-      const reset = await call(t, 'PATCH', `${url}?reset_interfaces=true`, [toRedfish, { op: 'add', path: '/driver_info', value: REDFISH_INFO }]);
-      expect(reset.statusCode, reset.body).to.equal(200);
-      expect(reset.json<NodeBody>().driver).to.equal('redfish');
-      expect(ifaces(reset.json<NodeBody>())).to.deep.equal({ power_interface: 'redfish', management_interface: 'redfish', console_interface: 'no-console' });
+      const reset = await patched(t, `${url}?reset_interfaces=true`, [toRedfish, { op: 'add', path: '/driver_info', value: REDFISH_INFO }]);
+      expect(reset.driver).to.equal('redfish');
+      expect(ifaces(reset)).to.deep.equal({ power_interface: 'redfish', management_interface: 'redfish', console_interface: 'no-console' });
 
       // And back, with reset: fake-hardware's own defaults.
-      const back = await call(t, 'PATCH', `${url}?reset_interfaces=True`, [{ op: 'replace', path: '/driver', value: 'fake-hardware' }]);
-      expect(back.statusCode, back.body).to.equal(200);
-      expect(ifaces(back.json<NodeBody>())).to.deep.equal({ power_interface: 'fake', management_interface: 'fake', console_interface: 'fake' });
+      const back = await patched(t, `${url}?reset_interfaces=True`, [{ op: 'replace', path: '/driver', value: 'fake-hardware' }]);
+      expect(ifaces(back)).to.deep.equal({ power_interface: 'fake', management_interface: 'fake', console_interface: 'fake' });
     });
 
     it('PATCH driver with the new interfaces in the same request keeps the others', async () => {
@@ -206,29 +210,26 @@ describe('driver configuration: enabled hardware types and interfaces', function
       ]), 400, 'bios interface "fake"', 'reset_interfaces');
       // firmware_interface (1.86) cannot even be named at this version: a reset is the way,
       // and an interface named in the same request still counts.
-      const res = await call(t, 'PATCH', `${url}?reset_interfaces=true`, [
+      const res = await patched(t, `${url}?reset_interfaces=true`, [
         { op: 'replace', path: '/driver', value: 'redfish' },
         { op: 'replace', path: '/console_interface', value: 'no-console' },
       ]);
-      expect(res.statusCode, res.body).to.equal(200);
-      expect(ifaces(res.json<NodeBody>())).to.deep.equal({ power_interface: 'redfish', management_interface: 'redfish', console_interface: 'no-console' });
-      expect(res.json<NodeBody>().boot_interface).to.equal('redfish-virtual-media');
+      expect(ifaces(res)).to.deep.equal({ power_interface: 'redfish', management_interface: 'redfish', console_interface: 'no-console' });
+      expect(res.boot_interface).to.equal('redfish-virtual-media');
       // Only management given: the kept redfish interfaces (boot first) cannot serve ipmi.
       fault(await call(t, 'PATCH', url, [
         { op: 'replace', path: '/driver', value: 'ipmi' },
         { op: 'replace', path: '/management_interface', value: 'ipmitool' },
       ]), 400, 'boot interface "redfish-virtual-media"', 'hardware type "ipmi"');
       // With reset, an explicit interface of the same request still counts.
-      const reset = await call(t, 'PATCH', `${url}?reset_interfaces=true`, [
+      const reset = await patched(t, `${url}?reset_interfaces=true`, [
         { op: 'replace', path: '/driver', value: 'ipmi' },
         { op: 'replace', path: '/power_interface', value: 'ipmitool' },
       ]);
-      expect(reset.statusCode, reset.body).to.equal(200);
-      expect(ifaces(reset.json<NodeBody>())).to.deep.equal({ power_interface: 'ipmitool', management_interface: 'ipmitool', console_interface: 'no-console' });
+      expect(ifaces(reset)).to.deep.equal({ power_interface: 'ipmitool', management_interface: 'ipmitool', console_interface: 'no-console' });
       // Removing an interface resets it to the type's default.
-      const removed = await call(t, 'PATCH', url, [{ op: 'remove', path: '/power_interface' }]);
-      expect(removed.statusCode, removed.body).to.equal(200);
-      expect(removed.json<NodeBody>().power_interface).to.equal('ipmitool');
+      const removed = await patched(t, url, [{ op: 'remove', path: '/power_interface' }]);
+      expect(removed.power_interface).to.equal('ipmitool');
     });
 
     it('validate shows power and management false naming the missing key, then true once driver_info is complete', async () => {
@@ -252,8 +253,7 @@ describe('driver configuration: enabled hardware types and interfaces', function
       expect(v.power.result).to.equal(false);
       expect(v.power.reason).to.include('redfish_address');
 
-      const fixed = await call(t, 'PATCH', url, [{ op: 'replace', path: '/driver_info/redfish_address', value: 'https://10.0.0.1' }]);
-      expect(fixed.statusCode, fixed.body).to.equal(200);
+      await patched(t, url, [{ op: 'replace', path: '/driver_info/redfish_address', value: 'https://10.0.0.1' }]);
       v = (await call(t, 'GET', `${url}/validate`)).json<Validation>();
       expect(v.power).to.deep.equal({ result: true });
       expect(v.management).to.deep.equal({ result: true });

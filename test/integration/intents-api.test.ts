@@ -6,12 +6,9 @@
  */
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { backoffMs } from '../../conductor/intent-runner.js';
 import type { FakeBmcRecord as BmcCall } from '../../drivers/fake/fake.js';
-import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
+import { faultOf, readJsonLines, suiteRecordingApp, type TestApp } from '../helpers/app.js';
 import { until } from '../helpers/until.js';
 
 type Obj = { [key: string]: unknown };
@@ -79,36 +76,13 @@ function pathOf(location: string | string[] | number | undefined): string {
   return new URL(location as string).pathname;
 }
 
-async function readJsonLines<T>(file: string): Promise<T[]> {
-  const text = await fs.readFile(file, 'utf8').catch(() => '');
-  return text.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as T);
-}
-
 describe('intents API (with a conductor)', function () {
-  let t: TestApp;
-  let dir: string;
-  let recordFile: string;
-  let notificationFile: string;
+  const t = suiteRecordingApp('intents', {
+    GALVANIC_CONDUCTOR__INTENT_MAX_ATTEMPTS: String(MAX_ATTEMPTS),
+    GALVANIC_CONDUCTOR__INTENT_RETRY_INITIAL_DELAY: String(RETRY_INITIAL_S),
+    GALVANIC_CONDUCTOR__INTENT_RETRY_MAX_DELAY: String(RETRY_MAX_S),
+  });
   let counter = 0;
-
-  before(async () => {
-    dir = await fs.mkdtemp(path.join(os.tmpdir(), 'galvanic-intents-'));
-    recordFile = path.join(dir, 'bmc-calls.jsonl');
-    notificationFile = path.join(dir, 'notifications.jsonl');
-    t = await buildTestApp({
-      GALVANIC_FAKE__RECORD_FILE: recordFile,
-      GALVANIC_CONDUCTOR__INTENT_MAX_ATTEMPTS: String(MAX_ATTEMPTS),
-      GALVANIC_CONDUCTOR__INTENT_RETRY_INITIAL_DELAY: String(RETRY_INITIAL_S),
-      GALVANIC_CONDUCTOR__INTENT_RETRY_MAX_DELAY: String(RETRY_MAX_S),
-      GALVANIC_NOTIFICATIONS__DRIVER: 'log',
-      GALVANIC_NOTIFICATIONS__LOG_FILE: notificationFile,
-    });
-  });
-
-  after(async () => {
-    await t?.close();
-    if (dir) await fs.rm(dir, { recursive: true, force: true });
-  });
 
   async function createNode(driverInfo: Obj = {}): Promise<string> {
     counter += 1;
@@ -139,11 +113,11 @@ describe('intents API (with a conductor)', function () {
   }
 
   async function bmcCalls(node: string): Promise<BmcCall[]> {
-    return (await readJsonLines<BmcCall>(recordFile)).filter((c) => c.node === node);
+    return (await readJsonLines<BmcCall>(t.recordFile)).filter((c) => c.node === node);
   }
 
   async function notificationsOf(node: string): Promise<NotificationLine[]> {
-    return (await readJsonLines<NotificationLine>(notificationFile)).filter((n) => n.payload['ironic_object.data'].uuid === node);
+    return (await readJsonLines<NotificationLine>(t.notificationFile)).filter((n) => n.payload['ironic_object.data'].uuid === node);
   }
 
   describe('waiting for the outcome', () => {

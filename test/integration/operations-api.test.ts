@@ -8,11 +8,8 @@
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
 import type { Knex } from 'knex';
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { buildTestApp, faultOf, type TestApp, suiteApp } from '../helpers/app.js';
+import { buildTestApp, faultOf, readJsonLines, suiteApp, suiteRecordingApp, type TestApp } from '../helpers/app.js';
 
 type Obj = { [key: string]: unknown };
 
@@ -40,11 +37,6 @@ function expectStatus(res: LightMyRequestResponse, status: number): void {
   expect(res.statusCode, res.body).to.equal(status);
 }
 
-async function readJsonLines<T>(file: string): Promise<T[]> {
-  const text = await fs.readFile(file, 'utf8').catch(() => '');
-  return text.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as T);
-}
-
 async function createNodes(t: TestApp, prefix: string, count: number, driverInfo: (i: number) => Obj = () => ({})): Promise<string[]> {
   const out: string[] = [];
   for (let i = 0; i < count; i++) {
@@ -69,27 +61,9 @@ async function waitEnded(t: TestApp, uuid: string, query = '', timeoutMs = 30_00
 }
 
 describe('group operations API (with a conductor)', function () {
-  let t: TestApp;
-  let dir: string;
-  let recordFile: string;
-  let notificationFile: string;
-
-  before(async () => {
-    dir = await fs.mkdtemp(path.join(os.tmpdir(), 'galvanic-ops-'));
-    recordFile = path.join(dir, 'bmc-calls.jsonl');
-    notificationFile = path.join(dir, 'notifications.jsonl');
-    t = await buildTestApp({
-      GALVANIC_FAKE__RECORD_FILE: recordFile,
-      GALVANIC_NOTIFICATIONS__DRIVER: 'log',
-      GALVANIC_NOTIFICATIONS__LOG_FILE: notificationFile,
-      GALVANIC_OPERATIONS__PROGRESS_NOTIFICATION_INTERVAL: '0.5',
-      GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
-    });
-  });
-
-  after(async () => {
-    await t?.close();
-    if (dir) await fs.rm(dir, { recursive: true, force: true });
+  const t = suiteRecordingApp('ops', {
+    GALVANIC_OPERATIONS__PROGRESS_NOTIFICATION_INTERVAL: '0.5',
+    GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
   });
 
   it('runs the steps in order on every node, at most max_parallel at once, and reports the whole', async () => {
@@ -115,7 +89,7 @@ describe('group operations API (with a conductor)', function () {
     // A success clears the error of the attempt before it.
     expect(op.nodes!.map((n) => n.last_error)).to.deep.equal([null, null, null, null, null, null]);
 
-    const calls = (await readJsonLines<{ node: string; action: string; start: number; end: number; failed: string | null }>(recordFile))
+    const calls = (await readJsonLines<{ node: string; action: string; start: number; end: number; failed: string | null }>(t.recordFile))
       .filter((c) => nodes.includes(c.node));
     for (const node of nodes) {
       const mine = calls.filter((c) => c.node === node && !c.failed).map((c) => c.action);
@@ -134,7 +108,7 @@ describe('group operations API (with a conductor)', function () {
     expect(events.length).to.be.at.least(2);
     for (const e of events) expect(e.operation, e.event).to.equal(created.uuid);
 
-    const notes = (await readJsonLines<{ event_type: string; payload: { 'ironic_object.data': Obj } }>(notificationFile))
+    const notes = (await readJsonLines<{ event_type: string; payload: { 'ironic_object.data': Obj } }>(t.notificationFile))
       .filter((n) => n.event_type.startsWith('baremetal.operation.') && n.payload['ironic_object.data'].uuid === created.uuid);
     const types = notes.map((n) => n.event_type);
     expect(types[0]).to.equal('baremetal.operation.start');
@@ -158,7 +132,7 @@ describe('group operations API (with a conductor)', function () {
     expectStatus(res, 201);
     const uuid = res.json<OperationBody>().uuid;
     await waitEnded(t, uuid);
-    const notes = (await readJsonLines<{ event_type: string; timestamp: string; payload: { 'ironic_object.data': Obj } }>(notificationFile))
+    const notes = (await readJsonLines<{ event_type: string; timestamp: string; payload: { 'ironic_object.data': Obj } }>(t.notificationFile))
       .filter((n) => n.payload['ironic_object.data'].uuid === uuid);
     expect(notes[0].event_type).to.equal('baremetal.operation.start');
     expect(notes.at(-1)!.event_type).to.equal('baremetal.operation.end');
@@ -191,7 +165,7 @@ describe('group operations API (with a conductor)', function () {
     expect(second.state).to.equal('succeeded');
     const firstDone = await waitEnded(t, firstId);
     // Node 1 ran the first operation's step, then the second's.
-    const calls = (await readJsonLines<{ node: string; args: unknown; start: number }>(recordFile)).filter((c) => c.node === nodes[1]);
+    const calls = (await readJsonLines<{ node: string; args: unknown; start: number }>(t.recordFile)).filter((c) => c.node === nodes[1]);
     expect(calls.map((c) => c.args)).to.deep.equal(['power on', 'power off']);
     expect(firstDone.state).to.equal('succeeded');
   });
@@ -204,7 +178,7 @@ describe('group operations API (with a conductor)', function () {
     expect(op.state).to.equal('failed');
     expect(op.abort_reason).to.include(nodes[0]);
     expect(op.counts).to.deep.equal({ pending: 0, running: 0, succeeded: 0, failed: 1, cancelled: 5 });
-    const calls = (await readJsonLines<{ node: string }>(recordFile)).filter((c) => nodes.includes(c.node));
+    const calls = (await readJsonLines<{ node: string }>(t.recordFile)).filter((c) => nodes.includes(c.node));
     expect(calls.map((c) => c.node)).to.deep.equal([nodes[0]]);
   });
 
@@ -224,7 +198,7 @@ describe('group operations API (with a conductor)', function () {
     const after = await waitEnded(t, opId);
     expect(after.state).to.equal('succeeded');
     expect(after.nodes!.map((n) => n.round)).to.deep.equal([1, 1, 2, 1]);
-    const calls = (await readJsonLines<{ node: string }>(recordFile)).filter((c) => nodes.includes(c.node));
+    const calls = (await readJsonLines<{ node: string }>(t.recordFile)).filter((c) => nodes.includes(c.node));
     expect(calls.map((c) => c.node).sort()).to.deep.equal([...nodes, nodes[2]].sort());
     expectStatus(await call(t, 'POST', `/v1/operations/${opId}/retry`), 409);
   });

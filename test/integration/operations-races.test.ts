@@ -16,7 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { nodeMapper } from '../../db/nodes.js';
 import { admitNodes } from '../../db/operation-nodes.js';
 import { getOperation as readOperation } from '../../db/operations.js';
-import { readRecords, startCluster, stopCluster, type BmcRecord, type Cluster } from '../helpers/cluster.js';
+import { readRecords, suiteCluster, type BmcRecord, type Cluster } from '../helpers/cluster.js';
 
 interface NodeRow {
   node_uuid: string;
@@ -49,7 +49,7 @@ const CONDUCTOR_ENV = {
   GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
   GALVANIC_CONDUCTOR__POLL_INTERVAL: '1',
 };
-const startTwo = (prefix: string) => startCluster(prefix, { conductors: 2, env: CONDUCTOR_ENV });
+const twoConductors = (prefix: string) => suiteCluster(prefix, { conductors: 2, env: CONDUCTOR_ENV });
 
 const RETRY = { max_attempts: 3, initial_delay: 0.2, max_delay: 1 };
 
@@ -133,6 +133,14 @@ async function startOperation(c: Cluster, nodes: string[], maxParallel: number):
   return (JSON.parse(res.text) as { uuid: string }).uuid;
 }
 
+/** An operation over `count` new nodes (steps of 100 ms), once `done` of them are done. */
+async function operationUnderWay(c: Cluster, count: number, maxParallel: number, done: number): Promise<{ kinds: Map<string, Kind>; opId: string }> {
+  const kinds = await seedNodes(c, count, 100);
+  const opId = await startOperation(c, [...kinds.keys()], maxParallel);
+  await waitDone(c, opId, done);
+  return { kinds, opId };
+}
+
 /** The most nodes active at once at the BMCs: a node is active from its first call's start to its last call's end. */
 function maxActive(records: BmcRecord[]): number {
   const spans = new Map<string, { start: number; end: number }>();
@@ -161,25 +169,20 @@ describe('group operations (real processes, real Postgres)', function () {
   this.timeout(300_000);
 
   describe('1,000 nodes, 10% flaky, 2% broken, max_parallel 50, two conductors', () => {
-    let c: Cluster | undefined;
+    const c = twoConductors('ops');
     let kinds: Map<string, Kind>;
     let opId: string;
 
     before(async () => {
-      c = await startTwo('ops');
-      kinds = await seedNodes(c, 1000, 100);
-    });
-
-    after(async () => {
-      await stopCluster(c);
+      kinds = await seedNodes(c(), 1000, 100);
     });
 
     it('ends partially_failed: 980 succeeded, 20 failed with their errors, exact attempts, backoff kept, ≤ 50 active', async () => {
       const started = Date.now();
-      opId = await startOperation(c!, [...kinds.keys()], 50);
+      opId = await startOperation(c(), [...kinds.keys()], 50);
       // Nodes admitted and not done, as the API counts them: the limit must bind.
       let mostRunning = 0;
-      const op = await waitEnded(c!, opId, (o) => { mostRunning = Math.max(mostRunning, o.counts.running); });
+      const op = await waitEnded(c(), opId, (o) => { mostRunning = Math.max(mostRunning, o.counts.running); });
       note(`operation ended in ${Date.now() - started} ms: ${JSON.stringify(op.counts)}`);
       expect(op.state).to.equal('partially_failed');
       expect(op.counts).to.deep.equal({ pending: 0, running: 0, succeeded: 980, failed: 20, cancelled: 0 });
@@ -192,7 +195,7 @@ describe('group operations (real processes, real Postgres)', function () {
         if (kind === 'broken' && !/refused the request/.test(n.last_error ?? '')) problems.push(`${n.node_uuid}: last_error ${n.last_error}`);
       }
 
-      const records = (await readRecords(c!.recordFile)).filter((r) => kinds.has(r.node));
+      const records = (await readRecords(c().recordFile)).filter((r) => kinds.has(r.node));
       const byNode = new Map<string, BmcRecord[]>();
       for (const r of records) byNode.set(r.node, [...(byNode.get(r.node) ?? []), r]);
       let minGap1 = Infinity;
@@ -221,42 +224,32 @@ describe('group operations (real processes, real Postgres)', function () {
 
     it('retry-failed runs the 20 failed nodes again, and only them', async () => {
       const failed = [...kinds].filter(([, k]) => k === 'broken').map(([u]) => u);
-      await c!.tdb.knex('nodes').whereIn('uuid', failed).update({ driver_info: JSON.stringify({ fake_delay_ms: 30 }) });
-      const before = (await readRecords(c!.recordFile)).length;
-      const res = await http(c!, 'POST', `/v1/operations/${opId}/retry`);
+      await c().tdb.knex('nodes').whereIn('uuid', failed).update({ driver_info: JSON.stringify({ fake_delay_ms: 30 }) });
+      const before = (await readRecords(c().recordFile)).length;
+      const res = await http(c(), 'POST', `/v1/operations/${opId}/retry`);
       expect(res.status, res.text).to.equal(200);
-      const op = await waitEnded(c!, opId);
+      const op = await waitEnded(c(), opId);
       expect(op.state).to.equal('succeeded');
       expect(op.counts).to.deep.equal({ pending: 0, running: 0, succeeded: 1000, failed: 0, cancelled: 0 });
-      const again = (await readRecords(c!.recordFile)).slice(before);
+      const again = (await readRecords(c().recordFile)).slice(before);
       expect(again.map((r) => r.node).sort()).to.deep.equal([...failed].sort());
       expect(op.nodes.filter((n) => n.round === 2).map((n) => n.node_uuid).sort()).to.deep.equal([...failed].sort());
     });
   });
 
   describe('a conductor SIGKILLed mid-operation', () => {
-    let c: Cluster | undefined;
-
-    before(async () => {
-      c = await startTwo('opkill');
-    });
-
-    after(async () => {
-      await stopCluster(c);
-    });
+    const c = twoConductors('opkill');
 
     it('is taken over: the other conductor finishes the operation with exact counts', async () => {
-      const kinds = await seedNodes(c!, 300, 100);
-      const opId = await startOperation(c!, [...kinds.keys()], 50);
-      await waitDone(c!, opId, 90);
-      const victim = c!.conductors[0];
+      const { kinds, opId } = await operationUnderWay(c(), 300, 50, 90);
+      const victim = c().conductors[0];
       await victim.kill();
       const killedAt = Date.now();
-      const op = await waitEnded(c!, opId);
+      const op = await waitEnded(c(), opId);
       note(`finished ${Date.now() - killedAt} ms after the kill: ${JSON.stringify(op.counts)}`);
-      expect(op.counts, await diagnose(c!, opId)).to.deep.equal({ pending: 0, running: 0, succeeded: 294, failed: 6, cancelled: 0 });
+      expect(op.counts, await diagnose(c(), opId)).to.deep.equal({ pending: 0, running: 0, succeeded: 294, failed: 6, cancelled: 0 });
       expect(op.state).to.equal('partially_failed');
-      const records = (await readRecords(c!.recordFile)).filter((r) => kinds.has(r.node));
+      const records = (await readRecords(c().recordFile)).filter((r) => kinds.has(r.node));
       const problems: string[] = [];
       for (const n of op.nodes) {
         const kind = kinds.get(n.node_uuid)!;
@@ -267,39 +260,29 @@ describe('group operations (real processes, real Postgres)', function () {
       }
       expect(problems, problems.slice(0, 20).join('\n')).to.deep.equal([]);
       expect(records.some((r) => r.pid === victim.pid && r.start < killedAt)).to.equal(true);
-      const survivor = records.filter((r) => r.pid === c!.conductors[1].pid && r.start > killedAt);
+      const survivor = records.filter((r) => r.pid === c().conductors[1].pid && r.start > killedAt);
       expect(survivor.length, 'the survivor worked after the kill').to.be.greaterThan(0);
       expect(maxActive(records)).to.be.at.most(50);
     });
   });
 
   describe('cancel mid-way', () => {
-    let c: Cluster | undefined;
-
-    before(async () => {
-      c = await startTwo('opcancel');
-    });
-
-    after(async () => {
-      await stopCluster(c);
-    });
+    const c = twoConductors('opcancel');
 
     it('starts no node (and no retry) after the cancel returns; running steps finish; the rest are cancelled', async () => {
-      const kinds = await seedNodes(c!, 400, 100);
-      const opId = await startOperation(c!, [...kinds.keys()], 20);
-      await waitDone(c!, opId, 60);
-      const res = await http(c!, 'POST', `/v1/operations/${opId}/cancel`);
+      const { kinds, opId } = await operationUnderWay(c(), 400, 20, 60);
+      const res = await http(c(), 'POST', `/v1/operations/${opId}/cancel`);
       const returned = Date.now();
       expect(res.status, res.text).to.equal(200);
       expect((JSON.parse(res.text) as { state: string }).state).to.equal('cancelled');
-      const op = await waitEnded(c!, opId);
+      const op = await waitEnded(c(), opId);
       expect(op.state).to.equal('cancelled');
       expect(op.counts.pending + op.counts.running).to.equal(0);
       expect(op.counts.cancelled).to.be.greaterThan(200);
 
-      const intents: Array<{ uuid: string; attempts: number; started_at: Date | null }> = await c!.tdb.knex('intents').where('operation', opId).select('uuid', 'attempts', 'started_at');
+      const intents: Array<{ uuid: string; attempts: number; started_at: Date | null }> = await c().tdb.knex('intents').where('operation', opId).select('uuid', 'attempts', 'started_at');
       const byUuid = new Map(intents.map((i) => [i.uuid, i]));
-      const records = (await readRecords(c!.recordFile)).filter((r) => kinds.has(r.node));
+      const records = (await readRecords(c().recordFile)).filter((r) => kinds.has(r.node));
       const late = records.filter((r) => r.start > returned);
       note(`${late.length} BMC calls began after the cancel returned (claimed before it)`);
       const problems: string[] = [];
@@ -319,25 +302,17 @@ describe('group operations (real processes, real Postgres)', function () {
   });
 
   describe('on_failure=abort and a failure committed during the pass', () => {
-    let c: Cluster | undefined;
-
-    before(async () => {
-      // No conductor: the test plays the pass's part, so the interleaving is exact.
-      c = await startCluster('opabort', { conductors: 0, env: CONDUCTOR_ENV });
-    });
-
-    after(async () => {
-      await stopCluster(c);
-    });
+    // No conductor: the test plays the pass's part, so the interleaving is exact.
+    const c = suiteCluster('opabort', { conductors: 0, env: CONDUCTOR_ENV });
 
     it('admits no further node once a node of the operation has failed, whichever pass looked first', async () => {
-      const kinds = await seedNodes(c!, 3, 0);
-      const res = await http(c!, 'POST', '/v1/operations', {
+      const kinds = await seedNodes(c(), 3, 0);
+      const res = await http(c(), 'POST', '/v1/operations', {
         nodes: [...kinds.keys()], steps: [{ action: 'power', args: { target: 'power on' } }], max_parallel: 1, on_failure: 'abort',
       });
       expect(res.status, res.text).to.equal(201);
       const opUuid = (JSON.parse(res.text) as { uuid: string }).uuid;
-      const knex = c!.tdb.knex;
+      const knex = c().tdb.knex;
       const op = await readOperation(knex, opUuid);
       // The first node was admitted and has just failed: its round is over, so it is no longer
       // active, and the pass that looked for failures before this commit saw none.

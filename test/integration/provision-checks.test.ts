@@ -6,14 +6,12 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { suiteApp } from '../helpers/app.js';
 
 describe('conductor: provision state timeouts and orphaned transitions', function () {
   this.timeout(60_000);
-  let t: TestApp;
-
-  before(async () => {
-    t = await buildTestApp({
+  const t = suiteApp({
+    env: {
       GALVANIC_CONDUCTOR__CHECK_PROVISION_STATE_INTERVAL: '1',
       GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '5',
       GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '5',
@@ -21,11 +19,7 @@ describe('conductor: provision state timeouts and orphaned transitions', functio
       GALVANIC_CONDUCTOR__HEARTBEAT_TIMEOUT: '5',
       GALVANIC_CONDUCTOR__ORPHANED_INTENT_TIMEOUT: '5',
       GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
-    });
-  });
-
-  after(async () => {
-    await t?.close();
+    },
   });
 
   async function node(name: string, state: string, secondsAgo: number, extra: Record<string, unknown> = {}): Promise<string> {

@@ -6,8 +6,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
-import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { startRedfishSim, type RedfishSim, type SimFaults } from '../../sim/redfish/index.js';
+import { suiteApp } from '../helpers/app.js';
 import { startCluster, stopCluster, type Cluster } from '../helpers/cluster.js';
 import {
   clearSimEvents, createNode, httpClient, injector, nodeHistory, provision, provisionAndSettle, redfishNodeBody, settled, untilNode,
@@ -48,12 +48,8 @@ describe('provisioning faults', function () {
   this.timeout(60_000);
 
   describe('a misbehaving BMC (in-process conductor)', () => {
-    let t: TestApp;
-    let api: ApiCall;
-    let sim: RedfishSim;
-
-    before(async () => {
-      t = await buildTestApp({
+    const t = suiteApp({
+      env: {
         GALVANIC_REDFISH__CONNECTION_ATTEMPTS: '2',
         GALVANIC_REDFISH__CONNECTION_RETRY_INTERVAL: '0.1',
         GALVANIC_REDFISH__REQUEST_TIMEOUT: '3',
@@ -63,13 +59,17 @@ describe('provisioning faults', function () {
         GALVANIC_CONDUCTOR__INTENT_RETRY_INITIAL_DELAY: '0.2',
         GALVANIC_CONDUCTOR__INTENT_RETRY_MAX_DELAY: '0.2',
         GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
-      });
+      },
+    });
+    let api: ApiCall;
+    let sim: RedfishSim;
+
+    before(async () => {
       api = injector(t.app);
       sim = await startRedfishSim({ count: 3 });
     });
 
     after(async () => {
-      await t?.close();
       await sim?.stop();
     });
 
@@ -113,30 +113,30 @@ describe('provisioning faults', function () {
       expect(events.some((e) => /failed after 2 attempt/.test(e)), events.join('\n')).to.equal(true);
     });
 
-    it('fails the deploy when the BMC stops answering mid-boot', async () => {
-      const url = sim.bmcs[2].url;
-      const node = await availableNode(api, 'hung-bmc', url);
-      // A boot that a BMC which answers would finish within power_state_change_timeout.
+    /**
+     * Deploys a node of `url` with a 2 s boot (one a BMC which answers finishes within
+     * power_state_change_timeout), sets `fault` once the boot has started: the settled node.
+     */
+    async function deployWithFaultMidBoot(name: string, url: string, fault: Partial<SimFaults>): Promise<NodeView> {
+      const node = await availableNode(api, name, url);
       await setFaults(url, { bootMs: [2_000, 2_000] });
       await clearSimEvents(url);
       await provision(api, node.uuid, 'active');
       await bootStarted(url);
-      await setFaults(url, { hang: true });
-      const failed = await settled(api, node.uuid, 40_000);
+      await setFaults(url, fault);
+      return settled(api, node.uuid, 40_000);
+    }
+
+    it('fails the deploy when the BMC stops answering mid-boot', async () => {
+      const failed = await deployWithFaultMidBoot('hung-bmc', sim.bmcs[2].url, { hang: true });
       expectDeployFailed(failed, /no answer within \d+ s/);
-      const events = (await nodeHistory(api, node.uuid)).filter((h) => h.severity === 'ERROR').map((h) => h.event);
+      const events = (await nodeHistory(api, failed.uuid)).filter((h) => h.severity === 'ERROR').map((h) => h.event);
       expect(events.some((e) => /failed after 2 attempt/.test(e)), events.join('\n')).to.equal(true);
     });
 
     it('fails the deploy when the BMC loses power mid-boot', async () => {
       const url = sim.bmcs[0].url;
-      const node = await availableNode(api, 'power-lost', url);
-      await setFaults(url, { bootMs: [2_000, 2_000] });
-      await clearSimEvents(url);
-      await provision(api, node.uuid, 'active');
-      await bootStarted(url);
-      await setFaults(url, { powerLost: true });
-      const failed = await settled(api, node.uuid, 40_000);
+      const failed = await deployWithFaultMidBoot('power-lost', url, { powerLost: true });
       expectDeployFailed(failed, /unreachable|reset|connect|socket|ECONN/i);
       expect(story(await simEvents(url))).to.include('power-lost');
     });

@@ -10,8 +10,8 @@ import { BmcRejected, BmcUnreachable, InvalidParameterValue, VirtualMediaUnavail
 import type { InstanceBootRequest } from '../../drivers/interfaces.js';
 import type { RedfishDriver } from '../../drivers/redfish/index.js';
 import { startRedfishSim, type RedfishSim, type RedfishSimOptions } from '../../sim/redfish/index.js';
-import { MOCKUPS, mockupTrees } from '../helpers/mockups.js';
-import { ctxFor, makeDriver, rejection, resourceRequests, setFaults, simControl, simStats, type SimStats } from '../helpers/redfish.js';
+import { MOCKUPS, mockupTreesOrPending } from '../helpers/mockups.js';
+import { ctxFor, makeDriver, rejection, resourceRequests, setFaults, simControl, simStats, simWithDriver, type SimStats } from '../helpers/redfish.js';
 
 const ISO = 'http://images.example.test/live.iso';
 const CONFIGDRIVE = 'http://images.example.test/configdrive.img';
@@ -119,10 +119,14 @@ const PROFILES: Record<string, Expectation> = {
 /** Timed quirks last half a second here, well within RETRY's waits. */
 const TIMED_QUIRKS = new Set(['sticky-inserted', 'eject-in-progress']);
 
-function simFor(profile: string): Promise<RedfishSim> {
+function simOptions(profile: string): RedfishSimOptions {
   const opts: RedfishSimOptions = { count: 1 };
   if (profile !== 'none') opts.vmediaQuirks = [TIMED_QUIRKS.has(profile) ? `${profile}=0.5` : profile];
-  return startRedfishSim(opts);
+  return opts;
+}
+
+function simFor(profile: string): Promise<RedfishSim> {
+  return startRedfishSim(simOptions(profile));
 }
 
 async function prepare(driver: RedfishDriver, url: string, req: Partial<InstanceBootRequest> = {}, info: Json = {}): Promise<void> {
@@ -133,53 +137,42 @@ describe('redfish virtual media boot under each quirk profile', function () {
   this.timeout(60_000);
   for (const [profile, want] of Object.entries(PROFILES)) {
     describe(profile, () => {
-      let sim: RedfishSim;
-      let driver: RedfishDriver;
-      let url: string;
-      before(async () => {
-        sim = await simFor(profile);
-        url = sim.bmcs[0].url;
-      });
-      beforeEach(() => {
-        driver = makeDriver({ vmediaRetry: RETRY });
-      });
-      afterEach(() => driver.close());
-      after(() => sim.stop());
+      const f = simWithDriver(simOptions(profile), { vmediaRetry: RETRY });
 
       it('inserts the ISO, syncs the boot mode and boots from the CD; a second deploy replaces the ISO', async () => {
         const req: Partial<InstanceBootRequest> = { bootMode: 'bios', ...(want.configdrive ? { configdrive: CONFIGDRIVE } : {}) };
-        await prepare(driver, url, req);
-        let slots = await slotsOf(url);
+        await prepare(f.driver, f.url, req);
+        let slots = await slotsOf(f.url);
         const slot = holding(slots, ISO);
         expect(slot.mediaTypes).to.include(want.slotType ?? 'CD');
         if (want.configdrive) expect(holding(slots, CONFIGDRIVE).mediaTypes).to.include('USBStick');
-        const boot = await bootOf(url);
+        const boot = await bootOf(f.url);
         expect(boot).to.include({ BootSourceOverrideTarget: want.target ?? 'Cd', BootSourceOverrideEnabled: want.enabled ?? 'Continuous', BootSourceOverrideMode: 'Legacy' });
 
         const other = 'http://images.example.test/other.iso';
-        await simControl(url, 'reset');
-        await prepare(driver, url, { bootIso: other, bootMode: 'uefi' });
-        want.log?.(logLines(await simStats(url)));
-        slots = await slotsOf(url);
+        await simControl(f.url, 'reset');
+        await prepare(f.driver, f.url, { bootIso: other, bootMode: 'uefi' });
+        want.log?.(logLines(await simStats(f.url)));
+        slots = await slotsOf(f.url);
         holding(slots, other);
         expect(slots.filter((s) => s.image === ISO && s.inserted)).to.deep.equal([]);
-        expect(await bootOf(url)).to.include({ BootSourceOverrideMode: 'UEFI' });
+        expect(await bootOf(f.url)).to.include({ BootSourceOverrideMode: 'UEFI' });
       });
 
       it('cleans up: nothing inserted, no boot override', async () => {
-        await driver.boot.cleanUpInstance(ctxFor(url));
-        expect((await slotsOf(url)).filter((s) => s.inserted && s.mediaTypes.some((t) => ['CD', 'DVD', 'USBStick'].includes(t)))).to.deep.equal([]);
-        expect((await bootOf(url)).BootSourceOverrideEnabled).to.equal('Disabled');
+        await f.driver.boot.cleanUpInstance(ctxFor(f.url));
+        expect((await slotsOf(f.url)).filter((s) => s.inserted && s.mediaTypes.some((t) => ['CD', 'DVD', 'USBStick'].includes(t)))).to.deep.equal([]);
+        expect((await bootOf(f.url)).BootSourceOverrideEnabled).to.equal('Disabled');
         // A second clean up finds nothing to do and changes nothing.
-        await simControl(url, 'reset');
-        await driver.boot.cleanUpInstance(ctxFor(url));
-        expect(resourceRequests(await simStats(url)).filter((r) => !r.startsWith('GET '))).to.deep.equal([]);
+        await simControl(f.url, 'reset');
+        await f.driver.boot.cleanUpInstance(ctxFor(f.url));
+        expect(resourceRequests(await simStats(f.url)).filter((r) => !r.startsWith('GET '))).to.deep.equal([]);
       });
 
       it('honours force_persistent_boot_device=Never with a one-time override', async () => {
-        await prepare(driver, url, { forcePersistentBootDevice: 'Never' });
-        expect((await bootOf(url)).BootSourceOverrideEnabled).to.equal('Once');
-        await driver.boot.cleanUpInstance(ctxFor(url));
+        await prepare(f.driver, f.url, { forcePersistentBootDevice: 'Never' });
+        expect((await bootOf(f.url)).BootSourceOverrideEnabled).to.equal('Once');
+        await f.driver.boot.cleanUpInstance(ctxFor(f.url));
       });
     });
   }
@@ -208,11 +201,7 @@ describe('redfish virtual media boot, end to end', () => {
 
 describe('redfish virtual media boot on the mockup trees', function () {
   this.timeout(60_000);
-  const trees = mockupTrees();
-  if (!trees.length) {
-    it(`needs the mockups in ${MOCKUPS} (or GALVANIC_REDFISH_MOCKUPS)`);
-    return;
-  }
+  const trees = mockupTreesOrPending();
   /** Trees whose BMC has no slot to take an ISO, and why. */
   const UNAVAILABLE: Record<string, RegExp> = {
     'intel-bmc': /has no CD or DVD slot/,
@@ -220,32 +209,21 @@ describe('redfish virtual media boot on the mockup trees', function () {
   };
   for (const tree of trees) {
     describe(tree, () => {
-      let sim: RedfishSim;
-      let driver: RedfishDriver;
-      let url: string;
-      before(async () => {
-        sim = await startRedfishSim({ count: 1, mockup: path.join(MOCKUPS, tree) });
-        url = sim.bmcs[0].url;
-      });
-      beforeEach(() => {
-        driver = makeDriver({ vmediaRetry: RETRY });
-      });
-      afterEach(() => driver.close());
-      after(() => sim.stop());
+      const f = simWithDriver({ count: 1, mockup: path.join(MOCKUPS, tree) }, { vmediaRetry: RETRY });
 
       it('prepares and cleans up, or says why the BMC cannot', async () => {
         const unavailable = UNAVAILABLE[tree];
         if (unavailable) {
-          const err = await rejection(prepare(driver, url));
+          const err = await rejection(prepare(f.driver, f.url));
           expect(err).to.be.instanceOf(VirtualMediaUnavailable);
           expect(err.message).to.match(unavailable).and.include(ISO);
         } else {
-          await prepare(driver, url, { bootMode: 'uefi' });
-          holding(await slotsOf(url), ISO);
-          expect(await bootOf(url)).to.include({ BootSourceOverrideTarget: 'Cd', BootSourceOverrideEnabled: 'Continuous', BootSourceOverrideMode: 'UEFI' });
+          await prepare(f.driver, f.url, { bootMode: 'uefi' });
+          holding(await slotsOf(f.url), ISO);
+          expect(await bootOf(f.url)).to.include({ BootSourceOverrideTarget: 'Cd', BootSourceOverrideEnabled: 'Continuous', BootSourceOverrideMode: 'UEFI' });
         }
-        await driver.boot.cleanUpInstance(ctxFor(url));
-        expect((await slotsOf(url)).filter((s) => s.inserted && s.image === ISO)).to.deep.equal([]);
+        await f.driver.boot.cleanUpInstance(ctxFor(f.url));
+        expect((await slotsOf(f.url)).filter((s) => s.inserted && s.image === ISO)).to.deep.equal([]);
       });
     });
   }
