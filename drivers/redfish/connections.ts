@@ -37,11 +37,6 @@ export class Connections {
     this.connector = buildConnector(connect);
   }
 
-  /** Clients held now (idle and in use); for tests. */
-  get size(): number {
-    return (this.idle ? 1 : 0) + this.busy.size;
-  }
-
   /**
    * A Client for one request: the idle one, else a new one. Give it back with `release`.
    * After `close` a new Client serves the request and is closed when given back (a logout
