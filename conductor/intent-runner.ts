@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { backoffMs } from '../common/backoff.js';
 import { lazyChild } from '../common/logger.js';
@@ -45,6 +46,21 @@ const CLAIM_BATCH = 1000;
 
 /** Delays between attempts to record an outcome when the database fails with a statement error. */
 const COMMIT_RETRY_DELAYS_MS = [200, 1000, 3000];
+
+/**
+ * Claim pacing. Every claim and every outcome batch costs about the same in round trips and
+ * Postgres work whatever its size, and a conductor claims once per burst of wake-ups it sees:
+ * with K conductors each burst is split K ways, so K conductors made K times the claims and
+ * outcome batches of one, each a K-th the size. Under a high rate of wake-ups for its share,
+ * a conductor waits between claims long enough for a batch of CLAIM_PACE_BATCH to gather,
+ * never more than CLAIM_PACE_MAX_MS; at a rate too low to gather CLAIM_PACE_MIN_BATCH in that
+ * time it claims at once, so a lone request starts as fast as before.
+ */
+const CLAIM_PACE_BATCH = 32;
+const CLAIM_PACE_MIN_BATCH = 6;
+const CLAIM_PACE_MAX_MS = 40;
+/** Time constant (ms) of the wake-up rate's moving average. */
+const WAKE_RATE_TAU_MS = 200;
 
 /** Backoff between attempts to record an outcome while the database cannot be reached. */
 const OUTAGE_RETRY_INITIAL_MS = 200;
@@ -118,6 +134,11 @@ export class IntentRunner {
   private stopped = false;
   private readonly idle = new Set<() => void>();
   private readonly successes: SuccessRecorder;
+  /** Wake-ups per ms for this conductor's share (exponential moving average), and when last updated. */
+  private wakeRate = 0;
+  private wakeRateAt = 0;
+  /** When the last claim statement started. */
+  private lastClaimAt = 0;
 
   constructor(
     private readonly tasks: TaskManager,
@@ -145,6 +166,7 @@ export class IntentRunner {
    * find nothing as often as not.
    */
   newWork(wake?: IntentWake): void {
+    this.countWake();
     if (wake === undefined) {
       this.backlog = true;
       this.pump();
@@ -179,13 +201,33 @@ export class IntentRunner {
       return;
     }
     this.pumping = true;
-    void new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.claimLoop()).finally(() => {
+    const delay = this.claimDelayMs();
+    const turn = new Promise<void>((resolve) => {
+      if (delay > 0) setTimeout(resolve, delay).unref();
+      else setImmediate(resolve);
+    });
+    void turn.then(() => this.claimLoop()).finally(() => {
       this.pumping = false;
       if (this.again) {
         this.again = false;
         this.pump();
       }
     });
+  }
+
+  private countWake(): void {
+    const now = performance.now();
+    this.wakeRate = this.wakeRate * Math.exp((this.wakeRateAt - now) / WAKE_RATE_TAU_MS) + 1 / WAKE_RATE_TAU_MS;
+    this.wakeRateAt = now;
+  }
+
+  /** How long the next claim waits for more work to gather (see CLAIM_PACE_BATCH). */
+  private claimDelayMs(): number {
+    const now = performance.now();
+    const rate = this.wakeRate * Math.exp((this.wakeRateAt - now) / WAKE_RATE_TAU_MS);
+    if (rate * CLAIM_PACE_MAX_MS < CLAIM_PACE_MIN_BATCH) return 0;
+    const gap = Math.min(CLAIM_PACE_MAX_MS, CLAIM_PACE_BATCH / rate);
+    return Math.max(0, this.lastClaimAt + gap - now);
   }
 
   private async claimLoop(): Promise<void> {
@@ -218,6 +260,7 @@ export class IntentRunner {
       let claimed: Array<{ intent: ClaimedIntent; task: Task }>;
       try {
         const t0 = Date.now();
+        this.lastClaimAt = performance.now();
         claimed = await this.tasks.claimIntents(want, scope);
         this.log.debug({ ms: Date.now() - t0, want, claimed: claimed.length }, 'claimed intents');
       } catch (err) {
