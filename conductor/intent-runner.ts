@@ -51,14 +51,16 @@ const COMMIT_RETRY_DELAYS_MS = [200, 1000, 3000];
  * Claim pacing. Every claim and every outcome batch costs about the same in round trips and
  * Postgres work whatever its size, and a conductor claims once per burst of wake-ups it sees:
  * with K conductors each burst is split K ways, so K conductors made K times the claims and
- * outcome batches of one, each a K-th the size. Under a high rate of wake-ups for its share,
- * a conductor waits between claims long enough for a batch of CLAIM_PACE_BATCH to gather,
- * never more than CLAIM_PACE_MAX_MS; at a rate too low to gather CLAIM_PACE_MIN_BATCH in that
- * time it claims at once, so a lone request starts as fast as before.
+ * outcome batches of one, each a K-th the size, and the extra work slowed every conductor.
+ * Once a claim has found CLAIM_PACE_TRIGGER intents or more (work comes faster than one claim
+ * per intent), the next waits until about CLAIM_PACE_BATCH have gathered at the recent rate
+ * of wake-ups for this conductor's share, never longer than CLAIM_PACE_MAX_MS after the
+ * previous claim began: the wait grows with K, since each conductor sees a K-th of the rate.
+ * Requests one after another, each claimed alone, are never held back.
  */
 const CLAIM_PACE_BATCH = 32;
-const CLAIM_PACE_MIN_BATCH = 6;
-const CLAIM_PACE_MAX_MS = 40;
+const CLAIM_PACE_TRIGGER = 4;
+const CLAIM_PACE_MAX_MS = 100;
 /** Time constant (ms) of the wake-up rate's moving average. */
 const WAKE_RATE_TAU_MS = 200;
 
@@ -137,8 +139,9 @@ export class IntentRunner {
   /** Wake-ups per ms for this conductor's share (exponential moving average), and when last updated. */
   private wakeRate = 0;
   private wakeRateAt = 0;
-  /** When the last claim statement started. */
+  /** When the last claim statement started, and how many intents the last claim that found any took. */
   private lastClaimAt = 0;
+  private lastClaimSize = 0;
 
   constructor(
     private readonly tasks: TaskManager,
@@ -223,10 +226,10 @@ export class IntentRunner {
 
   /** How long the next claim waits for more work to gather (see CLAIM_PACE_BATCH). */
   private claimDelayMs(): number {
+    if (this.lastClaimSize < CLAIM_PACE_TRIGGER) return 0;
     const now = performance.now();
     const rate = this.wakeRate * Math.exp((this.wakeRateAt - now) / WAKE_RATE_TAU_MS);
-    if (rate * CLAIM_PACE_MAX_MS < CLAIM_PACE_MIN_BATCH) return 0;
-    const gap = Math.min(CLAIM_PACE_MAX_MS, CLAIM_PACE_BATCH / rate);
+    const gap = rate > 0 ? Math.min(CLAIM_PACE_MAX_MS, CLAIM_PACE_BATCH / rate) : CLAIM_PACE_MAX_MS;
     return Math.max(0, this.lastClaimAt + gap - now);
   }
 
@@ -263,6 +266,7 @@ export class IntentRunner {
         this.lastClaimAt = performance.now();
         claimed = await this.tasks.claimIntents(want, scope);
         this.log.debug({ ms: Date.now() - t0, want, claimed: claimed.length }, 'claimed intents');
+        if (claimed.length > 0) this.lastClaimSize = claimed.length;
       } catch (err) {
         if (err instanceof ClaimIncomplete) this.undoClaim(err.claimed);
         if (isDatabaseUnavailable(err)) this.log.warn({ err: (err as Error).message }, 'claiming intents failed: the database is unavailable');

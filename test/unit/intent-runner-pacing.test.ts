@@ -1,64 +1,110 @@
 /**
- * Claim pacing: under a high rate of wake-ups a conductor lets work gather between claims
- * (each claim and outcome batch costs about the same whatever its size); at a low rate it
- * claims at once, so a lone request is not held back.
+ * Claim pacing: while claims find several intents each (work comes faster than one claim per
+ * intent), a conductor lets work gather between claims, since each claim and outcome batch
+ * costs about the same whatever its size; requests one after another, each claimed alone,
+ * are claimed at once.
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { pino } from 'pino';
+import type { Action } from '../../conductor/actions/types.js';
 import { IntentRunner } from '../../conductor/intent-runner.js';
-import type { TaskManager } from '../../conductor/task-manager.js';
+import type { Task, TaskManager } from '../../conductor/task-manager.js';
+import type { ClaimedIntent } from '../../db/intents.js';
+import type { Node } from '../../db/nodes.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import type { Notifier } from '../../common/notifier.js';
 import type { PgNotifyBatcher } from '../../db/notify.js';
 import { ringHashSql } from '../../common/hash-ring.js';
 
-/** A runner whose claims find nothing, and the start time of each claim. */
-function runnerCountingClaims(): { runner: IntentRunner; claimsAt: number[] } {
-  const claimsAt: number[] = [];
+/**
+ * A runner whose claims take an intent for each node woken since the previous claim (each
+ * done at once, as a fake BMC's), with the start time and size of each claim.
+ */
+function pacedRunner(): { wake: () => void; claims: Array<{ at: number; size: number }>; runner: IntentRunner } {
+  const claims: Array<{ at: number; size: number }> = [];
+  let woken: string[] = [];
+  let id = 0;
   const tasks = {
     async claimIntents() {
-      claimsAt.push(performance.now());
-      return [];
+      const nodes = woken;
+      woken = [];
+      claims.push({ at: performance.now(), size: nodes.length });
+      return nodes.map((uuid) => {
+        const node = { id: ++id, uuid, driverInfo: {} } as unknown as Node;
+        const intent = {
+          id, uuid: randomUUID(), nodeId: node.id, seq: 1, kind: 'quick', args: {}, attempts: 1, maxAttempts: 1, operation: null, batch: null,
+          stepIndex: null, requester: null, notBefore: null, createdAt: new Date(), queuedBehind: false, claimToken: 'token',
+        } as unknown as ClaimedIntent;
+        return { intent, task: { node } as unknown as Task };
+      });
+    },
+    async commitAll(outcomes: unknown[]) {
+      return outcomes.map(() => ({}));
     },
   } as unknown as TaskManager;
+  const quick: Action = { run: async () => ({ result: null }) };
   const runner = new IntentRunner(
-    tasks, {} as DriverRegistry, {}, { emit: () => undefined } as unknown as Notifier, { notify: () => undefined } as unknown as PgNotifyBatcher,
+    tasks, {} as DriverRegistry, { quick }, { emit: () => undefined } as unknown as Notifier, { notify: () => undefined } as unknown as PgNotifyBatcher,
     () => ({ conductorGroup: '', drivers: ['fake-hardware'], hashSql: ringHashSql('n.uuid') }), pino({ level: 'silent' }),
-    { hostname: 'pacing-host', workers: 100, retryInitialDelayMs: 10, retryMaxDelayMs: 10 },
+    { hostname: 'pacing-host', workers: 1000, retryInitialDelayMs: 10, retryMaxDelayMs: 10 },
   );
-  return { runner, claimsAt };
+  const wake = () => {
+    const nodeUuid = randomUUID();
+    woken.push(nodeUuid);
+    runner.newWork({ nodeUuid, seq: 1 });
+  };
+  return { wake, claims, runner };
+}
+
+/** One wake-up every `gapMs`, `count` of them: the delay from each to the claim that took it. */
+async function trickle(p: ReturnType<typeof pacedRunner>, count: number, gapMs: number): Promise<number[]> {
+  const delays: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const before = p.claims.length;
+    const at = performance.now();
+    p.wake();
+    await sleep(gapMs);
+    expect(p.claims.length, `claims after wake-up ${i + 1}`).to.equal(before + 1);
+    delays.push(p.claims[before].at - at);
+  }
+  return delays.sort((a, b) => a - b);
 }
 
 describe('intent runner: claim pacing', () => {
   it('claims a few times a second, not once per burst, under 1,000 wake-ups a second', async () => {
-    const { runner, claimsAt } = runnerCountingClaims();
-    // 5 new nodes every 5 ms for a second: each burst used to make a claim of its own (200).
+    const p = pacedRunner();
+    // 5 new nodes every 5 ms for a second: each burst used to make a claim of its own (~200).
     const t0 = performance.now();
     while (performance.now() - t0 < 1000) {
-      for (let i = 0; i < 5; i++) runner.newWork({ nodeUuid: randomUUID(), seq: 1 });
+      for (let i = 0; i < 5; i++) p.wake();
       await sleep(5);
     }
-    await sleep(100);
-    expect(claimsAt.length, 'claims for ~1,000 wake-ups').to.be.within(10, 60);
-    await runner.drain(1000);
+    await sleep(150);
+    const intents = p.claims.reduce((n, c) => n + c.size, 0);
+    expect(intents, 'every woken node claimed').to.be.above(500);
+    // At ~32 a claim: ~30 claims; at most one claim per 100 ms: 10.
+    expect(p.claims.filter((c) => c.size > 0).length, `claims for ${intents} wake-ups`).to.be.within(10, 60);
+    await p.runner.drain(1000);
   });
 
-  it('claims at once for a wake-up at a low rate', async () => {
-    const { runner, claimsAt } = runnerCountingClaims();
-    const delays: number[] = [];
-    for (let i = 0; i < 20; i++) {
-      const before = claimsAt.length;
-      const at = performance.now();
-      runner.newWork({ nodeUuid: randomUUID(), seq: 1 });
-      await sleep(40);
-      expect(claimsAt.length, `claims after wake-up ${i + 1}`).to.equal(before + 1);
-      delays.push(claimsAt[before] - at);
-    }
-    delays.sort((a, b) => a - b);
+  it('claims at once for requests one after another (125 a second)', async () => {
+    const p = pacedRunner();
+    const delays = await trickle(p, 60, 8);
     expect(delays[Math.floor(delays.length / 2)], 'median wake-up → claim, ms').to.be.below(5);
-    await runner.drain(1000);
+    await p.runner.drain(1000);
+  });
+
+  it('claims at once again once a burst has been taken', async () => {
+    const p = pacedRunner();
+    for (let i = 0; i < 20; i++) p.wake();
+    await sleep(20);
+    expect(p.claims.map((c) => c.size), 'the burst, claimed at once').to.deep.equal([20]);
+    // The first wake-up after it may wait for more (at most 100 ms); the next ones do not.
+    const delays = await trickle(p, 20, 120);
+    expect(delays[Math.floor(delays.length / 2)], 'median wake-up → claim, ms').to.be.below(5);
+    await p.runner.drain(1000);
   });
 });
