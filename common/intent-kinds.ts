@@ -178,8 +178,9 @@ export const INTENT_KINDS: { readonly [K in IntentKind]: KindContract<IntentArgs
   console: { safeToRepeat: always },
   provision: { safeToRepeat: never },
   provision_step: { safeToRepeat: never },
-  // A command may have reached the agent: the node's next heartbeat carries the run on.
-  agent_continue: { safeToRepeat: never },
+  // The run's state is the node's (the step at work, recorded before it runs) and the agent's
+  // (its command list): a repeat reads both and sends no command the agent already has.
+  agent_continue: { safeToRepeat: always },
   attach_virtual_media: { safeToRepeat: always },
   detach_virtual_media: { safeToRepeat: always },
   get_virtual_media: { safeToRepeat: always },

@@ -257,15 +257,70 @@ function freshlyBooted(commands: AgentCommand[], type: StepType): boolean {
   return commands.every((c) => c.command_name === `get_${type}_steps`);
 }
 
+/**
+ * Whether an agent command is `current`'s execute_*_step: running, or ended (a success names
+ * its step; an earlier step's success means the current one has not reached the agent).
+ */
+function isStepCommand(cmd: AgentCommand, type: StepType, current: Record<string, unknown>): boolean {
+  if (cmd.command_name !== `execute_${type}_step`) return false;
+  if (cmd.command_status !== 'SUCCEEDED') return true;
+  const result = (cmd.command_result ?? {}) as Record<string, unknown>;
+  const step = result[`${type}_step`] as Record<string, unknown> | undefined;
+  return step !== undefined && step !== null && step.step === current.step && step.interface === current.interface;
+}
+
 /** Ironic's _get_completed_command: the last command, if it is the current step's and done. */
 function completedCommand(commands: AgentCommand[], type: StepType, current: Record<string, unknown>): AgentCommand | undefined {
   const last = commands[commands.length - 1];
-  if (!last || last.command_name !== `execute_${type}_step`) return undefined;
-  if (last.command_status === 'RUNNING') return undefined;
-  const result = (last.command_result ?? {}) as Record<string, unknown>;
-  const lastStep = result[`${type}_step`] as Record<string, unknown> | undefined;
-  if (last.command_status === 'SUCCEEDED' && (!lastStep || lastStep.step !== current.step || lastStep.interface !== current.interface)) return undefined;
-  return last;
+  return last && last.command_status !== 'RUNNING' && isStepCommand(last, type, current) ? last : undefined;
+}
+
+/** A version mismatch: the agent refused the step (its hardware managers changed). */
+function isVersionMismatch(cmd: AgentCommand): boolean {
+  return cmd.command_status.endsWith('VERSION_MISMATCH');
+}
+
+/**
+ * The agent commands that change something, and how a run repeated after its conductor died
+ * tells that the agent already has one: it is the agent's last command (an agent runs one
+ * command at a time, and the node's runs one after the other). Such a command is then waited
+ * on, never sent again. A step's command must be `step`'s, and not refused for a version
+ * mismatch (that one is sent again, as a heartbeat would). Commands not listed only read
+ * (get_*_steps, get_partition_uuids) and are simply sent again.
+ */
+const SENT_ONCE: Readonly<Record<string, (last: AgentCommand, step: Record<string, unknown>) => boolean>> = {
+  'deploy.execute_deploy_step': (last, step) => isStepCommand(last, 'deploy', step) && !isVersionMismatch(last),
+  'clean.execute_clean_step': (last, step) => isStepCommand(last, 'clean', step) && !isVersionMismatch(last),
+  'image.install_bootloader': (last) => last.command_name === 'install_bootloader',
+  'standby.power_off': (last) => last.command_name === 'power_off',
+  'system.lockdown': (last) => last.command_name === 'lockdown',
+};
+
+/** The agent's last command when SENT_ONCE says it is `name` (for `step`), else undefined. */
+function hasAlready(commands: AgentCommand[], name: string, step: Record<string, unknown> = {}): AgentCommand | undefined {
+  const last = commands[commands.length - 1];
+  const taken = SENT_ONCE[name];
+  return last && taken?.(last, step) ? last : undefined;
+}
+
+/**
+ * The command `name` as the agent already has it, when this run repeats one cut short
+ * (`resume`); undefined when it is to be sent.
+ */
+async function sentAlready(ctx: ActionContext, resume: boolean, name: string, step?: Record<string, unknown>): Promise<AgentCommand | undefined> {
+  if (!resume || !SENT_ONCE[name]) return undefined;
+  return hasAlready(await servicesOf(ctx).client.getCommands(await target(ctx)), name, step);
+}
+
+/** Sends a command that changes something, unless a repeated run finds the agent has it (sentAlready). */
+async function sendOnce(ctx: ActionContext, resume: boolean, name: string, params: Record<string, unknown>, wait: boolean, step?: Record<string, unknown>): Promise<AgentCommand> {
+  return (await sentAlready(ctx, resume, name, step)) ?? servicesOf(ctx).client.execute(await target(ctx), name, params, wait);
+}
+
+/** The command that runs a step on the agent, or undefined for a step the conductor runs. */
+function agentCommandOf(type: StepType, step: AgentStep): string | undefined {
+  if (step.inband || (type === 'deploy' && step.interface === 'deploy' && step.step === 'write_image')) return `${type}.execute_${type}_step`;
+  return undefined;
 }
 
 function stepsOf(info: Record<string, unknown>, type: StepType): AgentStep[] {
@@ -285,9 +340,10 @@ const WAITING: Record<StepType, string> = { deploy: ProvisionState.DEPLOYWAIT, c
  * Runs the steps from `from` on: out-of-band ones here, in-band ones by asking the agent
  * (then the node waits for it). Writes the current step before running it, so that a crash
  * leaves the node showing where it was; the wait that follows an in-band step is the task's
- * outcome to write.
+ * outcome to write. `resume`: step `from` may have been started by a run cut short, so its
+ * commands are sent once (sendOnce).
  */
-async function runSteps(ctx: ActionContext, type: StepType, info: Record<string, unknown>, from: number): Promise<StepOutcome> {
+async function runSteps(ctx: ActionContext, type: StepType, info: Record<string, unknown>, from: number, resume = false): Promise<StepOutcome> {
   const steps = stepsOf(info, type);
   for (let i = from; i < steps.length; i++) {
     const step = steps[i];
@@ -300,7 +356,7 @@ async function runSteps(ctx: ActionContext, type: StepType, info: Record<string,
     }
     let waited: StepRun;
     try {
-      waited = await runStep(ctx, type, step, info);
+      waited = await runStep(ctx, type, step, info, resume && i === from);
     } catch (err) {
       const msg = (err as Error).message;
       throw new AgentStepFailed(msg.includes(stepId(step)) ? msg : `${failureWords(type)} ${stepId(step)} failed: ${msg}`);
@@ -318,19 +374,19 @@ function waitChanges(type: StepType, info: Record<string, unknown>): NodeChanges
 /** What running a step comes to: the agent has it (wait) or it is done. */
 type StepRun = { wait: boolean };
 
-async function runStep(ctx: ActionContext, type: StepType, step: AgentStep, info: Record<string, unknown>): Promise<StepRun> {
+async function runStep(ctx: ActionContext, type: StepType, step: AgentStep, info: Record<string, unknown>, resume: boolean): Promise<StepRun> {
   if (type === 'deploy' && step.interface === 'deploy' && !step.inband) {
     switch (step.step) {
       case 'deploy':
         await bootAgent(ctx);
         return { wait: true };
       case 'write_image':
-        return executeInband(ctx, 'deploy', { ...step, args: { ...step.args, ...writeImageArgs(ctx.node) } }, info);
+        return executeInband(ctx, 'deploy', { ...step, args: { ...step.args, ...writeImageArgs(ctx.node) } }, info, resume);
       case 'prepare_instance_boot':
-        await prepareInstanceBoot(ctx, info);
+        await prepareInstanceBoot(ctx, info, resume);
         return { wait: false };
       case 'tear_down_agent':
-        await tearDownAgent(ctx);
+        await tearDownAgent(ctx, resume);
         return { wait: false };
       case 'switch_to_tenant_network':
         return { wait: false };
@@ -339,7 +395,7 @@ async function runStep(ctx: ActionContext, type: StepType, step: AgentStep, info
         return { wait: false };
     }
   }
-  if (step.inband) return executeInband(ctx, type, step, info);
+  if (step.inband) return executeInband(ctx, type, step, info, resume);
   const oob = cleanStepsFor(ctx.node).find((s) => s.interface === step.interface && s.step === step.step);
   if (!oob) throw new InvalidParameterValue(`Node ${ctx.node.uuid} has no ${type} step ${stepId(step)}.`);
   await oob.run(ctx, step.args);
@@ -347,11 +403,10 @@ async function runStep(ctx: ActionContext, type: StepType, step: AgentStep, info
 }
 
 /** Ironic's agent_base.execute_step: proxied to the agent, asynchronously. */
-async function executeInband(ctx: ActionContext, type: StepType, step: AgentStep, info: Record<string, unknown>): Promise<StepRun> {
-  const services = servicesOf(ctx);
-  const cmd = await services.client.execute(await target(ctx), `${type}.execute_${type}_step`, {
+async function executeInband(ctx: ActionContext, type: StepType, step: AgentStep, info: Record<string, unknown>, resume: boolean): Promise<StepRun> {
+  const cmd = await sendOnce(ctx, resume, `${type}.execute_${type}_step`, {
     step: shown(step), node: nodeForAgent(ctx.node), ports: await portsOf(ctx), [`${type}_version`]: info[DII_VERSION[type]] ?? null,
-  }, false);
+  }, false, shown(step));
   if (cmd.command_status === 'FAILED') throw new AgentStepFailed(commandError(cmd));
   if (cmd.command_status === 'SUCCEEDED') return { wait: false };
   return { wait: true };
@@ -405,9 +460,13 @@ function writeImageArgs(node: Node): Record<string, unknown> {
  * the bootloader on them (AgentDeploy.configure_local_boot, polled); then the node boots from
  * disk.
  */
-async function prepareInstanceBoot(ctx: ActionContext, info: Record<string, unknown>): Promise<void> {
+async function prepareInstanceBoot(ctx: ActionContext, info: Record<string, unknown>, resume: boolean): Promise<void> {
   const services = servicesOf(ctx);
   const agent = await target(ctx);
+  const poll = { attempts: services.config.agent.command_wait_attempts, intervalMs: services.config.agent.command_wait_interval * 1000 };
+  // An install a run cut short sent is waited for first: the agent takes no other command meanwhile.
+  const earlier = await sentAlready(ctx, resume, 'image.install_bootloader');
+  const installed = earlier && (await services.client.pollUntilEnded(agent, 'image.install_bootloader', earlier, poll));
   const cmd = await services.client.execute(agent, 'standby.get_partition_uuids', {}, true);
   if (cmd.command_status === 'FAILED') throw new AgentStepFailed(`Failed to get partition UUIDs: ${commandError(cmd)}`);
   const uuids = (cmd.command_result ?? {}) as Record<string, unknown>;
@@ -416,12 +475,12 @@ async function prepareInstanceBoot(ctx: ActionContext, info: Record<string, unkn
   if (root && !isWholeDiskImage(ctx.node.instanceInfo)) {
     const mode = deployBootMode(ctx.node);
     const arch = ctx.node.properties.cpu_arch;
-    const result = await services.client.executeAndPoll(agent, 'image.install_bootloader', {
+    const result = installed || await services.client.executeAndPoll(agent, 'image.install_bootloader', {
       root_uuid: root,
       efi_system_part_uuid: mode === 'uefi' ? uuids['efi system partition uuid'] ?? null : null,
       prep_boot_part_uuid: typeof arch === 'string' && arch.startsWith('ppc64') ? uuids['PReP Boot partition uuid'] ?? null : null,
       target_boot_mode: mode,
-    }, { attempts: services.config.agent.command_wait_attempts, intervalMs: services.config.agent.command_wait_interval * 1000 });
+    }, poll);
     if (result.command_status === 'FAILED') {
       throw new AgentStepFailed(`Failed to install a bootloader when deploying node ${ctx.node.uuid}: ${commandError(result)}`);
     }
@@ -435,17 +494,18 @@ async function prepareInstanceBoot(ctx: ActionContext, info: Record<string, unkn
  * `[agent] post_deploy_get_power_state_retries` times, then the node is forced off. The token
  * and agent URL are forgotten: this agent's work is done.
  */
-async function tearDownAgent(ctx: ActionContext): Promise<void> {
+async function tearDownAgent(ctx: ActionContext, resume: boolean): Promise<void> {
   const services = servicesOf(ctx);
   const power = powerOf(ctx);
   if (ctx.node.disablePowerOff) {
-    await services.client.execute(await target(ctx), 'system.lockdown', {}, false).catch((err: Error) => {
+    await sendOnce(ctx, resume, 'system.lockdown', {}, false).catch((err: Error) => {
       ctx.log.warn({ err: err.message }, 'agent lockdown failed');
     });
   } else {
     let off = false;
     try {
-      await services.client.execute(await target(ctx), 'standby.power_off', {}, false);
+      // An agent already gone (powered off, or its token wiped by a run cut short) is forced off below.
+      await sendOnce(ctx, resume, 'standby.power_off', {}, false);
       const { post_deploy_get_power_state_retries: retries, post_deploy_get_power_state_retry_interval: interval } = services.config.agent;
       for (let i = 0; i < retries && !off; i++) {
         await new Promise((r) => setTimeout(r, Math.min(interval * 1000, 200 * 2 ** i)));
@@ -518,6 +578,7 @@ function cleaningSteps(ctx: ActionContext, agentSteps: AgentStep[], manual: Clea
 export async function continueFromHeartbeat(ctx: ActionContext, type: StepType): Promise<StepOutcome> {
   const services = servicesOf(ctx);
   const info = { ...dii(ctx) };
+  if (ctx.node.provisionState === RUNNING[type]) return resumeCutShort(ctx, type, info);
   const agent = await target(ctx);
   if (type === 'clean' && Object.keys(ctx.node.cleanStep ?? {}).length === 0) {
     // The agent just booted for cleaning: its steps decide what runs.
@@ -538,21 +599,67 @@ export async function continueFromHeartbeat(ctx: ActionContext, type: StepType):
     });
     info[DII_STEPS.deploy] = steps;
   }
-  const commands = await services.client.getCommands(agent);
-  const index = typeof info[DII_INDEX[type]] === 'number' ? (info[DII_INDEX[type]] as number) : 0;
+  return carryOn(ctx, type, info, await services.client.getCommands(agent));
+}
+
+/**
+ * The run an `agent_continue` carries on: the node waits for its agent, or shows a step of an
+ * agent run still running (its conductor died, see resumeCutShort). Undefined otherwise.
+ */
+export function runToContinue(node: Node): StepType | undefined {
+  for (const type of ['deploy', 'clean'] as const) {
+    if (node.provisionState === WAITING[type]) return type;
+    const info = node.driverInternalInfo ?? {};
+    if (node.provisionState === RUNNING[type] && stepsOf(info, type)[indexOf(info, type)] !== undefined) return type;
+  }
+  return undefined;
+}
+
+function indexOf(info: Record<string, unknown>, type: StepType): number {
+  return typeof info[DII_INDEX[type]] === 'number' ? (info[DII_INDEX[type]] as number) : 0;
+}
+
+/**
+ * Carries on a run whose conductor died while it ran a step: the node still shows it running,
+ * at the step recorded before it began (runSteps). A step the agent runs is looked up in the
+ * agent's command list first: one the agent has (running or ended) is taken as a heartbeat
+ * takes it, so the node waits for it or goes on; else the step runs again, its commands sent
+ * once (sendOnce). What the conductor does at the BMC (power, boot device) is simply done again.
+ */
+async function resumeCutShort(ctx: ActionContext, type: StepType, info: Record<string, unknown>): Promise<StepOutcome> {
+  const index = indexOf(info, type);
+  const step = stepsOf(info, type)[index];
+  const name = agentCommandOf(type, step);
+  if (name) {
+    const commands = await servicesOf(ctx).client.getCommands(await target(ctx));
+    if (hasAlready(commands, name, shown(step))) return carryOn(ctx, type, info, commands);
+  }
+  ctx.log.info({ step: stepId(step) }, `repeating ${type} step cut short by its conductor's stop`);
+  return runSteps(ctx, type, info, index, true);
+}
+
+/**
+ * What the agent's commands say of the current step (Ironic's process_next_step): still running
+ * (wait), failed, refused for a version mismatch (run again), or done (the next step).
+ */
+async function carryOn(ctx: ActionContext, type: StepType, info: Record<string, unknown>, commands: AgentCommand[]): Promise<StepOutcome> {
+  const index = indexOf(info, type);
+  // A run cut short left the node showing the step running: waiting, it waits again from now.
+  const resumed = ctx.node.provisionState === RUNNING[type];
   const current = (type === 'deploy' ? ctx.node.deployStep : ctx.node.cleanStep) ?? {};
   // Ironic's continue_node_clean: the step asked to be aborted after has ended, so the cleaning ends.
   const next = (): Promise<StepOutcome> => (type === 'clean' && current.abort_after === true ? Promise.resolve({ wait: false, abortAfter: true }) : runSteps(ctx, type, info, index + 1));
   if (freshlyBooted(commands, type)) return next();
   const done = completedCommand(commands, type, current);
   if (!done) {
+    if (resumed) return { wait: true, changes: waitChanges(type, info) };
     // Still running: the heartbeat already moved the deadline on.
     return { wait: true, changes: info[DII_CACHED[type]] !== dii(ctx)[DII_CACHED[type]] ? { driverInternalInfo: info } : {} };
   }
   if (done.command_status === 'FAILED') {
     throw new AgentStepFailed(`${type === 'deploy' ? 'Deploy' : 'Clean'} step ${stepId(current as { interface: string; step: string })} failed on node ${ctx.node.uuid}. ${commandError(done)}`);
   }
-  if (done.command_status.endsWith('VERSION_MISMATCH')) {
+  if (isVersionMismatch(done)) {
     // The agent's hardware managers changed: learn its steps again and run the step again.
     await refreshSteps(ctx, type, info);
     return runSteps(ctx, type, info, index);
@@ -563,7 +670,7 @@ export async function continueFromHeartbeat(ctx: ActionContext, type: StepType):
   const currentStep = stepsOf(info, type)[index];
   if (currentStep?.reboot_requested) {
     await powerOf(ctx).setPowerState(ctx.driver, 'rebooting');
-    return { wait: true, changes: { driverInternalInfo: info, provisionUpdatedAt: new Date() } };
+    return { wait: true, changes: resumed ? waitChanges(type, info) : { driverInternalInfo: info, provisionUpdatedAt: new Date() } };
   }
   return next();
 }

@@ -1,7 +1,7 @@
 import { AgentStepFailed, GalvanicError } from '../../common/errors.js';
 import { ProvisionState } from '../../common/states.js';
 import type { NodeChanges } from '../../db/nodes.js';
-import { abortCleaning, continueFromHeartbeat, endOfRunChanges, tearDownCleaning, type StepType } from '../agent-steps.js';
+import { abortCleaning, continueFromHeartbeat, endOfRunChanges, runToContinue, tearDownCleaning, type StepType } from '../agent-steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 
 /** The run a node's state belongs to, when it waits for (or works with) an agent. */
@@ -13,14 +13,15 @@ function runOf(state: string): StepType | undefined {
 
 /**
  * What a heartbeat queued: the node's conductor looks at its agent and carries the deploy or
- * the cleaning on (conductor/agent-steps.ts). A heartbeat that finds the node in another state
- * (the run ended, was aborted) does nothing. Failures fail the run as Ironic's error handlers
+ * the cleaning on (conductor/agent-steps.ts); run again after its conductor died, it finds the
+ * node showing the step it was at, and carries on from there. A heartbeat that finds the node
+ * in another state (the run ended, was aborted) does nothing. Failures fail the run as Ironic's error handlers
  * do: deploy failed (powered off), or clean failed with the node in maintenance.
  */
 export const agentContinueAction: Action = {
   async run(ctx: ActionContext): Promise<ActionResult> {
     const state = ctx.node.provisionState;
-    const type = state === ProvisionState.DEPLOYWAIT ? 'deploy' : state === ProvisionState.CLEANWAIT ? 'clean' : undefined;
+    const type = runToContinue(ctx.node);
     if (!type) return { result: { skipped: `node is ${state}` } };
     try {
       if (ctx.node.maintenance) {

@@ -163,7 +163,15 @@ export class AgentClient {
    * @throws AgentCommandTimeout after `attempts` reads | AgentInProgress | AgentAPIError | AgentConnectionFailed
    */
   async executeAndPoll(target: AgentTarget, name: string, params: Record<string, unknown>, poll: { attempts: number; intervalMs: number }): Promise<AgentCommand> {
-    const sent = await this.execute(target, name, params, false);
+    return this.pollUntilEnded(target, name, await this.execute(target, name, params, false), poll);
+  }
+
+  /**
+   * Waits for a command the agent has (`sent`, as it was last seen) to end, reading the command
+   * list every `intervalMs`; see executeAndPoll.
+   * @throws AgentCommandTimeout after `attempts` reads | AgentAPIError | AgentConnectionFailed
+   */
+  async pollUntilEnded(target: AgentTarget, name: string, sent: AgentCommand, poll: { attempts: number; intervalMs: number }): Promise<AgentCommand> {
     if (sent.command_status !== 'RUNNING') return sent;
     const bare = name.includes('.') ? name.slice(name.indexOf('.') + 1) : name;
     for (let i = 0; i < poll.attempts; i++) {

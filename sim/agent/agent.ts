@@ -182,6 +182,7 @@ export class AgentHost {
   private readonly inspectionStatuses: Record<string, number> = {};
   private heartbeats = 0;
   private readonly heartbeatStatuses: Record<string, number> = {};
+  private readonly received: Record<string, number> = {};
   private lastToken: string | null = null;
   private lastNodeUuid: string | null = null;
   private lockedDown = false;
@@ -488,9 +489,12 @@ export class AgentHost {
     if (!o || typeof o !== 'object' || typeof o.name !== 'string' || typeof o.params !== 'object' || o.params === null || Array.isArray(o.params)) {
       return send(res, 400, faultBody(400, '400 Bad Request: Missing or invalid name or params'));
     }
+    const params = o.params as Record<string, unknown>;
+    const step = (params.step as { step?: unknown } | undefined)?.step;
+    bump(this.received, /\.execute_(deploy|clean)_step$/.test(o.name) && typeof step === 'string' ? `${o.name}/${step}` : o.name);
     let cmd: Command;
     try {
-      cmd = this.execute(life, o.name, o.params as Record<string, unknown>);
+      cmd = this.execute(life, o.name, params);
     } catch (err) {
       if (err instanceof IpaError) return this.sendError(res, err);
       throw err;
@@ -500,6 +504,12 @@ export class AgentHost {
       this.faults = { ...this.faults, loseResponse: (this.faults.loseResponse ?? 1) - 1 };
       req.socket.destroy();
       return;
+    }
+    const hold = this.faults.holdAnswer;
+    if (hold && hold.command === o.name) {
+      const { holdAnswer: _spent, ...rest } = this.faults;
+      this.faults = rest;
+      await new Promise((r) => setTimeout(r, hold.ms));
     }
     if ((wait || cmd.sync) && !(await life.outlives(cmd.done))) return void req.socket.destroy();
     send(res, 200, JSON.stringify(cmd.result));
@@ -751,6 +761,7 @@ export class AgentHost {
       heartbeatStatuses: { ...this.heartbeatStatuses },
       token: life ? life.token : this.lastToken,
       commands: (life ? [...life.commands.values()] : this.lastCommands).map((c) => c.result),
+      received: { ...this.received },
       lockedDown: this.lockedDown,
       disk: this.disk ? { ...this.disk } : null,
       instance: this.disk ? { running: this.instanceRunning, imageUrl: this.disk.imageUrl } : null,
@@ -763,6 +774,6 @@ export class AgentHost {
     this.lookups = 0;
     this.inspections = 0;
     this.heartbeats = 0;
-    for (const o of [this.lookupStatuses, this.inspectionStatuses, this.heartbeatStatuses]) for (const k of Object.keys(o)) delete o[k];
+    for (const o of [this.lookupStatuses, this.inspectionStatuses, this.heartbeatStatuses, this.received]) for (const k of Object.keys(o)) delete o[k];
   }
 }

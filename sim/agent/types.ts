@@ -55,6 +55,11 @@ export interface AgentFaults {
   noBoot?: boolean;
   /** Overrides the fleet's boot delay for this host (s). */
   bootSeconds?: [number, number];
+  /**
+   * One-shot: the next POST of this command (`<extension>.<command>`) is executed and recorded
+   * at once, but answered only `ms` later; the fault then clears itself.
+   */
+  holdAnswer?: { command: string; ms: number };
 }
 
 export const FAULT_KEYS: ReadonlySet<string> = new Set([
@@ -71,6 +76,7 @@ export const FAULT_KEYS: ReadonlySet<string> = new Set([
   'wrongToken',
   'noBoot',
   'bootSeconds',
+  'holdAnswer',
 ]);
 
 export type CommandStatus = 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'CLEAN_VERSION_MISMATCH';
@@ -126,6 +132,11 @@ export interface AgentWitness {
   token: string | null;
   /** The current (or last) agent's commands, in order. */
   commands: CommandResult[];
+  /**
+   * Command POSTs received, by `<extension>.<command>` (with `/<step>` for execute_*_step),
+   * refused ones (busy, bad parameters) included.
+   */
+  received: Record<string, number>;
   /** The agent locked itself down (system.lockdown): no API, no heartbeats. */
   lockedDown: boolean;
   disk: DiskState | null;

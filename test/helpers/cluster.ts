@@ -86,6 +86,15 @@ export function suiteCluster(prefix: string, opts: ClusterOptions): () => Cluste
   };
 }
 
+/**
+ * Starts conductor `i` again under its host name (after a kill or a stop), with `env` and the
+ * cluster's record file, in its place in the cluster (so that stopCluster stops it).
+ */
+export async function restartConductor(c: Cluster, i: number, env: Record<string, string>): Promise<RunningConductor> {
+  c.conductors[i] = await startConductor({ databaseUrl: c.tdb.url, host: c.conductors[i].host, env: { ...env, GALVANIC_FAKE__RECORD_FILE: c.recordFile } });
+  return c.conductors[i];
+}
+
 /** Every line of the record file; each must parse (a torn line would mean interleaved writes). */
 export async function readRecords(file: string): Promise<BmcRecord[]> {
   let text: string;

@@ -4,8 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HashRing } from '../../common/hash-ring.js';
-import { startCluster, stopCluster, type Cluster } from '../helpers/cluster.js';
-import { startConductor } from '../helpers/app.js';
+import { restartConductor, startCluster, stopCluster, type Cluster } from '../helpers/cluster.js';
 import { apiCall, fakeConsoleProcesses } from '../helpers/console.js';
 import { until } from '../helpers/until.js';
 
@@ -90,7 +89,7 @@ describe('serial console processes across a takeover (real conductors, /proc)', 
       async () => (await heldBy(second)) && uuids.every((u) => (fakeConsoleProcesses().get(u) ?? []).some((p) => !original.get(u)!.includes(p))), 30_000);
     note();
 
-    cluster.conductors[0] = await startConductor({ databaseUrl: cluster.tdb.url, host: first, env: { ...env, GALVANIC_FAKE__RECORD_FILE: cluster.recordFile } });
+    await restartConductor(cluster, 0, env);
     const beforeRestart = new Set(seen);
     await until('the first conductor running its consoles again',
       async () => (await heldBy(first)) && uuids.every((u) => (fakeConsoleProcesses().get(u) ?? []).some((p) => !beforeRestart.has(p))), 30_000);
