@@ -8,6 +8,9 @@ import { createHash } from 'node:crypto';
  */
 const DEFAULT_REPLICAS = 512;
 
+/** Most owners a ring remembers (see HashRing.owners): ~100 bytes each. */
+const OWNER_CACHE_MAX = 100_000;
+
 /** Same function Postgres can evaluate, so SQL can filter a conductor's share of the nodes. */
 export function ringHash(key: string): number {
   // First 4 bytes of md5 as a signed 32-bit integer: Postgres computes the same with
@@ -32,6 +35,12 @@ export interface HashRange {
  */
 export class HashRing {
   private readonly points: Array<{ hash: number; host: string }>;
+  /**
+   * Owners already looked up: every conductor asks for the owner of the node of each wake-up,
+   * and the md5 per lookup was 3 % of a busy conductor's CPU. Cleared when it grows past
+   * OWNER_CACHE_MAX keys (a fleet larger than that pays the md5 again for some).
+   */
+  private readonly owners = new Map<string, string>();
 
   constructor(readonly hosts: readonly string[], replicas = DEFAULT_REPLICAS) {
     this.points = [];
@@ -44,7 +53,15 @@ export class HashRing {
   /** The host owning `key`, or undefined on an empty ring. */
   owner(key: string): string | undefined {
     if (this.points.length === 0) return undefined;
-    const h = ringHash(key);
+    const known = this.owners.get(key);
+    if (known !== undefined) return known;
+    if (this.owners.size >= OWNER_CACHE_MAX) this.owners.clear();
+    const host = this.lookUp(ringHash(key));
+    this.owners.set(key, host);
+    return host;
+  }
+
+  private lookUp(h: number): string {
     let lo = 0;
     let hi = this.points.length;
     while (lo < hi) {

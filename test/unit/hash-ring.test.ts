@@ -113,4 +113,13 @@ describe('HashRing', () => {
       expect(all.filter((r) => inRange(h, r)), `hash ${h}`).to.have.length(1);
     }
   });
+
+  it('gives the same owner to a key asked again (remembered) as a fresh ring does', () => {
+    const ring = new HashRing(HOSTS);
+    const ks = keys(2000);
+    const first = ks.map((k) => ring.owner(k));
+    for (let round = 0; round < 2; round++) expect(ks.map((k) => ring.owner(k)), `round ${round}`).to.deep.equal(first);
+    const fresh = new HashRing(HOSTS);
+    expect(ks.map((k) => fresh.owner(k)), 'a fresh ring').to.deep.equal(first);
+  });
 });
