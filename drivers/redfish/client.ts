@@ -28,7 +28,7 @@ export interface RedfishOptions {
   powerStateChangeTimeoutMs: number;
   /** Virtual media: the waits for an eject and the retries of an insert refused with 5xx (default 3 × 3 s, as Ironic). */
   vmediaRetry?: { attempts: number; intervalMs: number };
-  /** How long a BMC's idle connection stays open, ms (default 10 s). */
+  /** How long a BMC's idle connection stays open, ms (default 30 s). */
   connectionKeepAliveMs?: number;
 }
 

@@ -10,11 +10,10 @@
  * several sockets per BMC until their keep-alive runs out. An idle connection whose socket
  * closes (keep-alive over, the BMC hung up) is dropped too; the next request opens another.
  *
- * An idle connection lasts `keepAliveMs` (10 s) at most, whatever keep-alive the BMC advertises
- * (a Node server says 65 s). That covers the next request of a chain and the pauses of a
- * power-state poll or a virtual-media retry; kept any longer, through a fleet loop of a minute,
- * every BMC would hold a socket and its client (about 4.5 KiB of heap) nearly all the time to
- * save one connect per read.
+ * An idle connection lasts `keepAliveMs` (30 s) at most, whatever keep-alive the BMC advertises
+ * (a Node server says 65 s, which kept every BMC's socket through a fleet loop of a minute).
+ * 30 s covers the next request of a chain and the pauses of a power-state poll or a
+ * virtual-media retry; 10 s measured no lower peak and may cost a connect per read.
  */
 import { buildConnector, Client } from 'undici';
 
@@ -24,11 +23,11 @@ export interface ConnectOptions {
   ca?: Buffer;
   /** Connect timeout, ms. */
   timeout: number;
-  /** How long an idle connection stays open, ms; 10 s when absent. */
+  /** How long an idle connection stays open, ms; 30 s when absent. */
   keepAliveMs?: number;
 }
 
-const KEEP_ALIVE_MS = 10_000;
+const KEEP_ALIVE_MS = 30_000;
 
 /**
  * What a discarded Client is destroyed with. Without one undici makes an error (and its stack)
