@@ -28,6 +28,8 @@ export interface RedfishOptions {
   powerStateChangeTimeoutMs: number;
   /** Virtual media: the waits for an eject and the retries of an insert refused with 5xx (default 3 × 3 s, as Ironic). */
   vmediaRetry?: { attempts: number; intervalMs: number };
+  /** How long a BMC's idle connection stays open, ms (default 30 s). */
+  connectionKeepAliveMs?: number;
 }
 
 const MAX_RETRY_INTERVAL_MS = 30_000;
@@ -388,7 +390,9 @@ export class RedfishClient {
       }
     }
     const limit = this.options.maxConcurrentPerBmc;
-    const conns = new Connections(info.origin, { rejectUnauthorized: info.verifyCa !== false, ca, timeout: Math.min(10_000, info.timeoutMs) });
+    const conns = new Connections(info.origin, {
+      rejectUnauthorized: info.verifyCa !== false, ca, timeout: Math.min(10_000, info.timeoutMs), keepAliveMs: this.options.connectionKeepAliveMs,
+    });
     ep = new Endpoint(info.origin, conns, new Semaphore(limit), { budget: this.budget, key: budgetKey(info.origin) });
     this.endpoints.set(key, ep);
     return ep;

@@ -9,6 +9,11 @@
  * GETs, discovery) close as they finish, so that a pass over thousands of BMCs does not hold
  * several sockets per BMC until their keep-alive runs out. An idle connection whose socket
  * closes (keep-alive over, the BMC hung up) is dropped too; the next request opens another.
+ *
+ * An idle connection lasts `keepAliveMs` (30 s) at most, whatever keep-alive the BMC advertises
+ * (a Node server says 65 s, which kept every BMC's socket through a fleet loop of a minute).
+ * 30 s covers the next request of a chain and the pauses of a power-state poll or a
+ * virtual-media retry; 10 s measured no lower peak and may cost a connect per read.
  */
 import { buildConnector, Client } from 'undici';
 
@@ -18,15 +23,29 @@ export interface ConnectOptions {
   ca?: Buffer;
   /** Connect timeout, ms. */
   timeout: number;
+  /** How long an idle connection stays open, ms; 30 s when absent. */
+  keepAliveMs?: number;
 }
 
 const KEEP_ALIVE_MS = 30_000;
+
+/**
+ * What a discarded Client is destroyed with. Without one undici makes an error (and its stack)
+ * per Client, which the socket keeps until it is gone: thousands at a time in a fleet pass.
+ * No request is pending on a Client given back, so none is failed with it.
+ */
+const DISCARDED = new Error('Redfish connection discarded');
+
+function discard(client: Client): void {
+  void client.destroy(DISCARDED).catch(() => undefined);
+}
 
 export class Connections {
   /** The idle connection (connected, or not yet: a failed connect is retried by the next request). */
   private idle: Client | null = null;
   private readonly busy = new Set<Client>();
   private readonly connector: buildConnector.connector;
+  private readonly keepAliveMs: number;
   private closing = false;
 
   constructor(
@@ -34,7 +53,9 @@ export class Connections {
     connect: ConnectOptions,
   ) {
     // One connector per BMC: its TLS session cache then serves every connection to it.
-    this.connector = buildConnector(connect);
+    const { keepAliveMs, ...options } = connect;
+    this.connector = buildConnector(options);
+    this.keepAliveMs = keepAliveMs ?? KEEP_ALIVE_MS;
   }
 
   /**
@@ -53,7 +74,7 @@ export class Connections {
   release(client: Client, healthy: boolean): void {
     if (!this.busy.delete(client)) return;
     if (healthy && !this.closing && !this.idle) this.idle = client;
-    else void client.close().catch(() => undefined);
+    else discard(client);
   }
 
   /** Closes the idle connection now and the others once their request ends. */
@@ -75,11 +96,12 @@ export class Connections {
   }
 
   private open(): Client {
-    const client = new Client(this.origin, { pipelining: 1, keepAliveTimeout: KEEP_ALIVE_MS, connect: this.connector });
+    // keepAliveMaxTimeout caps the BMC's advertised keep-alive; keepAliveTimeout is for BMCs that advertise none.
+    const client = new Client(this.origin, { pipelining: 1, keepAliveTimeout: this.keepAliveMs, keepAliveMaxTimeout: this.keepAliveMs, connect: this.connector });
     client.on('disconnect', () => {
       if (this.idle !== client) return;
       this.idle = null;
-      void client.close().catch(() => undefined);
+      discard(client);
     });
     return client;
   }

@@ -1,7 +1,8 @@
 /**
  * The Redfish driver's connections to a BMC, counted by a TCP proxy in front of the simulator
  * (whose keep-alive, 65 s, outlasts the test): a burst opens up to the per-BMC limit, one
- * connection stays for the next request, and one the BMC closes is replaced.
+ * connection stays for the next request until the driver's own keep-alive ends it, and one the
+ * BMC closes is replaced.
  */
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -89,6 +90,20 @@ describe('redfish connections', function () {
     for (let i = 0; i < 5; i++) expect(await driver.power.getPowerState(ctx)).to.equal('power on');
     expect(proxy.opened()).to.equal(opened);
     expect(proxy.open()).to.equal(1);
+  });
+
+  it('closes an idle connection after its own keep-alive, not the longer one the BMC advertises', async () => {
+    await driver.close();
+    driver = makeDriver({ maxConcurrentPerBmc: 4, connectionKeepAliveMs: 300 });
+    await setFaults(sim.bmcs[0].url, { latencyMs: [0, 0] });
+    const ctx = ctxFor(proxy.url);
+    expect(await driver.power.getPowerState(ctx)).to.equal('power on');
+    expect(proxy.open()).to.equal(1);
+    // The simulator advertises 65 s: the connection is still open well past 300 ms only if that wins.
+    await eventually(() => proxy.open() === 0, 3000);
+    expect(proxy.open()).to.equal(0);
+    expect(await driver.power.getPowerState(ctx)).to.equal('power on');
+    expect(proxy.opened()).to.equal(2);
   });
 
   it('replaces a connection the BMC closed while it was idle', async () => {
