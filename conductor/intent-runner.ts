@@ -58,7 +58,7 @@ const COMMIT_RETRY_DELAYS_MS = [200, 1000, 3000];
  * previous claim began: the wait grows with K, since each conductor sees a K-th of the rate.
  * Requests one after another, each claimed alone, are never held back.
  */
-const CLAIM_PACE_BATCH = 32;
+const CLAIM_PACE_BATCH = 48;
 const CLAIM_PACE_TRIGGER = 4;
 const CLAIM_PACE_MAX_MS = 100;
 /** Time constant (ms) of the wake-up rate's moving average. */
