@@ -623,8 +623,8 @@ function indexOf(info: Record<string, unknown>, type: StepType): number {
  * Carries on a run whose conductor died while it ran a step: the node still shows it running,
  * at the step recorded before it began (runSteps). A step the agent runs is looked up in the
  * agent's command list first: one the agent has (running or ended) is taken as a heartbeat
- * takes it, so the node waits for it or goes on; else the step runs again, its commands sent
- * once (sendOnce). What the conductor does at the BMC (power, boot device) is simply done again.
+ * takes it, so the node waits for it or goes on; else the step runs again. A step the
+ * conductor runs (prepare_instance_boot, tear_down_agent) sends its commands once (sendOnce). What the conductor does at the BMC (power, boot device) is simply done again.
  */
 async function resumeCutShort(ctx: ActionContext, type: StepType, info: Record<string, unknown>): Promise<StepOutcome> {
   const index = indexOf(info, type);
@@ -635,7 +635,8 @@ async function resumeCutShort(ctx: ActionContext, type: StepType, info: Record<s
     if (hasAlready(commands, name, shown(step))) return carryOn(ctx, type, info, commands);
   }
   ctx.log.info({ step: stepId(step) }, `repeating ${type} step cut short by its conductor's stop`);
-  return runSteps(ctx, type, info, index, true);
+  // A step the agent runs was just looked up and is not there: it is sent, not looked up again.
+  return runSteps(ctx, type, info, index, name === undefined);
 }
 
 /**

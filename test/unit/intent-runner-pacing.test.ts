@@ -85,7 +85,7 @@ describe('intent runner: claim pacing', () => {
     await sleep(150);
     const intents = p.claims.reduce((n, c) => n + c.size, 0);
     expect(intents, 'every woken node claimed').to.be.above(500);
-    // At ~32 a claim: ~30 claims; at most one claim per 100 ms: 10.
+    // At ~48 a claim: ~20 claims; at most one claim per 100 ms: 10.
     expect(p.claims.filter((c) => c.size > 0).length, `claims for ${intents} wake-ups`).to.be.within(10, 60);
     await p.runner.drain(1000);
   });
