@@ -28,6 +28,36 @@ describe('sensor data parts', () => {
     expect(peakShared).to.equal(2);
   });
 
+  it('starts each item once, with several of one key and every slot taken', async () => {
+    // Key a's two jobs end while the token the first handed back still waits behind b's and c's.
+    const items = ['a1', 'a2', 'a3', 'b1', 'c1', 'b2', 'c2'].map((id) => ({ id, key: id[0] }));
+    const started: Array<string | undefined> = [];
+    const delay: Record<string, number> = { a1: 5, a2: 6, b1: 30, c1: 30, b2: 1, c2: 1, a3: 1 };
+    await runKeyedBounded(items, { limit: 3, perKey: 2, keyOf: (x) => x.key }, async (x) => {
+      started.push(x?.id);
+      await tick(delay[x.id]);
+    });
+    expect(started.sort()).to.deep.equal(items.map((x) => x.id).sort());
+  });
+
+  it('counts each job by its weight, and always runs one', async () => {
+    const items = [{ id: 'heavy', w: 3 }, { id: 'huge', w: 10 }, ...Array.from({ length: 8 }, (_, i) => ({ id: `n${i}`, w: 1 }))];
+    let taken = 0;
+    let peak = 0;
+    const done: string[] = [];
+    await runKeyedBounded(items, { limit: 4, perKey: 1, keyOf: (x) => x.id, weightOf: (x) => x.w }, async (x) => {
+      taken += x.w;
+      // The 10 runs alone, as the limit's one job.
+      if (x.w <= 4) peak = Math.max(peak, taken);
+      else expect(taken).to.equal(x.w);
+      await tick(2);
+      taken -= x.w;
+      done.push(x.id);
+    });
+    expect(done).to.have.length(items.length);
+    expect(peak).to.equal(4);
+  });
+
   it('keeps going after a job fails, and stops starting jobs once aborted', async () => {
     const abort = new AbortController();
     const started: number[] = [];
