@@ -39,11 +39,19 @@ export interface SensorTopology {
 }
 
 /**
- * Runs `jobs` at once, or one after the other when the BMC takes one request at a time anyway
- * (requests queued at its semaphore would only hold their state while they wait).
+ * Whether a call's lookups go one request after the other: when the BMC takes one request at
+ * a time anyway (requests queued at its semaphore would only hold their state while they
+ * wait), and for periodic reads. A fleet loop's first pass discovers thousands of BMCs at
+ * once; in turn, each holds one connection and one answer instead of up to
+ * `max_concurrent_requests_per_bmc`, and only the first pass is longer.
  */
+export function oneAtATime(call: RedfishCall): boolean {
+  return call.endpoint.limit === 1 || call.priority === 'periodic';
+}
+
+/** Runs `jobs` at once, or one after the other (oneAtATime). */
 export async function inTurn<T>(call: RedfishCall, jobs: Array<() => Promise<T>>): Promise<T[]> {
-  if (call.endpoint.limit > 1) return Promise.all(jobs.map((job) => job()));
+  if (!oneAtATime(call)) return Promise.all(jobs.map((job) => job()));
   const out: T[] = [];
   for (const job of jobs) out.push(await job());
   return out;
@@ -203,10 +211,9 @@ export async function sensorTopology(call: RedfishCall): Promise<SensorTopology>
   const chassis = () => step('chassis', (c) => discoverChassis(c, system));
   const storage = () => step('storage', (c) => discoverStorage(c, system.storage));
   const expand = () => step('expand', (c) => discoverExpand(c));
-  // In turn when the BMC takes one request at a time, as inTurn does.
-  const [ch, st, ex] = call.endpoint.limit > 1
-    ? await Promise.all([chassis(), storage(), expand()])
-    : [await chassis(), await storage(), await expand()];
+  const [ch, st, ex] = oneAtATime(call)
+    ? [await chassis(), await storage(), await expand()]
+    : await Promise.all([chassis(), storage(), expand()]);
   return { systemId: system.id, chassis: ch, storage: st, expand: ex };
 }
 
