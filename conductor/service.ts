@@ -106,6 +106,7 @@ export class ConductorService {
       retryInitialDelayMs: c.intent_retry_initial_delay * 1000,
       retryMaxDelayMs: c.intent_retry_max_delay * 1000,
       beforeClaim: () => operations.advance(),
+      conductors: () => this.ring?.hosts.length ?? 1,
       update: { maintenanceBumpsAccess: deps.config.console.maintenance_closes_console },
     });
     operations.onDue = () => this.runner.pump();

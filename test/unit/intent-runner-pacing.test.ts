@@ -23,7 +23,7 @@ import { ringHashSql } from '../../common/hash-ring.js';
  * A runner whose claims take an intent for each node woken since the previous claim (each
  * done at once, as a fake BMC's), with the start time and size of each claim.
  */
-function pacedRunner(): { wake: () => void; claims: Array<{ at: number; size: number }>; runner: IntentRunner } {
+function pacedRunner(conductors = 1): { wake: () => void; claims: Array<{ at: number; size: number }>; runner: IntentRunner } {
   const claims: Array<{ at: number; size: number }> = [];
   let woken: string[] = [];
   let id = 0;
@@ -49,7 +49,7 @@ function pacedRunner(): { wake: () => void; claims: Array<{ at: number; size: nu
   const runner = new IntentRunner(
     tasks, {} as DriverRegistry, { quick }, { emit: () => undefined } as unknown as Notifier, { notify: () => undefined } as unknown as PgNotifyBatcher,
     () => ({ conductorGroup: '', drivers: ['fake-hardware'], hashSql: ringHashSql('n.uuid') }), pino({ level: 'silent' }),
-    { hostname: 'pacing-host', workers: 1000, retryInitialDelayMs: 10, retryMaxDelayMs: 10 },
+    { hostname: 'pacing-host', workers: 1000, retryInitialDelayMs: 10, retryMaxDelayMs: 10, conductors: () => conductors },
   );
   const wake = () => {
     const nodeUuid = randomUUID();
@@ -88,6 +88,29 @@ describe('intent runner: claim pacing', () => {
     // At ~48 a claim: ~20 claims; at most one claim per 100 ms: 10.
     expect(p.claims.filter((c) => c.size > 0).length, `claims for ${intents} wake-ups`).to.be.within(10, 60);
     await p.runner.drain(1000);
+  });
+
+  it('lets work gather longer with more conductors on the ring, each seeing a share of it', async () => {
+    // One wake-up every 5 ms (at most 200 a second): 48 take 240 ms or more, past the 100 ms
+    // bound of one conductor but within the 500 ms of five.
+    const count = async (conductors: number) => {
+      const p = pacedRunner(conductors);
+      for (let i = 0; i < 8; i++) p.wake();
+      const t0 = performance.now();
+      while (performance.now() - t0 < 1500) {
+        p.wake();
+        await sleep(5);
+      }
+      await sleep(600);
+      const claims = p.claims.filter((c) => c.size > 0);
+      await p.runner.drain(1000);
+      return { claims: claims.length, largest: Math.max(...claims.map((c) => c.size)) };
+    };
+    const one = await count(1);
+    const five = await count(5);
+    expect(one.claims, 'claims of one conductor').to.be.at.least(10);
+    expect(five.claims, `claims of one of five (one conductor: ${one.claims})`).to.be.below(one.claims * 0.7);
+    expect(five.largest, 'largest claim of one of five').to.be.above(one.largest);
   });
 
   it('claims at once for requests one after another (125 a second)', async () => {
