@@ -216,6 +216,18 @@ describe('redfish driver', function () {
       expect(again).to.deep.equal(first);
     });
 
+    it('discovers a BMC one request at a time for a periodic read, and at once for an operator\'s', async () => {
+      // Chassis, storage and the service root are looked up after the system: at once, they
+      // overlap. The read after discovery sends its two GETs together either way.
+      await setFaults(url, { latencyMs: [50, 50] });
+      await setFaults(other, { latencyMs: [50, 50] });
+      const periodic = await driver.management.getSensorDataAsync?.({ ...ctxFor(url), priority: 'periodic' });
+      const byIntent = await driver.management.getSensorDataAsync?.(ctxFor(other));
+      expect((await simStats(url)).maxConcurrent, 'periodic read').to.equal(2);
+      expect((await simStats(other)).maxConcurrent, "operator's read").to.be.above(2);
+      expect(periodic).to.deep.equal(byIntent);
+    });
+
     it('reads Thermal and Power one by one from a BMC that does not advertise $expand, with the same result', async () => {
       const plain = noExpand.bmcs[0].url;
       const expanded = await driver.management.getSensorDataAsync?.(ctxFor(url));
