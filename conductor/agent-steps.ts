@@ -624,7 +624,8 @@ function indexOf(info: Record<string, unknown>, type: StepType): number {
  * at the step recorded before it began (runSteps). A step the agent runs is looked up in the
  * agent's command list first: one the agent has (running or ended) is taken as a heartbeat
  * takes it, so the node waits for it or goes on; else the step runs again. A step the
- * conductor runs (prepare_instance_boot, tear_down_agent) sends its commands once (sendOnce). What the conductor does at the BMC (power, boot device) is simply done again.
+ * conductor runs (prepare_instance_boot, tear_down_agent) sends its commands once (sendOnce).
+ * What the conductor does at the BMC (power, boot device) is simply done again.
  */
 async function resumeCutShort(ctx: ActionContext, type: StepType, info: Record<string, unknown>): Promise<StepOutcome> {
   const index = indexOf(info, type);
