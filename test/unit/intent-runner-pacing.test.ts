@@ -113,6 +113,33 @@ describe('intent runner: claim pacing', () => {
     expect(five.largest, 'largest claim of one of five').to.be.above(one.largest);
   });
 
+  it('stops pacing at light load once a wait gathers little, with several conductors', async () => {
+    // 200 requests a second in all, one of three conductors seeing its share (67 a second):
+    // a burst turns pacing on; the 300 ms wait that follows gathers about 20, which must not
+    // keep it on (it did: each request then waited ~150 ms for its claim).
+    const p = pacedRunner(3);
+    for (let i = 0; i < 8; i++) p.wake();
+    await sleep(5);
+    const woken: number[] = [];
+    for (let i = 0; i < 80; i++) {
+      woken.push(performance.now());
+      p.wake();
+      await sleep(15);
+    }
+    await sleep(400);
+    // Claims take the woken nodes in order: the n-th after the burst is in the claim whose
+    // running total passes 8 + n.
+    const delays: number[] = [];
+    let taken = 0;
+    for (const c of p.claims) {
+      for (let k = 0; k < c.size; k++, taken++) if (taken >= 8) delays.push(c.at - woken[taken - 8]);
+    }
+    expect(delays, 'every wake-up claimed').to.have.length(80);
+    delays.sort((a, b) => a - b);
+    expect(delays[Math.floor(delays.length / 2)], `median wake-up → claim, ms (claims: ${p.claims.map((c) => c.size).join(' ')})`).to.be.below(5);
+    await p.runner.drain(1000);
+  });
+
   it('claims at once for requests one after another (125 a second)', async () => {
     const p = pacedRunner();
     const delays = await trickle(p, 60, 8);
