@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { backoffMs } from '../common/backoff.js';
+import { unpackPayloads } from './notify.js';
 
 export interface ListenerOptions {
   connectionString: string;
@@ -8,6 +9,7 @@ export interface ListenerOptions {
   applicationName: string;
   channels: readonly string[];
   log: Logger;
+  /** Called once per payload: those PgNotifyBatcher packed into one notification come one by one. */
   onNotification(channel: string, payload: string | undefined): void;
   /**
    * Runs after each reconnection (not after the first connect): whatever was notified while
@@ -65,7 +67,9 @@ export class PgListener {
     };
     client.on('error', lose);
     client.on('end', () => lose(new Error('the LISTEN connection was closed')));
-    client.on('notification', (msg) => this.opts.onNotification(msg.channel, msg.payload));
+    client.on('notification', (msg) => {
+      for (const payload of unpackPayloads(msg.payload)) this.opts.onNotification(msg.channel, payload);
+    });
     try {
       await client.connect();
       for (const channel of this.opts.channels) await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);

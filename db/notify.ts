@@ -9,6 +9,11 @@ import type { Logger } from 'pino';
  * own writes no WAL and holds that lock only for an instant; batching a few milliseconds of
  * them into one statement makes it rarer still. Listeners are woken only after the data they
  * look for is committed, and a lost notification is covered by the listeners' slow poll.
+ *
+ * The payloads of a batch travel packed, several to a notification (PgListener unpacks them):
+ * Postgres hands every notification to every listening backend, and each listener parses
+ * every one, whatever its share, so a notification per payload cost each of K conductors the
+ * whole fleet's wake-ups.
  */
 export class PgNotifyBatcher {
   private readonly pending = new Map<string, Set<string>>();
@@ -21,6 +26,7 @@ export class PgNotifyBatcher {
     private readonly delayMs = 2,
   ) {}
 
+  /** Queues `payload` (no spaces: they separate packed payloads) for `channel`. */
   notify(channel: string, payload: string): void {
     let set = this.pending.get(channel);
     if (!set) {
@@ -39,7 +45,7 @@ export class PgNotifyBatcher {
     this.pending.clear();
     for (const [channel, payloads] of batches) {
       try {
-        await this.db.raw('SELECT pg_notify(?, p) FROM unnest(?::text[]) AS p', [channel, [...payloads]]);
+        await this.db.raw('SELECT pg_notify(?, p) FROM unnest(?::text[]) AS p', [channel, packPayloads(payloads)]);
       } catch (err) {
         this.log.warn({ err, channel, count: payloads.size }, 'NOTIFY failed; listeners will find the work by polling');
       }
@@ -55,4 +61,35 @@ export class PgNotifyBatcher {
     }
     await this.flushing;
   }
+}
+
+/** Separates the payloads packed into one notification. */
+export const PAYLOAD_SEPARATOR = ' ';
+
+/** Postgres refuses a payload of 8,000 bytes or more. */
+const MAX_PACKED_BYTES = 7_900;
+
+/** Joins payloads into as few notifications as the payload limit allows, in order. */
+export function packPayloads(payloads: Iterable<string>): string[] {
+  const out: string[] = [];
+  let current = '';
+  let bytes = 0;
+  for (const p of payloads) {
+    const size = Buffer.byteLength(p);
+    if (current !== '' && bytes + 1 + size > MAX_PACKED_BYTES) {
+      out.push(current);
+      current = '';
+      bytes = 0;
+    }
+    current = current === '' ? p : `${current}${PAYLOAD_SEPARATOR}${p}`;
+    bytes += (bytes === 0 ? 0 : 1) + size;
+  }
+  if (current !== '') out.push(current);
+  return out;
+}
+
+/** The payloads one notification carries (see packPayloads); [undefined] for none. */
+export function unpackPayloads(payload: string | undefined): Array<string | undefined> {
+  if (!payload) return [payload];
+  return payload.split(PAYLOAD_SEPARATOR);
 }
