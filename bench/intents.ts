@@ -22,7 +22,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Knex } from 'knex';
 import { loadConfig } from '../common/config.js';
-import { HashRing, ringHashSql } from '../common/hash-ring.js';
+import { HashRing } from '../common/hash-ring.js';
 import { createKnex } from '../db/connection.js';
 import { claimIntents, type ClaimScope } from '../db/intents.js';
 import { nodeMapper } from '../db/nodes.js';
@@ -820,12 +820,11 @@ async function explainClaim(opts: Options, server: DatabaseServer, log: (m: stri
     log(`${opts.intents} queued intents inserted in ${((performance.now() - t) / 1000).toFixed(1)} s`);
     const config = loadConfig({ path: CONFIG_FILE, env: {} });
     const drivers = ['fake-hardware'];
-    const hashSql = ringHashSql('n.uuid');
     const limit = Math.min(opts.workers ?? config.conductor.workers_pool_size, 200);
     const ring = new HashRing(['bench-conductor-3-1', 'bench-conductor-3-2', 'bench-conductor-3-3']);
     const scopes: Array<{ label: string; scope: ClaimScope }> = [
-      { label: 'one conductor (no ring filter)', scope: { conductorGroup: '', drivers, hashSql } },
-      { label: 'one of three conductors (ring filter)', scope: { conductorGroup: '', drivers, hashSql, ranges: ring.rangesOf('bench-conductor-3-1') } },
+      { label: 'one conductor (no ring filter)', scope: { conductorGroup: '', drivers } },
+      { label: 'one of three conductors (ring filter)', scope: { conductorGroup: '', drivers, ranges: ring.rangesOf('bench-conductor-3-1') } },
     ];
     const out: Record<string, unknown> = { queuedIntents: opts.intents, nodes: nodes.length, limit, scopes: [] as unknown[] };
     for (const { label, scope } of scopes) {

@@ -11,16 +11,14 @@ const DEFAULT_REPLICAS = 512;
 /** Most owners a ring remembers (see HashRing.owners): ~100 bytes each. */
 const OWNER_CACHE_MAX = 100_000;
 
-/** Same function Postgres can evaluate, so SQL can filter a conductor's share of the nodes. */
+/**
+ * A key's place on the ring. Postgres stores the same for each node (nodes.ring_hash), so SQL
+ * can filter a conductor's share of the nodes.
+ */
 export function ringHash(key: string): number {
   // First 4 bytes of md5 as a signed 32-bit integer: Postgres computes the same with
   // ('x' || substr(md5(key), 1, 8))::bit(32)::int.
   return createHash('md5').update(key).digest().readInt32BE(0);
-}
-
-/** The SQL expression equal to ringHash(<column>::text). */
-export function ringHashSql(column: string): string {
-  return `(('x' || substr(md5(${column}::text), 1, 8))::bit(32)::int)`;
 }
 
 /** A half-open range (lo, hi] of hash values; `lo > hi` never occurs (wrap-around is split). */

@@ -12,7 +12,7 @@ import { PgNotifyBatcher } from '../db/notify.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import { ACTIONS } from './actions/index.js';
 import { safeToRepeat } from '../common/intent-kinds.js';
-import { ringHashSql, type HashRing } from '../common/hash-ring.js';
+import type { HashRing } from '../common/hash-ring.js';
 import { ConsoleManager } from './console/manager.js';
 import { IntentRunner } from './intent-runner.js';
 import { AgentClient } from '../drivers/agent/client.js';
@@ -211,7 +211,6 @@ export class ConductorService {
       conductorGroup: this.deps.config.conductor.conductor_group,
       drivers: this.drivers,
       ranges: alone ? undefined : this.ring.rangesOf(this.hostname),
-      hashSql: ringHashSql('n.uuid'),
     };
   }
 

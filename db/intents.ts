@@ -174,10 +174,8 @@ export interface ClaimedIntent extends Intent {
 export interface ClaimScope {
   conductorGroup: string;
   drivers: readonly string[];
-  /** Hash ranges (lo, hi] of node UUIDs this conductor owns; undefined = all. */
+  /** Ranges (lo, hi] of the nodes' ring hashes (nodes.ring_hash) this conductor owns; undefined = all. */
   ranges?: ReadonlyArray<{ lo: number; hi: number }>;
-  /** SQL expression computing the ring hash of n.uuid (common/hash-ring.ts). */
-  hashSql: string;
 }
 
 /** The claimed nodes' columns, returned by the claim statement under a prefix of their own. */
@@ -218,7 +216,7 @@ export async function claimIntents(
     // is below the hash is the only one that can hold it. An EXISTS over unnest(ranges) cost
     // rows x ranges evaluations (seconds for 20,000 queued intents and 64 ranges).
     const ranges = [...scope.ranges].sort((a, b) => a.lo - b.lo);
-    ringFilter = `AND coalesce((?::bigint[])[width_bucket(${scope.hashSql}::bigint - 1, ?::bigint[])] >= ${scope.hashSql}::bigint, false)`;
+    ringFilter = 'AND coalesce((?::bigint[])[width_bucket(n.ring_hash::bigint - 1, ?::bigint[])] >= n.ring_hash::bigint, false)';
     bindings.push(ranges.map((r) => r.hi), ranges.map((r) => r.lo));
   }
   bindings.push(limit, conductor, conductor);

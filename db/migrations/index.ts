@@ -11,6 +11,7 @@ import * as m0009 from './0009_runbooks.js';
 import * as m0010 from './0010_agent_tokens.js';
 import * as m0012 from './0012_hot_intent_updates.js';
 import * as m0013 from './0013_console_orphans.js';
+import * as m0014 from './0014_node_ring_hash.js';
 
 export interface Migration {
   name: string;
@@ -36,4 +37,5 @@ export const migrations: Migration[] = [
   { name: '0010_agent_tokens', ...m0010 },
   { name: '0012_hot_intent_updates', ...m0012 },
   { name: '0013_console_orphans', ...m0013 },
+  { name: '0014_node_ring_hash', ...m0014 },
 ];

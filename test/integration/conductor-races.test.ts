@@ -16,7 +16,7 @@ import type { Knex } from 'knex';
 import { pino } from 'pino';
 import { NodeLocked } from '../../common/errors.js';
 import { safeToRepeat } from '../../common/intent-kinds.js';
-import { HashRing, ringHash, ringHashSql } from '../../common/hash-ring.js';
+import { HashRing, ringHash } from '../../common/hash-ring.js';
 import { LockLost, TaskManager, type Task } from '../../conductor/task-manager.js';
 import { registerConductor } from '../../db/conductors.js';
 import { createKnex } from '../../db/connection.js';
@@ -538,7 +538,7 @@ describe('conductor races (real processes, real Postgres)', function () {
         { kind: 'power', args: { target: 'power on' }, maxAttempts: 5 },
         { kind: 'power', args: { target: 'power off' }, maxAttempts: 5 },
       ]));
-      const scope: ClaimScope = { conductorGroup: '', drivers: ['fake-hardware'], hashSql: ringHashSql('n.uuid') };
+      const scope: ClaimScope = { conductorGroup: '', drivers: ['fake-hardware'] };
       const late = async (t: Task, intentId: number) => t.commit({ powerState: 'power on' }, async (trx) => {
         await finishIntent(trx, intentId, { state: 'succeeded' });
       });
@@ -591,7 +591,7 @@ describe('conductor races (real processes, real Postgres)', function () {
       for (const id of ids) {
         await tdb.knex.transaction((trx) => enqueueIntents(trx, id, [{ kind: 'power', args: { target: 'power on' }, maxAttempts: 5 }]));
       }
-      const scope: ClaimScope = { conductorGroup: '', drivers: ['fake-hardware'], hashSql: ringHashSql('n.uuid') };
+      const scope: ClaimScope = { conductorGroup: '', drivers: ['fake-hardware'] };
       const claimed = (await a.claimIntents(10, scope)).filter((c) => ids.includes(c.task.node.id));
       expect(claimed).to.have.length(3);
       // The middle one is taken for dead and recovered (requeued) while tm-a still works.
@@ -647,7 +647,7 @@ describe('conductor races (real processes, real Postgres)', function () {
       });
       const claimedBy = new Map<number, string[]>();
       for (const host of hosts) {
-        const scope: ClaimScope = { conductorGroup: '', drivers: ['fake-hardware'], ranges: ring.rangesOf(host), hashSql: ringHashSql('n.uuid') };
+        const scope: ClaimScope = { conductorGroup: '', drivers: ['fake-hardware'], ranges: ring.rangesOf(host) };
         const claimed = await claimIntents(db, host, 1000, scope);
         for (const i of claimed) claimedBy.set(i.nodeId, [...(claimedBy.get(i.nodeId) ?? []), host]);
         // Put everything back so the next scope sees every node free.
@@ -662,11 +662,10 @@ describe('conductor races (real processes, real Postgres)', function () {
       for (const h of hosts) expect([...claimedBy.values()].filter((v) => v[0] === h).length, h).to.be.greaterThan(0);
     });
 
-    it('computes ringHash in JS as ringHashSql does in Postgres, for 1,000 UUIDs', async () => {
+    it('stores each node\'s ring_hash as ringHash computes it in JS, for 1,000 UUIDs', async () => {
       const uuids = Array.from({ length: 1000 }, () => randomUUID());
-      const { rows } = await tdb.knex.raw<{ rows: Array<{ uuid: string; h: number }> }>(
-        `SELECT n.uuid::text AS uuid, ${ringHashSql('n.uuid')} AS h FROM unnest(?::uuid[]) AS n(uuid)`, [uuids],
-      );
+      await tdb.knex('nodes').insert(uuids.map((uuid) => ({ uuid, driver: 'fake-hardware', provision_state: 'enroll' })));
+      const rows: Array<{ uuid: string; h: number }> = await tdb.knex('nodes').whereIn('uuid', uuids).select('uuid', 'ring_hash as h');
       expect(rows.length).to.equal(1000);
       const mismatches = rows.filter((r) => ringHash(r.uuid) !== r.h).map((r) => `${r.uuid}: js ${ringHash(r.uuid)} sql ${r.h}`);
       expect(mismatches).to.deep.equal([]);

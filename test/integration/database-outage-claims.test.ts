@@ -7,12 +7,11 @@
  * (bench/outage.ts, fast restarts: 8 requests in 40 rounds).
  */
 import { expect } from 'chai';
-import { ringHashSql } from '../../common/hash-ring.js';
 import { claimIntents, enqueueIntents, unclaimIntents, type ClaimScope } from '../../db/intents.js';
 import { createNode } from '../../db/nodes.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 
-const SCOPE: ClaimScope = { conductorGroup: '', drivers: ['fake-hardware'], hashSql: ringHashSql('n.uuid') };
+const SCOPE: ClaimScope = { conductorGroup: '', drivers: ['fake-hardware'] };
 const HOST = 'undo-host';
 
 describe('database outage: undoing an incomplete claim', function () {

@@ -10,7 +10,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import type { LightMyRequestResponse } from 'fastify';
-import { ringHashSql } from '../../common/hash-ring.js';
 import { createKnex } from '../../db/connection.js';
 import { claimIntents, enqueueIntents, finishSucceededIntents, type ClaimScope } from '../../db/intents.js';
 import { createNode } from '../../db/nodes.js';
@@ -24,7 +23,7 @@ interface IntentBody {
   finished_at: string | null;
 }
 
-const SCOPE: ClaimScope = { conductorGroup: '', drivers: ['fake-hardware'], hashSql: ringHashSql('n.uuid') };
+const SCOPE: ClaimScope = { conductorGroup: '', drivers: ['fake-hardware'] };
 const POWER_ON = { kind: 'power', args: { target: 'power on' }, maxAttempts: 1 };
 
 describe('intent claims', function () {

@@ -17,7 +17,6 @@ import type { Node } from '../../db/nodes.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import type { Notifier } from '../../common/notifier.js';
 import type { PgNotifyBatcher } from '../../db/notify.js';
-import { ringHashSql } from '../../common/hash-ring.js';
 
 /**
  * A runner whose claims take an intent for each node woken since the previous claim (each
@@ -48,7 +47,7 @@ function pacedRunner(conductors = 1): { wake: () => void; claims: Array<{ at: nu
   const quick: Action = { run: async () => ({ result: null }) };
   const runner = new IntentRunner(
     tasks, {} as DriverRegistry, { quick }, { emit: () => undefined } as unknown as Notifier, { notify: () => undefined } as unknown as PgNotifyBatcher,
-    () => ({ conductorGroup: '', drivers: ['fake-hardware'], hashSql: ringHashSql('n.uuid') }), pino({ level: 'silent' }),
+    () => ({ conductorGroup: '', drivers: ['fake-hardware'] }), pino({ level: 'silent' }),
     { hostname: 'pacing-host', workers: 1000, retryInitialDelayMs: 10, retryMaxDelayMs: 10, conductors: () => conductors },
   );
   const wake = () => {

@@ -15,7 +15,6 @@ import type { Task, TaskManager } from '../../conductor/task-manager.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import type { Notifier } from '../../common/notifier.js';
 import type { PgNotifyBatcher } from '../../db/notify.js';
-import { ringHashSql } from '../../common/hash-ring.js';
 
 function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void } {
   let resolve!: (v: T) => void;
@@ -55,7 +54,7 @@ describe('intent runner: undoing an incomplete claim', () => {
     };
     const runner = new IntentRunner(
       tasks, {} as DriverRegistry, { slow }, { emit: () => undefined } as unknown as Notifier, { notify: () => undefined } as unknown as PgNotifyBatcher,
-      () => ({ conductorGroup: '', drivers: ['fake-hardware'], hashSql: ringHashSql('n.uuid') }), pino({ level: 'silent' }),
+      () => ({ conductorGroup: '', drivers: ['fake-hardware'] }), pino({ level: 'silent' }),
       { hostname: 'undo-host', workers: 4, retryInitialDelayMs: 10, retryMaxDelayMs: 10 },
     );
     runner.newWork();
