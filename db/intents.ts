@@ -413,6 +413,9 @@ export async function cancelIntent(db: Knex, id: number): Promise<boolean> {
 export async function longRunningIntentIds(db: Knex, conductor: string, olderThanSeconds: number): Promise<number[]> {
   const rows: Array<{ id: number }> = await db('intents')
     .select('id')
+    // Implied by the state, but it lets the open intents' partial index answer: without it every
+    // conductor read the whole table, finished intents included (31 ms at 100,000, each minute).
+    .whereNull('finished_at')
     .where({ conductor, state: 'running' })
     .whereRaw('started_at < now() - make_interval(secs => ?)', [olderThanSeconds]);
   return rows.map((r) => Number(r.id));
