@@ -39,6 +39,7 @@ export class HashRing {
    * OWNER_CACHE_MAX keys (a fleet larger than that pays the md5 again for some).
    */
   private readonly owners = new Map<string, string>();
+  private readonly ranges = new Map<string, readonly HashRange[]>();
 
   constructor(readonly hosts: readonly string[], replicas = DEFAULT_REPLICAS) {
     this.points = [];
@@ -71,7 +72,10 @@ export class HashRing {
   }
 
   /** The hash ranges `host` owns, for filtering in SQL. */
-  rangesOf(host: string): HashRange[] {
+  rangesOf(host: string): readonly HashRange[] {
+    // The ring never changes: each conductor asks for its own ranges at every claim.
+    const known = this.ranges.get(host);
+    if (known) return known;
     const out: HashRange[] = [];
     const n = this.points.length;
     const MIN = -(2 ** 31);
@@ -87,7 +91,16 @@ export class HashRing {
         out.push({ lo: this.points[i - 1].hash, hi });
       }
     }
-    return out.filter((r) => r.lo < r.hi);
+    // Sorted, and neighbouring ranges (consecutive points of one host) made one: a third fewer
+    // with three hosts, and the claim's filter takes them as arrays.
+    const merged: HashRange[] = [];
+    for (const r of out.filter((x) => x.lo < x.hi).sort((a, b) => a.lo - b.lo)) {
+      const last = merged[merged.length - 1];
+      if (last && last.hi === r.lo) last.hi = r.hi;
+      else merged.push({ ...r });
+    }
+    this.ranges.set(host, merged);
+    return merged;
   }
 }
 

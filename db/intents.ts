@@ -191,6 +191,23 @@ function claimedNodeOf(row: Record<string, unknown>): Node {
 }
 
 /**
+ * A scope's ranges, sorted, as the two Postgres array literals (his, los) the claim's ring
+ * filter takes. Built once per ranges array (a ring's are fixed): serialising two arrays of a
+ * few hundred numbers at every claim cost a conductor of five 1.6 s of CPU per 100,000 intents.
+ */
+const RANGE_LITERALS = new WeakMap<ReadonlyArray<{ lo: number; hi: number }>, { his: string; los: string }>();
+
+function rangeLiterals(ranges: ReadonlyArray<{ lo: number; hi: number }>): { his: string; los: string } {
+  let out = RANGE_LITERALS.get(ranges);
+  if (!out) {
+    const sorted = [...ranges].sort((a, b) => a.lo - b.lo);
+    out = { his: `{${sorted.map((r) => r.hi).join(',')}}`, los: `{${sorted.map((r) => r.lo).join(',')}}` };
+    RANGE_LITERALS.set(ranges, out);
+  }
+  return out;
+}
+
+/**
  * Claims up to `limit` runnable intents in one statement: the head of each node's open
  * queue, due (not_before passed), whose node nobody reserves, those due longest first. The node rows are locked
  * with SKIP LOCKED so concurrent conductors never claim the same node, and the
@@ -215,9 +232,9 @@ export async function claimIntents(
     // A binary search (width_bucket) in the sorted, disjoint ranges: the last range whose lo
     // is below the hash is the only one that can hold it. An EXISTS over unnest(ranges) cost
     // rows x ranges evaluations (seconds for 20,000 queued intents and 64 ranges).
-    const ranges = [...scope.ranges].sort((a, b) => a.lo - b.lo);
+    const { his, los } = rangeLiterals(scope.ranges);
     ringFilter = 'AND coalesce((?::bigint[])[width_bucket(n.ring_hash::bigint - 1, ?::bigint[])] >= n.ring_hash::bigint, false)';
-    bindings.push(ranges.map((r) => r.hi), ranges.map((r) => r.lo));
+    bindings.push(his, los);
   }
   bindings.push(limit, conductor, conductor);
   // Claimed by the statement, whether or not its transaction then commits: when the outcome is

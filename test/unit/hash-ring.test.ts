@@ -112,6 +112,12 @@ describe('HashRing', () => {
     for (const h of [INT32_MIN, INT32_MAX, 0, -1]) {
       expect(all.filter((r) => inRange(h, r)), `hash ${h}`).to.have.length(1);
     }
+    // Each host's ranges are sorted and none touches the next: neighbours were made one.
+    for (const host of HOSTS) {
+      const rs = rangesByHost.get(host)!;
+      for (let i = 1; i < rs.length; i++) expect(rs[i].lo, `${host} range ${i}`).to.be.above(rs[i - 1].hi);
+    }
+    expect(ring.rangesOf(HOSTS[0]), 'the same ranges asked again').to.equal(rangesByHost.get(HOSTS[0]));
   });
 
   it('gives the same owner to a key asked again (remembered) as a fresh ring does', () => {
