@@ -246,9 +246,10 @@ export async function claimIntents(
   // intents became due stops at the LIMIT and never reaches those not due yet (a step waiting
   // for its agent); these two settings (for this statement's transaction only) leave the
   // planner that plan alone. Due by the statement's start, not the transaction's: an intent
-  // committed just before the statement may have been created after its BEGIN. The claim is planned on every call (about 1 ms): a
-  // generic plan cannot see the LIMIT or the ring ranges, and one measured 30 times slower
-  // in execution (147 ms against 4.9 ms per claim with a backlog of 10,000).
+  // committed just before the statement may have been created after its BEGIN.
+  // The claim is planned on every call (about 1 ms): a generic plan cannot see the LIMIT or
+  // the ring ranges, and one measured 30 times slower in execution (147 ms against 4.9 ms per
+  // claim with a backlog of 10,000).
   try {
     return await db.transaction(async (trx): Promise<ClaimedIntent[]> => {
       await trx.raw('SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off');
