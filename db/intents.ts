@@ -209,9 +209,9 @@ function rangeLiterals(ranges: ReadonlyArray<{ lo: number; hi: number }>): { his
 
 /**
  * Claims up to `limit` runnable intents in one statement: the head of each node's open
- * queue, due (not_before passed), whose node nobody reserves, those due longest first. The node rows are locked
- * with SKIP LOCKED so concurrent conductors never claim the same node, and the
- * reservation and the intent's `running` state are written in the same statement.
+ * queue, due (not_before passed), whose node nobody reserves, those due longest first. The
+ * node rows are locked with SKIP LOCKED so concurrent conductors never claim the same node,
+ * and the reservation and the intent's `running` state are written in the same statement.
  * Under READ COMMITTED the locked node row is re-checked on its newest version, but the
  * joined intent row is not: hence the state guard on the intent's own UPDATE.
  */

@@ -72,19 +72,19 @@ const MAX_PACKED_BYTES = 7_900;
 /** Joins payloads into as few notifications as the payload limit allows, in order. */
 export function packPayloads(payloads: Iterable<string>): string[] {
   const out: string[] = [];
-  let current = '';
+  let parts: string[] = [];
   let bytes = 0;
   for (const p of payloads) {
     const size = Buffer.byteLength(p);
-    if (current !== '' && bytes + 1 + size > MAX_PACKED_BYTES) {
-      out.push(current);
-      current = '';
+    if (parts.length > 0 && bytes + 1 + size > MAX_PACKED_BYTES) {
+      out.push(parts.join(PAYLOAD_SEPARATOR));
+      parts = [];
       bytes = 0;
     }
-    current = current === '' ? p : `${current}${PAYLOAD_SEPARATOR}${p}`;
-    bytes += (bytes === 0 ? 0 : 1) + size;
+    bytes += (parts.length > 0 ? 1 : 0) + size;
+    parts.push(p);
   }
-  if (current !== '') out.push(current);
+  if (parts.length > 0) out.push(parts.join(PAYLOAD_SEPARATOR));
   return out;
 }
 

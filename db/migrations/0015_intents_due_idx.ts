@@ -5,7 +5,7 @@ import type { Knex } from 'knex';
  * not_before, or its creation), then id. It walked them in id order, past every open intent
  * that was not due yet: a provisioning step waiting for its agent's next heartbeat stays open
  * (queued, not_before in the future) for the whole deploy, so each claim of a 1,000-node
- * deploy read ~1,000 waiting rows before it found one to run (7-13 ms a claim, two thirds of
+ * deploy read ~1,000 waiting rows before it found one to run (7-13 ms a claim, over two thirds of
  * Postgres's statement time). In this index those rows lie past now() and the walk never
  * reaches them. Starting an intent changes no key of it, so that update stays HOT.
  */

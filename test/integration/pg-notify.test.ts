@@ -30,6 +30,8 @@ describe('NOTIFY batching: packed payloads', function () {
     expect(packed.length, 'notifications for 1,000 payloads of 43 bytes').to.be.within(6, 7);
     for (const p of packed) expect(Buffer.byteLength(p), 'packed payload bytes').to.be.below(8000);
     expect(packed.flatMap((p) => unpackPayloads(p))).to.deep.equal(payloads);
+    expect(packPayloads(['only']), 'one payload').to.deep.equal(['only']);
+    expect(packPayloads([]), 'none').to.deep.equal([]);
     expect(unpackPayloads(undefined)).to.deep.equal([undefined]);
     expect(unpackPayloads('')).to.deep.equal(['']);
   });
