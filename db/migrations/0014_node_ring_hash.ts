@@ -18,7 +18,8 @@ export async function up(knex: Knex): Promise<void> {
       RETURN NEW;
     END $$`);
   await knex.raw('CREATE TRIGGER nodes_ring_hash BEFORE INSERT OR UPDATE OF uuid, ring_hash ON nodes FOR EACH ROW EXECUTE FUNCTION galvanic_node_ring_hash()');
-  await knex.raw(`UPDATE nodes SET ring_hash = NULL`);
+  // The trigger writes the value for the rows there already.
+  await knex.raw('UPDATE nodes SET ring_hash = NULL');
   await knex.raw('ALTER TABLE nodes ALTER COLUMN ring_hash SET NOT NULL');
 }
 

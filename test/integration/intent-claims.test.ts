@@ -45,6 +45,24 @@ describe('intent claims', function () {
       expect([last.nodeId, last.seq, last.queuedBehind]).to.deep.equal([two.id, 2, false]);
     });
 
+    it('claims the intents due longest first, and none not due yet', async () => {
+      const fresh = await createNode(tdb.knex, { driver: 'fake-hardware', provisionState: 'enroll' });
+      const woken = await createNode(tdb.knex, { driver: 'fake-hardware', provisionState: 'enroll' });
+      const waiting = await createNode(tdb.knex, { driver: 'fake-hardware', provisionState: 'enroll' });
+      for (const n of [fresh, woken, waiting]) await tdb.knex.transaction((trx) => enqueueIntents(trx, n.id, [POWER_ON]));
+      // Created after `fresh`, but due since an hour ago (a retry's or a wake-up's not_before);
+      // the third is not due for an hour.
+      await tdb.knex('intents').where('node_id', woken.id).update({ not_before: tdb.knex.raw("now() - interval '1 hour'") });
+      await tdb.knex('intents').where('node_id', waiting.id).update({ not_before: tdb.knex.raw("now() + interval '1 hour'") });
+      const first = await claimIntents(tdb.knex, 'due-host', 1, SCOPE);
+      expect(first.map((c) => c.nodeId), 'the one due longest').to.deep.equal([woken.id]);
+      const rest = await claimIntents(tdb.knex, 'due-host', 10, SCOPE);
+      expect(rest.map((c) => c.nodeId), 'then the rest that is due').to.deep.equal([fresh.id]);
+      await finishSucceededIntents(tdb.knex, [...first, ...rest].map((c) => ({ id: c.id, result: null })));
+      await tdb.knex.raw("UPDATE intents SET state = 'cancelled', finished_at = now() WHERE node_id = ?", [waiting.id]);
+      await tdb.knex('nodes').update({ reservation: null });
+    });
+
     it('starts an intent with a HOT update: its state changes but no index entry is written', async () => {
       // One connection, so that this backend's statistics are the ones flushed and read.
       const db: Knex = createKnex(tdb.url, { poolMax: 1 });

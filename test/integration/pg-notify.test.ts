@@ -9,20 +9,12 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { PgListener } from '../../db/listener.js';
 import { PgNotifyBatcher, packPayloads, unpackPayloads } from '../../db/notify.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { suiteDatabase } from '../helpers/database.js';
 import { until } from '../helpers/until.js';
 
 describe('NOTIFY batching: packed payloads', function () {
   this.timeout(30_000);
-  let tdb: TestDatabase;
-
-  before(async () => {
-    tdb = await freshDatabase();
-  });
-
-  after(async () => {
-    await tdb?.drop();
-  });
+  const tdb = suiteDatabase();
 
   it('packs payloads up to the size Postgres takes and unpacks them in order', () => {
     const payloads = Array.from({ length: 1000 }, (_, i) => `${'0'.repeat(8)}-0000-4000-8000-${String(i).padStart(12, '0')}:${i + 1}`);
