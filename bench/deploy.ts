@@ -35,6 +35,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { nicMacs } from '../sim/redfish/model-synthetic.js';
+import type { LogEntry } from '../sim/redfish/index.js';
 import { parseArgs } from 'node:util';
 import type { Knex } from 'knex';
 import { createKnex } from '../db/connection.js';
@@ -167,6 +168,15 @@ interface PhaseResult {
   failures: Array<{ node: string; error: string | null }>;
   startToFirstBmcChangeS: ReturnType<typeof summarize>;
   bootEndToStepEndS: ReturnType<typeof summarize>;
+  /**
+   * Means over the nodes (s) of where each node's time from admission to end went, by what its
+   * BMC was doing (nodeTimeline), and of that time less the node's own chain.
+   */
+  nodeTimeS: NodeTime & { overOwnChain: number };
+  /** Direct deploys: the agents' calls, served requests and command runs by kind, per node and their mean time. */
+  agentCalls?: Record<string, { perNode: number; meanMs: number }>;
+  /** Direct deploys: from an accepted heartbeat's answer to the conductor's next request to that agent. */
+  heartbeatToCommandS?: ReturnType<typeof summarize>;
   /** From the operation's creation: when nodes were admitted and when their step started. */
   admittedAfterS: ReturnType<typeof summarize>;
   startedAfterS: ReturnType<typeof summarize>;
@@ -202,6 +212,61 @@ async function statementsPerNode(knex: Knex, nodes: number): Promise<NonNullable
     perNode: round2(all / nodes),
     top: rows.slice(0, 40).map((r) => ({ perNode: round2(Number(r.calls) / nodes), meanMs: round2(r.mean), query: r.query.replace(/\s+/g, ' ').slice(0, 300) })),
   };
+}
+
+/** Where one node's time went, from its admission to its end, in ms by category (see nodeTimeline). */
+const TIME_KINDS = ['bmcLatency', 'bmcSim', 'boot', 'agentBoot', 'agentServe', 'agentApi', 'agentRun', 'agentIdle', 'conductor'] as const;
+type NodeTime = Record<(typeof TIME_KINDS)[number], number>;
+
+/**
+ * Splits a node's time from `from` to `to` (epoch ms) by what was happening at its BMC, each
+ * millisecond counted once, in this order: a request waiting out its imposed latency
+ * (bmcLatency) or being answered (bmcSim: the simulator's own time, late timers included);
+ * else the host booting; the agent ISO booted but its agent not yet started (agentBoot); while
+ * the agent runs, a conductor's request to it being answered (agentServe), its own call to
+ * Galvanic's API in flight (agentApi: lookups, heartbeats), a command running (agentRun), or
+ * none of these (agentIdle: a heartbeat's least gap, claims, the conductor's own work); else
+ * nothing at the BMC (conductor: claims, database writes, the conductor's own work).
+ */
+function nodeTimeline(log: LogEntry[], events: Array<{ at: number; type: string }>, calls: Array<[string, number, number]>, from: number, to: number): NodeTime {
+  const span = Math.max(0, Math.ceil(to - from));
+  const kind = new Uint8Array(span).fill(TIME_KINDS.indexOf('conductor'));
+  // Lowest priority first: each later fill overwrites.
+  const fill = (a: number, b: number, k: (typeof TIME_KINDS)[number]) => kind.fill(TIME_KINDS.indexOf(k), Math.max(0, Math.floor(a - from)), Math.max(0, Math.min(span, Math.ceil(b - from))));
+  const ordered = events.filter((e) => e.at >= from - 60_000 && e.at <= to).sort((a, b) => a.at - b.at);
+  let agentFrom: number | undefined;
+  for (const e of ordered) {
+    if (e.type === 'agent-started') agentFrom = e.at;
+    if (e.type === 'agent-stopped' && agentFrom !== undefined) {
+      fill(agentFrom, e.at, 'agentIdle');
+      agentFrom = undefined;
+    }
+  }
+  if (agentFrom !== undefined) fill(agentFrom, to, 'agentIdle');
+  for (const prefix of ['run', 'api', 'serve'] as const) {
+    const k = ({ run: 'agentRun', api: 'agentApi', serve: 'agentServe' } as const)[prefix];
+    for (const [what, a, b] of calls) if (what.startsWith(`${prefix} `)) fill(a, b, k);
+  }
+  let bootFrom: number | undefined;
+  for (const e of ordered) {
+    if (e.type === 'boot-started') bootFrom = e.at;
+    if ((e.type === 'boot-finished' || e.type === 'boot-failed') && bootFrom !== undefined) {
+      fill(bootFrom, e.at, 'boot');
+      bootFrom = undefined;
+      if (e.type === 'boot-finished') {
+        const started = ordered.find((x) => x.at >= e.at && (x.type === 'agent-started' || x.type === 'boot-started'));
+        if (started?.type === 'agent-started') fill(e.at, started.at, 'agentBoot');
+      }
+    }
+  }
+  for (const [, , , start, end, latency] of log) {
+    if (end < from || start > to) continue;
+    fill(start + latency, end, 'bmcSim');
+    fill(start, start + latency, 'bmcLatency');
+  }
+  const out = Object.fromEntries(TIME_KINDS.map((k) => [k, 0])) as NodeTime;
+  for (const k of kind) out[TIME_KINDS[k]]++;
+  return out;
 }
 
 /** Heartbeats sent so far by the agents of these BMCs. */
@@ -309,15 +374,45 @@ async function runPhase(
   // boot's end to the step's end (the power-on poll seeing it, and the outcome's commit).
   const toFirstChange: number[] = [];
   const bootToEnd: number[] = [];
+  const times: NodeTime[] = [];
+  const callStats = new Map<string, { n: number; ms: number }>();
+  const heartbeatToCommand: number[] = [];
+  const overheads: number[] = [];
   await Promise.all(rows.map(async (r) => {
     const port = portOf.get(r.node_uuid)!;
     const { events } = (await (await fetch(`http://127.0.0.1:${port}/_sim/events`, { method: 'GET' })).json()) as { events: Array<{ at: number; type: string }> };
+    const { log: requestLog } = (await (await fetch(`http://127.0.0.1:${port}/_sim/stats`)).json()) as { log: LogEntry[] };
+    const calls = ctx.agent ? ((await (await fetch(`http://127.0.0.1:${port}/_sim/agent`)).json()) as { calls: Array<[string, number, number]> }).calls : [];
+    for (const [what, a, b] of calls) {
+      if (a < t0) continue;
+      const key = what.replace(/ \d+$/, '');
+      const c = callStats.get(key) ?? { n: 0, ms: 0 };
+      c.n++;
+      c.ms += b - a;
+      callStats.set(key, c);
+    }
+    // From an accepted heartbeat's answer to the conductor's next request to the agent.
+    for (let i = 0; i < calls.length; i++) {
+      if (calls[i][1] < t0 || !/^api POST \/v1\/heartbeat\/\{node\} 202$/.test(calls[i][0])) continue;
+      const next = calls.slice(i + 1).find((c) => c[0].startsWith('serve ') || c[0].startsWith('api POST /v1/heartbeat'));
+      if (next?.[0].startsWith('serve ')) heartbeatToCommand.push(next[1] - calls[i][2]);
+    }
+    if (r.admitted_at && r.finished_at) {
+      const from = Date.parse(r.admitted_at);
+      const to = Date.parse(r.finished_at);
+      times.push(nodeTimeline(requestLog, events, calls, from, to));
+      overheads.push(to - from - chainOf(r.node_uuid));
+    }
     const mine = events.filter((e) => e.at >= t0);
     const first = mine.find((e) => e.type === 'reset' || e.type === 'insert' || e.type === 'eject');
     const boot = mine.filter((e) => e.type === 'boot-finished').at(-1);
     if (first && r.started_at) toFirstChange.push(first.at - Date.parse(r.started_at));
     if (boot && r.finished_at) bootToEnd.push(Date.parse(r.finished_at) - boot.at);
   }));
+  // Means over the nodes, in s: what the overhead over each node's own chain was spent on.
+  const meanS = (xs: number[]) => round2(xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length) / 1000);
+  const nodeTimeS = { ...Object.fromEntries(TIME_KINDS.map((k) => [k, meanS(times.map((t) => t[k]))])), overOwnChain: meanS(overheads) } as NodeTime & { overOwnChain: number };
+  const agentCalls = Object.fromEntries([...callStats].sort((a, b) => b[1].ms - a[1].ms).map(([k, c]) => [k, { perNode: round2(c.n / rows.length), meanMs: Math.round(c.ms / c.n) }]));
   const all = uuids.map(chainOf).sort((a, b) => a - b);
   const requests = uuids.reduce((t, u) => t + (chains.get(portOf.get(u)!)?.requests ?? 0), 0);
   const ms = (a: string | null, b: string | null) => (a && b ? Date.parse(b) - Date.parse(a) : NaN);
@@ -329,6 +424,8 @@ async function runPhase(
     nodeStepS: toS(summarize(rows.map((r) => ms(r.started_at, r.finished_at)))),
     admitToEndS: toS(summarize(rows.map((r) => ms(r.admitted_at, r.finished_at)))),
     startToFirstBmcChangeS: toS(summarize(toFirstChange)),
+    nodeTimeS,
+    ...(ctx.agent ? { agentCalls, heartbeatToCommandS: toS(summarize(heartbeatToCommand)) } : {}),
     bootEndToStepEndS: toS(summarize(bootToEnd)),
     admittedAfterS: toS(summarize(rows.map((r) => (r.admitted_at ? Date.parse(r.admitted_at) - t0 : NaN)))),
     startedAfterS: toS(summarize(rows.map((r) => (r.started_at ? Date.parse(r.started_at) - t0 : NaN)))),
@@ -340,6 +437,11 @@ async function runPhase(
     ...(ctx.agent ? { agent: { heartbeats, heartbeatsPerS: round2(heartbeats / wallS), agentFloorP50S: round2(([...agentExtra.values()].sort((a, b) => a - b)[Math.floor(agentExtra.size / 2)] ?? 0) / 1000) } } : {}),
   };
   log(`${phase}: ${commitsPerNode} commits per node${statements ? `, ${statements.perNode} statements per node; most frequent:\n${statements.top.slice(0, 25).map((t) => `  ${fmt(t.perNode, 2)}  ${t.query.slice(0, 160)}`).join('\n')}` : ''}`);
+  log(`${phase}: a node's time, mean s: ${TIME_KINDS.map((k) => `${k} ${fmt(nodeTimeS[k], 2)}`).join(', ')}; over its own chain ${fmt(nodeTimeS.overOwnChain, 2)}`);
+  if (ctx.agent) {
+    log(`${phase}: the agents' calls (per node, mean ms): ${Object.entries(agentCalls).map(([k, c]) => `${k} ${fmt(c.perNode, 2)} × ${c.meanMs}`).join('; ')}`);
+    log(`${phase}: heartbeat answered → the conductor's next request to the agent: p50 ${fmt(result.heartbeatToCommandS!.p50Ms, 2)} s, p90 ${fmt(result.heartbeatToCommandS!.p90Ms, 2)} s`);
+  }
   log(`${phase}: ${op.state} in ${fmt(wallS, 2)} s against a floor of ${fmt(result.floorS, 2)} s (${fmt(result.wallOverFloor, 2)}x); node step p50 ${fmt(result.nodeStepS.p50Ms, 2)} s p99 ${fmt(result.nodeStepS.p99Ms, 2)} s`);
   return result;
 }

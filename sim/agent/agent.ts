@@ -59,6 +59,8 @@ const REQUEST_TIMEOUT_MS = 60_000;
 const STEP_MS: Record<string, number> = { erase_devices: 1000, erase_devices_metadata: 100, erase_devices_express: 200 };
 const DEFAULT_STEP_MS = 50;
 const SHUTDOWN_MS = 200;
+/** Calls kept per host in the witness (AgentWitness.calls). */
+const CALL_LIMIT = 256;
 
 const cmp = (a: Version, b: Version) => a[0] - b[0] || a[1] - b[1];
 const minV = (a: Version, b: Version): Version => (cmp(a, b) <= 0 ? a : b);
@@ -183,6 +185,8 @@ export class AgentHost {
   private heartbeats = 0;
   private readonly heartbeatStatuses: Record<string, number> = {};
   private readonly received: Record<string, number> = {};
+  /** What the agents did when (see AgentWitness.calls), oldest half dropped when full. */
+  private calls: Array<[string, number, number]> = [];
   private lastToken: string | null = null;
   private lastNodeUuid: string | null = null;
   private lockedDown = false;
@@ -249,6 +253,12 @@ export class AgentHost {
     this.stopped();
   }
 
+  /** Records one of the agent's calls, served requests or command runs: what, from, to (epoch ms). */
+  private record(what: string, from: number): void {
+    if (this.calls.length >= CALL_LIMIT) this.calls = this.calls.slice(CALL_LIMIT / 2);
+    this.calls.push([what, from, Date.now()]);
+  }
+
   private start(): void {
     const life = new Life();
     this.life = life;
@@ -265,6 +275,7 @@ export class AgentHost {
   // ---- talking to Galvanic ----
 
   private async call(life: Life, method: 'GET' | 'POST', path: string, version: Version | null, body?: unknown): Promise<{ status: number; json: unknown }> {
+    const from = Date.now();
     const headers: Record<string, string> = { accept: 'application/json' };
     if (version) headers['x-openstack-ironic-api-version'] = vstr(version);
     if (body !== undefined) headers['content-type'] = 'application/json';
@@ -278,6 +289,7 @@ export class AgentHost {
       bodyTimeout: REQUEST_TIMEOUT_MS,
     });
     const text = await res.body.text();
+    this.record(`api ${method} ${path.replace(/\?.*$/, '').replace(/[0-9a-f]{8}-[0-9a-f-]{27}/, '{node}')} ${res.statusCode}`, from);
     let json: unknown = null;
     try {
       json = text ? JSON.parse(text) : null;
@@ -448,6 +460,8 @@ export class AgentHost {
 
   /** Serves `/<id>/...` while the agent runs; `sub` is the path after the prefix. */
   async handle(req: IncomingMessage, res: ServerResponse, sub: string, query: URLSearchParams, body: string): Promise<void> {
+    const from = Date.now();
+    res.once('finish', () => this.record(`serve ${req.method ?? 'GET'} ${sub.replace(/^\/v1/, '').replace(/\/commands\/.+$/, '/commands/{id}')} ${res.statusCode}`, from));
     const life = this.life;
     const method = req.method ?? 'GET';
     const path = sub.replace(/^\/v1(?=\/|$)/, '') || '/';
@@ -584,6 +598,7 @@ export class AgentHost {
       result.command_result = null;
     };
     // A synchronous command's errors are FAILED results too (IPA's SyncCommandResult).
+    const from = Date.now();
     const done = (async () => {
       try {
         const value = await spec.run(params, life);
@@ -591,7 +606,10 @@ export class AgentHost {
       } catch (err) {
         if (!life.dead) finish(undefined, err);
       }
-      if (spec.async) this.forceHeartbeat(life);
+      if (spec.async) {
+        this.record(`run ${name}`, from);
+        this.forceHeartbeat(life);
+      }
     })();
     const cmd: Command = { result, done, sync: !spec.async };
     life.commands.set(result.id, cmd);
@@ -762,6 +780,7 @@ export class AgentHost {
       token: life ? life.token : this.lastToken,
       commands: (life ? [...life.commands.values()] : this.lastCommands).map((c) => c.result),
       received: { ...this.received },
+      calls: [...this.calls],
       lockedDown: this.lockedDown,
       disk: this.disk ? { ...this.disk } : null,
       instance: this.disk ? { running: this.instanceRunning, imageUrl: this.disk.imageUrl } : null,
@@ -774,6 +793,7 @@ export class AgentHost {
     this.lookups = 0;
     this.inspections = 0;
     this.heartbeats = 0;
+    this.calls = [];
     for (const o of [this.lookupStatuses, this.inspectionStatuses, this.heartbeatStatuses, this.received]) for (const k of Object.keys(o)) delete o[k];
   }
 }

@@ -137,6 +137,12 @@ export interface AgentWitness {
    * refused ones (busy, bad parameters) included.
    */
   received: Record<string, number>;
+  /**
+   * What the agents of this host did, oldest first: `api <method> <path> <status>` for a call to
+   * Galvanic's API, `serve <method> <path> <status>` for a request to the command API, `run
+   * <command>` for an asynchronous command's run; each with its start and end (epoch ms).
+   */
+  calls: Array<[string, number, number]>;
   /** The agent locked itself down (system.lockdown): no API, no heartbeats. */
   lockedDown: boolean;
   disk: DiskState | null;

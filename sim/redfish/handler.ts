@@ -109,12 +109,12 @@ export class RedfishHandler {
       req.socket.destroy();
       return;
     }
-    const end = bmc.begin(method, url);
+    const request = bmc.begin(method, url);
     const nth = (this.onSocket.get(req.socket) ?? 0) + 1;
     this.onSocket.set(req.socket, nth);
     const trace = req.headers[TRACE_HEADER];
     const origin: RequestOrigin = { trace: typeof trace === 'string' ? trace : null, conn: `${req.socket.remotePort ?? '?'}/${nth}` };
-    res.once('close', () => end(res.writableFinished ? res.statusCode : 0));
+    res.once('close', () => request.end(res.writableFinished ? res.statusCode : 0));
     const body = method === 'POST' || method === 'PATCH' || method === 'PUT' ? await readBody(req).catch(() => '') : '';
 
     const f = bmc.faults;
@@ -123,7 +123,7 @@ export class RedfishHandler {
     if (delay > 0) await sleep(delay);
     if (res.destroyed) return;
     // Only what the client waited for: a request it gave up on is not part of its chain.
-    bmc.delayed(delay);
+    request.delayed(delay);
     // A hung BMC: the request stays open until the client gives up.
     if (f.hang || (f.timeoutRate > 0 && Math.random() < f.timeoutRate)) return;
     if (f.resetRate > 0 && Math.random() < f.resetRate) {

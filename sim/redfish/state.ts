@@ -148,8 +148,11 @@ export interface Session {
   user: string;
 }
 
-/** One request as the log records it: [method, path, status, start ms, end ms]; status 0 = no answer. */
-export type LogEntry = [string, string, number, number, number];
+/**
+ * One request as the log records it: [method, path, status, start ms, end ms, imposed latency
+ * ms]; status 0 = no answer. The end less the start less the latency is the simulator's own time.
+ */
+export type LogEntry = [string, string, number, number, number, number];
 
 export interface BmcCounters {
   requests: number;
@@ -234,29 +237,38 @@ export class SimBmc {
     this.faults = faults as SimFaults;
   }
 
-  /** Counts a request in; the returned function records its end (status 0 when unanswered). */
-  begin(method: string, path: string): (status: number) => void {
+  /**
+   * Counts a request in; `end` records its end (status 0 when unanswered), `delayed` the latency
+   * it is about to wait (see below).
+   */
+  begin(method: string, path: string): { end(status: number): void; delayed(ms: number): void } {
     this.requests++;
     this.concurrent++;
     if (this.concurrent > this.maxConcurrent) this.maxConcurrent = this.concurrent;
-    const entry: LogEntry = [method, path, 0, now(), 0];
+    const entry: LogEntry = [method, path, 0, now(), 0, 0];
     if (this.logLimit > 0) {
       // Drop the oldest half at once: amortised O(1) instead of a shift per request.
       if (this.log.length >= this.logLimit) this.log = this.log.slice(this.log.length - Math.floor(this.logLimit / 2));
       this.log.push(entry);
     }
     let done = false;
-    return (status) => {
-      if (done) return;
-      done = true;
-      this.concurrent--;
-      entry[2] = status;
-      entry[4] = now();
+    return {
+      end: (status) => {
+        if (done) return;
+        done = true;
+        this.concurrent--;
+        entry[2] = status;
+        entry[4] = now();
+      },
+      delayed: (ms) => {
+        entry[5] = Math.round(ms);
+        this.delayed(ms);
+      },
     };
   }
 
   /** Records the delay a request of this BMC is about to wait. */
-  delayed(ms: number): void {
+  private delayed(ms: number): void {
     this.chainMs += ms;
     this.chainRequests++;
     // A request made while the host boots (a client polling for On) overlaps the boot.
