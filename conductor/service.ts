@@ -60,6 +60,7 @@ export class ConductorService {
   readonly periodic: PeriodicRunner;
   readonly consoles: ConsoleManager;
   private readonly runner: IntentRunner;
+  private readonly operations: OperationAdvancer;
   private readonly agentClient: AgentClient;
   private readonly allocator: Allocator;
   private readonly wake: PgNotifyBatcher;
@@ -88,7 +89,7 @@ export class ConductorService {
     this.drivers = deps.registry.hardwareTypes().map((t) => t.name);
     this.tasks = new TaskManager(deps.db, this.hostname, this.log, c.heartbeat_timeout, () => this.mayJudgePeers());
     this.wake = new PgNotifyBatcher(deps.db, this.log);
-    const operations = new OperationAdvancer(deps.db, deps.notifier, this.wake, this.log, deps.config.operations.progress_notification_interval * 1000);
+    const operations = this.operations = new OperationAdvancer(deps.db, deps.notifier, this.wake, this.log, deps.config.operations.progress_notification_interval * 1000);
     const a = deps.config.agent;
     this.agentClient = new AgentClient({
       timeoutMs: a.command_timeout * 1000, maxAttempts: a.max_command_attempts, connectionsPerAgent: a.connections_per_agent,
@@ -109,7 +110,6 @@ export class ConductorService {
       conductors: () => this.ring?.hosts.length ?? 1,
       update: { maintenanceBumpsAccess: deps.config.console.maintenance_closes_console },
     });
-    operations.onDue = () => this.runner.pump();
     this.allocator = new Allocator(deps.db, this.hostname, this.log);
     this.periodic = new PeriodicRunner(this.log);
     this.periodic.register({
@@ -378,6 +378,7 @@ export class ConductorService {
     await this.metricsServer?.close();
     await this.listener?.stop();
     const drained = await this.runner.drain(timeoutMs);
+    this.operations.stop();
     if (!drained) this.log.warn({ running: this.runner.running }, 'shutdown timeout: intents still running are handed back');
     await this.recover(this.hostname);
     await this.agentClient.close();
