@@ -15,7 +15,7 @@
 import type { FastifyInstance } from 'fastify';
 import { InvalidParameterValue, NotFoundError, ResourceNotFound } from '../common/errors.js';
 import { getNode, updateNode } from '../db/nodes.js';
-import { INTENT_CHANNEL, enqueueIntents, handToWaitingStep } from '../db/intents.js';
+import { INTENT_CHANNEL, enqueueIntents, handToWaitingStep, intentWakePayload } from '../db/intents.js';
 import { withTransaction } from '../db/transaction.js';
 import type { IntentAcceptor } from './intents.js';
 import { baseUrl } from './links.js';
@@ -110,23 +110,24 @@ export function registerInspectionRoutes(app: FastifyInstance, deps: ApiDeps, ac
     if (!found || found.provisionState !== ProvisionState.INSPECTWAIT) throw notFound();
 
     // Ironic's resume (inspect wait → inspecting) and the processing handed to the conductor, at once.
-    const node = await withTransaction(db, async (trx) => {
+    const { node, seq } = await withTransaction(db, async (trx) => {
       const current = await getNode(trx, found.uuid, { forUpdate: true });
       if (current.provisionState !== ProvisionState.INSPECTWAIT) throw notFound();
       const updated = await updateNode(trx, current.id, { provisionState: ProvisionState.INSPECTING, provisionUpdatedAt: new Date() });
       const data = { inventory, pluginData, inspector: inspectorArgs(config) };
       // A group operation's inspect step waits for this data: it processes it, and ends with it.
-      if (await handToWaitingStep(trx, current.id, data)) return updated;
-      await enqueueIntents(trx, current.id, [{
+      const waiting = await handToWaitingStep(trx, current.id, data);
+      if (waiting !== undefined) return { node: updated, seq: waiting };
+      const [queued] = await enqueueIntents(trx, current.id, [{
         kind: 'provision',
         args: intentArgs('provision', processInspectionArgs(data)),
         maxAttempts: config.conductor.intent_max_attempts,
         requester: null,
         requestId: req.id,
       }]);
-      return updated;
+      return { node: updated, seq: queued.seq };
     });
-    acceptor.wake.notify(INTENT_CHANNEL, node.uuid);
+    acceptor.wake.notify(INTENT_CHANNEL, intentWakePayload({ nodeUuid: node.uuid, seq }));
     reply.code(202);
     if (!newStyle) return { uuid: node.uuid };
     // Ironic's get_node_with_token: the agent that inspects gets its token here (later lookups see `******`).

@@ -14,7 +14,7 @@ import type { FastifyInstance } from 'fastify';
 import { InvalidParameterValue, NodeLocked, NodeNotFound, ResourceNotFound, IncompleteLookup } from '../common/errors.js';
 import { ProvisionState } from '../common/states.js';
 import { lockNodeWithToken, mintAgentToken } from '../db/agent-tokens.js';
-import { INTENT_CHANNEL, enqueueIntents, hasQueuedIntent, wakeWaitingStep } from '../db/intents.js';
+import { INTENT_CHANNEL, enqueueIntents, hasQueuedIntent, intentWakePayload, wakeWaitingStep } from '../db/intents.js';
 import { getNode, updateLockedNodes, type Node } from '../db/nodes.js';
 import { nodesByPortAddresses } from '../db/ports.js';
 import { withTransaction } from '../db/transaction.js';
@@ -169,7 +169,7 @@ export function registerRamdiskRoutes(app: FastifyInstance, deps: ApiDeps, accep
       }
       if (!HEARTBEAT_ALLOWED.has(node.provisionState)) {
         req.log.warn({ node: node.uuid, state: node.provisionState }, 'heartbeat in a state that takes none; not taking any action');
-        return false;
+        return undefined;
       }
       // Ironic's 409: the conductor is still at work and has not seen this agent yet (it retries in seconds).
       if (typeof info.agent_url !== 'string' && node.reservation) throw new NodeLocked(node.uuid, node.reservation);
@@ -182,14 +182,16 @@ export function registerRamdiskRoutes(app: FastifyInstance, deps: ApiDeps, accep
       if (node.reservation === null) {
         await updateLockedNodes(trx, [{ before: node, changes: { driverInternalInfo: next, ...(WAITS.has(node.provisionState) ? { provisionUpdatedAt: new Date() } : {}) } }]);
       }
-      if (!CONTINUES.has(node.provisionState)) return false;
-      // A group operation's step waits for this agent: it is what carries the run on.
-      if (await wakeWaitingStep(trx, node.id)) return node.uuid;
-      if (await hasQueuedIntent(trx, node.id, 'agent_continue')) return false;
-      await enqueueIntents(trx, node.id, [{ kind: 'agent_continue', args: {}, maxAttempts: 1, requester: null, requestId: req.id }]);
-      return node.uuid;
+      if (!CONTINUES.has(node.provisionState)) return undefined;
+      // A group operation's step waits for this agent: it is what carries the run on. The
+      // wake-up names it, so that a conductor running it already does not claim again for it.
+      const waiting = await wakeWaitingStep(trx, node.id);
+      if (waiting !== undefined) return { nodeUuid: node.uuid, seq: waiting };
+      if (await hasQueuedIntent(trx, node.id, 'agent_continue')) return undefined;
+      const [continued] = await enqueueIntents(trx, node.id, [{ kind: 'agent_continue', args: {}, maxAttempts: 1, requester: null, requestId: req.id }]);
+      return { nodeUuid: node.uuid, seq: continued.seq };
     });
-    if (queued) acceptor.wake.notify(INTENT_CHANNEL, queued);
+    if (queued) acceptor.wake.notify(INTENT_CHANNEL, intentWakePayload(queued));
     reply.code(202).send();
   });
 }

@@ -46,6 +46,12 @@ function isTransient(err: unknown): boolean {
  */
 const CLAIM_BATCH = 1000;
 
+/**
+ * Most woken nodes a claim reads by name (TaskManager.claimIntents `only`); more make a claim
+ * of the whole share, whose walk in due order then finds work at once.
+ */
+const CLAIM_ONLY_MAX = 256;
+
 /** Delays between attempts to record an outcome when the database fails with a statement error. */
 const COMMIT_RETRY_DELAYS_MS = [200, 1000, 3000];
 
@@ -117,6 +123,12 @@ async function withCommitRetries<T>(log: Logger, commit: () => Promise<T>): Prom
   }
 }
 
+/**
+ * How a run ended: back in the queue (a step waiting for its agent), the same but already due
+ * again (woken while it ran), or anything else (its outcome recorded, retried or lost).
+ */
+type IntentEnd = 'requeued' | 'due again' | 'ended';
+
 class UnknownIntentKind extends GalvanicError {
   readonly code = 'UNKNOWN_INTENT_KIND';
 }
@@ -149,6 +161,8 @@ export class IntentRunner {
   private wokenDuringClaim?: Map<string, number>;
   /** This conductor's share may hold runnable intents no claim took yet: an end claims again. */
   private backlog = true;
+  /** The next claim must look at the whole share, not only at the woken nodes (see schedule). */
+  private wholeShare = true;
   private stopped = false;
   private readonly idle = new Set<() => void>();
   private readonly successes: SuccessRecorder;
@@ -161,6 +175,8 @@ export class IntentRunner {
   private pacing = false;
   /** Whether the pass under way began after a wait for work to gather. */
   private pacedPass = false;
+  /** The look at a requeued intent when it falls due, by intent id, until a claim takes it again. */
+  private readonly rechecks = new Map<number, NodeJS.Timeout>();
 
   constructor(
     private readonly tasks: TaskManager,
@@ -208,7 +224,7 @@ export class IntentRunner {
     }
     this.wokenBeforeClaim.add(uuid);
     // A pass already started looks at wokenBeforeClaim when its claim begins.
-    if (!this.pumping) this.pump();
+    if (!this.pumping) this.schedule();
   }
 
   /**
@@ -217,6 +233,12 @@ export class IntentRunner {
    * while a claim is under way coalesce into one more pass.
    */
   pump(): void {
+    this.wholeShare = true;
+    this.schedule();
+  }
+
+  /** A pass (see pump) that may look only at the woken nodes, when nothing else asked for one. */
+  private schedule(): void {
     if (this.stopped) return;
     if (this.pumping) {
       this.again = true;
@@ -233,7 +255,7 @@ export class IntentRunner {
       this.pumping = false;
       if (this.again) {
         this.again = false;
-        this.pump();
+        this.schedule();
       }
     });
   }
@@ -279,6 +301,11 @@ export class IntentRunner {
         }
       }
       const before = this.wokenBeforeClaim;
+      // Only wake-ups asked for this pass, and they named their nodes: the claim reads those
+      // nodes' queues alone. Anything else (an end with work behind it, a timer, the poll, a
+      // wake-up for any node) looks at the whole share.
+      const only = !this.wholeShare && !this.backlog && before.size > 0 && before.size <= CLAIM_ONLY_MAX ? [...before] : undefined;
+      if (!only) this.wholeShare = false;
       const during = new Map<string, number>();
       this.wokenBeforeClaim = new Set();
       this.wokenDuringClaim = during;
@@ -286,14 +313,15 @@ export class IntentRunner {
       try {
         const t0 = Date.now();
         this.lastClaimAt = performance.now();
-        claimed = await this.tasks.claimIntents(want, scope);
-        this.log.debug({ ms: Date.now() - t0, want, claimed: claimed.length }, 'claimed intents');
+        claimed = await this.tasks.claimIntents(want, scope, only);
+        this.log.debug({ ms: Date.now() - t0, want, claimed: claimed.length, only: only?.length }, 'claimed intents');
         // A claim capped by free workers took all it could: no sign of less work.
         if (this.pacedPass) this.pacing = claimed.length >= Math.min(CLAIM_PACE_SUSTAIN, want);
         else if (claimed.length > 0) this.pacing = claimed.length >= CLAIM_PACE_TRIGGER;
         this.pacedPass = false;
       } catch (err) {
         if (err instanceof ClaimIncomplete) this.undoClaim(err.claimed);
+        this.wholeShare = true;
         if (isDatabaseUnavailable(err)) this.log.warn({ err: (err as Error).message }, 'claiming intents failed: the database is unavailable');
         else this.log.error({ err }, 'claiming intents failed');
         // The next wake-up (LISTEN reconnect, poll) tries again.
@@ -304,6 +332,8 @@ export class IntentRunner {
         this.wokenDuringClaim = undefined;
       }
       for (const { intent, task } of claimed) {
+        clearTimeout(this.rechecks.get(intent.id));
+        this.rechecks.delete(intent.id);
         const uuid = task.node.uuid;
         // Woken during the claim for a later intent: it may have come after the claim's snapshot.
         const entry = { seq: intent.seq, more: intent.queuedBehind || (during.get(uuid) ?? 0) > intent.seq };
@@ -313,16 +343,26 @@ export class IntentRunner {
         this.activeNodes.set(uuid, entry);
         this.inflight++;
         this.active.add(intent.id);
-        void this.execute(intent, task).finally(() => {
+        const ended = (end: IntentEnd) => {
           this.active.delete(intent.id);
           if (this.activeNodes.get(uuid) === entry) this.activeNodes.delete(uuid);
           this.inflight--;
           if (this.inflight === 0) for (const resolve of [...this.idle]) resolve();
-          // Claim again only where there is work to find: the node's next intent, more of the
-          // share than the last claim could take, or a group operation's next nodes (admitted
-          // in the claim pass). Anything else arrives with a wake-up.
-          if (entry.more || this.backlog || intent.operation !== null) this.pump();
-        });
+          // Claim again only where there is work to find: the node's next intent, the intent
+          // itself when it went back to the queue woken meanwhile, more of the share than the
+          // last claim could take, or a group operation's next nodes (admitted in the claim
+          // pass) once this node's round has ended. A step back in the queue to wait for its
+          // agent ends no round: in a deploy of 1,000 nodes through the agent, 2,306 of 2,941
+          // claims found nothing, most of them after such ends or after wake-ups for a step
+          // already running. Anything else arrives with a wake-up.
+          if (this.backlog || (intent.operation !== null && end === 'ended')) this.pump();
+          else if (entry.more || end === 'due again') {
+            // The node is known to have work: a claim of it alone.
+            this.wokenBeforeClaim.add(uuid);
+            this.schedule();
+          }
+        };
+        void this.execute(intent, task).then(ended, () => ended('ended'));
       }
       // Woken during the claim and not taken: their intents may have come after its snapshot.
       for (const uuid of during.keys()) this.wokenBeforeClaim.add(uuid);
@@ -388,7 +428,8 @@ export class IntentRunner {
     });
   }
 
-  private async execute(intent: Intent, task: Task): Promise<void> {
+  /** Runs the intent and records its outcome. */
+  private async execute(intent: Intent, task: Task): Promise<IntentEnd> {
     const log = lazyChild(this.log, { intent: intent.uuid, node: task.node.uuid, kind: intent.kind, attempt: intent.attempts });
     const host = this.opts.hostname;
     const node = task.node;
@@ -419,13 +460,19 @@ export class IntentRunner {
       if (res !== undefined) {
         const done = res;
         const history = done.history && { nodeId: node.id, conductor: host, user: intent.requester, operation: intent.operation, ...done.history };
-        const updated = await withCommitRetries(log, () => this.successes.record({
+        const { node: updated, dueAgain } = await withCommitRetries(log, () => this.successes.record({
           task, intent, changes: done.changes ?? {}, result: done.result, history, write: done.write, requeueAt: done.requeueAt,
         }));
         if (done.requeueAt) {
-          // Looked at again when it falls due, if no event wakes it before.
-          setTimeout(() => this.pump(), Math.max(0, done.requeueAt.getTime() - Date.now()) + 5).unref();
-          return;
+          if (dueAgain) return 'due again';
+          // Looked at again when it falls due, if no event wakes it before (its next claim
+          // drops this: 1,000 steps waiting for their agents left 3,000 claims for nothing).
+          clearTimeout(this.rechecks.get(intent.id));
+          this.rechecks.set(intent.id, setTimeout(() => {
+            this.rechecks.delete(intent.id);
+            this.pump();
+          }, Math.max(0, done.requeueAt.getTime() - Date.now()) + 5).unref());
+          return 'requeued';
         }
         this.wake.notify(INTENT_DONE_CHANNEL, intent.uuid);
         if (note) this.notifier.emit(`${note.prefix}.end`, 'info', note.payloadName, nodePayload(updated, note.extra(ctx)));
@@ -462,7 +509,7 @@ export class IntentRunner {
     } catch (err) {
       if (err instanceof LockLost) {
         log.warn({ err: err.message }, 'intent outcome dropped: the node is no longer this task\'s');
-        return;
+        return 'ended';
       }
       // Recording the outcome failed for good (database away?). The intent stays `running`
       // under this conductor and its node stays reserved, so nothing else acts on a node whose
@@ -470,5 +517,6 @@ export class IntentRunner {
       // conductor dies) settles it.
       log.error({ err }, 'recording an intent outcome failed; the intent is left to recovery');
     }
+    return 'ended';
   }
 }

@@ -25,24 +25,32 @@ export interface Success {
  * Each outcome still commits with its own node's release or not at all: a task that lost its
  * lock gets LockLost, a database error fails the whole batch (the caller retries).
  */
+/** A recorded outcome: the node as written, and for a requeued intent whether it is due at once. */
+export interface Recorded {
+  node: Node;
+  /** Requeued and due at once: a wake-up came while it ran (see requeueIntents). */
+  dueAgain: boolean;
+}
+
 export class SuccessRecorder {
-  private readonly batcher: Batcher<Success, Node>;
+  private readonly batcher: Batcher<Success, Recorded>;
 
   constructor(tasks: TaskManager, update: AccessOptions, maxBatch = 500) {
     this.batcher = new Batcher(async (batch) => {
+      let due = new Set<number>();
       const out = await tasks.commitAll(batch.map((s) => ({ task: s.task, changes: s.changes })), async (trx, held) => {
         const done = held.map((h) => batch[h.index]);
         await finishSucceededIntents(trx, done.filter((s) => !s.requeueAt).map((s) => ({ id: s.intent.id, result: s.result })));
-        await requeueIntents(trx, done.flatMap((s) => (s.requeueAt ? [{ id: s.intent.id, notBefore: s.requeueAt, result: s.result }] : [])));
+        due = await requeueIntents(trx, done.flatMap((s) => (s.requeueAt ? [{ id: s.intent.id, notBefore: s.requeueAt, result: s.result }] : [])));
         await recordHistories(trx, done.flatMap((s) => (s.history ? [s.history] : [])));
         for (const h of held) await batch[h.index].write?.(trx, h.node);
       }, update);
-      return out.map((r): BatchOutcome<Node> => (r instanceof LockLost ? { error: r } : { value: r }));
+      return out.map((r, i): BatchOutcome<Recorded> => (r instanceof LockLost ? { error: r } : { value: { node: r, dueAgain: due.has(batch[i].intent.id) } }));
     }, maxBatch);
   }
 
   /** Resolves with the updated node once the outcome is committed. */
-  record(success: Success): Promise<Node> {
+  record(success: Success): Promise<Recorded> {
     return this.batcher.submit(success);
   }
 }

@@ -234,10 +234,10 @@ export class TaskManager {
     return unclaimIntents(this.db, this.hostname, claimed);
   }
 
-  /** Claims runnable intents with their nodes reserved: one exclusive task per intent. */
-  async claimIntents(limit: number, scope: ClaimScope): Promise<Array<{ intent: ClaimedIntent; task: Task }>> {
+  /** Claims runnable intents with their nodes reserved (of `only`, when given): one exclusive task per intent. */
+  async claimIntents(limit: number, scope: ClaimScope, only?: readonly string[]): Promise<Array<{ intent: ClaimedIntent; task: Task }>> {
     const nodes = new Map<number, Node>();
-    const intents = await claimIntents(this.db, this.hostname, limit, scope, nodes);
+    const intents = await claimIntents(this.db, this.hostname, limit, scope, nodes, only);
     const out: Array<{ intent: ClaimedIntent; task: Task }> = [];
     for (const intent of intents) {
       const node = nodes.get(intent.nodeId)!;

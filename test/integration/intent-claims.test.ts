@@ -1,6 +1,8 @@
 /**
  * Claims that find work, and cheap intent rows:
  *  - the claim says which claimed intents have another of their node queued behind them;
+ *  - a claim after wake-ups reads the named nodes' heads alone;
+ *  - a requeued step says whether it was woken while it ran (due at once);
  *  - starting an intent is a HOT update (no index entry written);
  *  - with polling out of the way (60 s), the runner still starts a node's next intent as soon
  *    as the one before it ends, whether the claim said it was queued behind (two steps of one
@@ -11,7 +13,7 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import type { LightMyRequestResponse } from 'fastify';
 import { createKnex } from '../../db/connection.js';
-import { claimIntents, enqueueIntents, finishSucceededIntents, type ClaimScope } from '../../db/intents.js';
+import { claimIntents, enqueueIntents, finishSucceededIntents, requeueIntents, wakeWaitingStep, type ClaimScope } from '../../db/intents.js';
 import { createNode } from '../../db/nodes.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { suiteDatabase } from '../helpers/database.js';
@@ -60,6 +62,47 @@ describe('intent claims', function () {
       expect(rest.map((c) => c.nodeId), 'then the rest that is due').to.deep.equal([fresh.id]);
       await finishSucceededIntents(tdb.knex, [...first, ...rest].map((c) => ({ id: c.id, result: null })));
       await tdb.knex.raw("UPDATE intents SET state = 'cancelled', finished_at = now() WHERE node_id = ?", [waiting.id]);
+      await tdb.knex('nodes').update({ reservation: null });
+    });
+
+    it('claims, by name, only the heads of the named nodes that are due', async () => {
+      const [two, due, late, other] = await Promise.all([0, 1, 2, 3].map(() => createNode(tdb.knex, { driver: 'fake-hardware', provisionState: 'enroll' })));
+      await tdb.knex.transaction((trx) => enqueueIntents(trx, two.id, [POWER_ON, { ...POWER_ON, args: { target: 'power off' } }]));
+      for (const n of [due, late, other]) await tdb.knex.transaction((trx) => enqueueIntents(trx, n.id, [POWER_ON]));
+      await tdb.knex('intents').where('node_id', late.id).update({ not_before: tdb.knex.raw("now() + interval '1 hour'") });
+      const named = [two.uuid, due.uuid, late.uuid];
+      const first = await claimIntents(tdb.knex, 'only-host', 10, SCOPE, undefined, named);
+      expect(first.map((c) => [c.nodeId, c.seq, c.queuedBehind]), 'the named heads that are due').to.have.deep.members([[two.id, 1, true], [due.id, 1, false]]);
+      await tdb.knex('nodes').update({ reservation: null });
+      // The head of `two` runs: its next intent is not a head yet.
+      expect(await claimIntents(tdb.knex, 'only-host', 10, SCOPE, undefined, named), 'nothing behind a running head').to.deep.equal([]);
+      const rest = await claimIntents(tdb.knex, 'only-host', 10, SCOPE);
+      expect(rest.map((c) => c.nodeId), 'the node not named, claimed by the claim of the whole share').to.deep.equal([other.id]);
+      await finishSucceededIntents(tdb.knex, [...first, ...rest].map((c) => ({ id: c.id, result: null })));
+      await tdb.knex.raw("UPDATE intents SET state = 'cancelled', finished_at = now() WHERE finished_at IS NULL AND node_id = ANY(?)", [[two.id, late.id]]);
+      await tdb.knex('nodes').update({ reservation: null });
+    });
+
+    it('requeues a waiting step and says which were woken while they ran (due at once)', async () => {
+      const STEP = { kind: 'provision_step', args: {}, maxAttempts: 1 };
+      const woken = await createNode(tdb.knex, { driver: 'fake-hardware', provisionState: 'enroll' });
+      const quiet = await createNode(tdb.knex, { driver: 'fake-hardware', provisionState: 'enroll' });
+      for (const n of [woken, quiet]) await tdb.knex.transaction((trx) => enqueueIntents(trx, n.id, [STEP]));
+      const claimed = await claimIntents(tdb.knex, 'requeue-host', 10, SCOPE, undefined, [woken.uuid, quiet.uuid]);
+      expect(claimed).to.have.length(2);
+      const seq = await tdb.knex.transaction((trx) => wakeWaitingStep(trx, woken.id));
+      expect(seq, 'the woken step\'s seq').to.equal(1);
+      const bare = await createNode(tdb.knex, { driver: 'fake-hardware', provisionState: 'enroll' });
+      expect(await tdb.knex.transaction((trx) => wakeWaitingStep(trx, bare.id)), 'a node without a waiting step').to.equal(undefined);
+      const later = new Date(Date.now() + 3_600_000);
+      const due = await tdb.knex.transaction((trx) => requeueIntents(trx, claimed.map((c) => ({ id: c.id, notBefore: later }))));
+      const byNode = new Map(claimed.map((c) => [c.nodeId, c.id]));
+      expect([...due], 'due at once: the woken one alone').to.deep.equal([byNode.get(woken.id)]);
+      await tdb.knex('nodes').update({ reservation: null });
+      const again = await claimIntents(tdb.knex, 'requeue-host', 10, SCOPE, undefined, [woken.uuid, quiet.uuid]);
+      expect(again.map((c) => c.nodeId), 'claimable again: the woken one alone').to.deep.equal([woken.id]);
+      await finishSucceededIntents(tdb.knex, again.map((c) => ({ id: c.id, result: null })));
+      await tdb.knex.raw("UPDATE intents SET state = 'cancelled', finished_at = now() WHERE finished_at IS NULL AND node_id = ?", [quiet.id]);
       await tdb.knex('nodes').update({ reservation: null });
     });
 
