@@ -19,8 +19,8 @@ export async function agentTokenOf(db: Knex, nodeId: number): Promise<string | n
   return row ? (row.token as string) : null;
 }
 
-/** Whether `given` is the token (compared in constant time). */
-function tokenEquals(token: string | null, given: string | undefined): boolean {
+/** Whether `given` is the node's agent token `token` (compared in constant time). */
+export function agentTokenMatches(token: string | null, given: string | undefined): boolean {
   if (token === null || given === undefined) return false;
   const a = Buffer.from(token);
   const b = Buffer.from(given);
@@ -28,16 +28,33 @@ function tokenEquals(token: string | null, given: string | undefined): boolean {
 }
 
 /**
- * The node named by UUID or name with its row locked, and whether `given` is its agent token:
- * what a heartbeat checks first, in one statement. Undefined when there is no such node.
+ * The nodes named by UUID or name with their rows locked (in id order, as every multi-node
+ * lock here), each with its agent token: what a batch of heartbeats checks first, in one
+ * statement. Keyed by the identifier given; one missing has no such node.
  */
-export async function lockNodeWithToken(trx: Knex.Transaction, ident: string, given: string | undefined): Promise<{ node: Node; tokenMatches: boolean } | undefined> {
-  const row = await trx('nodes').leftJoin('agent_tokens', 'agent_tokens.node_id', 'nodes.id')
-    .where(isUuid(ident) ? 'nodes.uuid' : 'nodes.name', ident)
-    .first('nodes.*', 'agent_tokens.token as agent_token').forUpdate('nodes');
-  if (!row) return undefined;
-  return { node: nodeMapper.fromRow(row), tokenMatches: tokenEquals((row.agent_token as string | null) ?? null, given) };
+export async function lockNodesWithTokens(trx: Knex.Transaction, idents: readonly string[]): Promise<Map<string, { node: Node; token: string | null }>> {
+  const uuids = [...new Set(idents.filter(isUuid).map((u) => u.toLowerCase()))];
+  const names = [...new Set(idents.filter((i) => !isUuid(i)))];
+  const { rows } = await trx.raw(
+    `SELECT nodes.*, agent_tokens.token AS agent_token FROM nodes LEFT JOIN agent_tokens ON agent_tokens.node_id = nodes.id
+      WHERE nodes.uuid = ANY(?::uuid[]) OR nodes.name = ANY(?::text[]) ORDER BY nodes.id FOR UPDATE OF nodes`,
+    [uuids, names],
+  );
+  const byUuid = new Map<string, { node: Node; token: string | null }>();
+  const byName = new Map<string, { node: Node; token: string | null }>();
+  for (const r of rows as Array<Record<string, unknown>>) {
+    const entry = { node: nodeMapper.fromRow(r), token: (r.agent_token as string | null) ?? null };
+    byUuid.set(entry.node.uuid, entry);
+    if (entry.node.name) byName.set(entry.node.name, entry);
+  }
+  const out = new Map<string, { node: Node; token: string | null }>();
+  for (const ident of idents) {
+    const entry = isUuid(ident) ? byUuid.get(ident.toLowerCase()) : byName.get(ident);
+    if (entry) out.set(ident, entry);
+  }
+  return out;
 }
+
 
 /** Forgets the node's token: its agent's work has ended (Ironic's wipe_token_and_url). */
 export async function wipeAgentToken(db: Knex, nodeId: number): Promise<void> {

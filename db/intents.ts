@@ -382,7 +382,7 @@ export async function finishSucceededIntents(trx: Knex, items: ReadonlyArray<{ i
 
 /**
  * Puts running intents back in the queue, due at `notBefore` (work that waits for an event).
- * Returns the ids of those due at once: woken while they ran (wakeWaitingStep), so that the
+ * Returns the ids of those due at once: woken while they ran (wakeWaitingSteps), so that the
  * wake stands and a claim will find them.
  */
 export async function requeueIntents(trx: Knex, items: ReadonlyArray<{ id: number; notBefore: Date; result?: unknown }>): Promise<Set<number>> {
@@ -400,15 +400,19 @@ export async function requeueIntents(trx: Knex, items: ReadonlyArray<{ id: numbe
 }
 
 /**
- * Makes the node's waiting provision step (a group operation's, requeued while its node waits
- * for an agent) due now. Returns its `seq`, for the wake-up (IntentWake), or undefined when
- * there was none. Call it holding the node's row lock.
+ * Makes each node's waiting provision step (a group operation's, requeued while its node waits
+ * for an agent) due now. Returns the `seq` of each node's woken step, by node id, for the
+ * wake-up (IntentWake); nodes without one are absent. Call it holding those nodes' row locks.
  */
-export async function wakeWaitingStep(trx: Knex, nodeId: number): Promise<number | undefined> {
+export async function wakeWaitingSteps(trx: Knex, nodeIds: readonly number[]): Promise<Map<number, number>> {
+  const out = new Map<number, number>();
+  if (nodeIds.length === 0) return out;
   // A running one is woken too: its requeue keeps a not_before set after it started.
-  const rows: Array<{ seq: number }> = await trx('intents').where({ node_id: nodeId, kind: 'provision_step', held: false }).whereIn('state', ['queued', 'running'])
-    .where('attempts', '>', 0).update({ not_before: trx.fn.now() }).returning('seq');
-  return rows.length > 0 ? Math.max(...rows.map((r) => r.seq)) : undefined;
+  const rows: Array<{ node_id: number; seq: number }> = await trx('intents').whereIn('node_id', nodeIds as number[])
+    .where({ kind: 'provision_step', held: false }).whereIn('state', ['queued', 'running'])
+    .where('attempts', '>', 0).update({ not_before: trx.fn.now() }).returning(['node_id', 'seq']);
+  for (const r of rows) out.set(r.node_id, Math.max(out.get(r.node_id) ?? 0, r.seq));
+  return out;
 }
 
 /**
@@ -539,8 +543,9 @@ export async function lastOpenIntent(db: Knex, nodeId: number): Promise<Intent |
   return row ? mapper.fromRow(row) : undefined;
 }
 
-/** Whether the node has a queued intent of this kind (a heartbeat's continue is queued once). */
-export async function hasQueuedIntent(trx: Knex, nodeId: number, kind: string): Promise<boolean> {
-  const row = await trx('intents').where({ node_id: nodeId, kind, state: 'queued' }).first('id');
-  return row !== undefined;
+/** Those of `nodeIds` with a queued intent of this kind (a heartbeat's continue is queued once). */
+export async function nodesWithQueuedIntent(trx: Knex, nodeIds: readonly number[], kind: string): Promise<Set<number>> {
+  if (nodeIds.length === 0) return new Set();
+  const rows: Array<{ node_id: number }> = await trx('intents').distinct('node_id').whereIn('node_id', nodeIds as number[]).where({ kind, state: 'queued' });
+  return new Set(rows.map((r) => r.node_id));
 }

@@ -148,6 +148,42 @@ describe('agent API: lookup, heartbeat and the agent token', function () {
     }
   });
 
+  it('records a burst of heartbeats together, each as if alone: refusals change nothing, one continue per node', async () => {
+    const db = t.tdb.knex;
+    const nodes: Array<{ uuid: string; token: string }> = [];
+    for (let i = 0; i < 12; i++) {
+      const res = await call('POST', '/v1/nodes', { name: `burst-${i}`, driver: 'redfish', deploy_interface: 'direct', driver_info: { redfish_address: 'http://127.0.0.1:9' } });
+      expect(res.statusCode, res.body).to.equal(201);
+      const uuid = res.json<{ uuid: string }>().uuid;
+      await db('nodes').where({ uuid }).update({ provision_state: 'wait call-back', target_provision_state: 'active' });
+      const lookup = await call('GET', `/v1/lookup?node_uuid=${uuid}`);
+      expect(lookup.statusCode, lookup.body).to.equal(200);
+      nodes.push({ uuid, token: lookup.json<{ config: { agent_token: string } }>().config.agent_token });
+    }
+    const hb = (i: number, over: object = {}) => ({ callback_url: `http://127.0.0.1:9/agent-${i}`, agent_token: nodes[i].token, agent_version: '10.1.0', ...over });
+    const [refusedNode] = nodes.splice(11, 1);
+    const wrongToken = await db('nodes').where({ uuid: refusedNode.uuid }).first();
+    const sent = [
+      ...nodes.map((n, i) => call('POST', `/v1/heartbeat/${n.uuid}`, hb(i))),
+      // The same node twice in one burst, and a node's second heartbeat from another URL.
+      call('POST', `/v1/heartbeat/${nodes[0].uuid}`, hb(0)),
+      call('POST', `/v1/heartbeat/${refusedNode.uuid}`, { callback_url: 'http://127.0.0.1:9/x', agent_token: nodes[0].token, agent_version: '10.1.0' }),
+      call('POST', `/v1/heartbeat/${MISSING_UUID}`, hb(1)),
+      call('POST', '/v1/heartbeat/burst-2', hb(2)),
+    ];
+    const answers = await Promise.all(sent);
+    expect(answers.map((r) => r.statusCode), answers.map((r) => r.body).join(' ')).to.deep.equal([...nodes.map(() => 202), 202, 400, 404, 202]);
+    expect(faultOf(answers[nodes.length + 1].body).faultstring).to.equal('Invalid or missing agent token received.');
+    for (const [i, n] of nodes.entries()) {
+      const row = await db('nodes').where({ uuid: n.uuid }).first();
+      expect(row.driver_internal_info.agent_url, n.uuid).to.equal(`http://127.0.0.1:9/agent-${i}`);
+      expect(await db('intents').where({ node_id: row.id, kind: 'agent_continue' }).count('* as n').first(), `continues of ${i}`).to.deep.equal({ n: 1 });
+    }
+    const after = await db('nodes').where({ uuid: refusedNode.uuid }).first();
+    expect(after, 'the refused heartbeat\'s node').to.deep.equal(wrongToken);
+    expect(await db('intents').where({ node_id: after.id }).count('* as n').first()).to.deep.equal({ n: 0 });
+  });
+
   it(`refuses malformed lookups, heartbeats, clean_steps and deploy_steps with a 4xx and no change`, async () => {
     const hb = (extra: Record<string, unknown>) => ({ callback_url: 'http://127.0.0.1:9/agent', agent_token: token, agent_version: '10.1.0', ...extra });
     const without = (k: string) => {
