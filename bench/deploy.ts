@@ -187,7 +187,7 @@ interface PhaseResult {
   machineBusyCpuS: number;
   loadAverage: { start: number[]; end: number[] };
   /** Direct deploys: heartbeats the agents sent (all answered) and the agent's share of a node's floor. */
-  agent?: { heartbeats: number; heartbeatsPerS: number; agentFloorP50S: number };
+  agent?: { heartbeats: number; heartbeatsPerS: number; heartbeatStatuses: Record<string, number>; agentFloorP50S: number };
   /** Transactions committed in the bench's database, per node (the bench's own polling included). */
   commitsPerNode: number;
   /** With --pg-stat-statements: every statement per node, and the most frequent ones. */
@@ -270,9 +270,16 @@ function nodeTimeline(log: LogEntry[], events: Array<{ at: number; type: string 
 }
 
 /** Heartbeats sent so far by the agents of these BMCs. */
-async function agentHeartbeats(ports: number[]): Promise<number> {
-  const counts = await Promise.all(ports.map(async (p) => ((await (await fetch(`http://127.0.0.1:${p}/_sim/agent`)).json()) as { heartbeats: number }).heartbeats));
-  return counts.reduce((a, b) => a + b, 0);
+/** The heartbeats the agents sent, in all and by the API's answer (status code, or `error`). */
+async function agentHeartbeats(ports: number[]): Promise<{ total: number; byStatus: Record<string, number> }> {
+  const byStatus: Record<string, number> = {};
+  let total = 0;
+  await Promise.all(ports.map(async (p) => {
+    const w = (await (await fetch(`http://127.0.0.1:${p}/_sim/agent`)).json()) as { heartbeats: number; heartbeatStatuses: Record<string, number> };
+    total += w.heartbeats;
+    for (const [k, n] of Object.entries(w.heartbeatStatuses)) byStatus[k] = (byStatus[k] ?? 0) + n;
+  }));
+  return { total, byStatus };
 }
 
 /** Serves the image the agents write (deterministic bytes) and the agent ISO's name. */
@@ -302,7 +309,7 @@ async function runPhase(
   },
 ): Promise<PhaseResult> {
   const { client, sim, uuids, portOf, log } = ctx;
-  const heartbeats0 = ctx.agent ? await agentHeartbeats(uuids.map((u) => portOf.get(u)!)) : 0;
+  const heartbeats0 = ctx.agent ? await agentHeartbeats(uuids.map((u) => portOf.get(u)!)) : undefined;
   await markChains(sim);
   const totals0 = await simTotals(sim);
   const load0 = loadAvg();
@@ -362,7 +369,13 @@ async function runPhase(
       agentExtra.set(u, extra);
     }));
   }
-  const heartbeats = ctx.agent ? (await agentHeartbeats(uuids.map((u) => portOf.get(u)!))) - heartbeats0 : 0;
+  const heartbeats1 = ctx.agent ? await agentHeartbeats(uuids.map((u) => portOf.get(u)!)) : undefined;
+  const heartbeats = heartbeats1 && heartbeats0 ? heartbeats1.total - heartbeats0.total : 0;
+  const heartbeatStatuses: Record<string, number> = {};
+  for (const [k, n] of Object.entries(heartbeats1?.byStatus ?? {})) {
+    const d = n - (heartbeats0?.byStatus[k] ?? 0);
+    if (d > 0) heartbeatStatuses[k] = d;
+  }
   let floorMs = 0;
   let waves = 0;
   for (let i = 0; i < uuids.length; i += maxParallel) {
@@ -434,13 +447,14 @@ async function runPhase(
     cpu: usage.processes, postgresCpuS: usage.postgresCpuS, machineBusyCpuS: usage.machineBusyCpuS,
     loadAverage: { start: load0, end: loadAvg() },
     commitsPerNode, ...(statements ? { statements } : {}),
-    ...(ctx.agent ? { agent: { heartbeats, heartbeatsPerS: round2(heartbeats / wallS), agentFloorP50S: round2(([...agentExtra.values()].sort((a, b) => a - b)[Math.floor(agentExtra.size / 2)] ?? 0) / 1000) } } : {}),
+    ...(ctx.agent ? { agent: { heartbeats, heartbeatsPerS: round2(heartbeats / wallS), heartbeatStatuses, agentFloorP50S: round2(([...agentExtra.values()].sort((a, b) => a - b)[Math.floor(agentExtra.size / 2)] ?? 0) / 1000) } } : {}),
   };
   log(`${phase}: ${commitsPerNode} commits per node${statements ? `, ${statements.perNode} statements per node; most frequent:\n${statements.top.slice(0, 25).map((t) => `  ${fmt(t.perNode, 2)}  ${t.query.slice(0, 160)}`).join('\n')}` : ''}`);
   log(`${phase}: a node's time, mean s: ${TIME_KINDS.map((k) => `${k} ${fmt(nodeTimeS[k], 2)}`).join(', ')}; over its own chain ${fmt(nodeTimeS.overOwnChain, 2)}`);
   if (ctx.agent) {
     log(`${phase}: the agents' calls (per node, mean ms): ${Object.entries(agentCalls).map(([k, c]) => `${k} ${fmt(c.perNode, 2)} × ${c.meanMs}`).join('; ')}`);
     log(`${phase}: heartbeat answered → the conductor's next request to the agent: p50 ${fmt(result.heartbeatToCommandS!.p50Ms, 2)} s, p90 ${fmt(result.heartbeatToCommandS!.p90Ms, 2)} s`);
+    log(`${phase}: heartbeats by answer: ${Object.entries(heartbeatStatuses).map(([k, n]) => `${k} × ${n}`).join(', ')}`);
   }
   log(`${phase}: ${op.state} in ${fmt(wallS, 2)} s against a floor of ${fmt(result.floorS, 2)} s (${fmt(result.wallOverFloor, 2)}x); node step p50 ${fmt(result.nodeStepS.p50Ms, 2)} s p99 ${fmt(result.nodeStepS.p99Ms, 2)} s`);
   return result;
