@@ -1,5 +1,6 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Knex } from 'knex';
+import { preparedRaw } from './prepared.js';
 import { isUuid, nodeMapper, type Node } from './nodes.js';
 
 /**
@@ -35,7 +36,8 @@ export function agentTokenMatches(token: string | null, given: string | undefine
 export async function lockNodesWithTokens(trx: Knex.Transaction, idents: readonly string[]): Promise<Map<string, { node: Node; token: string | null }>> {
   const uuids = [...new Set(idents.filter(isUuid).map((u) => u.toLowerCase()))];
   const names = [...new Set(idents.filter((i) => !isUuid(i)))];
-  const { rows } = await trx.raw(
+  const { rows } = await preparedRaw(
+    trx,
     `SELECT nodes.*, agent_tokens.token AS agent_token FROM nodes LEFT JOIN agent_tokens ON agent_tokens.node_id = nodes.id
       WHERE nodes.uuid = ANY(?::uuid[]) OR nodes.name = ANY(?::text[]) ORDER BY nodes.id FOR UPDATE OF nodes`,
     [uuids, names],

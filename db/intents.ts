@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
+import { preparedRaw } from './prepared.js';
 import { IntentNotFound } from '../common/errors.js';
 import { NODE_COLUMNS, isUuid, nodeMapper, updateNode, type Node } from './nodes.js';
 import { clearReservationsOf } from './reservations.js';
@@ -114,7 +115,8 @@ export async function enqueueIntentsOfNodes(trx: Knex.Transaction, items: Readon
     };
   });
   // Every row's subquery sees the queue as it was before this statement: a node's n-th new intent gets max + n.
-  const { rows: inserted } = await trx.raw(
+  const { rows: inserted } = await preparedRaw(
+    trx,
     `INSERT INTO intents (uuid, node_id, seq, kind, args, batch, step_index, operation, state, max_attempts, requester, request_id, idempotency_key)
      SELECT v.uuid, v.node_id, coalesce((SELECT max(i.seq) FROM intents i WHERE i.node_id = v.node_id), 0) + v.nth, v.kind, v.args,
             v.batch, v.step_index, v.operation, 'queued', v.max_attempts, v.requester, v.request_id, v.idempotency_key

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
+import { preparedRaw } from './prepared.js';
 import { NodeHistoryNotFound } from '../common/errors.js';
 import { RowMapper } from './rows.js';
 
@@ -39,7 +40,8 @@ export async function recordHistory(db: Knex, e: NewHistoryEvent): Promise<void>
 /** Records many events in one statement. */
 export async function recordHistories(db: Knex, events: readonly NewHistoryEvent[]): Promise<void> {
   if (events.length === 0) return;
-  await db.raw(
+  await preparedRaw(
+    db,
     `INSERT INTO node_history (uuid, node_id, severity, event_type, event, conductor, "user", operation)
      SELECT uuid, node_id, severity, event_type, event, conductor, "user", operation
        FROM jsonb_populate_recordset(NULL::node_history, ?::jsonb)`,

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
+import { preparedRaw } from './prepared.js';
 import {
   ChassisNotFound, DuplicateName, NodeAlreadyExists, NodeNotFound, Conflict, PreconditionFailed, ReferencedResourceNotFound,
 } from '../common/errors.js';
@@ -149,10 +150,7 @@ export async function findNode(db: Knex, ident: string, opts: { forUpdate?: bool
 export async function lockNodesByIdent(trx: Knex.Transaction, idents: readonly string[]): Promise<Node[]> {
   const uuids = [...new Set(idents.filter(isUuid).map((u) => u.toLowerCase()))];
   const names = [...new Set(idents.filter((i) => !isUuid(i)))];
-  const { rows } = await trx.raw(
-    'SELECT * FROM nodes WHERE uuid = ANY(?::uuid[]) OR name = ANY(?::text[]) ORDER BY id FOR UPDATE',
-    [uuids, names],
-  );
+  const { rows } = await preparedRaw(trx, 'SELECT * FROM nodes WHERE uuid = ANY(?::uuid[]) OR name = ANY(?::text[]) ORDER BY id FOR UPDATE', [uuids, names]);
   return (rows as Array<Record<string, unknown>>).map((r) => nodeMapper.fromRow(r));
 }
 

@@ -58,10 +58,13 @@ function fakeRunner(actions: Record<string, Action>) {
     async commitAll(outcomes: Array<{ task: Task }>, more: (trx: Knex.Transaction, held: Array<{ index: number; node: Node }>) => Promise<void>) {
       // The requeue's statement answers which of its intents are due at once.
       const trx = {
-        async raw(sql: string, bindings: unknown[]) {
-          if (!sql.includes('RETURNING intents.id')) return { rows: [] };
+        raw(sql: string, bindings: unknown[]) {
           const items = JSON.parse(bindings[0] as string) as Array<{ id: number }>;
-          return { rows: items.map((i) => ({ id: i.id, due: wokenWhileRunning.has(uuidOfIntent.get(i.id)!) })) };
+          const answer = Promise.resolve(sql.includes('RETURNING intents.id')
+            ? { rows: items.map((i) => ({ id: i.id, due: wokenWhileRunning.has(uuidOfIntent.get(i.id)!) })) }
+            : { rows: [] });
+          // A statement's options (a prepared statement's name) change nothing here.
+          return Object.assign(answer, { options: () => answer });
         },
       } as unknown as Knex.Transaction;
       await more(trx, outcomes.map((o, index) => ({ index, node: o.task.node })));
