@@ -307,6 +307,10 @@ export const provisionAction: Action = {
         break;
       }
       case 'none':
+        // The API made the change when it accepted the request (manage from available); a
+        // request accepted after it (inspect) may have moved the node on while this waited in
+        // the queue, and its state is no longer this intent's to set.
+        if (ctx.node.provisionState !== args.target) return { history: { severity: 'INFO', eventType: 'provisioning', event } };
         break;
     }
     // A run that waits for its agent keeps its target; the agent's heartbeats carry it on.

@@ -372,6 +372,31 @@ describe('intents API (with a conductor)', function () {
     });
   });
 
+  describe('provision requests one after another', () => {
+    it('leaves the node where a later request moved it: a manage from available queued behind work does not undo an inspect accepted after it', async () => {
+      const uuid = await createNode({ fake_delay_ms: 400 });
+      await t.tdb.knex('nodes').where('uuid', uuid).update({ provision_state: 'available', target_provision_state: null });
+      // A slow power intent holds the queue while both provision requests are accepted.
+      const slow = await call(t, 'PUT', `/v1/nodes/${uuid}/states/power`, { body: { target: 'power on' } });
+      expectStatus(slow, 202);
+      const manage = await call(t, 'PUT', `/v1/nodes/${uuid}/states/provision`, { body: { target: 'manage' } });
+      expectStatus(manage, 202);
+      expect((await getNode(uuid)).provision_state, 'manage from available, made at once').to.equal('manageable');
+      const inspect = await call(t, 'PUT', `/v1/nodes/${uuid}/states/provision`, { body: { target: 'inspect' } });
+      expectStatus(inspect, 202);
+      const [, manageIntent, inspectIntent] = await nodeIntents(uuid);
+      // The inspection waits (held) so that the node is seen between the two.
+      await t.tdb.knex('intents').where('uuid', inspectIntent.uuid).update({ held: true });
+      expect((await waitIntent(manageIntent.uuid)).state).to.equal('succeeded');
+      const between = await getNode(uuid);
+      expect([between.provision_state, between.target_provision_state], 'after the manage intent ran').to.deep.equal(['inspecting', 'manageable']);
+      await t.tdb.knex('intents').where('uuid', inspectIntent.uuid).update({ held: false });
+      await t.tdb.knex.raw('SELECT pg_notify(?, ?)', ['galvanic_intents', '']);
+      expect((await waitIntent(inspectIntent.uuid)).state).to.equal('succeeded');
+      expect((await getNode(uuid)).provision_state).to.equal('manageable');
+    });
+  });
+
   describe('cancellation', () => {
     it('cancels an intent still queued behind a slow one, and refuses to cancel a finished one', async () => {
       const uuid = await createNode({ fake_delay_ms: 1500 });
