@@ -269,8 +269,7 @@ function nodeTimeline(log: LogEntry[], events: Array<{ at: number; type: string 
   return out;
 }
 
-/** Heartbeats sent so far by the agents of these BMCs. */
-/** The heartbeats the agents sent, in all and by the API's answer (status code, or `error`). */
+/** The heartbeats the agents of these BMCs sent so far, in all and by the API's answer (status code, or `error`). */
 async function agentHeartbeats(ports: number[]): Promise<{ total: number; byStatus: Record<string, number> }> {
   const byStatus: Record<string, number> = {};
   let total = 0;

@@ -1,7 +1,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Knex } from 'knex';
 import { preparedRaw } from './prepared.js';
-import { isUuid, nodeMapper, type Node } from './nodes.js';
+import { isUuid, nodeMapper, splitIdents, type Node } from './nodes.js';
 
 /**
  * Mints the node's agent token if it has none (Ironic's get_node_with_token): the token, or
@@ -34,8 +34,7 @@ export function agentTokenMatches(token: string | null, given: string | undefine
  * statement. Keyed by the identifier given; one missing has no such node.
  */
 export async function lockNodesWithTokens(trx: Knex.Transaction, idents: readonly string[]): Promise<Map<string, { node: Node; token: string | null }>> {
-  const uuids = [...new Set(idents.filter(isUuid).map((u) => u.toLowerCase()))];
-  const names = [...new Set(idents.filter((i) => !isUuid(i)))];
+  const { uuids, names } = splitIdents(idents);
   const { rows } = await preparedRaw(
     trx,
     `SELECT nodes.*, agent_tokens.token AS agent_token FROM nodes LEFT JOIN agent_tokens ON agent_tokens.node_id = nodes.id
@@ -56,7 +55,6 @@ export async function lockNodesWithTokens(trx: Knex.Transaction, idents: readonl
   }
   return out;
 }
-
 
 /** Forgets the node's token: its agent's work has ended (Ironic's wipe_token_and_url). */
 export async function wipeAgentToken(db: Knex, nodeId: number): Promise<void> {

@@ -143,13 +143,17 @@ export async function findNode(db: Knex, ident: string, opts: { forUpdate?: bool
   return row ? nodeMapper.fromRow(row) : undefined;
 }
 
+/** Node identifiers split into the UUIDs (lowercased) and the names among them, each once. */
+export function splitIdents(idents: readonly string[]): { uuids: string[]; names: string[] } {
+  return { uuids: [...new Set(idents.filter(isUuid).map((u) => u.toLowerCase()))], names: [...new Set(idents.filter((i) => !isUuid(i)))] };
+}
+
 /**
  * Locks (FOR UPDATE, in id order) the nodes named by UUID or name among `idents` and returns
  * them; idents that name no node are left out.
  */
 export async function lockNodesByIdent(trx: Knex.Transaction, idents: readonly string[]): Promise<Node[]> {
-  const uuids = [...new Set(idents.filter(isUuid).map((u) => u.toLowerCase()))];
-  const names = [...new Set(idents.filter((i) => !isUuid(i)))];
+  const { uuids, names } = splitIdents(idents);
   const { rows } = await preparedRaw(trx, 'SELECT * FROM nodes WHERE uuid = ANY(?::uuid[]) OR name = ANY(?::text[]) ORDER BY id FOR UPDATE', [uuids, names]);
   return (rows as Array<Record<string, unknown>>).map((r) => nodeMapper.fromRow(r));
 }

@@ -7,6 +7,7 @@
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
 import { backoffMs } from '../../conductor/intent-runner.js';
+import { INTENT_CHANNEL } from '../../db/intents.js';
 import type { FakeBmcRecord as BmcCall } from '../../drivers/fake/fake.js';
 import { faultOf, readJsonLines, suiteRecordingApp, type TestApp } from '../helpers/app.js';
 import { until } from '../helpers/until.js';
@@ -391,7 +392,7 @@ describe('intents API (with a conductor)', function () {
       const between = await getNode(uuid);
       expect([between.provision_state, between.target_provision_state], 'after the manage intent ran').to.deep.equal(['inspecting', 'manageable']);
       await t.tdb.knex('intents').where('uuid', inspectIntent.uuid).update({ held: false });
-      await t.tdb.knex.raw('SELECT pg_notify(?, ?)', ['galvanic_intents', '']);
+      await t.tdb.knex.raw('SELECT pg_notify(?, ?)', [INTENT_CHANNEL, '']);
       expect((await waitIntent(inspectIntent.uuid)).state).to.equal('succeeded');
       expect((await getNode(uuid)).provision_state).to.equal('manageable');
     });
