@@ -77,7 +77,7 @@ const USAGE = `Usage: node dist/bench/intents.js [options]
   --latency-requests L    single requests in the latency phase (default 500)
   --latency-gap-ms G      pause between two latency requests (default 5)
   --phases LIST           throughput,latency (default both)
-  --workers W             GALVANIC_CONDUCTOR__WORKERS_POOL_SIZE (default: the config's, 100)
+  --workers W             GALVANIC_CONDUCTOR__WORKERS_POOL_SIZE (default: the config's, 300)
   --pool P                GALVANIC_DATABASE__MAX_POOL_SIZE of api and conductors (default: the config's, 10)
   --pg-fast               embedded Postgres without fsync/synchronous_commit (default: durable)
   --pg-stat-statements    embedded Postgres with pg_stat_statements; report the top statements per phase
@@ -951,7 +951,7 @@ async function main(): Promise<number> {
       servers: {
         logLevel: SERVER_LOG_LEVEL,
         config: 'etc/galvanic.conf.sample (defaults) + GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL=0',
-        workersPoolSize: opts.workers ?? 'config default (100)',
+        workersPoolSize: opts.workers ?? `config default (${loadConfig({ path: CONFIG_FILE, env: {} }).conductor.workers_pool_size})`,
         maxPoolSize: opts.poolMax ?? 'config default (10)',
         cpuProfileDir: opts.cpuProf,
       },

@@ -270,10 +270,10 @@ export const SCHEMA = {
     },
     workers_pool_size: {
       type: 'int',
-      default: 100,
+      default: 300,
       min: 1,
       max: 10000,
-      help: 'Maximum number of node operations (intents and periodic tasks) this conductor runs at once. A group operation keeps no more nodes in flight than this over all conductors, whatever its max_parallel: a deploy holds its node until it is active (about 15 s against BMCs answering in 0.1-0.5 s), so 1,000 nodes deployed at once on two conductors need 500 or more here.',
+      help: 'Maximum number of node operations (intents and periodic tasks) this conductor runs at once (Ironic\'s default, 300). An intent holds its slot from its claim to its outcome\'s commit, so one conductor runs at most this many divided by that time a second: at 100, a conductor under 2,700 requests a second fell behind at 1,100 a second. A group operation keeps no more nodes in flight than this over all conductors, whatever its max_parallel: a deploy holds its node until it is active (about 15 s against BMCs answering in 0.1-0.5 s), so 1,000 nodes deployed at once on two conductors need 500 or more here.',
     },
     intent_max_attempts: {
       type: 'int',
