@@ -22,6 +22,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Knex } from 'knex';
 import { loadConfig } from '../common/config.js';
+import { SCHEMA } from '../common/config-schema.js';
 import { HashRing } from '../common/hash-ring.js';
 import { createKnex } from '../db/connection.js';
 import { claimIntents, type ClaimScope } from '../db/intents.js';
@@ -77,8 +78,8 @@ const USAGE = `Usage: node dist/bench/intents.js [options]
   --latency-requests L    single requests in the latency phase (default 500)
   --latency-gap-ms G      pause between two latency requests (default 5)
   --phases LIST           throughput,latency (default both)
-  --workers W             GALVANIC_CONDUCTOR__WORKERS_POOL_SIZE (default: the config's, 300)
-  --pool P                GALVANIC_DATABASE__MAX_POOL_SIZE of api and conductors (default: the config's, 10)
+  --workers W             GALVANIC_CONDUCTOR__WORKERS_POOL_SIZE (default: the config's, ${SCHEMA.conductor.workers_pool_size.default})
+  --pool P                GALVANIC_DATABASE__MAX_POOL_SIZE of api and conductors (default: the config's, ${SCHEMA.database.max_pool_size.default})
   --pg-fast               embedded Postgres without fsync/synchronous_commit (default: durable)
   --pg-stat-statements    embedded Postgres with pg_stat_statements; report the top statements per phase
   --cpu-prof DIR          run api and conductors with --cpu-prof; profiles go to DIR
@@ -951,8 +952,8 @@ async function main(): Promise<number> {
       servers: {
         logLevel: SERVER_LOG_LEVEL,
         config: 'etc/galvanic.conf.sample (defaults) + GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL=0',
-        workersPoolSize: opts.workers ?? `config default (${loadConfig({ path: CONFIG_FILE, env: {} }).conductor.workers_pool_size})`,
-        maxPoolSize: opts.poolMax ?? 'config default (10)',
+        workersPoolSize: opts.workers ?? `config default (${SCHEMA.conductor.workers_pool_size.default})`,
+        maxPoolSize: opts.poolMax ?? `config default (${SCHEMA.database.max_pool_size.default})`,
         cpuProfileDir: opts.cpuProf,
       },
       parameters: {
