@@ -43,9 +43,13 @@ const POLL_MS = 250;
 
 const TARGETS = {
   /** End-to-end intents completed per second with one conductor. */
-  intentsPerSecondOneConductor: 2000,
+  intentsPerSecondOneConductor: 2626,
   /** p50 accept→start at light load. */
   acceptToStartP50Ms: 20,
+  /** Several conductors' end-to-end intents/s, at least this share of one conductor's. */
+  scalingThroughputShare: 0.9,
+  /** Postgres CPU per intent with several conductors, at most this many times one conductor's. */
+  scalingPostgresCpuRatio: 1.2,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -915,6 +919,27 @@ async function main(): Promise<number> {
         pass: one?.throughput === undefined ? undefined
           : one.throughput.endToEnd.intentsPerSecond >= TARGETS.intentsPerSecondOneConductor && one.throughput.verification.ok,
       },
+      ...runs.flatMap((r, i) => {
+        // Against the K=1 run nearest before it (runs such as 1,3,1,3 alternate), else the first.
+        const base = runs.slice(0, i).reverse().find((b) => b.conductors === 1 && b.throughput) ?? one;
+        const tp = r.throughput;
+        if (r.conductors === 1 || !tp || !base?.throughput) return [];
+        const share = tp.endToEnd.intentsPerSecond / base.throughput.endToEnd.intentsPerSecond;
+        const pgRatio = (tp.resources.postgresCpuS / tp.intents) / (base.throughput.resources.postgresCpuS / base.throughput.intents);
+        return [{
+          name: `end-to-end intents/s, ${r.conductors} conductors ÷ one`,
+          target: `>= ${TARGETS.scalingThroughputShare}`,
+          actual: share,
+          unit: '×',
+          pass: share >= TARGETS.scalingThroughputShare && tp.verification.ok,
+        }, {
+          name: `Postgres CPU per intent, ${r.conductors} conductors ÷ one`,
+          target: `<= ${TARGETS.scalingPostgresCpuRatio}`,
+          actual: pgRatio,
+          unit: '×',
+          pass: pgRatio <= TARGETS.scalingPostgresCpuRatio,
+        }];
+      }),
       ...runs.filter((r) => r.latency).map((r) => ({
         name: `p50 accept→start at light load, ${r.conductors} conductor(s)`,
         target: `<= ${TARGETS.acceptToStartP50Ms} ms`,
@@ -1049,7 +1074,7 @@ async function main(): Promise<number> {
   }
   out.push(table([
     ['target', 'wanted', 'actual', 'result'],
-    ...targets.map((t) => [t.name, t.target, t.actual === undefined ? '-' : `${fmt(t.actual, t.unit === 'ms' ? 2 : 1)} ${t.unit}`,
+    ...targets.map((t) => [t.name, t.target, t.actual === undefined ? '-' : `${fmt(t.actual, t.unit === 'ms' ? 2 : t.unit === '×' ? 3 : 1)} ${t.unit}`,
       t.pass === undefined ? 'n/a' : t.pass ? 'PASS' : 'FAIL']),
   ]));
   for (const r of runs) {
