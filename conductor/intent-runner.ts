@@ -81,7 +81,7 @@ const COMMIT_RETRY_DELAYS_MS = [200, 1000, 3000];
  * CLAIM_PACE_BATCH is large enough that under heavy load the wait is mostly the bound: with 48,
  * 100,000 intents from 64 clients on two cores took ~2,150 claims and ~2,000 outcome batches
  * at any K, and three conductors ran at 0.89-0.92x of one, five at 0.84-0.85x (each extra
- * process makes every round trip dearer on a shared machine). With 192, the same run gave one
+ * process makes every round trip dearer on a shared machine). With 192, one such run gave one
  * conductor 3,876/s (from ~3,600), three 0.95x and five 0.91x. The price is latency under
  * heavy load only: an intent may wait up to the bound to start. Light load is not paced.
  */
