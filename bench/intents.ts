@@ -78,6 +78,7 @@ const USAGE = `Usage: node dist/bench/intents.js [options]
   --nodes N               fake-hardware nodes, inserted with SQL (default 10000)
   --intents M             power intents in the throughput phase, M/N per node (default 100000)
   --conductors LIST       conductor counts to run the benchmark with, comma-separated (default 1,3)
+                          (each K>1 is compared with the K=1 runs beside it: 1,3,1,5,1 evens out drift)
   --concurrency C         concurrent HTTP clients in the throughput phase (default 64)
   --latency-requests L    single requests in the latency phase (default 500)
   --latency-gap-ms G      pause between two latency requests (default 5)
@@ -920,12 +921,18 @@ async function main(): Promise<number> {
           : one.throughput.endToEnd.intentsPerSecond >= TARGETS.intentsPerSecondOneConductor && one.throughput.verification.ok,
       },
       ...runs.flatMap((r, i) => {
-        // Against the K=1 run nearest before it (runs such as 1,3,1,3 alternate), else the first.
-        const base = runs.slice(0, i).reverse().find((b) => b.conductors === 1 && b.throughput) ?? one;
+        // Against the K=1 runs on either side of it, averaged (runs such as 1,3,1,5,1 alternate):
+        // this machine's speed drifts over minutes, and the first run of a series is often the
+        // fastest, so a run before alone would charge that drift to the conductors.
+        const isOne = (b: RunResult) => b.conductors === 1 && b.throughput !== undefined;
+        const bases = [runs.slice(0, i).reverse().find(isOne), runs.slice(i + 1).find(isOne)]
+          .filter((b): b is RunResult => b !== undefined);
+        if (bases.length === 0 && one?.throughput) bases.push(one);
         const tp = r.throughput;
-        if (r.conductors === 1 || !tp || !base?.throughput) return [];
-        const share = tp.endToEnd.intentsPerSecond / base.throughput.endToEnd.intentsPerSecond;
-        const pgRatio = (tp.resources.postgresCpuS / tp.intents) / (base.throughput.resources.postgresCpuS / base.throughput.intents);
+        if (r.conductors === 1 || !tp || bases.length === 0) return [];
+        const mean = (f: (t: NonNullable<RunResult['throughput']>) => number) => bases.reduce((a, b) => a + f(b.throughput!), 0) / bases.length;
+        const share = tp.endToEnd.intentsPerSecond / mean((t) => t.endToEnd.intentsPerSecond);
+        const pgRatio = (tp.resources.postgresCpuS / tp.intents) / mean((t) => t.resources.postgresCpuS / t.intents);
         return [{
           name: `end-to-end intents/s, ${r.conductors} conductors ÷ one`,
           target: `>= ${TARGETS.scalingThroughputShare}`,
