@@ -927,7 +927,6 @@ async function main(): Promise<number> {
         const isOne = (b: RunResult) => b.conductors === 1 && b.throughput !== undefined;
         const bases = [runs.slice(0, i).reverse().find(isOne), runs.slice(i + 1).find(isOne)]
           .filter((b): b is RunResult => b !== undefined);
-        if (bases.length === 0 && one?.throughput) bases.push(one);
         const tp = r.throughput;
         if (r.conductors === 1 || !tp || bases.length === 0) return [];
         const mean = (f: (t: NonNullable<RunResult['throughput']>) => number) => bases.reduce((a, b) => a + f(b.throughput!), 0) / bases.length;
