@@ -138,7 +138,10 @@ async function target(ctx: ActionContext): Promise<AgentTarget> {
 /** The node's agent token is wiped (Ironic's wipe_token_and_url), and forgotten here. */
 async function wipeToken(ctx: ActionContext): Promise<void> {
   taskTokens.delete(ctx.task);
-  await servicesOf(ctx).wipeToken(ctx.node.id);
+  const services = servicesOf(ctx);
+  await services.wipeToken(ctx.node.id);
+  const url = dii(ctx).agent_url;
+  if (typeof url === 'string') services.client.forget(url);
 }
 
 /** The node as Ironic sends it to the agent (no secrets: driver_info stays home). */

@@ -61,6 +61,11 @@ function isLostAnswer(err: unknown): boolean {
     || err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError;
 }
 
+/** The agent's URL as the base of its API's paths (with a trailing slash). */
+function baseOf(url: string): URL {
+  return new URL(url.endsWith('/') ? url : `${url}/`);
+}
+
 export class AgentClient {
   private readonly pools = new Map<string, Pool>();
   private readonly timeoutMs: number;
@@ -69,16 +74,22 @@ export class AgentClient {
     this.timeoutMs = opts.timeoutMs;
   }
 
-  private pool(origin: string): Pool {
-    let pool = this.pools.get(origin);
+  /**
+   * The pool of one agent, keyed by its URL rather than its origin: agents that share an origin
+   * (path-prefixed behind one server or proxy) each keep their own few connections, so that
+   * one busy agent's calls never queue behind a thousand others'.
+   */
+  private pool(base: URL): Pool {
+    const key = base.href;
+    let pool = this.pools.get(key);
     if (pool) {
       // Most recently used last: the first entry is the one to close when there are too many.
-      this.pools.delete(origin);
-      this.pools.set(origin, pool);
+      this.pools.delete(key);
+      this.pools.set(key, pool);
       return pool;
     }
-    pool = new Pool(origin, { connections: this.opts.connectionsPerAgent, pipelining: 1, keepAliveTimeout: 10_000 });
-    this.pools.set(origin, pool);
+    pool = new Pool(base.origin, { connections: this.opts.connectionsPerAgent, pipelining: 1, keepAliveTimeout: 10_000 });
+    this.pools.set(key, pool);
     const max = this.opts.maxPools ?? 2000;
     while (this.pools.size > max) {
       const [oldest, p] = this.pools.entries().next().value as [string, Pool];
@@ -89,11 +100,11 @@ export class AgentClient {
   }
 
   private async call(target: AgentTarget, method: 'GET' | 'POST', suffix: string, query: Record<string, string>, body?: unknown): Promise<{ status: number; json: unknown }> {
-    const base = new URL(target.url.endsWith('/') ? target.url : `${target.url}/`);
+    const base = baseOf(target.url);
     const url = new URL(`v1/commands/${suffix}`, base);
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
     url.searchParams.set('agent_token', target.token);
-    const res = await this.pool(url.origin).request({
+    const res = await this.pool(base).request({
       method, path: url.pathname + url.search,
       headers: body === undefined ? { accept: 'application/json' } : { accept: 'application/json', 'content-type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -215,18 +226,18 @@ export class AgentClient {
     return new Promise((r) => setTimeout(r, this.opts.retryDelayMs ?? 1000));
   }
 
-  /** Forgets the pool of an agent whose work ended. */
+  /** Closes the pool of an agent whose work ended (its calls in flight finish first). */
   forget(url: string): void {
+    let key: string;
     try {
-      const origin = new URL(url).origin;
-      const p = this.pools.get(origin);
-      // Many agents may share one origin (path-prefixed); closing it is cheap to redo.
-      if (p && this.pools.size > 64) {
-        this.pools.delete(origin);
-        void p.close().catch(() => {});
-      }
+      key = baseOf(url).href;
     } catch {
-      // Not a URL: nothing was opened for it.
+      return; // Not a URL: nothing was opened for it.
+    }
+    const p = this.pools.get(key);
+    if (p) {
+      this.pools.delete(key);
+      void p.close().catch(() => {});
     }
   }
 
