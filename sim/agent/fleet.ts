@@ -48,7 +48,9 @@ export class AgentFleet implements SystemHooks {
     const env: AgentEnv = {
       apiUrl: opts.apiUrl.replace(/\/+$/, ''),
       baseUrl: `http://${host}:${port}`,
-      dispatcher: new Agent({ connections: 256, keepAliveTimeout: 30_000, connect: { timeout: 10_000 } }),
+      // No cap on connections: each real agent has its own, and an agent makes one call at a
+      // time, so a shared cap would only queue agents behind each other's calls.
+      dispatcher: new Agent({ connections: null, keepAliveTimeout: 30_000, connect: { timeout: 10_000 } }),
       bootMs: [boot[0] * 1000, boot[1] * 1000],
       writeBytesPerMs: ((opts.writeMBps ?? 200) * 1e6) / 1000,
       heartbeatMinGapMs: opts.heartbeatMinGapMs ?? 5000,
