@@ -5,9 +5,10 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Knex } from 'knex';
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { pingDatabase } from '../db/connection.js';
 import { countOpenIntents } from '../db/intents.js';
+import { collectProcessMetrics } from '../common/metrics-server.js';
 
 /** How long a readiness probe waits for the database. */
 export const READINESS_TIMEOUT_MS = 1000;
@@ -20,7 +21,7 @@ export interface ApiMetrics {
 
 export function buildApiMetrics(db: Knex): ApiMetrics {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  collectProcessMetrics(registry);
   const labelNames = ['route', 'method', 'status'];
   const requests = new Counter({ name: 'galvanic_api_requests_total', help: 'API requests answered, by route template, method and status.', labelNames, registers: [registry] });
   const duration = new Histogram({

@@ -5,13 +5,14 @@
  * counters at scrape time, so nothing here is updated on the hot paths.
  */
 import type { Knex } from 'knex';
-import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+import { Gauge, Registry } from 'prom-client';
 import type { BusStats } from '../common/notifier-amqp.js';
 import { countOpenIntents } from '../db/intents.js';
 import type { PeriodicRunner } from './periodic.js';
 import type { SensorStats } from './periodics/sensor-data.js';
 import type { PowerSyncStats } from './periodics/power-sync.js';
 import type { BmcBudgetStats } from '../drivers/bmc-budget.js';
+import { collectProcessMetrics } from '../common/metrics-server.js';
 
 export interface ConductorMetricsSources {
   hostname: string;
@@ -40,7 +41,7 @@ function gaugeOf(registry: Registry, name: string, help: string, labelNames: str
 export function buildConductorMetrics(src: ConductorMetricsSources): Registry {
   const registry = new Registry();
   registry.setDefaultLabels({ conductor: src.hostname });
-  collectDefaultMetrics({ register: registry });
+  collectProcessMetrics(registry);
   const tasks = () => [...src.periodic.stats.entries()];
   // Gauges, not counters, for totals kept elsewhere (as ironic-prometheus-exporter does).
   gaugeOf(registry, 'galvanic_periodic_task_runs', 'Iterations of a periodic task since start.', ['task'], (g) => {

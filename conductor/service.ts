@@ -76,8 +76,6 @@ export class ConductorService {
   readonly sensorStats: SensorStats | null = null;
   /** The power state sync's totals; null when sync_power_state_interval is 0. */
   readonly powerSyncStats: PowerSyncStats | null = null;
-  /** This conductor's metrics; served on [conductor] metrics_port when that is set. */
-  readonly metrics: Registry;
   private metricsServer?: MetricsServer;
   private sensorTask?: SensorDataTask;
   private powerSyncTask?: PowerSyncTask;
@@ -171,10 +169,17 @@ export class ConductorService {
       this.sensorTask = sensors;
       this.periodic.register(sensors);
     }
-    const notifier = deps.notifier;
-    this.metrics = buildConductorMetrics({
-      hostname: this.hostname, periodic: this.periodic, sensors: this.sensorStats, db: deps.db,
-      powerSync: this.powerSyncStats, budget: deps.registry.budget.stats,
+  }
+
+  /**
+   * This conductor's metrics, made only when they are served: the process metrics sample the
+   * event loop on a timer, which a conductor without [conductor] metrics_port need not pay for.
+   */
+  private buildMetrics(): Registry {
+    const notifier = this.deps.notifier;
+    return buildConductorMetrics({
+      hostname: this.hostname, periodic: this.periodic, sensors: this.sensorStats, db: this.deps.db,
+      powerSync: this.powerSyncStats, budget: this.deps.registry.budget.stats,
       bus: notifier instanceof AmqpNotifier ? () => notifier.stats : null,
     });
   }
@@ -251,7 +256,7 @@ export class ConductorService {
     // Before the consoles' start-up, which may take a while: peers must not take it for dead.
     this.periodic.start([HEARTBEAT, POLL]);
     if (c.metrics_port > 0) {
-      this.metricsServer = await serveMetrics(this.metrics, c.metrics_host, c.metrics_port, this.log);
+      this.metricsServer = await serveMetrics(this.buildMetrics(), c.metrics_host, c.metrics_port, this.log);
       this.log.info({ url: `${this.metricsServer.url}/metrics` }, 'conductor metrics listening');
     }
     this.state = 'running';
