@@ -135,8 +135,8 @@ async function target(ctx: ActionContext): Promise<AgentTarget> {
   return { url, token };
 }
 
-/** The node's agent token is wiped (Ironic's wipe_token_and_url), and forgotten here. */
-async function wipeToken(ctx: ActionContext): Promise<void> {
+/** The node's agent token is wiped (Ironic's wipe_token_and_url), and forgotten here with its agent's connections. */
+export async function wipeToken(ctx: ActionContext): Promise<void> {
   taskTokens.delete(ctx.task);
   const services = servicesOf(ctx);
   await services.wipeToken(ctx.node.id);

@@ -1,7 +1,7 @@
 import { AgentStepFailed, GalvanicError } from '../../common/errors.js';
 import { ProvisionState } from '../../common/states.js';
 import type { NodeChanges } from '../../db/nodes.js';
-import { abortCleaning, continueFromHeartbeat, endOfRunChanges, runToContinue, tearDownCleaning, type StepType } from '../agent-steps.js';
+import { abortCleaning, continueFromHeartbeat, endOfRunChanges, runToContinue, tearDownCleaning, wipeToken, type StepType } from '../agent-steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 
 /** The run a node's state belongs to, when it waits for (or works with) an agent. */
@@ -67,7 +67,7 @@ async function failRun(ctx: ActionContext, type: StepType, err: unknown): Promis
     if (type === 'clean') {
       await tearDownCleaning(ctx);
     } else {
-      await ctx.agent?.wipeToken(ctx.node.id);
+      if (ctx.agent) await wipeToken(ctx);
       const power = ctx.registry.impl('power', ctx.node.powerInterface);
       if (power && !ctx.node.disablePowerOff) await power.setPowerState(ctx.driver, 'power off');
     }

@@ -13,7 +13,7 @@ import { cleanStepsFor, type CleanStep } from '../clean-steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 import { argsOf, type ProvisionArgs } from '../../common/intent-kinds.js';
 import { runServiceSteps } from '../servicing.js';
-import { abortCleaning, bootAgent, bootOf, cleaningNeedsAgent, powerOf, startAgentCleaning, startDirectDeploy, stepId } from '../agent-steps.js';
+import { abortCleaning, bootAgent, bootOf, cleaningNeedsAgent, powerOf, startAgentCleaning, startDirectDeploy, stepId, wipeToken } from '../agent-steps.js';
 import { cleanStepToAbortAfter } from '../../drivers/provision-checks.js';
 import { failureChanges } from './agent-continue.js';
 
@@ -135,7 +135,7 @@ async function startInBandInspection(ctx: ActionContext): Promise<NodeChanges> {
  */
 async function tearDownInspectionBoot(ctx: ActionContext, powerOff: boolean): Promise<NodeChanges> {
   await bootOf(ctx).cleanUpInstance(ctx.driver);
-  await ctx.agent?.wipeToken(ctx.node.id);
+  if (ctx.agent) await wipeToken(ctx);
   if (!powerOff) return {};
   const power = powerOf(ctx);
   if (ctx.node.disablePowerOff) {
