@@ -68,7 +68,7 @@ interface Options {
   pgStatStatements: boolean;
   cpuProf: string | undefined;
   stallTimeoutS: number;
-  phases: Set<'throughput' | 'latency'>;
+  phases: Set<Phase>;
   explainClaim: boolean;
   strict: boolean;
 }
@@ -82,7 +82,8 @@ const USAGE = `Usage: node dist/bench/intents.js [options]
   --concurrency C         concurrent HTTP clients in the throughput phase (default 64)
   --latency-requests L    single requests in the latency phase (default 500)
   --latency-gap-ms G      pause between two latency requests (default 5)
-  --phases LIST           throughput,latency (default both)
+  --phases LIST           throughput,latency,idle (default throughput,latency; idle: each process's CPU
+                          over 30 s with nothing to do, before the other phases)
   --workers W             GALVANIC_CONDUCTOR__WORKERS_POOL_SIZE (default: the config's, ${SCHEMA.conductor.workers_pool_size.default})
   --pool P                GALVANIC_DATABASE__MAX_POOL_SIZE of api and conductors (default: the config's, ${SCHEMA.database.max_pool_size.default})
   --pg-fast               embedded Postgres without fsync/synchronous_commit (default: durable)
@@ -94,6 +95,9 @@ const USAGE = `Usage: node dist/bench/intents.js [options]
 
 Environment: DATABASE_URL=postgres://... uses that server instead of an embedded one.`;
 
+const PHASES = ['throughput', 'latency', 'idle'] as const;
+type Phase = (typeof PHASES)[number];
+
 function parseOptions(argv: string[]): Options | undefined {
   const values = parseBenchArgs(
     argv, USAGE,
@@ -103,7 +107,7 @@ function parseOptions(argv: string[]): Options | undefined {
   if (!values) return undefined;
   const conductors = (values.conductors ?? '1,3').split(',').map((s) => positiveInt('conductors', s.trim(), 1));
   const phases = new Set((values.phases ?? 'throughput,latency').split(',').map((s) => s.trim()));
-  for (const p of phases) if (p !== 'throughput' && p !== 'latency') throw new Error(`--phases: unknown phase "${p}"`);
+  for (const p of phases) if (!PHASES.includes(p as Phase)) throw new Error(`--phases: unknown phase "${p}"`);
   return {
     nodes: positiveInt('nodes', values.nodes, 10_000),
     intents: positiveInt('intents', values.intents, 100_000),
@@ -117,7 +121,7 @@ function parseOptions(argv: string[]): Options | undefined {
     pgStatStatements: values['pg-stat-statements'] ?? false,
     cpuProf: values['cpu-prof'] === undefined ? undefined : path.resolve(values['cpu-prof']),
     stallTimeoutS: positiveInt('stall-timeout', values['stall-timeout'], 120),
-    phases: phases as Set<'throughput' | 'latency'>,
+    phases: phases as Set<Phase>,
     explainClaim: values['explain-claim'] ?? false,
     strict: values.strict ?? false,
   };
@@ -724,7 +728,29 @@ interface RunResult {
   setup: { nodeInsertS: number; startS: number };
   throughput?: ThroughputResult;
   latency?: LatencyResult;
+  idle?: IdleResult;
   processOutputTail?: string;
+}
+
+const IDLE_S = 30;
+
+interface IdleResult {
+  seconds: number;
+  /** CPU seconds of each process while nothing was queued. */
+  cpuS: Record<string, number>;
+}
+
+/**
+ * What the processes cost with nothing to do (periodic tasks, timers): paid once per process,
+ * so K conductors pay it K times whatever the work.
+ */
+async function idlePhase(fleet: Fleet): Promise<IdleResult> {
+  // The start-up's last writes (registration, first heartbeats) settle first.
+  await new Promise((r) => setTimeout(r, 5000));
+  const watch = watchCpu(fleet.pids);
+  await new Promise((r) => setTimeout(r, IDLE_S * 1000));
+  const usage = watch.stop();
+  return { seconds: IDLE_S, cpuS: Object.fromEntries(Object.entries(usage.processes).map(([label, u]) => [label, u.cpuS])) };
 }
 
 async function runWithConductors(opts: Options, server: DatabaseServer, k: number, log: (m: string) => void): Promise<RunResult> {
@@ -744,6 +770,11 @@ async function runWithConductors(opts: Options, server: DatabaseServer, k: numbe
     const startS = round2((performance.now() - t) / 1000);
     const result: RunResult = { conductors: k, source: gitState(), distBuiltAt, database: db.name, setup: { nodeInsertS, startS } };
     try {
+      if (opts.phases.has('idle')) {
+        log(`K=${k} idle: each process's CPU over ${IDLE_S} s with nothing queued`);
+        result.idle = await idlePhase(fleet);
+        log(`  ${Object.entries(result.idle.cpuS).map(([l, c]) => `${l} ${fmt(c, 2)} s`).join(', ')}`);
+      }
       if (opts.phases.has('throughput')) {
         log(`K=${k} throughput: ${opts.intents} power intents on ${nodes.length} nodes from ${opts.concurrency} clients`);
         result.throughput = await throughputPhase(opts, fleet, knex, nodes, log);
