@@ -191,6 +191,17 @@ async function startFleet(opts: Options, k: number, dbUrl: string, knex: Knex, l
     label: 'api', command: 'api', env: { ...env, GALVANIC_API__PORT: String(apiPort) }, cpuProfDir: opts.cpuProf,
   });
   const conductors: GalvanicProcess[] = [];
+  for (let i = 0; i < k; i++) {
+    conductors.push(await spawnGalvanic({
+      label: `conductor-${i + 1}`,
+      command: 'conductor',
+      // No port: a conductor does not listen (one picked while the API was starting could be
+      // the API's own, which it then failed to bind).
+      env: { ...env, GALVANIC_DEFAULT__HOST: conductorHost(k, i) },
+      cpuProfDir: opts.cpuProf,
+      stopGraceMs: 90_000,
+    }));
+  }
   const all = [api, ...conductors];
   const output = () => all.map((p) => p.output()).join('\n');
   const died = () => {
@@ -203,26 +214,7 @@ async function startFleet(opts: Options, k: number, dbUrl: string, knex: Knex, l
     await api.stop();
   };
   try {
-    // Listening before the conductors' ports are picked: a port picked meanwhile could be the
-    // one the API is about to bind (freePort only asks the kernel for one free now).
     await waitForApi(apiPort, 60_000, died);
-  } catch (err) {
-    await stop();
-    throw err;
-  }
-  for (let i = 0; i < k; i++) {
-    const c = await spawnGalvanic({
-      label: `conductor-${i + 1}`,
-      command: 'conductor',
-      // Each needs a port of its own only to keep the config valid; a conductor does not listen.
-      env: { ...env, GALVANIC_DEFAULT__HOST: conductorHost(k, i), GALVANIC_API__PORT: String(await freePort()) },
-      cpuProfDir: opts.cpuProf,
-      stopGraceMs: 90_000,
-    });
-    conductors.push(c);
-    all.push(c);
-  }
-  try {
     // Conductors are ready once registered; their hash rings agree after one heartbeat.
     const hosts = conductors.map((_, i) => conductorHost(k, i));
     const deadline = Date.now() + 60_000;
