@@ -113,9 +113,10 @@ describe('serial console over ipmitool-sol against ipmi_sim', function () {
     try {
       const page = await browser.newPage();
       await page.goto((await consoleInfo('ro')).view_url);
-      // Strings run in the page (this file is compiled without DOM types).
-      await page.waitForFunction("document.getElementById('status')?.textContent === 'Connected'", undefined, { timeout: 15_000 });
-      const onScreen = () => page.evaluate<string>("document.querySelector('.xterm-rows')?.textContent ?? ''");
+      // Locators, not evaluated strings: the page's CSP forbids eval, and Playwright's
+      // waitForFunction evals its predicate in the page.
+      await page.locator('#status', { hasText: /^Connected$/ }).waitFor({ timeout: 15_000 });
+      const onScreen = async () => (await page.locator('.xterm-rows').textContent()) ?? '';
       await printUntilSeen('shown in the browser', async () => (await onScreen()).includes('shown in the browser'));
       expect(await page.title()).to.contain(uuid);
     } finally {
