@@ -56,4 +56,37 @@ describe('NOTIFY batching: packed payloads', function () {
       await raw.end();
     }
   });
+
+  it('gathers a fast stream for longer, and sends a slow one at once', async () => {
+    const channel = 'galvanic_test_stream';
+    const raw = new pg.Client({ connectionString: tdb.url });
+    const got: string[] = [];
+    raw.on('notification', (m) => got.push(m.payload ?? ''));
+    await raw.connect();
+    await raw.query(`LISTEN ${channel}`);
+    const batcher = new PgNotifyBatcher(tdb.knex, pino({ level: 'silent' }));
+    try {
+      // 400 payloads in ~200 ms, two a millisecond: a batch every 2 ms would make ~70 notifications.
+      for (let i = 0; i < 100; i++) {
+        for (let j = 0; j < 4; j++) batcher.notify(channel, `fast-${i}-${j}`);
+        await sleep(2);
+      }
+      await batcher.close();
+      await until('the fast stream delivered', () => got.flatMap((p) => unpackPayloads(p)).length >= 400);
+      const fast = got.length;
+      expect(fast, 'notifications for 400 payloads in ~200 ms').to.be.at.most(20);
+      // The next payloads come 20 ms apart: each goes out alone, before the next is queued.
+      await sleep(100);
+      got.length = 0;
+      for (let i = 0; i < 10; i++) {
+        batcher.notify(channel, `slow-${i}`);
+        await sleep(20);
+      }
+      await batcher.close();
+      await until('the slow stream delivered', () => got.length > 0 && got.flatMap((p) => unpackPayloads(p)).length >= 10);
+      expect(got.length, `notifications for 10 payloads 20 ms apart (fast stream: ${fast})`).to.be.at.least(9);
+    } finally {
+      await raw.end();
+    }
+  });
 });
