@@ -261,6 +261,12 @@ export async function claimIntents(
   // for its agent); these two settings (for this statement's transaction only) leave the
   // planner that plan alone. Due by the statement's start, not the transaction's: an intent
   // committed just before the statement may have been created after its BEGIN.
+  // Each look at one node's queue (its head, what is queued behind it) is a scalar subquery in
+  // (node_id, seq) order: an autoanalyze that ran while the queue was drained leaves statistics
+  // that say no intent is open, and on those the planner read NOT EXISTS and EXISTS forms by
+  // scanning every open intent for each candidate (7,000 entries for each of 200, 0.2-0.5 s a
+  // claim, and a backlog of 8,000 behind it). Correlated and ordered, it can only be an index
+  // lookup of that node.
   // The claim is planned on every call (about 1 ms): a generic plan cannot see the LIMIT or
   // the ring ranges, and one measured 30 times slower in execution (147 ms against 4.9 ms per
   // claim with a backlog of 10,000).
@@ -284,8 +290,8 @@ export async function claimIntents(
              FROM intents i JOIN nodes n ON n.id = i.node_id
             WHERE i.finished_at IS NULL AND coalesce(i.not_before, i.created_at) <= statement_timestamp() AND i.state = 'queued' AND NOT i.held
               -- Only the head of the node's queue: nothing earlier still queued or running.
-              AND NOT EXISTS (SELECT 1 FROM intents p
-                               WHERE p.node_id = i.node_id AND p.seq < i.seq AND p.finished_at IS NULL)
+              AND i.seq = (SELECT p.seq FROM intents p WHERE p.node_id = i.node_id AND p.finished_at IS NULL
+                            ORDER BY p.node_id, p.seq LIMIT 1)
               AND n.reservation IS NULL AND n.conductor_group = ? AND n.driver = ANY(?::text[]) ${ringFilter}
             ORDER BY coalesce(i.not_before, i.created_at), i.id
             LIMIT ?
@@ -299,8 +305,9 @@ export async function claimIntents(
        RETURNING intents.*
      )
      UPDATE nodes SET reservation = ? FROM started WHERE nodes.id = started.node_id
-     RETURNING started.*, started.started_at::text AS claim_token, EXISTS (SELECT 1 FROM intents q
-                                   WHERE q.node_id = started.node_id AND q.seq > started.seq AND q.finished_at IS NULL) AS queued_behind${nodes ? `,
+     RETURNING started.*, started.started_at::text AS claim_token, (SELECT q.seq FROM intents q
+                                   WHERE q.node_id = started.node_id AND q.seq > started.seq AND q.finished_at IS NULL
+                                   ORDER BY q.node_id, q.seq LIMIT 1) IS NOT NULL AS queued_behind${nodes ? `,
                ${CLAIMED_NODE_COLUMNS}` : ''}`,
       bindings as Knex.RawBinding[]);
       claimed = rows.map((r: Record<string, unknown>) => ({ ...mapper.fromRow(r), queuedBehind: r.queued_behind === true, claimToken: r.claim_token as string }));
