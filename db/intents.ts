@@ -258,21 +258,27 @@ export async function claimIntents(
   // handful of queued rows, the planner fetches every open intent and sorts them, a cost
   // that grows with the backlog (13 ms at 2,300 queued). Walking intents_due_idx in the order
   // intents became due stops at the LIMIT and never reaches those not due yet (a step waiting
-  // for its agent); these two settings (for this statement's transaction only) leave the
+  // for its agent); the settings below (for this statement's transaction only) leave the
   // planner that plan alone. Due by the statement's start, not the transaction's: an intent
   // committed just before the statement may have been created after its BEGIN.
   // Each look at one node's queue (its head, what is queued behind it) is a scalar subquery in
   // (node_id, seq) order: an autoanalyze that ran while the queue was drained leaves statistics
   // that say no intent is open, and on those the planner read NOT EXISTS and EXISTS forms by
   // scanning every open intent for each candidate (7,000 entries for each of 200, 0.2-0.5 s a
-  // claim, and a backlog of 8,000 behind it). Correlated and ordered, it can only be an index
-  // lookup of that node.
+  // claim, and a backlog of 8,000 behind it). Correlated and ordered with sorts off, it can
+  // only be an index lookup of that node.
   // The claim is planned on every call (about 1 ms): a generic plan cannot see the LIMIT or
   // the ring ranges, and one measured 30 times slower in execution (147 ms against 4.9 ms per
   // claim with a backlog of 10,000).
   try {
     return await db.transaction(async (trx): Promise<ClaimedIntent[]> => {
-      if (!only) await trx.raw('SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off');
+      // No plan this statement wants has a sequential scan or a sort but the 'only' shape's
+      // final one: on statistics of a table that was nearly empty (a new database filling up)
+      // the planner took a node's head by sorting a scan of intents_due_idx, and started
+      // intents by scanning the table for each, 60-145 ms a claim until the next autoanalyze.
+      await trx.raw(only
+        ? 'SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off'
+        : 'SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off');
       const cand = only
         // Each named node's head (its unfinished intent of lowest seq), read through the node's
         // queue index: planned freely, the same conditions as below took 46 ms a claim (the
