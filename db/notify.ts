@@ -2,6 +2,9 @@ import { performance } from 'node:perf_hooks';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 
+/** Payloads per millisecond from which a batcher gathers for busyDelayMs (see PgNotifyBatcher). */
+const BUSY_PER_MS = 1;
+
 /**
  * Postgres NOTIFY, sent after commit and in batches. A transaction that issues NOTIFY takes a
  * database-wide lock from its pre-commit until after its commit record is flushed, so every
@@ -20,8 +23,9 @@ import type { Logger } from 'pino';
  * few hundred microseconds of CPU however little it carries: four idle processes listening
  * beside one conductor took 9 % off its intents/s at ~2,300 a second, where batches left every
  * ~12 ms. While payloads come at BUSY_PER_MS or faster the batcher gathers them for busyDelayMs
- * instead: the conductors pace their claims by 100 ms or more at such rates anyway. A slower
- * stream (single requests, a few hundred a second) goes out after delayMs, as before.
+ * instead: the conductors pace their claims by 100 ms or more at such rates anyway, and a
+ * `?wait=` request learns of its intent's end up to that much later. A slower stream (single
+ * requests, a few hundred a second) goes out after delayMs, as before.
  */
 export class PgNotifyBatcher {
   private readonly pending = new Map<string, Set<string>>();
@@ -79,9 +83,6 @@ export class PgNotifyBatcher {
     await this.flushing;
   }
 }
-
-/** Payloads per millisecond from which a batcher gathers for busyDelayMs (see PgNotifyBatcher). */
-const BUSY_PER_MS = 1;
 
 /** Separates the payloads packed into one notification. */
 export const PAYLOAD_SEPARATOR = ' ';
