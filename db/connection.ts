@@ -16,6 +16,36 @@ export interface KnexOptions {
 const INT8_OID = 20;
 
 /**
+ * Server settings of every Galvanic session, sent as startup options so that they hold from a
+ * connection's first statement at no extra round trip.
+ *
+ * jit=off: Galvanic's statements are short OLTP statements (a few ms at most), and JIT
+ * compilation costs 50-2,000 ms per statement on the servers that ship LLVM (Debian's and most
+ * distributions' packages; the embedded server has none). Postgres decides on JIT from the
+ * plan's estimated cost alone (jit_above_cost, 100,000 by default), and a hot table's stale
+ * statistics, or one planner switch that leaves a disabled node in the plan (its cost is
+ * 1e10), lift a 5 ms claim over that line: with JIT on, each claim of a woken node took 1-2 s.
+ */
+export const SESSION_OPTIONS = '-c jit=off';
+
+/**
+ * The connection string with SESSION_OPTIONS added to its own `options` parameter, if any:
+ * node-postgres lets a URL's parameters override the config object's, so options given beside
+ * a URL that has its own would be lost.
+ */
+export function withSessionOptions(connectionString: string): string {
+  let url: URL;
+  try {
+    url = new URL(connectionString);
+  } catch {
+    return connectionString;
+  }
+  const own = url.searchParams.get('options');
+  url.searchParams.set('options', own ? `${own} ${SESSION_OPTIONS}` : SESSION_OPTIONS);
+  return url.toString();
+}
+
+/**
  * A knex instance on Postgres. json/jsonb come back parsed and timestamptz as Date (pg's
  * defaults); int8 comes back as a number rather than a string.
  */
@@ -28,7 +58,9 @@ export function createKnex(connectionString: string, opts: KnexOptions = {}): Kn
   return knexFactory({
     client: 'pg',
     connection: {
-      connectionString,
+      connectionString: withSessionOptions(connectionString),
+      // Used only when the string is no URL (withSessionOptions left it as it was).
+      options: SESSION_OPTIONS,
       application_name: opts.applicationName ?? 'galvanic',
     },
     pool: {

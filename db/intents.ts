@@ -272,12 +272,17 @@ export async function claimIntents(
   // claim with a backlog of 10,000).
   try {
     return await db.transaction(async (trx): Promise<ClaimedIntent[]> => {
-      // No plan this statement wants has a sequential scan or a sort but the 'only' shape's
-      // final one: on statistics of a table that was nearly empty (a new database filling up)
-      // the planner took a node's head by sorting a scan of intents_due_idx, and started
-      // intents by scanning the table for each, 60-145 ms a claim until the next autoanalyze.
+      // No plan this statement wants has a sequential scan or a sort: on statistics of a table
+      // that was nearly empty (a new database filling up) the planner took a node's head by
+      // sorting a scan of intents_due_idx, and started intents by scanning the table for each,
+      // 60-145 ms a claim until the next autoanalyze. A switch may only turn off what the plan
+      // can do without: a node it keeps anyway is costed 1e10, which lifts the estimate over
+      // jit_above_cost (a server with JIT then compiled the claim, 1-2 s, had our sessions not
+      // turned JIT off) and blinds the planner's choice among the other nodes. The 'only' shape
+      // sorts its few candidates into due order, so sorts stay on there: its per-node heads
+      // are ordered reads of intents_unfinished_node_idx by their ORDER BY alone.
       await trx.raw(only
-        ? 'SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off'
+        ? 'SET LOCAL enable_seqscan = off'
         : 'SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off');
       const cand = only
         // Each named node's head (its unfinished intent of lowest seq), read through the node's
@@ -286,7 +291,7 @@ export async function claimIntents(
         ? `SELECT i.id, n.id AS node_id
              FROM nodes n CROSS JOIN LATERAL (
                     SELECT h.id, h.state, h.held, h.not_before, h.created_at FROM intents h
-                     WHERE h.node_id = n.id AND h.finished_at IS NULL ORDER BY h.seq LIMIT 1) i
+                     WHERE h.node_id = n.id AND h.finished_at IS NULL ORDER BY h.node_id, h.seq LIMIT 1) i
             WHERE coalesce(i.not_before, i.created_at) <= statement_timestamp() AND i.state = 'queued' AND NOT i.held
               AND n.reservation IS NULL AND n.conductor_group = ? AND n.driver = ANY(?::text[]) ${onlyFilter} ${ringFilter}
             ORDER BY coalesce(i.not_before, i.created_at), i.id
