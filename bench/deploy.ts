@@ -545,7 +545,7 @@ async function main(): Promise<number> {
   const deploys = phases.filter((p) => p.phase.startsWith('deploy'));
   const result = {
     benchmark: 'deploy', startedAt: startedAt.toISOString(), source: gitState(), machine: { ...machine, loadAvgAtEnd: loadAvg() },
-    database: { kind: server.kind },
+    database: { kind: server.kind, ...server.info },
     options: opts,
     floorDefinition: 'per BMC, the latency the simulator imposed on its requests plus its boots (one request at a time); a run\'s floor is the sum over admission waves (nodes in order, max_parallel at a time) of the wave\'s slowest chain',
     target: 'wall <= 1.3 x floor for every deploy',

@@ -71,6 +71,7 @@ interface Options {
   phases: Set<Phase>;
   explainClaim: boolean;
   strict: boolean;
+  resultsName: string;
 }
 
 const USAGE = `Usage: node dist/bench/intents.js [options]
@@ -92,6 +93,7 @@ const USAGE = `Usage: node dist/bench/intents.js [options]
   --stall-timeout S       give up when no intent finishes for S seconds (default 120)
   --explain-claim         only EXPLAIN ANALYZE the claim query with M queued intents, then exit
   --strict                exit 1 when a target is missed (default: only on errors)
+  --results-name NAME     results go to bench/results/NAME-latest.json (default intents)
 
 Environment: DATABASE_URL=postgres://... uses that server instead of an embedded one.`;
 
@@ -101,7 +103,7 @@ type Phase = (typeof PHASES)[number];
 function parseOptions(argv: string[]): Options | undefined {
   const values = parseBenchArgs(
     argv, USAGE,
-    ['nodes', 'intents', 'conductors', 'concurrency', 'latency-requests', 'latency-gap-ms', 'phases', 'workers', 'pool', 'cpu-prof', 'stall-timeout'],
+    ['nodes', 'intents', 'conductors', 'concurrency', 'latency-requests', 'latency-gap-ms', 'phases', 'workers', 'pool', 'cpu-prof', 'stall-timeout', 'results-name'],
     ['pg-fast', 'pg-stat-statements', 'explain-claim', 'strict'],
   );
   if (!values) return undefined;
@@ -124,6 +126,7 @@ function parseOptions(argv: string[]): Options | undefined {
     phases: phases as Set<Phase>,
     explainClaim: values['explain-claim'] ?? false,
     strict: values.strict ?? false,
+    resultsName: values['results-name'] ?? 'intents',
   };
 }
 
@@ -1044,8 +1047,8 @@ async function main(): Promise<number> {
     log(`=== ${k} conductor(s) ===`);
     runs.push(await runWithConductors(opts, server, k, log));
     if (runs.length < opts.conductors.length) {
-      await writeResults('intents', startedAt, summarizeRuns(false).result);
-      log(`partial results (K = ${runs.map((r) => r.conductors).join(', ')}) written to bench/results/intents-latest.json`);
+      await writeResults(opts.resultsName, startedAt, summarizeRuns(false).result);
+      log(`partial results (K = ${runs.map((r) => r.conductors).join(', ')}) written to bench/results/${opts.resultsName}-latest.json`);
     }
   }
   const { result, targets, errorCount, ok, loadAvgAtEnd } = summarizeRuns(true);
@@ -1147,8 +1150,8 @@ async function main(): Promise<number> {
   out.push('');
   process.stdout.write(`${out.join('\n')}\n`);
 
-  const file = await writeResults('intents', startedAt, result);
-  log(`results written to ${path.relative(process.cwd(), file)} and bench/results/intents-latest.json`);
+  const file = await writeResults(opts.resultsName, startedAt, result);
+  log(`results written to ${path.relative(process.cwd(), file)} and bench/results/${opts.resultsName}-latest.json`);
   if (!ok) {
     process.stderr.write(`bench: ${errorCount} problem(s); see the verification above\n`);
     for (const r of runs) if (r.processOutputTail) process.stderr.write(`${r.processOutputTail}\n`);

@@ -7,6 +7,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Knex } from 'knex';
+import pg from 'pg';
 import { createKnex } from '../../db/connection.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../db/embedded.js';
 import { migrateLatest } from '../../db/migrate.js';
@@ -30,6 +31,8 @@ export interface DatabaseServer {
 }
 
 export interface ServerOptions {
+  /** The server's maintenance database URL; '' for an embedded server; default DATABASE_URL, else embedded. */
+  url?: string;
   /** Extra `-c name=value` flags for an embedded server (ignored with DATABASE_URL). */
   extraFlags?: string[];
   log: (m: string) => void;
@@ -39,7 +42,7 @@ export interface ServerOptions {
 
 /** Starts the embedded server (or connects to DATABASE_URL); registers its shutdown. */
 export async function startDatabaseServer(opts: ServerOptions): Promise<DatabaseServer> {
-  let serverUrl = process.env.DATABASE_URL;
+  let serverUrl = opts.url ?? process.env.DATABASE_URL;
   let kind: DatabaseServer['kind'] = 'external';
   let postmasterPid: number | undefined;
   let tempDir: string | undefined;
@@ -78,14 +81,37 @@ export async function startDatabaseServer(opts: ServerOptions): Promise<Database
   }
   const admin = createKnex(serverUrl, { poolMax: 2, applicationName: 'galvanic-bench-admin' });
   onCleanup('admin pool', () => admin.destroy());
-  const info: Record<string, string> = {};
-  const version = (await admin.raw('select version() as v')) as { rows: Array<{ v: string }> };
-  info.version = version.rows[0].v;
-  for (const setting of ['fsync', 'synchronous_commit', 'full_page_writes', 'shared_buffers', 'max_connections', 'shared_preload_libraries']) {
-    const r = (await admin.raw(`show ${setting}`)) as { rows: Array<Record<string, string>> };
-    info[setting] = r.rows[0][setting];
-  }
+  const info = await serverInfo(serverUrl, admin);
   return { kind, url: serverUrl, admin, postmasterPid, tempDir, info };
+}
+
+/** Settings in which distributions' servers and the embedded one differ, and which move figures. */
+const INFO_SETTINGS = [
+  'jit', 'jit_above_cost', 'fsync', 'synchronous_commit', 'full_page_writes', 'shared_buffers', 'max_connections', 'random_page_cost',
+  'effective_io_concurrency', 'work_mem', 'shared_preload_libraries',
+];
+
+/**
+ * version() and the settings above as the server is configured (read on a plain connection:
+ * Galvanic's own sessions set some of them, see db/connection.ts), whether it has a JIT
+ * provider, and `jit` as Galvanic's sessions run.
+ */
+async function serverInfo(serverUrl: string, admin: Knex): Promise<Record<string, string>> {
+  const info: Record<string, string> = {};
+  const plain = new pg.Client({ connectionString: serverUrl, application_name: 'galvanic-bench-info' });
+  await plain.connect();
+  try {
+    info.version = (await plain.query<{ v: string }>('select version() as v')).rows[0].v;
+    for (const setting of INFO_SETTINGS) {
+      info[setting] = (await plain.query<Record<string, string>>(`show ${setting}`)).rows[0][setting];
+    }
+    await plain.query('set jit = on');
+    info.jitProviderAvailable = String((await plain.query<{ a: boolean }>('select pg_jit_available() as a')).rows[0].a);
+  } finally {
+    await plain.end();
+  }
+  info.jitInGalvanicSessions = ((await admin.raw('show jit')) as { rows: Array<{ jit: string }> }).rows[0].jit;
+  return info;
 }
 
 export interface BenchDatabase {
