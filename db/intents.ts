@@ -5,6 +5,7 @@ import { IntentNotFound } from '../common/errors.js';
 import { NODE_COLUMNS, isUuid, nodeMapper, updateNode, type Node } from './nodes.js';
 import { clearReservationsOf } from './reservations.js';
 import { RowMapper } from './rows.js';
+import { withTransaction } from './transaction.js';
 
 export type IntentState = 'queued' | 'running' | 'succeeded' | 'failed' | 'skipped' | 'cancelled';
 export const FINAL_STATES: ReadonlySet<IntentState> = new Set(['succeeded', 'failed', 'skipped', 'cancelled']);
@@ -522,8 +523,19 @@ export async function recoverConductorLeftovers(
     if (onlyIds) q.whereIn('id', onlyIds as number[]);
     return q;
   };
-  return db.transaction(async (trx) => {
-    const running: Intent[] = (await mine(trx('intents')).select('*').forUpdate()).map((r: Record<string, unknown>) => mapper.fromRow(r));
+  // Retried on a deadlock: a survivor's recovery may race another's, or the dead conductor's
+  // own recovery of its orphans.
+  return withTransaction(db, async (trx) => {
+    // Their nodes first, in id order, as every multi-node lock here: settling a failed intent
+    // writes its node, and two recoveries that locked intents first, each in its own order,
+    // then waited on each other's nodes (a deadlock, which failed a conductor's start).
+    await trx.raw(
+      `SELECT n.id FROM nodes n
+        WHERE n.id IN (SELECT i.node_id FROM intents i WHERE i.conductor = ? AND i.state = 'running'${onlyIds ? ' AND i.id = ANY(?::bigint[])' : ''})
+        ORDER BY n.id FOR UPDATE OF n`,
+      onlyIds ? [conductor, onlyIds as number[]] : [conductor],
+    );
+    const running: Intent[] = (await mine(trx('intents')).select('*').orderBy('id').forUpdate()).map((r: Record<string, unknown>) => mapper.fromRow(r));
     const ids = (repeat: boolean) => running.filter((i) => safeToRepeat(i) === repeat).map((i) => i.id);
     const requeued = await trx('intents').whereIn('id', ids(true))
       .update({ state: 'queued', error: `Conductor ${conductor} stopped while running this intent; retried.` })

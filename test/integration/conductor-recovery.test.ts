@@ -10,7 +10,13 @@ import { createNotifier } from '../../common/notifier.js';
 import { ConductorService } from '../../conductor/service.js';
 import { buildRegistry } from '../../drivers/build-registry.js';
 import { registerConductor } from '../../db/conductors.js';
+import { createKnex } from '../../db/connection.js';
+import { finishSucceededIntents, recoverConductorLeftovers } from '../../db/intents.js';
+import { createNode, getNode } from '../../db/nodes.js';
+import { lockHeldNodes } from '../../db/reservations.js';
 import { testConfig, suiteApp } from '../helpers/app.js';
+import { suiteDatabase } from '../helpers/database.js';
+import { until } from '../helpers/until.js';
 
 describe('conductor recovery of intents left running', function () {
   this.timeout(60_000);
@@ -117,6 +123,49 @@ describe('conductor recovery of intents left running', function () {
       await conductor.stop();
       await notifier.close();
       await registry.close();
+    }
+  });
+});
+
+describe('conductor recovery beside an outcome of the same intent', function () {
+  this.timeout(30_000);
+  const tdb = suiteDatabase();
+
+  it('waits for an outcome that holds the node, and leaves the intent the outcome settled: no deadlock', async () => {
+    // A conductor taken for dead while it records an outcome: its batch locks the node, then
+    // writes the intent; the survivor's recovery of that conductor runs meanwhile.
+    const db = tdb.knex;
+    const node = await createNode(db, { driver: 'fake-hardware', provisionState: 'manageable' });
+    await db('nodes').where({ id: node.id }).update({ reservation: 'slow-host' });
+    const [intent] = await db('intents').insert({
+      uuid: randomUUID(), node_id: node.id, seq: 1, kind: 'power', args: { target: 'power on' }, state: 'running',
+      conductor: 'slow-host', attempts: 1, max_attempts: 3, started_at: db.fn.now(),
+    }).returning('id') as Array<{ id: number }>;
+
+    const outcome = await db.transaction();
+    const recovering = createKnex(tdb.url, { applicationName: 'galvanic-test-recovery' });
+    try {
+      const held = await lockHeldNodes(outcome, 'slow-host', [{ nodeId: node.id, fence: { intentId: intent.id, attempts: 1 } }]);
+      expect(held.get(node.id)?.held).to.equal(true);
+      let settled = 0;
+      const recovery = recoverConductorLeftovers(recovering, 'slow-host', () => true, async (trx, failed) => {
+        settled++;
+        await getNode(trx, String(failed.nodeId), { forUpdate: true });
+      });
+      await until('the recovery to wait on a lock', async () => {
+        const { rows } = await db.raw(`SELECT count(*)::int AS n FROM pg_stat_activity
+                                        WHERE datname = current_database() AND application_name = 'galvanic-test-recovery' AND wait_event_type = 'Lock'`);
+        return (rows as Array<{ n: number }>)[0].n > 0;
+      }, 10_000, 20);
+      await finishSucceededIntents(outcome, [{ id: intent.id, result: { power_state: 'power on' } }]);
+      await outcome.commit();
+      const { requeued, failed } = await recovery;
+      expect({ requeued: requeued.length, failed: failed.length, settled }, 'the recovery found the intent settled').to.deep.equal({ requeued: 0, failed: 0, settled: 0 });
+      expect(await db('intents').where({ id: intent.id }).first('state')).to.deep.equal({ state: 'succeeded' });
+      expect(await db('nodes').where({ id: node.id }).first('reservation')).to.deep.equal({ reservation: null });
+    } finally {
+      if (!outcome.isCompleted()) await outcome.rollback();
+      await recovering.destroy();
     }
   });
 });
