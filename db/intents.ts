@@ -362,7 +362,7 @@ export async function unclaimIntents(db: Knex, conductor: string, claimed: Reado
       [claimed.map((c) => c.id), claimed.map((c) => c.claimToken), conductor],
     );
     const nodeIds = (rows as Array<{ node_id: number }>).map((r) => r.node_id);
-    if (nodeIds.length > 0) await trx('nodes').whereIn('id', nodeIds).andWhere('reservation', conductor).update({ reservation: null });
+    if (nodeIds.length > 0) await clearReservationsOf(trx, conductor, nodeIds);
     return nodeIds.length;
   });
 }

@@ -424,22 +424,6 @@ export async function nodesForPowerSync(db: Knex, conductorGroup: string): Promi
   }));
 }
 
-/**
- * Reserves for `hostname`, in one statement, each of these nodes that nobody holds and that
- * has no intent queued or running; returns them as they are now (re-read under the lock).
- */
-export async function reserveIdleNodes(db: Knex, hostname: string, ids: readonly number[]): Promise<Node[]> {
-  if (ids.length === 0) return [];
-  const { rows } = await db.raw(
-    `UPDATE nodes AS n SET reservation = ?
-      WHERE n.id = ANY(?::int[]) AND n.reservation IS NULL
-        AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.node_id = n.id AND i.finished_at IS NULL)
-     RETURNING n.*`,
-    [hostname, ids as number[]],
-  );
-  return (rows as Array<Record<string, unknown>>).map((r) => nodeMapper.fromRow(r));
-}
-
 /** What the sensor task needs of a node: read in one query, reserving nothing (a shared read). */
 export interface SensorNode {
   id: number;

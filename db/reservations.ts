@@ -32,6 +32,22 @@ export async function reserveNode(db: Knex, nodeId: number, host: string): Promi
   return rows.length > 0;
 }
 
+/**
+ * Reserves for `hostname`, in one statement, each of these nodes that nobody holds and that
+ * has no intent queued or running; returns them as they are now (re-read under the lock).
+ */
+export async function reserveIdleNodes(db: Knex, hostname: string, ids: readonly number[]): Promise<Node[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await db.raw(
+    `UPDATE nodes AS n SET reservation = ?
+      WHERE n.id = ANY(?::int[]) AND n.reservation IS NULL
+        AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.node_id = n.id AND i.finished_at IS NULL)
+     RETURNING n.*`,
+    [hostname, ids as number[]],
+  );
+  return (rows as Array<Record<string, unknown>>).map((r) => nodeMapper.fromRow(r));
+}
+
 /** Releases the node if it is still held by `host` (for `fence`, when given); else does nothing. */
 export async function releaseNode(db: Knex, nodeId: number, host: string, fence?: ReservationFence): Promise<void> {
   await db.raw(
