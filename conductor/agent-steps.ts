@@ -6,6 +6,7 @@
  * provision_updated_at plus the `[conductor]` timeout), and each heartbeat queues an
  * `agent_continue` intent that the node's conductor runs here. No worker waits for an agent.
  */
+import { backoffCeilingMs } from '../common/backoff.js';
 import { AgentStepFailed, InvalidParameterValue, UnsupportedDriverExtension } from '../common/errors.js';
 import { ProvisionState } from '../common/states.js';
 import type { Config } from '../common/config.js';
@@ -511,7 +512,7 @@ async function tearDownAgent(ctx: ActionContext, resume: boolean): Promise<void>
       await sendOnce(ctx, resume, 'standby.power_off', {}, false);
       const { post_deploy_get_power_state_retries: retries, post_deploy_get_power_state_retry_interval: interval } = services.config.agent;
       for (let i = 0; i < retries && !off; i++) {
-        await new Promise((r) => setTimeout(r, Math.min(interval * 1000, 200 * 2 ** i)));
+        await new Promise((r) => setTimeout(r, backoffCeilingMs(i + 1, 200, interval * 1000)));
         off = (await power.getPowerState(ctx.driver)) === 'power off';
       }
     } catch (err) {

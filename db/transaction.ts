@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { backoffCeilingMs } from '../common/backoff.js';
 
 /** Postgres SQLSTATEs we act on. */
 export const SQLSTATE = {
@@ -47,7 +48,7 @@ export async function withTransaction<T>(
     } catch (err) {
       const code = pgError(err)?.code;
       if (attempt >= attempts || code === undefined || !RETRYABLE.has(code)) throw err;
-      await new Promise((r) => setTimeout(r, Math.random() * 10 * 2 ** attempt));
+      await new Promise((r) => setTimeout(r, Math.random() * backoffCeilingMs(attempt + 1, 10, Number.POSITIVE_INFINITY)));
     }
   }
 }

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import type { ConsoleCommand } from '../../drivers/interfaces.js';
-import { backoffMs } from '../intent-runner.js';
+import { backoffMs } from '../../common/backoff.js';
 import { OWNER_ENV, WRAPPER, WRAPPER_NAME, killGroup, ownerMarker, processStartTicks } from './processes.js';
 import { RingBuffer } from './ring-buffer.js';
 import type { RotatingLog } from './rotating-log.js';

@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
+import { backoffCeilingMs } from '../../common/backoff.js';
 import { BmcAuthFailed, BmcBadResponse, BmcRejected, BmcTimeout, BmcUnreachable, InvalidDriverInfo } from '../../common/errors.js';
 import { BmcBudget, type BmcPriority } from '../bmc-budget.js';
 import type { DriverContext } from '../interfaces.js';
@@ -312,7 +313,7 @@ export class RedfishCall implements CallScope {
 
   /** Sleeps before the next attempt; false when the wait would outlive the call's deadline. */
   private async backoff(attempt: number, retryAfter: number | null, what: string): Promise<boolean> {
-    const base = Math.min(this.client.options.retryIntervalMs * 2 ** (attempt - 1), MAX_RETRY_INTERVAL_MS);
+    const base = backoffCeilingMs(attempt, this.client.options.retryIntervalMs, MAX_RETRY_INTERVAL_MS);
     const wait = retryAfter ?? base * (0.75 + Math.random() * 0.5);
     if (Date.now() + wait >= this.deadline) return false;
     await pause(wait, this, what);

@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import type { LightMyRequestResponse } from 'fastify';
-import { backoffMs } from '../../conductor/intent-runner.js';
+import { backoffMs } from '../../common/backoff.js';
 import { INTENT_CHANNEL } from '../../db/intents.js';
 import type { FakeBmcRecord as BmcCall } from '../../drivers/fake/fake.js';
 import { faultOf, readJsonLines, suiteRecordingApp, type TestApp } from '../helpers/app.js';

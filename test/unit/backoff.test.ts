@@ -1,6 +1,6 @@
 /** The intent runner's retry delay: exponential, capped, half fixed and half random. */
 import { expect } from 'chai';
-import { backoffMs } from '../../conductor/intent-runner.js';
+import { backoffMs } from '../../common/backoff.js';
 
 describe('backoffMs', () => {
   it('stays within [ceiling/2, ceiling] with ceiling = initial * 2^(attempt-1)', () => {
