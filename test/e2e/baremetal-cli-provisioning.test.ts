@@ -19,7 +19,8 @@ const ISO = 'http://images.example/deploy/live.iso';
 const SYSTEM = '/redfish/v1/Systems/System.Embedded.1';
 
 describe('baremetal CLI: provisioning (e2e)', function () {
-  this.timeout(120_000);
+  // About 30 CLI runs a test, each seconds of Python start-up on a loaded 2-core machine.
+  this.timeout(400_000);
   const g = galvanicAndSim({
     precondition: (ctx) => requireCli(ctx, 'baremetal CLI provisioning tests'),
     env: { GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0', GALVANIC_REDFISH__CONNECTION_RETRY_INTERVAL: '0.1' },

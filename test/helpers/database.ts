@@ -25,6 +25,8 @@ interface State {
   adminUrl: string;
   admin: Knex;
   template: string;
+  /** The runner's server and template: this process neither drops the template nor stops the server. */
+  shared?: boolean;
   embedded?: EmbeddedPostgres;
   tempDir?: string;
 }
@@ -36,9 +38,28 @@ let counter = 0;
 
 const keepDatabases = (): boolean => process.env.KEEP_TEST_DB === '1';
 
+/**
+ * A server and template set up by the test runner (test/run.ts) for all of its mocha
+ * processes: they clone it and leave it, and the server, to the runner.
+ */
+export const SHARED_SERVER_ENV = 'GALVANIC_TEST_SERVER';
+export const SHARED_TEMPLATE_ENV = 'GALVANIC_TEST_TEMPLATE';
+
+/** The server's admin URL and the template to export to mocha processes (the runner's). */
+export function sharedDatabaseEnv(): Record<string, string> {
+  const s = requireState();
+  return { [SHARED_SERVER_ENV]: s.adminUrl, [SHARED_TEMPLATE_ENV]: s.template };
+}
+
 /** Starts (or connects to) the server and builds the migrated template. Root hook only. */
 export async function setUpTestDatabases(): Promise<void> {
   if (state !== undefined) return;
+  const sharedServer = process.env[SHARED_SERVER_ENV];
+  const sharedTemplate = process.env[SHARED_TEMPLATE_ENV];
+  if (sharedServer && sharedTemplate) {
+    state = { adminUrl: sharedServer, admin: createKnex(sharedServer, { poolMax: 4, applicationName: 'galvanic-test-admin' }), template: sharedTemplate, shared: true };
+    return;
+  }
   let embedded: EmbeddedPostgres | undefined;
   let tempDir: string | undefined;
   let adminUrl = process.env.DATABASE_URL;
@@ -81,7 +102,7 @@ export async function tearDownTestDatabases(): Promise<void> {
       for (const name of created) await dropDatabase(s.admin, name);
       created.clear();
     }
-    await dropDatabase(s.admin, s.template);
+    if (!s.shared) await dropDatabase(s.admin, s.template);
     await s.admin.destroy();
   } finally {
     await s.embedded?.stop();
@@ -162,6 +183,9 @@ async function createFromTemplate(admin: Knex, name: string, template: string): 
     try {
       await admin.raw('create database ?? template ??', [name, template]);
       created.add(name);
+      // Throwaway data: a commit need not wait for its WAL flush (the embedded server runs
+      // without fsync altogether). A database's settings are not cloned with its template.
+      await admin.raw('alter database ?? set synchronous_commit = off', [name]);
       return;
     } catch (err) {
       if ((err as { code?: string }).code !== '55006' || attempt >= 10) throw err;
