@@ -8,6 +8,7 @@ import { createLogger, type LogFormat } from '../common/logger.js';
 import { notifierFromConfig } from '../common/notifier.js';
 import { buildApp } from '../api/app.js';
 import { ConductorService } from '../conductor/service.js';
+import { serverConfigWarnings } from '../db/connection.js';
 import { assertSchemaCurrent, migrateLatest } from '../db/migrate.js';
 import { buildRegistry } from '../drivers/build-registry.js';
 import { openDatabase, Releasers } from './runtime.js';
@@ -171,6 +172,7 @@ async function serve(command: string, config: Readonly<Config>, log: ReturnType<
   const { db, connectionString } = await openDatabase(config, log, releasers, command);
   if (command === 'all-in-one') await migrateLatest(db);
   else await assertSchemaCurrent(db);
+  for (const warning of await serverConfigWarnings(db)) log.warn(warning);
 
   let conductor: ConductorService | null = null;
   if (command === 'all-in-one' || command === 'conductor') {

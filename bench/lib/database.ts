@@ -88,7 +88,7 @@ export async function startDatabaseServer(opts: ServerOptions): Promise<Database
 /** Settings in which distributions' servers and the embedded one differ, and which move figures. */
 const INFO_SETTINGS = [
   'jit', 'jit_above_cost', 'fsync', 'synchronous_commit', 'full_page_writes', 'shared_buffers', 'max_connections', 'random_page_cost',
-  'effective_io_concurrency', 'work_mem', 'shared_preload_libraries',
+  'effective_io_concurrency', 'work_mem', 'autovacuum', 'shared_preload_libraries',
 ];
 
 /**
