@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { WebSocket } from 'ws';
 import {
   AUTH_HEADER, CloseCode, MAX_PENDING_INPUT_BYTES, MAX_QUEUED_INPUT_BYTES, MAX_VIEWER_BUFFERED_BYTES, TOKEN_HEADER, relayAuth,
-} from '../common/console-relay.js';
+} from '../common/console-protocol.js';
 import { consoleEnabled, consoleEndpoint, type TokenGrant } from '../db/console.js';
 
 /** How long a viewer waits for a just-enabled console to come up before being told to retry. */

@@ -23,7 +23,7 @@ import { Allocator } from './allocations.js';
 import { ALLOCATION_CHANNEL } from '../db/allocations.js';
 import { OperationAdvancer } from './operations.js';
 import { PeriodicRunner, type IterationReport } from './periodic.js';
-import { provisionChecksTask } from './periodics/provision-checks.js';
+import { provisionChecksTask } from './periodics/provision-timeouts.js';
 import { TaskManager } from './task-manager.js';
 import { powerSyncTask, type PowerSyncStats, type PowerSyncTask } from './periodics/power-sync.js';
 import { sensorDataTask, type SensorDataTask, type SensorStats } from './periodics/sensor-data.js';

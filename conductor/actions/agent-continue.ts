@@ -57,7 +57,7 @@ export const agentContinueAction: Action = {
     if (!final) return {};
     const type = runOf(ctx.node.provisionState);
     if (!type) return {};
-    return failureChanges(ctx.node, type, error);
+    return agentStepFailureChanges(ctx.node, type, error);
   },
 };
 
@@ -80,7 +80,7 @@ async function failRun(ctx: ActionContext, type: StepType, err: unknown): Promis
  * How a failed agent run leaves the node: deploy failed; or clean failed, and in maintenance
  * with fault `clean failure` when a step was running (Ironic's cleaning_error_handler).
  */
-export function failureChanges(node: ActionContext['node'], type: StepType, error: Error): NodeChanges {
+export function agentStepFailureChanges(node: ActionContext['node'], type: StepType, error: Error): NodeChanges {
   const reason = error.message || String(error);
   const changes: NodeChanges = { ...endOfRunChanges(node, type), targetProvisionState: null, provisionUpdatedAt: new Date(), lastError: reason };
   if (type === 'deploy') {

@@ -15,7 +15,7 @@ import { argsOf, type ProvisionArgs } from '../../common/intent-kinds.js';
 import { runServiceSteps } from '../servicing.js';
 import { abortCleaning, bootAgent, bootOf, cleaningNeedsAgent, powerOf, startAgentCleaning, startDirectDeploy, stepId, wipeToken } from '../agent-steps.js';
 import { cleanStepToAbortAfter } from '../../drivers/provision-checks.js';
-import { failureChanges } from './agent-continue.js';
+import { agentStepFailureChanges } from './agent-continue.js';
 
 function provisionArgsOf(ctx: Pick<ActionContext, 'intent'>): ProvisionArgs {
   return argsOf(ctx.intent, 'provision');
@@ -333,7 +333,7 @@ export const provisionAction: Action = {
     const onFail = work === 'tear_down' && ctx.node.provisionState === ProvisionState.CLEANING ? ProvisionState.CLEANFAIL : args.onFail;
     const reason = error.message || String(error);
     if (ctx.node.deployInterface === 'direct' && (work === 'deploy' || work === 'clean' || work === 'tear_down')) {
-      const failed = failureChanges(ctx.node, onFail === ProvisionState.DEPLOYFAIL ? 'deploy' : 'clean', error);
+      const failed = agentStepFailureChanges(ctx.node, onFail === ProvisionState.DEPLOYFAIL ? 'deploy' : 'clean', error);
       if (onFail !== ProvisionState.DEPLOYFAIL && onFail !== ProvisionState.CLEANFAIL) failed.provisionState = onFail;
       return { ...failed, lastError: `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}` };
     }

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { WebSocket } from 'ws';
 import type { Config } from '../../common/config.js';
-import { CloseCode, MAX_PENDING_INPUT_BYTES, MAX_QUEUED_INPUT_BYTES } from '../../common/console-relay.js';
+import { CloseCode, MAX_PENDING_INPUT_BYTES, MAX_QUEUED_INPUT_BYTES } from '../../common/console-protocol.js';
 import { accessEpochs, checkToken } from '../../db/console.js';
 import type { ConsoleEntry } from './reconciler.js';
 import { ConsoleSession } from './session.js';

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { Gauge, Registry } from 'prom-client';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { AUTH_HEADER, TOKEN_HEADER, relayAuth } from '../../common/console-relay.js';
+import { AUTH_HEADER, TOKEN_HEADER, relayAuth } from '../../common/console-protocol.js';
 
 /** Live figures of a conductor's consoles. */
 export interface ConsoleStats {

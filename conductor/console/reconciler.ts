@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Config } from '../../common/config.js';
-import { CloseCode } from '../../common/console-relay.js';
+import { CloseCode } from '../../common/console-protocol.js';
 import {
   claimConsole, enabledConsoles, forgetOrphans, notifyConsole, orphanConsoles, recordConsolePid, recordedConsoles, releaseConsole,
   type ConsoleTarget,

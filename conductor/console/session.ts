@@ -1,5 +1,5 @@
 import type { WebSocket } from 'ws';
-import { CloseCode, MAX_VIEWER_BUFFERED_BYTES } from '../../common/console-relay.js';
+import { CloseCode, MAX_VIEWER_BUFFERED_BYTES } from '../../common/console-protocol.js';
 import type { ConsoleMode } from '../../db/console.js';
 
 /** One viewer of one node's console, as this conductor sees it. */

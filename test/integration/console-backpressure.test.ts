@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { WebSocket } from 'ws';
-import { MAX_VIEWER_BUFFERED_BYTES } from '../../common/console-relay.js';
+import { MAX_VIEWER_BUFFERED_BYTES } from '../../common/console-protocol.js';
 import { startCluster, stopCluster, type Cluster } from '../helpers/cluster.js';
 import { apiCall } from '../helpers/console.js';
 import { until } from '../helpers/until.js';

@@ -6,7 +6,7 @@
  * private Postgres the test restarts.
  */
 import { expect } from 'chai';
-import { CloseCode } from '../../common/console-relay.js';
+import { CloseCode } from '../../common/console-protocol.js';
 import { startConductor, startGalvanic, type RunningConductor, type RunningGalvanic } from '../helpers/app.js';
 import { connectViewer, type Viewer } from '../helpers/console.js';
 import { until } from '../helpers/until.js';
