@@ -5,7 +5,7 @@ import {
   AllocationNotFound, InvalidParameterValue, InvalidState, MethodNotAllowed, NodeAssociated, NodeNotFound, NotAcceptable, PatchError,
   ResourceNotFound,
 } from '../common/errors.js';
-import { ProvisionState } from '../common/states.js';
+import { INSTANCE_REMOVAL_STATES, ProvisionState, UPDATE_ALLOWED_STATES } from '../common/states.js';
 import {
   ALLOCATION_SORT_KEYS, backfillAllocation, createAllocation, deleteAllocation, findAllocationOfNode, findNodesByIdent, getAllocation,
   listAllocations, updateAllocation, updateNodeInstance, type Allocation, type AllocationChanges,
@@ -29,11 +29,6 @@ const NAME_RE = /^[A-Za-z0-9\-._~]+$/;
 /** Fields in Ironic's order; owner only from 1.60. */
 const FIELDS = ['uuid', 'name', 'node_uuid', 'state', 'last_error', 'resource_class', 'traits', 'candidate_nodes', 'extra', 'owner', 'created_at', 'updated_at', 'links'];
 
-/** States in which Ironic lets a node with a target state lose its allocation (UPDATE_ALLOWED_STATES). */
-const UPDATE_ALLOWED_STATES = new Set([
-  'deploy failed', 'inspecting', 'inspect failed', 'inspect wait', 'clean failed', 'error', 'verifying', 'adopt failed',
-  'rescue failed', 'unrescue failed', 'servicing', 'service hold', 'service failed',
-]);
 
 function iso(d: Date | null): string | null {
   return d ? d.toISOString().replace('Z', '+00:00') : null;
@@ -78,7 +73,6 @@ export function verifyNodeForDeallocation(node: Node, allocation: Pick<Allocatio
 }
 
 /** States in which a node's instance_uuid may be removed without maintenance (Ironic's update_node). */
-const INSTANCE_REMOVAL_STATES = ['enroll', 'inspecting', 'inspect wait', 'manageable', 'available'];
 
 /**
  * PATCH of a node's instance_uuid, by Ironic's rules: an instance is never replaced by

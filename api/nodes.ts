@@ -2,10 +2,10 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import {
   ChassisNotFound, InterfaceNotFoundInEntrypoint, InvalidParameterValue, MissingParameterValue, PatchError, InvalidState, NodeLocked,
-  NotAcceptable, NodeProtected, ReferencedResourceNotFound, ResourceNotFound,
+  NotAcceptable, NodeAssociated, NodeProtected, ReferencedResourceNotFound, ResourceNotFound,
 } from '../common/errors.js';
 import { getChassis } from '../db/chassis.js';
-import { ProvisionState } from '../common/states.js';
+import { DELETE_ALLOWED_STATES, ProvisionState } from '../common/states.js';
 import {
   createNode, getNode, getNodesByIds, listNodeStamps, maintenanceChanges, updateNode, NODE_SORT_KEYS, type Node, type NodeChanges,
   type NodeFilters, type NodeStamp,
@@ -312,10 +312,15 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     for (let attempt = 1; ; attempt++) {
       const node = await getNodeWithSuffix(db, req, ident(req));
       if (node.reservation === null) {
-        if (node.provisionState === ProvisionState.ACTIVE && !node.maintenance) {
-          throw new InvalidState(`Can not delete node "${node.uuid}" while it is in provision state "${node.provisionState}". Valid provision states to start deletion are: available, enroll, manageable, clean failed, or any state in maintenance mode.`);
-        }
+        // Ironic's destroy_node, in its order: a node in maintenance may go whatever its state
+        // (a hopelessly broken one); any other must not hold an instance, nor be in the middle
+        // of something or failed with a previous tenant's data on its disks.
+        if (!node.maintenance && node.instanceUuid !== null) throw new NodeAssociated(node.uuid, node.instanceUuid);
         if (node.protected) throw new NodeProtected(node.uuid);
+        const allowed = config.conductor.allow_deleting_available_nodes ? [...DELETE_ALLOWED_STATES, ProvisionState.AVAILABLE] : DELETE_ALLOWED_STATES;
+        if (!node.maintenance && !allowed.includes(node.provisionState)) {
+          throw new InvalidState(`Can not delete node "${node.uuid}" while it is in provision state "${node.provisionState}". Valid provision states to perform deletion are: "(${allowed.map((s) => `'${s}'`).join(', ')})", or set the node into maintenance mode`);
+        }
         // Deleted only as checked: a task that took it, or a change, since the read means read again.
         if (await deleteNodeIfUnreserved(db, node.id, node.version)) return reply.code(204).send();
       }

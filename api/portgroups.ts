@@ -21,6 +21,7 @@ import {
   type FieldVersions,
 } from './resource.js';
 import type { ApiVersion } from './versioning.js';
+import { PORT_CONNECTIVITY_STATES } from '../common/states.js';
 
 /**
  * Port groups came with 1.23; mode and properties with 1.26. Ironic 21.4 shows mode and
@@ -42,7 +43,6 @@ const PATCHABLE = ['address', 'extra', 'mode', 'name', 'node_uuid', 'properties'
 /** Ironic's `[DEFAULT] default_portgroup_mode`: the bonding mode of a port group created without one. */
 const DEFAULT_MODE = 'active-backup';
 /** Where a node may have its port groups moved to it (Ironic's conductor rule). */
-const NODE_STATES_FOR_MOVE = ['enroll', 'inspecting', 'inspect wait', 'manageable'];
 const NAME_RE = /^[A-Za-z0-9\-._~]+$/;
 
 /** Ironic's logical-name rule. */
@@ -239,8 +239,8 @@ export function registerPortgroupRoutes(app: FastifyInstance, deps: ApiDeps): vo
       const { nodeUuid, ...changes } = toChanges(changed);
       if (nodeUuid !== undefined) {
         const node = await bodyNode(nodeUuid);
-        if (!NODE_STATES_FOR_MOVE.includes(node.provisionState) && !node.maintenance) {
-          throw new InvalidState(`Portgroup ${current.uuid} can not be associated to node ${node.uuid} unless the node is in a ${NODE_STATES_FOR_MOVE.join(', ')} state or in maintenance mode.`);
+        if (!PORT_CONNECTIVITY_STATES.includes(node.provisionState) && !node.maintenance) {
+          throw new InvalidState(`Portgroup ${current.uuid} can not be associated to node ${node.uuid} unless the node is in a ${PORT_CONNECTIVITY_STATES.join(', ')} state or in maintenance mode.`);
         }
         if (await countPortgroupPorts(trx, current.id) > 0) {
           throw new PortgroupNotEmpty(current.uuid, `Portgroup ${current.uuid} can not be associated with node ${node.uuid} because there are ports associated with this portgroup.`);

@@ -15,6 +15,7 @@ import { boolParam, limitParam, nextLink, param, sortParams, type Query } from '
 import { ironicBoolean, isUuid, requireObject } from './body.js';
 import { maskSecrets } from './masking.js';
 import type { ApiVersion } from './versioning.js';
+import { PORT_CONNECTIVITY_STATES } from '../common/states.js';
 
 const MAC_RE = /^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}$/i;
 
@@ -146,7 +147,6 @@ function toPortChanges(body: Record<string, unknown>, version: ApiVersion): Port
 }
 
 /** Provision states in which a port's connectivity may change (Ironic's conductor rule). */
-const CONNECTIVITY_STATES = ['enroll', 'inspecting', 'inspect wait', 'manageable'];
 
 /** Ironic's schema for a body naming its node twice (oneOf node_uuid, node_ident). */
 function bothNodeIdents(): InvalidParameterValue {
@@ -330,8 +330,8 @@ export function registerPortRoutes(app: FastifyInstance, deps: ApiDeps): void {
         throw new InvalidState(`Cannot update hardware address for port ${port.uuid} as node ${node.uuid} is active or has instance UUID assigned`);
       }
       const connectivity = ['portgroupId', 'pxeEnabled', 'localLinkConnection', 'physicalNetwork'].filter((f) => f in changes);
-      if (connectivity.length > 0 && !CONNECTIVITY_STATES.includes(node.provisionState) && !node.maintenance) {
-        throw new InvalidState(`Port ${port.uuid} can not have any connectivity attributes (portgroup_id, pxe_enabled, local_link_connection, physical_network) updated unless node ${node.uuid} is in a ${CONNECTIVITY_STATES.join(', ')} state or in maintenance mode. The current state is ${node.provisionState}.`);
+      if (connectivity.length > 0 && !PORT_CONNECTIVITY_STATES.includes(node.provisionState) && !node.maintenance) {
+        throw new InvalidState(`Port ${port.uuid} can not have any connectivity attributes (portgroup_id, pxe_enabled, local_link_connection, physical_network) updated unless node ${node.uuid} is in a ${PORT_CONNECTIVITY_STATES.join(', ')} state or in maintenance mode. The current state is ${node.provisionState}.`);
       }
       const portgroupId = changes.portgroupId !== undefined ? changes.portgroupId : port.portgroupId;
       if (portgroupId !== null) {

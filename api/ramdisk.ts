@@ -13,7 +13,7 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { Knex } from 'knex';
 import { InvalidParameterValue, NodeLocked, NodeNotFound, ResourceNotFound, IncompleteLookup } from '../common/errors.js';
-import { ProvisionState } from '../common/states.js';
+import { HEARTBEAT_ALLOWED_STATES, LOOKUP_ALLOWED_STATES, ProvisionState } from '../common/states.js';
 import { Batcher, type BatchOutcome } from '../common/batcher.js';
 import { agentTokenMatches, lockNodesWithTokens, mintAgentToken } from '../db/agent-tokens.js';
 import { INTENT_CHANNEL, enqueueIntentsOfNodes, intentWakePayload, nodesWithQueuedIntent, wakeWaitingSteps, type IntentWake } from '../db/intents.js';
@@ -28,14 +28,6 @@ import { maskSecrets, MASK } from './masking.js';
 
 const S = ProvisionState;
 
-/** Ironic's LOOKUP_ALLOWED_STATES (without fast track). */
-const LOOKUP_ALLOWED: ReadonlySet<string> = new Set([
-  S.DEPLOYING, S.DEPLOYWAIT, S.CLEANING, S.CLEANWAIT, S.INSPECTING, S.INSPECTWAIT, 'rescuing', 'rescue wait', S.SERVICEWAIT,
-]);
-/** Ironic's HEARTBEAT_ALLOWED: other states drop the heartbeat (it is still answered 202). */
-const HEARTBEAT_ALLOWED: ReadonlySet<string> = new Set([
-  S.DEPLOYWAIT, S.CLEANWAIT, 'rescue wait', S.DEPLOYING, S.CLEANING, 'rescuing', 'deploy hold', 'clean hold', S.SERVICING, S.SERVICEWAIT, 'service hold',
-]);
 /**
  * States in which a heartbeat makes the conductor carry the run on. In deploying / cleaning the
  * conductor is at a step that may end in a wait: the continue queued behind it then looks.
@@ -180,7 +172,7 @@ function heartbeatChanges(h: Heartbeat, node: Node, tokenMatches: boolean): Reco
     h.log.warn({ node: node.uuid }, 'heartbeat refused: invalid or missing agent token');
     throw new InvalidParameterValue('Invalid or missing agent token received.');
   }
-  if (!HEARTBEAT_ALLOWED.has(node.provisionState)) {
+  if (!HEARTBEAT_ALLOWED_STATES.has(node.provisionState)) {
     h.log.warn({ node: node.uuid, state: node.provisionState }, 'heartbeat in a state that takes none; not taking any action');
     return undefined;
   }
@@ -220,7 +212,7 @@ export function registerRamdiskRoutes(app: FastifyInstance, deps: ApiDeps, accep
       if (byMac.length === 1) node = byMac[0];
     }
     // Absent and in the wrong state look the same: the lookup must not tell which nodes exist.
-    if (!node || (config.api.restrict_lookup && !LOOKUP_ALLOWED.has(node.provisionState))) throw notFound();
+    if (!node || (config.api.restrict_lookup && !LOOKUP_ALLOWED_STATES.has(node.provisionState))) throw notFound();
     let token: string | null = null;
     if (req.apiVersion.atLeast(62)) token = (await mintAgentToken(db, node.id)) ?? MASK;
     return lookupBody(node, token, baseUrl(req, config.api.public_endpoint), config.api.ramdisk_heartbeat_timeout);

@@ -212,6 +212,11 @@ export const SCHEMA = {
       default: '',
       help: 'Conductor group this conductor serves; it only manages nodes whose conductor_group matches.',
     },
+    allow_deleting_available_nodes: {
+      type: 'bool',
+      default: true,
+      help: 'Whether a node in the available state may be deleted (without maintenance mode). Nodes in enroll, manageable and adopt failed always may; in other states only in maintenance mode.',
+    },
     automated_clean: {
       type: 'bool',
       default: true,

@@ -25,6 +25,15 @@ export const ProvisionState = {
   SERVICING: 'servicing',
   SERVICEWAIT: 'service wait',
   SERVICEFAIL: 'service failed',
+  // Reached by no interface Galvanic ships, but agents and clients name them.
+  RESCUING: 'rescuing',
+  RESCUEWAIT: 'rescue wait',
+  RESCUEFAIL: 'rescue failed',
+  UNRESCUEFAIL: 'unrescue failed',
+  DEPLOYHOLD: 'deploy hold',
+  CLEANHOLD: 'clean hold',
+  SERVICEHOLD: 'service hold',
+  ADOPTFAIL: 'adopt failed',
 } as const;
 export type ProvisionStateName = (typeof ProvisionState)[keyof typeof ProvisionState];
 
@@ -36,6 +45,46 @@ export const WAIT_STATES: Readonly<Record<string, { timeoutOption: 'deploy_callb
   [S.INSPECTWAIT]: { timeoutOption: 'inspect_wait_timeout', onTimeout: S.INSPECTFAIL, what: 'inspection' },
   [S.CLEANWAIT]: { timeoutOption: 'clean_callback_timeout', onTimeout: S.CLEANFAIL, what: 'cleaning' },
 };
+
+/*
+ * State groups, as Ironic's common/states.py names them, each defined here once.
+ */
+
+/** Ironic's DELETE_ALLOWED_STATES: where a node out of maintenance may be deleted ([conductor] allow_deleting_available_nodes adds available). */
+export const DELETE_ALLOWED_STATES: readonly string[] = [S.MANAGEABLE, S.ENROLL, S.ADOPTFAIL];
+
+/** Ironic's LOOKUP_ALLOWED_STATES (without fast track): where an agent may look its node up. */
+export const LOOKUP_ALLOWED_STATES: ReadonlySet<string> = new Set([
+  S.DEPLOYING, S.DEPLOYWAIT, S.CLEANING, S.CLEANWAIT, S.INSPECTING, S.INSPECTWAIT, S.RESCUING, S.RESCUEWAIT, S.SERVICEWAIT,
+]);
+
+/** Ironic's HEARTBEAT_ALLOWED: a heartbeat in any other state is dropped (and still answered 202). */
+export const HEARTBEAT_ALLOWED_STATES: ReadonlySet<string> = new Set([
+  S.DEPLOYWAIT, S.CLEANWAIT, S.RESCUEWAIT, S.DEPLOYING, S.CLEANING, S.RESCUING, S.DEPLOYHOLD, S.CLEANHOLD, S.SERVICING, S.SERVICEWAIT, S.SERVICEHOLD,
+]);
+
+/** Ironic's UPDATE_ALLOWED_STATES (with servicing): transitional states in which a node may still be changed. */
+export const UPDATE_ALLOWED_STATES: ReadonlySet<string> = new Set([
+  S.DEPLOYFAIL, S.INSPECTING, S.INSPECTFAIL, S.INSPECTWAIT, S.CLEANFAIL, S.ERROR, S.VERIFYING, S.ADOPTFAIL, S.RESCUEFAIL,
+  S.UNRESCUEFAIL, S.SERVICING, S.SERVICEHOLD, S.SERVICEFAIL,
+]);
+
+/**
+ * Where a node's ports may change their physical connectivity (local_link_connection,
+ * physical_network) or move between port groups, as Ironic's port and port group API allow
+ * outside maintenance: before the node is made available.
+ */
+export const PORT_CONNECTIVITY_STATES: readonly string[] = [S.ENROLL, S.INSPECTING, S.INSPECTWAIT, S.MANAGEABLE];
+
+/** Where a node's instance may be removed although it has an allocation (Ironic's allocation API). */
+export const INSTANCE_REMOVAL_STATES: readonly string[] = [S.ENROLL, S.INSPECTING, S.INSPECTWAIT, S.MANAGEABLE, S.AVAILABLE];
+
+/**
+ * Ironic's SYNC_EXCLUDED_STATES, which the power sync leaves alone: an enrolled node is not
+ * managed yet (its BMC may not even be reachable), and in the wait states a ramdisk may be
+ * calling back.
+ */
+export const SYNC_EXCLUDED_STATES: readonly string[] = [S.DEPLOYWAIT, S.CLEANWAIT, S.ENROLL, S.ADOPTFAIL];
 
 /** Verbs the API accepts on `PUT …/states/provision` (Ironic's full list, for its messages). */
 export const KNOWN_VERBS = [

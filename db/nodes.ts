@@ -7,6 +7,7 @@ import {
 import { RowMapper } from './rows.js';
 import { applyMarkerPage, whereDefined } from './table.js';
 import { isUniqueViolation, pgError } from './transaction.js';
+import { SYNC_EXCLUDED_STATES } from '../common/states.js';
 
 /** A node as the rest of Galvanic sees it. */
 export interface Node {
@@ -376,12 +377,6 @@ export async function deleteNode(db: Knex, id: number): Promise<void> {
   await db('nodes').where('id', id).delete();
 }
 
-/**
- * Provision states whose nodes the power sync leaves alone, as Ironic's SYNC_EXCLUDED_STATES:
- * an enrolled node is not managed yet (its BMC may not even be reachable), and in the wait
- * states a ramdisk may be calling back.
- */
-export const SYNC_EXCLUDED_STATES: readonly string[] = ['wait call-back', 'clean wait', 'enroll', 'adopt failed'];
 
 /** What the power state sync needs of a node, read for a whole pass in one query. */
 export interface PowerSyncNode {

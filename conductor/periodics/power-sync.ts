@@ -25,7 +25,7 @@ import { GalvanicError } from '../../common/errors.js';
 import type { Notifier } from '../../common/notifier.js';
 import { Batcher, type BatchOutcome } from '../../common/batcher.js';
 import { recordHistories } from '../../db/node-history.js';
-import { nodesForPowerSync, SYNC_EXCLUDED_STATES, type Node, type NodeChanges, type PowerSyncNode } from '../../db/nodes.js';
+import { nodesForPowerSync, type Node, type NodeChanges, type PowerSyncNode } from '../../db/nodes.js';
 import type { DriverContext, PowerInterface, PowerStateValue, PowerTarget } from '../../drivers/interfaces.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import { nodePayload } from '../node-payload.js';
@@ -33,6 +33,7 @@ import { logIterationEnd, PendingOptions, type PeriodicTask } from '../periodic.
 import type { Task, TaskManager } from '../task-manager.js';
 import { runKeyedBounded } from '../sensors/keyed-limiter.js';
 import { bmcAddressOf } from './sensor-data.js';
+import { SYNC_EXCLUDED_STATES } from '../../common/states.js';
 
 export interface PowerSyncDeps {
   db: Knex;

@@ -189,10 +189,12 @@ describe('allocations API', function () {
     expect((await call('GET', `/v1/allocations/${a.uuid as string}`)).statusCode).to.equal(404);
   });
 
-  it('deleting a node removes its allocation', async () => {
+  it('deleting a node removes its allocation; out of maintenance the allocation\'s instance keeps the node, as Ironic', async () => {
     const node = await availableNode('n1');
     const a = await json('POST', '/v1/allocations', { body: { resource_class: 'gold' } });
     await waitSettled(a.uuid as string);
+    expectFault(await call('DELETE', `/v1/nodes/${node}`), 409, `Node ${node} is associated with instance ${a.uuid as string}.`);
+    expect((await call('PUT', `/v1/nodes/${node}/maintenance`)).statusCode).to.equal(202);
     expect((await call('DELETE', `/v1/nodes/${node}`)).statusCode).to.equal(204);
     expect((await call('GET', `/v1/allocations/${a.uuid as string}`)).statusCode).to.equal(404);
   });

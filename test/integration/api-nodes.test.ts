@@ -565,6 +565,28 @@ describe('nodes API with a conductor', function () {
     expect(await getNode(node.uuid)).to.include({ maintenance: true, maintenance_reason: null });
   });
 
+  it('deletes a node only in enroll, manageable, adopt failed or available, or in maintenance, as Ironic', async () => {
+    const valid = '"(\'manageable\', \'enroll\', \'adopt failed\', \'available\')"';
+    for (const state of ['deploy failed', 'clean failed', 'inspect failed', 'clean wait', 'error', 'wait call-back']) {
+      const node = await createNode(`in-${state.replace(/ /g, '-')}`);
+      await t.tdb.knex('nodes').where({ uuid: node.uuid }).update({ provision_state: state });
+      expectFault(await call(t, 'DELETE', `/v1/nodes/${node.uuid}`), 409,
+        `Can not delete node "${node.uuid}" while it is in provision state "${state}". Valid provision states to perform deletion are: ${valid}, or set the node into maintenance mode`);
+      expect((await call(t, 'PUT', `/v1/nodes/${node.uuid}/maintenance`)).statusCode).to.equal(202);
+      expect((await call(t, 'DELETE', `/v1/nodes/${node.uuid}`)).statusCode, state).to.equal(204);
+    }
+    for (const state of ['enroll', 'manageable', 'adopt failed', 'available']) {
+      const node = await createNode(`ok-${state.replace(/ /g, '-')}`);
+      await t.tdb.knex('nodes').where({ uuid: node.uuid }).update({ provision_state: state });
+      expect((await call(t, 'DELETE', `/v1/nodes/${node.uuid}`)).statusCode, state).to.equal(204);
+    }
+    // An instance keeps its node (NodeAssociated), before any look at the state.
+    const held = await createNode('held');
+    const instance = '0b5f2a66-4c5a-4f2e-9d55-0d0c63b1a0a1';
+    await t.tdb.knex('nodes').where({ uuid: held.uuid }).update({ provision_state: 'available', instance_uuid: instance });
+    expectFault(await call(t, 'DELETE', `/v1/nodes/${held.uuid}`), 409, `Node ${held.uuid} is associated with instance ${instance}.`);
+  });
+
   it('refuses to delete a deployed (active) node with 409 unless it is in maintenance', async () => {
     const node = await createNode('deployed');
     await t.tdb.knex('nodes').where({ uuid: node.uuid }).update({ provision_state: 'active' });
