@@ -141,8 +141,9 @@ describe('group operations API (with a conductor)', function () {
     expect(progress.length, `progress notifications over ${spanMs} ms`).to.be.at.least(1).and.at.most(Math.ceil(spanMs / 500) + 1);
     // Python's str(datetime) in UTC, as Ironic sends it.
     const times = progress.map((n) => Date.parse(`${n.timestamp.replace(' ', 'T').slice(0, 23)}Z`));
-    // Due by the database's clock; sent after commit, so allow for a little skew in emission.
-    for (let i = 1; i < times.length; i++) expect(times[i] - times[i - 1]).to.be.at.least(400);
+    // Due by the database's clock; sent after commit, so allow for skew in emission: beside
+    // other test files one gap measured 342 ms. Unpaced, they would come every ~50 ms.
+    for (let i = 1; i < times.length; i++) expect(times[i] - times[i - 1]).to.be.at.least(250);
     const data = progress[0].payload['ironic_object.data'] as { counts: Record<string, number>; progress: { total: number } };
     expect(data.progress.total).to.equal(30);
     expect(data.counts).to.have.keys('pending', 'running', 'succeeded', 'failed', 'cancelled');
