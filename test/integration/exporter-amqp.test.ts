@@ -71,6 +71,9 @@ describe('exporter consuming from the bus across a broker outage', function () {
     await proxy.restore();
     await until('the reading queued during the outage', async () => reading(42).test(await metrics()), 20_000);
     expect(await metrics()).to.match(/^galvanic_exporter_bus_connected 1$/m);
-    expect(await metrics()).to.match(/^galvanic_exporter_messages_consumed_total\{event_type="hardware\.redfish\.metrics"\} 2$/m);
+    // 42 once; 41 again when its ack was still on its way through the proxy at the cut (the
+    // broker delivers at least once: seen beside other test files, on a loaded machine).
+    const consumed = /^galvanic_exporter_messages_consumed_total\{event_type="hardware\.redfish\.metrics"\} (\d+)$/m.exec(await metrics());
+    expect(Number(consumed?.[1]), 'notifications consumed').to.be.oneOf([2, 3]);
   });
 });
