@@ -29,7 +29,6 @@ const NAME_RE = /^[A-Za-z0-9\-._~]+$/;
 /** Fields in Ironic's order; owner only from 1.60. */
 const FIELDS = ['uuid', 'name', 'node_uuid', 'state', 'last_error', 'resource_class', 'traits', 'candidate_nodes', 'extra', 'owner', 'created_at', 'updated_at', 'links'];
 
-
 function iso(d: Date | null): string | null {
   return d ? d.toISOString().replace('Z', '+00:00') : null;
 }
@@ -71,8 +70,6 @@ export function verifyNodeForDeallocation(node: Node, allocation: Pick<Allocatio
     throw new InvalidState(`Cannot remove allocation ${allocation.uuid} for node ${node.uuid}, because the node is active (and maintenance mode is off)`);
   }
 }
-
-/** States in which a node's instance_uuid may be removed without maintenance (Ironic's update_node). */
 
 /**
  * PATCH of a node's instance_uuid, by Ironic's rules: an instance is never replaced by

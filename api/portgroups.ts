@@ -42,7 +42,6 @@ const DEFAULT_LIST_FIELDS = ['uuid', 'address', 'name'];
 const PATCHABLE = ['address', 'extra', 'mode', 'name', 'node_uuid', 'properties', 'standalone_ports_supported'];
 /** Ironic's `[DEFAULT] default_portgroup_mode`: the bonding mode of a port group created without one. */
 const DEFAULT_MODE = 'active-backup';
-/** Where a node may have its port groups moved to it (Ironic's conductor rule). */
 const NAME_RE = /^[A-Za-z0-9\-._~]+$/;
 
 /** Ironic's logical-name rule. */

@@ -146,8 +146,6 @@ function toPortChanges(body: Record<string, unknown>, version: ApiVersion): Port
   return out;
 }
 
-/** Provision states in which a port's connectivity may change (Ironic's conductor rule). */
-
 /** Ironic's schema for a body naming its node twice (oneOf node_uuid, node_ident). */
 function bothNodeIdents(): InvalidParameterValue {
   return new InvalidParameterValue("Schema error for port: the body is valid under each of {'required': ['node_ident']}, {'required': ['node_uuid']}");

@@ -33,7 +33,6 @@ export interface RunnerOptions {
   conductors?: () => number;
 }
 
-
 function isTransient(err: unknown): boolean {
   return err instanceof DriverError && err.transient;
 }

@@ -377,7 +377,6 @@ export async function deleteNode(db: Knex, id: number): Promise<void> {
   await db('nodes').where('id', id).delete();
 }
 
-
 /** What the power state sync needs of a node, read for a whole pass in one query. */
 export interface PowerSyncNode {
   id: number;
