@@ -519,7 +519,8 @@ export async function recoverConductorLeftovers(
   onlyIds?: readonly number[],
 ): Promise<{ requeued: Intent[]; failed: Intent[] }> {
   const mine = (q: Knex.QueryBuilder) => {
-    q.where({ conductor, state: 'running' });
+    // Implied by the state, but it lets the open intents' partial indexes answer.
+    q.whereNull('finished_at').where({ conductor, state: 'running' });
     if (onlyIds) q.whereIn('id', onlyIds as number[]);
     return q;
   };
@@ -531,7 +532,7 @@ export async function recoverConductorLeftovers(
     // then waited on each other's nodes (a deadlock, which failed a conductor's start).
     await trx.raw(
       `SELECT n.id FROM nodes n
-        WHERE n.id IN (SELECT i.node_id FROM intents i WHERE i.conductor = ? AND i.state = 'running'${onlyIds ? ' AND i.id = ANY(?::bigint[])' : ''})
+        WHERE n.id IN (SELECT i.node_id FROM intents i WHERE i.finished_at IS NULL AND i.conductor = ? AND i.state = 'running'${onlyIds ? ' AND i.id = ANY(?::bigint[])' : ''})
         ORDER BY n.id FOR UPDATE OF n`,
       onlyIds ? [conductor, onlyIds as number[]] : [conductor],
     );
