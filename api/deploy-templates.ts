@@ -11,12 +11,12 @@ import { baseUrl, resourceLinks } from './links.js';
 import { maskSecrets } from './masking.js';
 import { isUuid, requireObject } from './body.js';
 import { checkTrait } from './traits.js';
+import { STEP_INTERFACES } from '../common/steps.js';
 
 /** Deploy templates arrived in 1.55. */
 export const DEPLOY_TEMPLATES_VERSION = 55;
 
 /** Interfaces a deploy step may belong to (Ironic's DEPLOYING_INTERFACE_PRIORITY). */
-export const DEPLOY_STEP_INTERFACES = ['vendor', 'power', 'management', 'firmware', 'deploy', 'bios', 'raid'];
 
 const FIELDS = ['uuid', 'name', 'steps', 'extra', 'created_at', 'updated_at', 'links'];
 const DEFAULT_LIST_FIELDS = ['uuid', 'name', 'links'];
@@ -38,7 +38,7 @@ function templateView(t: DeployTemplate, base: string, fields?: readonly string[
 
 /** One step as Ironic's DEPLOY_STEP_SCHEMA has it; a numeric string priority becomes a number. */
 function checkStep(v: unknown): DeployStep {
-  const s = checkStepFields(v, DEPLOY_STEP_INTERFACES, 'priority', true);
+  const s = checkStepFields(v, STEP_INTERFACES, 'priority', true);
   return { interface: s.interface, step: s.step, args: s.args, priority: s.number };
 }
 

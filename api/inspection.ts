@@ -24,7 +24,7 @@ import { lookupBody } from './ramdisk.js';
 import { mintAgentToken } from '../db/agent-tokens.js';
 import { inspectorArgs } from './provision.js';
 import { nodesByPortAddresses } from '../db/ports.js';
-import { ProvisionState } from '../common/states.js';
+import { ProvisionState, eventChanges } from '../common/states.js';
 import type { ApiDeps } from './deps.js';
 import { isUuid } from './body.js';
 import type { Query } from './query.js';
@@ -113,7 +113,7 @@ export function registerInspectionRoutes(app: FastifyInstance, deps: ApiDeps, ac
     const { node, seq } = await withTransaction(db, async (trx) => {
       const current = await getNode(trx, found.uuid, { forUpdate: true });
       if (current.provisionState !== ProvisionState.INSPECTWAIT) throw notFound();
-      const updated = await updateNode(trx, current.id, { provisionState: ProvisionState.INSPECTING, provisionUpdatedAt: new Date() });
+      const updated = await updateNode(trx, current.id, eventChanges(current, 'resume'));
       const data = { inventory, pluginData, inspector: inspectorArgs(config) };
       // A group operation's inspect step waits for this data: it processes it, and ends with it.
       const waiting = await handToWaitingStep(trx, current.id, data);

@@ -12,6 +12,7 @@ import { traitsOfNode } from '../db/traits.js';
 import type { Knex } from 'knex';
 import { ProvisionState } from '../common/states.js';
 import type { Config } from '../common/config.js';
+import { STEP_INTERFACES } from '../common/steps.js';
 
 /** The `[inspector]` options an in-band inspection runs with, fixed when it is asked for. */
 export function inspectorArgs(config: Readonly<Config>): { powerOff: boolean; preCreatePorts: boolean } {
@@ -29,7 +30,6 @@ const BODY_FIELDS: Record<string, number> = {
 };
 const CONFIGDRIVE_KEYS = new Set(['meta_data', 'network_data', 'user_data', 'vendor_data']);
 const STEP_KEYS = new Set(['interface', 'step', 'args', 'priority']);
-const STEP_INTERFACES = ['bios', 'deploy', 'firmware', 'management', 'power', 'raid'];
 
 function own<T>(table: Record<string, T>, key: string): T | undefined {
   return Object.hasOwn(table, key) ? table[key] : undefined;

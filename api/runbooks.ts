@@ -17,11 +17,11 @@ import { maskSecrets } from './masking.js';
 import { boolParam } from './query.js';
 import { isUuid, requireObject } from './body.js';
 import { checkTrait } from './traits.js';
+import { STEP_INTERFACES } from '../common/steps.js';
 
 export const RUNBOOKS_VERSION = 92;
 
 /** Interfaces a runbook step may belong to (Ironic's CLEANING_INTERFACE_PRIORITY). */
-const STEP_INTERFACES = ['vendor', 'power', 'management', 'firmware', 'deploy', 'bios', 'raid'];
 const BODY_KEYS = ['uuid', 'name', 'description', 'steps', 'disable_ramdisk', 'extra', 'public', 'owner'];
 const PATCH_ALLOWED = ['extra', 'name', 'steps', 'description', 'public', 'owner'];
 const FIELDS = ['uuid', 'name', 'extra', 'public', 'owner', 'disable_ramdisk', 'steps', 'created_at', 'updated_at', 'links'];

@@ -39,12 +39,71 @@ export type ProvisionStateName = (typeof ProvisionState)[keyof typeof ProvisionS
 
 const S = ProvisionState;
 
-/** States that wait for a call-back, each failed after its `[conductor]` timeout. */
-export const WAIT_STATES: Readonly<Record<string, { timeoutOption: 'deploy_callback_timeout' | 'inspect_wait_timeout' | 'clean_callback_timeout'; onTimeout: string; what: string }>> = {
-  [S.DEPLOYWAIT]: { timeoutOption: 'deploy_callback_timeout', onTimeout: S.DEPLOYFAIL, what: 'deploy' },
-  [S.INSPECTWAIT]: { timeoutOption: 'inspect_wait_timeout', onTimeout: S.INSPECTFAIL, what: 'inspection' },
-  [S.CLEANWAIT]: { timeoutOption: 'clean_callback_timeout', onTimeout: S.CLEANFAIL, what: 'cleaning' },
+/**
+ * The conductor's events (Ironic's states.py machine): what the work in a transitional or
+ * waiting state comes to. `wait` hands the node to a ramdisk, `resume` takes it back at its
+ * call-back, `done` and `fail` end the work, `timeout` ends a wait whose call-back never came,
+ * `abort` ends it by request, `clean` moves a torn-down node on to its cleaning.
+ */
+export type ProvisionEvent = 'wait' | 'resume' | 'done' | 'fail' | 'timeout' | 'abort' | 'clean';
+
+/** `done` from cleaning leads to the node's target: available (automated) or manageable (manual). */
+const TARGET = '<target>';
+
+const EVENTS: Readonly<Record<string, Readonly<Partial<Record<ProvisionEvent, string>>>>> = {
+  [S.VERIFYING]: { done: S.MANAGEABLE, fail: S.ENROLL },
+  [S.INSPECTING]: { done: S.MANAGEABLE, fail: S.INSPECTFAIL, wait: S.INSPECTWAIT },
+  [S.INSPECTWAIT]: { resume: S.INSPECTING, done: S.MANAGEABLE, fail: S.INSPECTFAIL, timeout: S.INSPECTFAIL, abort: S.INSPECTFAIL },
+  [S.CLEANING]: { done: TARGET, fail: S.CLEANFAIL, wait: S.CLEANWAIT },
+  [S.CLEANWAIT]: { resume: S.CLEANING, done: TARGET, fail: S.CLEANFAIL, timeout: S.CLEANFAIL, abort: S.CLEANFAIL },
+  [S.DEPLOYING]: { done: S.ACTIVE, fail: S.DEPLOYFAIL, wait: S.DEPLOYWAIT },
+  [S.DEPLOYWAIT]: { resume: S.DEPLOYING, done: S.ACTIVE, fail: S.DEPLOYFAIL, timeout: S.DEPLOYFAIL },
+  [S.DELETING]: { clean: S.CLEANING, done: S.AVAILABLE, fail: S.ERROR },
+  [S.SERVICING]: { done: S.ACTIVE, fail: S.SERVICEFAIL, wait: S.SERVICEWAIT },
+  [S.SERVICEWAIT]: { resume: S.SERVICING, fail: S.SERVICEFAIL, timeout: S.SERVICEFAIL, abort: S.SERVICEFAIL },
 };
+
+/** Whether `event` may happen in `state`. */
+export function hasEvent(state: string, event: ProvisionEvent): boolean {
+  return Object.hasOwn(EVENTS, state) && EVENTS[state][event] !== undefined;
+}
+
+/**
+ * The state `event` leads to from `state` (Ironic's process_event); `target` is the node's
+ * target_provision_state, which `done` from cleaning goes to.
+ * @throws Error for an event the state does not have: a conductor bug, not a user's error
+ */
+export function nextState(state: string, event: ProvisionEvent, target?: string | null): string {
+  const to = hasEvent(state, event) ? EVENTS[state][event]! : undefined;
+  if (to === undefined) throw new Error(`No "${event}" event from provision state "${state}".`);
+  if (to !== TARGET) return to;
+  return target === S.MANAGEABLE ? S.MANAGEABLE : S.AVAILABLE;
+}
+
+/** States in which the conductor works on a node, so that it keeps its target. */
+const WORKING_STATES: ReadonlySet<string> = new Set(Object.keys(EVENTS));
+
+/**
+ * The node fields an event writes, computed in one place: the next state; the target, kept
+ * while the node still works or waits; the time of the change.
+ */
+export function eventChanges(
+  node: { provisionState: string; targetProvisionState: string | null }, event: ProvisionEvent, now = new Date(),
+): { provisionState: string; targetProvisionState: string | null; provisionUpdatedAt: Date } {
+  const provisionState = nextState(node.provisionState, event, node.targetProvisionState);
+  const target = event === 'clean' ? S.AVAILABLE : node.targetProvisionState;
+  return { provisionState, targetProvisionState: WORKING_STATES.has(provisionState) ? target : null, provisionUpdatedAt: now };
+}
+
+/** States that wait for a call-back, each failed (its `timeout` event) after its `[conductor]` timeout. */
+export const WAIT_STATES: Readonly<Record<string, { timeoutOption: 'deploy_callback_timeout' | 'inspect_wait_timeout' | 'clean_callback_timeout'; what: string }>> = {
+  [S.DEPLOYWAIT]: { timeoutOption: 'deploy_callback_timeout', what: 'deploy' },
+  [S.INSPECTWAIT]: { timeoutOption: 'inspect_wait_timeout', what: 'inspection' },
+  [S.CLEANWAIT]: { timeoutOption: 'clean_callback_timeout', what: 'cleaning' },
+};
+
+/** States in which a conductor works on a node (not waiting for a call-back): one left there with nobody working fails. */
+export const WORKING_NOT_WAITING: readonly string[] = Object.keys(EVENTS).filter((s) => !hasEvent(s, 'resume'));
 
 /*
  * State groups, as Ironic's common/states.py names them, each defined here once.

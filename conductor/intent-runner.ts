@@ -15,7 +15,7 @@ import type { Action, ActionContext, ActionResult } from './actions/types.js';
 import { nodePayload } from './node-payload.js';
 import { LockLost, type Task, type TaskManager } from './task-manager.js';
 import { SuccessRecorder } from './success-recorder.js';
-import type { AgentServices } from './agent-steps.js';
+import type { AgentServices } from './steps.js';
 import { failureChanges, settleFailure } from './intent-outcome.js';
 
 export interface RunnerOptions {

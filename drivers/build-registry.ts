@@ -9,7 +9,7 @@ import { createIpmiInterfaces, ipmiHardware, ipmiRunnerOptions } from './ipmi/ha
 import { RedfishDriver, redfishHardware, redfishOptions } from './redfish/index.js';
 import { GenericImpl, NoInspect, PxeBoot, fakeAndNone } from './generic.js';
 import { AgentInspect } from './agent-inspect.js';
-import { agentBootDefaults } from './agent-boot.js';
+import { deployInterfaces } from './deploy/index.js';
 import { parseHooks, type AddPorts, type KeepPorts } from './inspection-hooks.js';
 
 /** Every hardware type this build of Galvanic knows; the config enables a subset. */
@@ -38,7 +38,7 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
     bios: fakeAndNone('bios'),
     boot: { fake: new FakeBoot(bmcs), 'redfish-virtual-media': redfish.boot, pxe: new PxeBoot() },
     console: { fake: new FakeConsole(), 'no-console': new NoConsole(), 'ipmitool-sol': new IpmitoolSolConsole() },
-    deploy: { fake: new GenericImpl(true), ramdisk: new GenericImpl(true), direct: new GenericImpl(true) },
+    deploy: deployInterfaces(config),
     firmware: fakeAndNone('firmware'),
     inspect: { fake: new FakeInspect(), redfish: redfish.inspect, agent: agentInspect, 'no-inspect': new NoInspect() },
     management: { fake: new FakeManagement(bmcs), redfish: redfish.management, ipmitool: ipmi.management },
@@ -57,7 +57,7 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
     defaults[kind] = d[`default_${kind}_interface`] as string;
   }
   const registry = new DriverRegistry(KNOWN_HARDWARE_TYPES, impls, {
-    enabledHardwareTypes: config.DEFAULT.enabled_hardware_types, enabled, defaults, agentBoot: agentBootDefaults(config.conductor),
+    enabledHardwareTypes: config.DEFAULT.enabled_hardware_types, enabled, defaults,
   }, budget);
   // The pool itself starts on the first IPMI command; closing kills running ipmitools first.
   registry.onClose(ipmi.close);

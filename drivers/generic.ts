@@ -1,21 +1,34 @@
 /**
  * Interfaces that need no BMC of their own: Ironic's `no-*` interfaces, the no-op network and
  * storage interfaces of a standalone deployment, `pxe` (named so that ipmi nodes resolve as in
- * Ironic, but Galvanic serves no DHCP/TFTP, so it cannot boot anything), and the deploy
- * interfaces, whose steps the conductor runs from the node's power and boot interfaces.
+ * Ironic, but Galvanic serves no DHCP/TFTP, so it cannot boot anything), and the fake
+ * interfaces of kinds that have no driver of their own.
  */
 import { UnsupportedDriverExtension } from '../common/errors.js';
 import type { BootInterface, DriverContext, GenericInterface, InspectInterface } from './interfaces.js';
+import type { StepDeclaration } from './steps.js';
 
 /** An interface that accepts any driver_info; `supported: false` for the no-* ones. */
 export class GenericImpl implements GenericInterface {
-  constructor(readonly supported: boolean) {}
+  constructor(readonly supported: boolean, readonly steps?: readonly StepDeclaration[]) {}
   validate(): void {}
 }
 
+/** A step of a fake interface: manual cleaning only (priority 0), no ramdisk, does nothing. */
+function fakeStep(step: string): StepDeclaration {
+  return { step, priority: { clean: 0 }, abortable: false, requiresRamdisk: false, run: async () => 'done' };
+}
+
+/** Ironic's fake RAID and BIOS interfaces offer their configuration steps, which do nothing. */
+const FAKE_STEPS: Readonly<Record<string, readonly StepDeclaration[]>> = {
+  raid: [fakeStep('create_configuration'), fakeStep('delete_configuration')],
+  bios: [fakeStep('apply_configuration'), fakeStep('factory_reset')],
+};
+
 /** The fake and no-* implementations of one kind: `{fake, 'no-<kind>'}`. */
 export function fakeAndNone(kind: string): Record<string, GenericInterface> {
-  return { fake: new GenericImpl(true), [`no-${kind}`]: new GenericImpl(false) };
+  const fake = new GenericImpl(true, Object.hasOwn(FAKE_STEPS, kind) ? FAKE_STEPS[kind] : undefined);
+  return { fake, [`no-${kind}`]: new GenericImpl(false) };
 }
 
 /** Network boot, which needs a DHCP/TFTP/HTTP boot service that Galvanic does not run. */

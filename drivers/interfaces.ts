@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { ExistingPort, HooksOutcome } from './inspection-hooks.js';
 import type { BmcPriority } from './bmc-budget.js';
 import type { PowerTargetName, VirtualMediaDevice } from '../common/intent-kinds.js';
+import type { StepContext, StepDeclaration } from './steps.js';
 
 export type PowerStateValue = 'power on' | 'power off' | 'error';
 export type PowerTarget = PowerTargetName;
@@ -98,6 +99,12 @@ export interface InstanceBootRequest {
   forcePersistentBootDevice?: 'Default' | 'Always' | 'Never';
 }
 
+/** What booting the agent needs beyond the node's driver_info, where the interface finds its image. */
+export interface RamdiskBootRequest {
+  /** The node's boot mode (`properties.capabilities` boot_mode), when it names one. */
+  bootMode?: 'uefi' | 'bios';
+}
+
 /**
  * Boots a node from media (Ironic's BootInterface, the part a deploy without an agent uses).
  * Implementations touch only the BMC; power is the deploy interface's job.
@@ -114,6 +121,19 @@ export interface BootInterface {
   prepareInstance(ctx: DriverContext, req: InstanceBootRequest): Promise<void>;
   /** Ejects every medium this interface may have inserted and clears the boot override. */
   cleanUpInstance(ctx: DriverContext): Promise<void>;
+  /**
+   * Checks that the node's agent ramdisk can be found (Ironic's parameters of prepare_ramdisk,
+   * and validate_inspection). Absent on an interface that cannot boot the agent.
+   * @throws MissingParameterValue | InvalidParameterValue
+   */
+  validateRamdisk?(nodeUuid: string, driverInfo: Readonly<Record<string, unknown>>): void;
+  /**
+   * Sets the node up to boot the agent once at its next power on (Ironic's prepare_ramdisk).
+   * Does not power on. @throws DriverError | MissingParameterValue | InvalidParameterValue
+   */
+  prepareRamdisk?(ctx: DriverContext, req: RamdiskBootRequest): Promise<void>;
+  /** Undoes prepareRamdisk (Ironic's clean_up_ramdisk). */
+  cleanUpRamdisk?(ctx: DriverContext): Promise<void>;
   /**
    * Inserts `imageUrl` as a virtual medium of `device` (`POST /v1/nodes/{n}/vmedia`); absent
    * when the interface has no virtual media. @throws DriverError
@@ -181,6 +201,35 @@ export interface InspectInterface {
 export interface GenericInterface {
   readonly supported: boolean;
   validate(driverInfo: Readonly<Record<string, unknown>>): void;
+  /** The clean, deploy and service steps it offers. */
+  readonly steps?: readonly StepDeclaration[];
+}
+
+/** What a deploy interface's validation reads of its node. */
+export interface DeployValidation {
+  uuid: string;
+  driverInfo: Readonly<Record<string, unknown>>;
+  instanceInfo: Readonly<Record<string, unknown>>;
+  /** The node's boot interface, when it is enabled here. */
+  boot: BootInterface | undefined;
+}
+
+/**
+ * How an instance gets onto a node (Ironic's DeployInterface). Its deploy steps are its own
+ * declarations; `deploy.deploy` is the core step every deploy runs. The conductor's step
+ * framework runs them, and the cleaning, from the node's state.
+ */
+export interface DeployInterface {
+  readonly supported: true;
+  /** Works through the agent (Ironic's AgentBaseMixin): cleaning boots it, and it offers in-band steps. */
+  readonly usesAgent: boolean;
+  /** Parses driver_info; no I/O. */
+  validate(driverInfo: Readonly<Record<string, unknown>>): void;
+  /** Ironic's DeployInterface.validate: what a deploy needs of the node. @throws InvalidParameterValue | MissingParameterValue */
+  validateDeploy(node: DeployValidation): void;
+  readonly steps: readonly StepDeclaration[];
+  /** Ironic's tear_down: the instance's boot undone and the node powered off; whether it was. */
+  tearDown(ctx: Pick<StepContext, 'node' | 'driver' | 'boot' | 'power'>): Promise<{ poweredOff: boolean }>;
 }
 
 export type InterfaceKind =
@@ -204,7 +253,7 @@ export interface InterfaceImplementations {
   bios: Record<string, GenericInterface>;
   boot: Record<string, BootInterface>;
   console: Record<string, ConsoleInterface>;
-  deploy: Record<string, GenericInterface>;
+  deploy: Record<string, DeployInterface>;
   firmware: Record<string, GenericInterface>;
   inspect: Record<string, InspectInterface>;
   management: Record<string, ManagementInterface>;

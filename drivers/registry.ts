@@ -2,15 +2,12 @@ import { ConfigError, InterfaceNotFoundInEntrypoint, DriverNotFoundInEntrypoint 
 import { BmcBudget } from './bmc-budget.js';
 import type { HardwareType, InterfaceImplementations, InterfaceKind } from './interfaces.js';
 import { INTERFACE_KINDS } from './interfaces.js';
-import { NO_AGENT_BOOT_DEFAULTS, type AgentBootDefaults } from './agent-boot.js';
 
 /** The part of the config the registry reads. */
 export interface RegistryOptions {
   enabledHardwareTypes: readonly string[];
   enabled: Record<InterfaceKind, readonly string[]>;
   defaults: Record<InterfaceKind, string>;
-  /** `[conductor]` deploy_kernel and deploy_ramdisk, for nodes whose driver_info names no agent image. */
-  agentBoot?: AgentBootDefaults;
 }
 
 /** The interfaces a node resolves to. */
@@ -55,11 +52,6 @@ export class DriverRegistry {
   }
 
   /** Registers a release step of a driver's shared resources (pools, sessions, workers). */
-  /** Where nodes whose driver_info names no agent image find it (drivers/agent-boot.ts). */
-  get agentBoot(): AgentBootDefaults {
-    return this.opts.agentBoot ?? NO_AGENT_BOOT_DEFAULTS;
-  }
-
   onClose(close: () => Promise<void>): void {
     this.closers.push(close);
   }

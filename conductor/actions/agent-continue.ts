@@ -1,11 +1,11 @@
 import { AgentStepFailed, GalvanicError } from '../../common/errors.js';
-import { ProvisionState } from '../../common/states.js';
+import { ProvisionState, eventChanges, hasEvent, nextState } from '../../common/states.js';
 import type { NodeChanges } from '../../db/nodes.js';
-import { abortCleaning, continueFromHeartbeat, endOfRunChanges, runToContinue, tearDownCleaning, wipeToken, type StepType } from '../agent-steps.js';
+import { abortCleaning, agentOf, continueFromHeartbeat, endOfRunChanges, runToContinue, tearDownCleaning, type RunKind } from '../steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 
 /** The run a node's state belongs to, when it waits for (or works with) an agent. */
-function runOf(state: string): StepType | undefined {
+function runOf(state: string): RunKind | undefined {
   if (state === ProvisionState.DEPLOYWAIT || state === ProvisionState.DEPLOYING) return 'deploy';
   if (state === ProvisionState.CLEANWAIT || state === ProvisionState.CLEANING) return 'clean';
   return undefined;
@@ -13,7 +13,7 @@ function runOf(state: string): StepType | undefined {
 
 /**
  * What a heartbeat queued: the node's conductor looks at its agent and carries the deploy or
- * the cleaning on (conductor/agent-steps.ts); run again after its conductor died, it finds the
+ * the cleaning on (conductor/steps.ts); run again after its conductor died, it finds the
  * node showing the step it was at, and carries on from there. A heartbeat that finds the node
  * in another state (the run ended, was aborted) does nothing. Failures fail the run as Ironic's error handlers
  * do: deploy failed (powered off), or clean failed with the node in maintenance.
@@ -32,21 +32,18 @@ export const agentContinueAction: Action = {
       if (outcome.wait) return { changes: outcome.changes };
       if (outcome.abortAfter) {
         // Ironic fails the cleaning, then aborts it: clean failed, not in maintenance.
-        const changes: NodeChanges = { ...(await abortCleaning(ctx)), provisionState: ProvisionState.CLEANFAIL, targetProvisionState: null, provisionUpdatedAt: new Date() };
+        const changes: NodeChanges = { ...(await abortCleaning(ctx)), ...eventChanges(ctx.node, 'fail') };
         return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: changes.lastError as string } };
       }
       const node = ctx.node;
-      const changes: NodeChanges = { ...endOfRunChanges(node, type), targetProvisionState: null, provisionUpdatedAt: new Date() };
+      const changes: NodeChanges = { ...endOfRunChanges(node, type), ...eventChanges(node, 'done') };
       if (type === 'deploy') {
-        changes.provisionState = ProvisionState.ACTIVE;
         changes.powerState = 'power on';
-        return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: 'Deployed (direct deploy), node is active.' } };
+        return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: `Deployed (${node.deployInterface} deploy), node is ${changes.provisionState}.` } };
       }
       await tearDownCleaning(ctx);
-      const target = node.targetProvisionState === ProvisionState.MANAGEABLE ? ProvisionState.MANAGEABLE : ProvisionState.AVAILABLE;
-      changes.provisionState = target;
       if (!node.disablePowerOff) changes.powerState = 'power off';
-      return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: `Cleaning through the agent done, node is ${target}.` } };
+      return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: `Cleaning through the agent done, node is ${changes.provisionState}.` } };
     } catch (err) {
       await failRun(ctx, type, err);
       throw err;
@@ -62,12 +59,12 @@ export const agentContinueAction: Action = {
 };
 
 /** Ironic's set_failed_state / cleaning_error_handler side effects on the hardware, best effort. */
-async function failRun(ctx: ActionContext, type: StepType, err: unknown): Promise<void> {
+async function failRun(ctx: ActionContext, type: RunKind, err: unknown): Promise<void> {
   try {
     if (type === 'clean') {
       await tearDownCleaning(ctx);
     } else {
-      if (ctx.agent) await wipeToken(ctx);
+      if (ctx.agent) await agentOf(ctx).wipeToken();
       const power = ctx.registry.impl('power', ctx.node.powerInterface);
       if (power && !ctx.node.disablePowerOff) await power.setPowerState(ctx.driver, 'power off');
     }
@@ -80,14 +77,11 @@ async function failRun(ctx: ActionContext, type: StepType, err: unknown): Promis
  * How a failed agent run leaves the node: deploy failed; or clean failed, and in maintenance
  * with fault `clean failure` when a step was running (Ironic's cleaning_error_handler).
  */
-export function agentStepFailureChanges(node: ActionContext['node'], type: StepType, error: Error): NodeChanges {
+export function agentStepFailureChanges(node: ActionContext['node'], type: RunKind, error: Error): NodeChanges {
   const reason = error.message || String(error);
-  const changes: NodeChanges = { ...endOfRunChanges(node, type), targetProvisionState: null, provisionUpdatedAt: new Date(), lastError: reason };
-  if (type === 'deploy') {
-    changes.provisionState = ProvisionState.DEPLOYFAIL;
-    return changes;
-  }
-  changes.provisionState = ProvisionState.CLEANFAIL;
+  const failed = hasEvent(node.provisionState, 'fail') ? nextState(node.provisionState, 'fail') : type === 'deploy' ? ProvisionState.DEPLOYFAIL : ProvisionState.CLEANFAIL;
+  const changes: NodeChanges = { ...endOfRunChanges(node, type), provisionState: failed, targetProvisionState: null, provisionUpdatedAt: new Date(), lastError: reason };
+  if (type === 'deploy') return changes;
   if (Object.keys(node.cleanStep ?? {}).length > 0) {
     changes.maintenance = true;
     changes.fault = 'clean failure';

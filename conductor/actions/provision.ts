@@ -1,19 +1,18 @@
 import type { Knex } from 'knex';
-import { ProvisionState, type ProvisionWork } from '../../common/states.js';
-import { HardwareInspectionFailure, InvalidDriverInfo, InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../../common/errors.js';
+import { ProvisionState, eventChanges, type ProvisionWork } from '../../common/states.js';
+import { HardwareInspectionFailure, InvalidDriverInfo, UnsupportedDriverExtension } from '../../common/errors.js';
 import { storeInventory } from '../../db/inventory.js';
 import type { Node, NodeChanges } from '../../db/nodes.js';
 import { applyInspectedPorts, createMissingPorts, portsOfNode } from '../../db/ports.js';
-import type { InstanceBootRequest } from '../../drivers/interfaces.js';
-import { describeNode, ramdiskBootIso, validateForDeploy, validateInterface } from '../../drivers/validate-node.js';
-import { agentIso } from '../../drivers/agent-boot.js';
+import { describeNode, validateForDeploy, validateInspectionBoot, validateInterface } from '../../drivers/validate-node.js';
 import type { ExistingPort } from '../../drivers/inspection-hooks.js';
-import { parseCapabilities } from '../../common/capabilities.js';
-import { cleanStepsFor, type CleanStep } from '../clean-steps.js';
+import type { UserStep } from '../../common/steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 import { argsOf, type ProvisionArgs } from '../../common/intent-kinds.js';
 import { runServiceSteps } from '../servicing.js';
-import { abortCleaning, bootAgent, bootOf, cleaningNeedsAgent, powerOf, startAgentCleaning, startDirectDeploy, stepId, wipeToken } from '../agent-steps.js';
+import {
+  abortCleaning, bootAgentForInspection, deployOf, endOfRunChanges, startCleaning, startDeploy, stepId, taskInterfaces, tearDownAgentBoot, usesAgent,
+} from '../steps.js';
 import { cleanStepToAbortAfter } from '../../drivers/provision-checks.js';
 import { agentStepFailureChanges } from './agent-continue.js';
 
@@ -26,8 +25,6 @@ function workOf(ctx: Pick<ActionContext, 'intent' | 'node'>): ProvisionWork {
   return provisionArgsOf(ctx).work ?? (ctx.node.provisionState === ProvisionState.VERIFYING ? 'verify' : 'none');
 }
 
-const DEPLOY_STEP = { step: 'deploy', interface: 'deploy', priority: 100, args: {} };
-
 /** `manage` from enroll: the power interface must accept driver_info and answer a power-state read. */
 async function verify(ctx: ActionContext): Promise<NodeChanges> {
   const power = ctx.registry.impl('power', ctx.node.powerInterface);
@@ -37,73 +34,38 @@ async function verify(ctx: ActionContext): Promise<NodeChanges> {
 }
 
 /**
- * The deploy step of the node's deploy interface. `ramdisk` is Ironic's RamdiskDeploy.deploy:
- * power off, boot.prepare_instance (eject, insert the ISO, boot from it), power on; there is
- * no call-back, so the node is active when it returns. `fake` does nothing, as Ironic's.
+ * A deploy (Ironic's do_node_deploy): the node's deploy steps planned and run, from its deploy
+ * interface's core `deploy` step on. An agent deploy then waits in `wait call-back` for the
+ * agent's heartbeats; the others end here.
  */
 async function deploy(ctx: ActionContext): Promise<NodeChanges> {
-  const node = ctx.node;
-  validateForDeploy(ctx.registry, describeNode(node));
-  if (node.deployInterface === 'direct') {
-    const outcome = await startDirectDeploy(ctx, provisionArgsOf(ctx).deploySteps);
-    return { ...(outcome.wait ? outcome.changes : {}), provisionState: ProvisionState.DEPLOYWAIT, powerState: 'power on' };
-  }
-  await ctx.task.progress({ deployStep: DEPLOY_STEP });
-  if (node.deployInterface !== 'ramdisk') return { deployStep: {} };
-  // RamdiskDeploy.deploy powers off first, which a node with disable_power_off refuses.
-  if (node.disablePowerOff) throw new PowerOffDisabled('power off');
-  const power = powerOf(ctx);
-  const boot = bootOf(ctx);
-  await power.setPowerState(ctx.driver, 'power off');
-  const req: InstanceBootRequest = { bootIso: ramdiskBootIso(node.instanceInfo) };
-  const mode = parseCapabilities(node.properties.capabilities).boot_mode ?? parseCapabilities(node.instanceInfo.capabilities).boot_mode;
-  if (mode === 'uefi' || mode === 'bios') req.bootMode = mode;
-  if (typeof node.instanceInfo.configdrive === 'string') req.configdrive = node.instanceInfo.configdrive;
-  const force = node.driverInfo.force_persistent_boot_device;
-  if (force === 'Default' || force === 'Always' || force === 'Never') req.forcePersistentBootDevice = force;
-  await boot.prepareInstance(ctx.driver, req);
-  await power.setPowerState(ctx.driver, 'power on');
-  return { deployStep: {}, powerState: 'power on' };
+  validateForDeploy(ctx.registry, describeNode(ctx.node));
+  const outcome = await startDeploy(ctx, provisionArgsOf(ctx).deploySteps);
+  if (outcome.wait) return { ...outcome.changes, powerState: 'power on' };
+  return { ...endOfRunChanges(ctx.node, 'deploy'), ...(outcome.powerState ? { powerState: outcome.powerState } : {}) };
 }
 
 /**
- * Ironic's _do_node_tear_down: the boot interface ejects what it inserted, the node is powered
- * off (unless disable_power_off), and instance_info and instance_uuid are wiped.
+ * Ironic's _do_node_tear_down: the deploy interface undoes the instance's boot and powers the
+ * node off (unless disable_power_off), and instance_info and instance_uuid are wiped.
  */
 async function tearDown(ctx: ActionContext): Promise<NodeChanges> {
-  const node = ctx.node;
   const changes: NodeChanges = { instanceInfo: {}, instanceUuid: null, deployStep: {} };
-  if (node.deployInterface === 'ramdisk' || node.deployInterface === 'direct') await bootOf(ctx).cleanUpInstance(ctx.driver);
-  if (!node.disablePowerOff && node.deployInterface !== 'fake') {
-    await powerOf(ctx).setPowerState(ctx.driver, 'power off');
-    changes.powerState = 'power off';
-  }
+  const { poweredOff } = await deployOf(ctx).tearDown(taskInterfaces(ctx));
+  if (poweredOff) changes.powerState = 'power off';
   return changes;
 }
 
 /**
- * Cleaning: the node's out-of-band steps, in priority order. Automated cleaning runs those with
- * a priority above 0 (the interfaces Galvanic ships have none, so it passes straight through);
- * manual cleaning runs the steps asked for, each of which must exist. `pending` changes are
- * written first, with the cleaning's own first write.
+ * Cleaning (Ironic's do_node_clean): through the agent when the deploy interface works with
+ * one (the node then waits in `clean wait`), else the declared steps run now. Automated
+ * cleaning runs the steps with a priority above 0; manual cleaning the steps asked for, each
+ * of which must exist. `pending` changes are written first, with the cleaning's own first write.
  */
-async function clean(ctx: ActionContext, manual: CleanStep[] | undefined, pending?: NodeChanges): Promise<NodeChanges> {
-  if (cleaningNeedsAgent(ctx.node, manual, provisionArgsOf(ctx).disableRamdisk === true)) {
-    return { ...(await startAgentCleaning(ctx, manual, pending)), powerState: 'power on' };
-  }
-  if (pending) await ctx.task.progress(pending);
-  const available = cleanStepsFor(ctx.node);
-  const steps: CleanStep[] = manual ?? available.filter((s) => s.priority > 0).sort((a, b) => b.priority - a.priority)
-    .map((s) => ({ interface: s.interface, step: s.step, priority: s.priority, args: {} }));
-  for (const step of steps) {
-    const known = available.find((s) => s.interface === step.interface && s.step === step.step);
-    if (!known) {
-      throw new InvalidParameterValue(`Node ${ctx.node.uuid} has no clean step "${step.step}" on its ${step.interface} interface (${ctx.node[`${step.interface}Interface` as keyof Node] as string ?? 'none'}).`);
-    }
-    await ctx.task.progress({ cleanStep: { ...step, args: step.args ?? {} } });
-    await known.run(ctx, step.args ?? {});
-  }
-  return { cleanStep: {} };
+async function clean(ctx: ActionContext, manual: UserStep[] | undefined, pending?: NodeChanges): Promise<NodeChanges> {
+  const outcome = await startCleaning(ctx, manual, provisionArgsOf(ctx).disableRamdisk === true, pending);
+  if (outcome.wait) return outcome.changes;
+  return { ...endOfRunChanges(ctx.node, 'clean'), ...(outcome.powerState ? { powerState: outcome.powerState } : {}) };
 }
 
 /**
@@ -115,17 +77,17 @@ async function clean(ctx: ActionContext, manual: CleanStep[] | undefined, pendin
 async function startInBandInspection(ctx: ActionContext): Promise<NodeChanges> {
   const node = ctx.node;
   const opts = provisionArgsOf(ctx).inspector ?? { powerOff: true, preCreatePorts: true };
-  agentIso(node, ctx.registry.agentBoot);
-  const power = powerOf(ctx);
+  validateInspectionBoot(ctx.registry, describeNode(node));
+  const power = taskInterfaces(ctx).power;
   if (opts.preCreatePorts) {
     const management = ctx.registry.impl('management', node.managementInterface);
     const macs = management?.getMacAddresses ? await management.getMacAddresses(ctx.driver) : [];
     if (macs.length) await ctx.task.progressWith({}, async (trx, held) => void (await createMissingPorts(trx, held.id, macs)));
   }
   if (!node.disablePowerOff) await power.setPowerState(ctx.driver, 'power off');
-  await ctx.task.progress({ provisionState: ProvisionState.INSPECTWAIT, provisionUpdatedAt: new Date() });
+  await ctx.task.progress(eventChanges(node, 'wait'));
   // A new token for the new agent; the ISO inserted and booted once.
-  await bootAgent(ctx);
+  await bootAgentForInspection(ctx);
   return { powerState: 'power on' };
 }
 
@@ -134,10 +96,9 @@ async function startInBandInspection(ctx: ActionContext): Promise<NodeChanges> {
  * powered off ([inspector] power_off), or rebooted when it may not be powered off.
  */
 async function tearDownInspectionBoot(ctx: ActionContext, powerOff: boolean): Promise<NodeChanges> {
-  await bootOf(ctx).cleanUpInstance(ctx.driver);
-  if (ctx.agent) await wipeToken(ctx);
+  await tearDownAgentBoot(ctx);
   if (!powerOff) return {};
-  const power = powerOf(ctx);
+  const power = taskInterfaces(ctx).power;
   if (ctx.node.disablePowerOff) {
     await power.setPowerState(ctx.driver, 'rebooting');
     return { powerState: 'power on' };
@@ -287,7 +248,7 @@ export const provisionAction: Action = {
           event = 'Inspection boot cleaned up (agent ISO ejected, node powered off).';
         }
         // An abort marked for after a step that was not abortable: that step's end has torn the cleaning down already.
-        if (ctx.node.provisionState === ProvisionState.CLEANFAIL && ctx.node.deployInterface === 'direct' && ctx.node.lastError === null) {
+        if (ctx.node.provisionState === ProvisionState.CLEANFAIL && usesAgent(ctx) && ctx.node.lastError === null) {
           changes = await abortCleaning(ctx);
           event = changes.lastError as string;
         }
@@ -298,7 +259,7 @@ export const provisionAction: Action = {
             changes = ctx.node.cleanStep.abort_after === true ? {} : { cleanStep: marked };
             event = `Clean step "${stepId(marked as { interface: string; step: string })}" is not abortable: the cleaning is aborted once it has ended.`;
           } else {
-            changes = { ...(await abortCleaning(ctx)), provisionState: ProvisionState.CLEANFAIL, targetProvisionState: null, provisionUpdatedAt: new Date() };
+            changes = { ...(await abortCleaning(ctx)), ...eventChanges(ctx.node, 'abort') };
             event = changes.lastError as string;
           }
         }
@@ -332,7 +293,7 @@ export const provisionAction: Action = {
     // A tear-down that got as far as cleaning fails as cleaning does.
     const onFail = work === 'tear_down' && ctx.node.provisionState === ProvisionState.CLEANING ? ProvisionState.CLEANFAIL : args.onFail;
     const reason = error.message || String(error);
-    if (ctx.node.deployInterface === 'direct' && (work === 'deploy' || work === 'clean' || work === 'tear_down')) {
+    if (work === 'deploy' || work === 'clean' || work === 'tear_down') {
       const failed = agentStepFailureChanges(ctx.node, onFail === ProvisionState.DEPLOYFAIL ? 'deploy' : 'clean', error);
       if (onFail !== ProvisionState.DEPLOYFAIL && onFail !== ProvisionState.CLEANFAIL) failed.provisionState = onFail;
       return { ...failed, lastError: `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}` };

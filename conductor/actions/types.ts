@@ -5,7 +5,8 @@ import type { Node, NodeChanges } from '../../db/nodes.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import type { DriverContext } from '../../drivers/interfaces.js';
 import type { Task } from '../task-manager.js';
-import type { AgentServices } from '../agent-steps.js';
+import type { AgentSession } from '../../drivers/agent/session.js';
+import type { AgentServices } from '../steps.js';
 
 /** What an action sees: the task holding the node, its driver context, and the registry. */
 export interface ActionContext {
@@ -17,6 +18,8 @@ export interface ActionContext {
   log: Logger;
   /** Agent client and token store, where the conductor has them. */
   agent?: AgentServices;
+  /** The node's agent for this task, made on its first use (conductor/steps.ts agentOf). */
+  agentSession?: AgentSession;
 }
 
 /** The node fields an action changes, applied with the intent's outcome in one transaction. */

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Config } from '../../common/config.js';
-import { ProvisionState, WAIT_STATES } from '../../common/states.js';
+import { ProvisionState, WAIT_STATES, WORKING_NOT_WAITING, eventChanges, nextState } from '../../common/states.js';
 import { recordHistory } from '../../db/node-history.js';
 import { lockStalledNode, stalledNodes, updateNode } from '../../db/nodes.js';
 import { enqueueIntents } from '../../db/intents.js';
@@ -10,20 +10,6 @@ import type { PeriodicTask } from '../periodic.js';
 
 /** Ironic's last_error for an inspection whose agent never answered (cleanup_inspectwait_timeout). */
 const INSPECT_TIMEOUT = 'Timeout reached while inspecting the node. Please check if the ramdisk responsible for the inspection is running on the node.';
-
-/**
- * Transitional states and where a node left in one ends. The conductor doing the work holds
- * the node's reservation and a running intent; a node in such a state with neither (past a
- * grace period) has nobody working on it — Ironic's _check_orphan_nodes.
- */
-const TRANSITIONAL: Record<string, string> = {
-  [ProvisionState.VERIFYING]: ProvisionState.ENROLL,
-  [ProvisionState.INSPECTING]: ProvisionState.INSPECTFAIL,
-  [ProvisionState.CLEANING]: ProvisionState.CLEANFAIL,
-  [ProvisionState.DEPLOYING]: ProvisionState.DEPLOYFAIL,
-  [ProvisionState.DELETING]: ProvisionState.ERROR,
-  [ProvisionState.SERVICING]: ProvisionState.SERVICEFAIL,
-};
 
 export interface ProvisionChecksDeps {
   db: Knex;
@@ -52,14 +38,16 @@ export function provisionChecksTask(deps: ProvisionChecksDeps): PeriodicTask {
         const timeout = c[wait.timeoutOption];
         if (timeout > 0) olderThan[state] = new Date(now - timeout * 1000);
       }
-      // Work being done holds a reservation or an intent: an orphan has neither for this long.
+      // Work being done holds the node's reservation and a running intent; a node in a working
+      // state with neither for this long has nobody working on it (Ironic's _check_orphan_nodes), and fails.
       const grace = new Date(now - Math.max(c.heartbeat_timeout, c.orphaned_intent_timeout) * 1000);
-      for (const state of Object.keys(TRANSITIONAL)) olderThan[state] = grace;
+      for (const state of WORKING_NOT_WAITING) olderThan[state] = grace;
       const candidates = (await stalledNodes(deps.db, c.conductor_group, olderThan)).filter((n) => deps.owns(n.uuid));
       let failed = 0;
       for (const cand of candidates) {
         const wait = Object.hasOwn(WAIT_STATES, cand.provisionState) ? WAIT_STATES[cand.provisionState] : undefined;
-        const onFail = wait?.onTimeout ?? TRANSITIONAL[cand.provisionState];
+        const event = wait ? 'timeout' : 'fail';
+        const onFail = nextState(cand.provisionState, event);
         const inspecting = cand.provisionState === ProvisionState.INSPECTWAIT;
         const message = inspecting ? INSPECT_TIMEOUT : wait
           ? `Timeout reached while waiting for callback for node ${cand.uuid} (${wait.what}, [conductor] ${wait.timeoutOption} = ${c[wait.timeoutOption]} s).`
@@ -67,10 +55,7 @@ export function provisionChecksTask(deps: ProvisionChecksDeps): PeriodicTask {
         const done = await withTransaction(deps.db, async (trx) => {
           const node = await lockStalledNode(trx, cand.id, cand.provisionState, olderThan[cand.provisionState]);
           if (!node) return false;
-          await updateNode(trx, node.id, {
-            provisionState: onFail, targetProvisionState: null, provisionUpdatedAt: new Date(), lastError: message,
-            deployStep: {}, cleanStep: {},
-          });
+          await updateNode(trx, node.id, { ...eventChanges(node, event), lastError: message, deployStep: {}, cleanStep: {} });
           await recordHistory(trx, { nodeId: node.id, severity: 'ERROR', eventType: 'provisioning', conductor: deps.hostname, user: null, operation: null, event: message });
           // The agent's boot is torn down as an abort tears it down (eject, power off), by the node's conductor.
           if (inspecting) {

@@ -5,7 +5,8 @@
  * The ISO URL is handed to the BMC as is (Ironic's `ramdisk_image_download_source = http`).
  */
 import { BmcRejected, InvalidParameterValue, VirtualMediaUnavailable } from '../../common/errors.js';
-import type { BootInterface, DriverContext, InstanceBootRequest, VirtualMediaDevice, VirtualMediaSlot } from '../interfaces.js';
+import type { BootInterface, DriverContext, InstanceBootRequest, RamdiskBootRequest, VirtualMediaDevice, VirtualMediaSlot } from '../interfaces.js';
+import { NO_AGENT_BOOT_DEFAULTS, agentIso, type AgentBootDefaults } from '../agent-boot.js';
 import { statusError, type RedfishCall, type RedfishClient } from './client.js';
 import { patchSystem } from './management.js';
 import { isObject, prop, str, type Json } from './odata.js';
@@ -55,6 +56,7 @@ export class RedfishVirtualMediaBoot implements BootInterface {
   constructor(
     private readonly client: RedfishClient,
     private readonly retry: VirtualMediaRetry = DEFAULT_VMEDIA_RETRY,
+    private readonly agentBoot: AgentBootDefaults = NO_AGENT_BOOT_DEFAULTS,
   ) {}
 
   /** @throws InvalidDriverInfo */
@@ -92,6 +94,22 @@ export class RedfishVirtualMediaBoot implements BootInterface {
       // Some Supermicro BMCs reset the mode when the device is set (Ironic management.py).
       if (isSupermicro(system)) await this.syncBootMode(call, req.bootMode);
     }, this.extraMs);
+  }
+
+  /** The agent's ISO is found (driver_info deploy_iso, see agent-boot.ts). @throws MissingParameterValue | InvalidParameterValue */
+  validateRamdisk(nodeUuid: string, driverInfo: Readonly<Record<string, unknown>>): void {
+    agentIso({ uuid: nodeUuid, driverInfo }, this.agentBoot);
+  }
+
+  /** Ironic's prepare_ramdisk: the agent's ISO inserted and booted once (the boot device is not kept). */
+  async prepareRamdisk(ctx: DriverContext, req: RamdiskBootRequest): Promise<void> {
+    const iso = agentIso({ uuid: ctx.nodeUuid, driverInfo: ctx.driverInfo }, this.agentBoot);
+    await this.prepareInstance(ctx, { bootIso: iso, forcePersistentBootDevice: 'Never', ...(req.bootMode ? { bootMode: req.bootMode } : {}) });
+  }
+
+  /** Ironic's clean_up_ramdisk: what prepareRamdisk inserted ejected, the override cleared. */
+  cleanUpRamdisk(ctx: DriverContext): Promise<void> {
+    return this.cleanUpInstance(ctx);
   }
 
   /**

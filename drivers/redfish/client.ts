@@ -17,6 +17,7 @@ import { ConnectionFailure, exchange, pause, type BudgetSlot, type CallScope, ty
 import { errorMessage, isErrorBody, isObject, linkPath, messageIds, type Json } from './odata.js';
 import { Semaphore } from './semaphore.js';
 import { raceSignal, SessionCache } from './session-cache.js';
+import type { AgentBootDefaults } from '../agent-boot.js';
 
 /** The [redfish] options, in milliseconds where they are durations. */
 export interface RedfishOptions {
@@ -28,6 +29,8 @@ export interface RedfishOptions {
   timeoutMs: number;
   powerStateChangeTimeoutMs: number;
   /** Virtual media: the waits for an eject and the retries of an insert refused with 5xx (default 3 × 3 s, as Ironic). */
+  /** Where the agent's image is found when driver_info names none (`[conductor]` deploy_kernel/ramdisk). */
+  agentBoot?: AgentBootDefaults;
   vmediaRetry?: { attempts: number; intervalMs: number };
   /** How long a BMC's idle connection stays open, ms (default 30 s). */
   connectionKeepAliveMs?: number;

@@ -13,13 +13,15 @@ import { REDFISH_PROPERTIES } from './driver-info.js';
 import { RedfishInspect } from './inspect.js';
 import { RedfishManagement } from './management.js';
 import { RedfishPower } from './power.js';
+import { agentBootDefaults } from '../agent-boot.js';
+import { GENERIC_DEPLOY_INTERFACES } from '../deploy/index.js';
 
 export type { RedfishOptions } from './client.js';
 
 export const redfishHardware: HardwareType = {
   name: 'redfish',
   supported: {
-    bios: ['no-bios'], boot: ['redfish-virtual-media'], console: ['no-console'], deploy: ['ramdisk', 'direct'], firmware: ['no-firmware'],
+    bios: ['no-bios'], boot: ['redfish-virtual-media'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['no-firmware'],
     inspect: ['redfish', 'agent', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['no-raid'],
     rescue: ['no-rescue'], storage: ['noop'], vendor: ['no-vendor'],
   },
@@ -37,6 +39,7 @@ export function redfishOptions(config: Readonly<Config>): RedfishOptions {
     authType: r.auth_type,
     timeoutMs: r.request_timeout * 1000,
     powerStateChangeTimeoutMs: r.power_state_change_timeout * 1000,
+    agentBoot: agentBootDefaults(config.conductor),
   };
 }
 
@@ -53,7 +56,7 @@ export class RedfishDriver {
     this.client = new RedfishClient(options, log.child({ driver: 'redfish' }), budget);
     this.power = new RedfishPower(this.client);
     this.management = new RedfishManagement(this.client);
-    this.boot = new RedfishVirtualMediaBoot(this.client, options.vmediaRetry);
+    this.boot = new RedfishVirtualMediaBoot(this.client, options.vmediaRetry, options.agentBoot);
     this.inspect = new RedfishInspect(this.client);
   }
 

@@ -1,0 +1,532 @@
+/**
+ * The step framework (Ironic's conductor/steps.py, deployments.py and cleaning.py, with
+ * agent_base's heartbeat handling): one place that collects a node's steps from its
+ * interfaces' declarations and its agent, plans a run (config overrides, the user's steps,
+ * priority 0 left out, Ironic's interface tie-break), and runs it.
+ *
+ * A run is persisted state: its steps and the index of the current one live in
+ * driver_internal_info, the current step is written before it runs, and a step handed to the
+ * agent leaves the node waiting (`wait call-back`, `clean wait`) until a heartbeat queues an
+ * `agent_continue` intent that carries the run on here. No worker waits for an agent.
+ */
+import { AgentStepFailed, InvalidParameterValue, UnsupportedDriverExtension } from '../common/errors.js';
+import { ProvisionState, eventChanges, nextState } from '../common/states.js';
+import { sortSteps, type UserStep } from '../common/steps.js';
+import type { Config } from '../common/config.js';
+import type { Node, NodeChanges } from '../db/nodes.js';
+import type { AgentClient, AgentCommand } from '../drivers/agent/client.js';
+import { AgentSession, completedCommand, freshlyBooted, isVersionMismatch, shownStep, type AgentStepKind } from '../drivers/agent/session.js';
+import { commandError } from '../drivers/agent/client.js';
+import { bootAgent } from '../drivers/deploy/agent-base.js';
+import type { BootInterface, DeployInterface, GenericInterface, InterfaceKind, ManagementInterface, PowerInterface } from '../drivers/interfaces.js';
+import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type StepKind } from '../drivers/steps.js';
+import type { ActionContext } from './actions/types.js';
+
+export { stepId, type PlannedStep } from '../drivers/steps.js';
+
+/** What the conductor gives actions that talk to agents. */
+export interface AgentServices {
+  client: AgentClient;
+  /** The node's agent token, or null. */
+  tokenOf(nodeId: number): Promise<string | null>;
+  /** Forgets the node's token: its agent's work is over. */
+  wipeToken(nodeId: number): Promise<void>;
+  /** The MAC addresses of the node's ports, sent to the agent as Ironic sends its ports. */
+  portsOf(nodeId: number): Promise<Array<{ address: string }>>;
+  config: { agent: Config['agent']; deploy: Config['deploy'] };
+}
+
+/** The kinds of run that go through the agent and persist their steps. */
+export type RunKind = AgentStepKind;
+
+/**
+ * What a run (or a step of it) comes to: wait for the agent, with the node's changes that say
+ * so (written with the task's outcome, not apart from it); or done; or, for cleaning, aborted
+ * after a step that was not abortable (`abort_after`).
+ */
+export type StepOutcome = { wait: true; changes: NodeChanges } | { wait: false; abortAfter?: true; powerState?: RunRecord['powerState'] };
+
+const DII_STEPS: Record<RunKind, string> = { deploy: 'deploy_steps', clean: 'clean_steps' };
+const DII_INDEX: Record<RunKind, string> = { deploy: 'deploy_step_index', clean: 'clean_step_index' };
+const DII_CACHED: Record<RunKind, string> = { deploy: 'agent_cached_deploy_steps', clean: 'agent_cached_clean_steps' };
+const DII_VERSION: Record<RunKind, string> = { deploy: 'agent_deploy_version', clean: 'agent_clean_version' };
+/** What driver_internal_info keeps only while an agent works on the node. */
+const AGENT_KEYS = ['agent_url', 'agent_version', 'agent_last_heartbeat', 'agent_verify_ca'];
+
+/** The node's state while the conductor runs a step, and while it waits for the agent. */
+const RUNNING: Record<RunKind, string> = { deploy: ProvisionState.DEPLOYING, clean: ProvisionState.CLEANING };
+const WAITING: Record<RunKind, string> = { deploy: nextState(RUNNING.deploy, 'wait'), clean: nextState(RUNNING.clean, 'wait') };
+
+/** The interfaces whose declarations a node's steps come from. */
+const STEP_INTERFACE_KINDS: readonly InterfaceKind[] = ['vendor', 'power', 'management', 'firmware', 'deploy', 'bios', 'raid'];
+
+function dii(ctx: ActionContext): Record<string, unknown> {
+  return ctx.node.driverInternalInfo ?? {};
+}
+
+/** driver_internal_info without the agent's connection details and this run's steps. */
+export function wipedInternalInfo(info: Record<string, unknown>, kind?: RunKind): Record<string, unknown> {
+  const out = { ...info };
+  for (const k of AGENT_KEYS) delete out[k];
+  for (const t of kind ? [kind] : (['deploy', 'clean'] as RunKind[])) {
+    delete out[DII_STEPS[t]];
+    delete out[DII_INDEX[t]];
+    delete out[DII_CACHED[t]];
+    delete out[DII_VERSION[t]];
+  }
+  return out;
+}
+
+/** The changes that end a run (success or failure): its steps and the agent's connection forgotten. */
+export function endOfRunChanges(node: Node, kind: RunKind): NodeChanges {
+  return { driverInternalInfo: wipedInternalInfo(node.driverInternalInfo ?? {}, kind), [`${kind}Step`]: {} } as NodeChanges;
+}
+
+function enabled<K extends InterfaceKind>(ctx: ActionContext, kind: K) {
+  const name = ctx.node[`${kind}Interface`];
+  const impl = ctx.registry.impl(kind, name);
+  if (!impl) throw new UnsupportedDriverExtension(`${kind[0].toUpperCase()}${kind.slice(1)} interface ${name} is not enabled on this conductor.`);
+  return impl;
+}
+
+/** The node's deploy interface. @throws UnsupportedDriverExtension when it is not enabled here */
+export function deployOf(ctx: ActionContext): DeployInterface {
+  return enabled(ctx, 'deploy') as DeployInterface;
+}
+
+/** Whether the node's deploy interface works through the agent (false when it is not enabled here). */
+export function usesAgent(ctx: ActionContext): boolean {
+  return (ctx.registry.impl('deploy', ctx.node.deployInterface) as DeployInterface | undefined)?.usesAgent === true;
+}
+
+/**
+ * The node's agent for this task (its token and ports read once), made on first use.
+ * @throws UnsupportedDriverExtension where the conductor has no agent client
+ */
+export function agentOf(ctx: ActionContext): AgentSession {
+  if (ctx.agentSession) return ctx.agentSession;
+  const services = ctx.agent;
+  if (!services) throw new UnsupportedDriverExtension('This conductor has no agent client.');
+  const id = ctx.node.id;
+  const { command_wait_attempts: attempts, command_wait_interval: interval } = services.config.agent;
+  ctx.agentSession = new AgentSession(() => ctx.node, {
+    client: services.client,
+    tokenOf: () => services.tokenOf(id),
+    wipeToken: () => services.wipeToken(id),
+    portsOf: () => services.portsOf(id),
+    poll: { attempts, intervalMs: interval * 1000 },
+  });
+  return ctx.agentSession;
+}
+
+/** What a run learns of the node as its steps go: the power state they last set. */
+export interface RunRecord {
+  powerState?: 'power on' | 'power off';
+}
+
+/** The power interface, with what it is asked to set recorded, so that the run's outcome says it. */
+function recordingPower(power: PowerInterface, record: RunRecord): PowerInterface {
+  return {
+    validate: (info) => power.validate(info),
+    getPowerState: (d) => power.getPowerState(d),
+    getSupportedPowerStates: (d) => power.getSupportedPowerStates(d),
+    async setPowerState(d, target, timeout) {
+      await power.setPowerState(d, target, timeout);
+      record.powerState = target === 'power off' || target === 'soft power off' ? 'power off' : 'power on';
+    },
+  };
+}
+
+/** The task's node, interfaces and agent as a step or a deploy interface sees them, resolved when first used. */
+export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit<StepContext, 'step' | 'info' | 'resume'> {
+  return {
+    get node() {
+      return ctx.node;
+    },
+    driver: ctx.driver, log: ctx.log,
+    get power() {
+      return recordingPower(enabled(ctx, 'power') as PowerInterface, record);
+    },
+    get boot() {
+      return enabled(ctx, 'boot') as BootInterface;
+    },
+    get management() {
+      return enabled(ctx, 'management') as ManagementInterface;
+    },
+    agent: () => agentOf(ctx),
+  };
+}
+
+/** What a step's `run` sees of the task. */
+function stepContext(ctx: ActionContext, step: PlannedStep, info: Record<string, unknown>, resume: boolean, record: RunRecord): StepContext {
+  return Object.assign(taskInterfaces(ctx, record), { step, info, resume });
+}
+
+/** A step an interface of the node declares, with the interface it is on. */
+interface Declared {
+  interface: InterfaceKind;
+  decl: StepDeclaration;
+}
+
+/** Every step of `kind` the node's enabled interfaces declare (Ironic's _get_steps). */
+function declaredSteps(ctx: Pick<ActionContext, 'node' | 'registry'>, kind: StepKind): Declared[] {
+  const out: Declared[] = [];
+  for (const iface of STEP_INTERFACE_KINDS) {
+    const impl = ctx.registry.impl(iface, ctx.node[`${iface}Interface`]) as GenericInterface | DeployInterface | undefined;
+    for (const decl of impl?.steps ?? []) {
+      if (decl.priority[kind] !== undefined) out.push({ interface: iface, decl });
+    }
+  }
+  return out;
+}
+
+function declarationOf(ctx: ActionContext, kind: StepKind, step: { interface: string; step: string }): StepDeclaration | undefined {
+  return declaredSteps(ctx, kind).find((d) => d.interface === step.interface && d.decl.step === step.step)?.decl;
+}
+
+function planned(d: Declared, kind: StepKind): PlannedStep {
+  const s: PlannedStep = { interface: d.interface, step: d.decl.step, priority: d.decl.priority[kind] ?? 0, args: {}, inband: false };
+  if (kind === 'clean') s.abortable = d.decl.abortable === true;
+  return s;
+}
+
+/**
+ * Priority overrides from the config (Ironic's `[deploy] erase_devices_priority` and
+ * `erase_devices_metadata_priority`, applied to the agent's steps of those names).
+ */
+function priorityOverrides(ctx: ActionContext): Record<string, number> {
+  const d = ctx.agent?.config.deploy;
+  const out: Record<string, number> = {};
+  if (d && d.erase_devices_priority >= 0) out['deploy.erase_devices'] = d.erase_devices_priority;
+  if (d && d.erase_devices_metadata_priority >= 0) out['deploy.erase_devices_metadata'] = d.erase_devices_metadata_priority;
+  return out;
+}
+
+/**
+ * Checks the user's arguments against a declared step's argsinfo (Ironic's _validate_user_step);
+ * a declaration without argsinfo takes any.
+ */
+function checkArgs(kind: StepKind, user: UserStep, decl: StepDeclaration | undefined): string[] {
+  if (!decl?.argsInfo) return [];
+  const errors: string[] = [];
+  const args = user.args ?? {};
+  const unexpected = Object.keys(args).filter((a) => !Object.hasOwn(decl.argsInfo!, a));
+  if (unexpected.length) errors.push(`${kind} step ${stepId(user)} has these unexpected arguments: ${unexpected.join(', ')}`);
+  if (kind !== 'deploy' || (user.priority ?? 1) > 0) {
+    const missing = Object.entries(decl.argsInfo).filter(([a, info]) => info.required && !Object.hasOwn(args, a))
+      .map(([a, info]) => (info.description ? `${a} (${info.description})` : a));
+    if (missing.length) errors.push(`${kind} step ${stepId(user)} is missing these required arguments: ${missing.join(', ')}`);
+  }
+  return errors;
+}
+
+/**
+ * The deploy steps of a deploy (Ironic's set_node_deployment_steps): the deploy interface's and
+ * the other interfaces' declarations, the user's deploy_steps (1.69) over them (same step →
+ * their priority and args; priority 0 leaves it out), sorted. A user step no interface declares
+ * must be one of the agent's in-band steps, checked once they are known.
+ * @throws InvalidParameterValue for a user step's bad arguments
+ */
+export function deploySteps(ctx: Pick<ActionContext, 'node' | 'registry'>, user: readonly UserStep[] | undefined): PlannedStep[] {
+  const declared = declaredSteps(ctx, 'deploy');
+  const steps = declared.map((d) => planned(d, 'deploy'));
+  const errors: string[] = [];
+  for (const u of user ?? []) {
+    const i = steps.findIndex((s) => s.interface === u.interface && s.step === u.step);
+    if (i >= 0) {
+      errors.push(...checkArgs('deploy', u, declared[i].decl));
+      if (u.priority !== undefined) steps[i].priority = u.priority;
+      if (u.args) steps[i].args = u.args;
+    } else {
+      steps.push({ interface: u.interface, step: u.step, priority: u.priority ?? 0, args: u.args ?? {}, inband: true });
+    }
+  }
+  if (errors.length) throw new InvalidParameterValue(errors.join('; '));
+  return sortSteps(steps.filter((s) => s.priority > 0));
+}
+
+/**
+ * The clean steps of a cleaning (Ironic's set_node_cleaning_steps): automated, the declared and
+ * the agent's steps (when the agent runs) with the config's overrides, priority 0 left out,
+ * sorted; manual, the steps asked for in their order, each of which must exist.
+ * @throws InvalidParameterValue for a step that does not exist or bad arguments
+ */
+function cleanSteps(ctx: ActionContext, agentSteps: readonly PlannedStep[], manual: readonly UserStep[] | undefined): PlannedStep[] {
+  const declared = declaredSteps(ctx, 'clean');
+  const oob = declared.map((d) => planned(d, 'clean'));
+  const all = [...oob, ...agentSteps.filter((a) => !oob.some((o) => o.interface === a.interface && o.step === a.step))];
+  if (!manual) {
+    const overrides = priorityOverrides(ctx);
+    return sortSteps(all.map((s) => ({ ...s, priority: Object.hasOwn(overrides, stepId(s)) ? overrides[stepId(s)] : s.priority })).filter((s) => s.priority > 0));
+  }
+  const errors: string[] = [];
+  const steps = manual.map((m) => {
+    const known = all.find((s) => s.interface === m.interface && s.step === m.step);
+    if (!known) {
+      errors.push(`Node ${ctx.node.uuid} has no clean step "${m.step}" on its ${m.interface} interface${usesAgent(ctx) ? ' (nor does its agent)' : ` (${String(ctx.node[`${m.interface}Interface` as keyof Node] ?? 'none')})`}.`);
+      return known;
+    }
+    errors.push(...checkArgs('clean', m, declared.find((d) => d.interface === m.interface && d.decl.step === m.step)?.decl));
+    return { ...known, args: m.args ?? {} };
+  });
+  if (errors.length) throw new InvalidParameterValue(errors.join('; '));
+  return steps as PlannedStep[];
+}
+
+/** Whether a cleaning needs the agent booted (Ironic's prepare_cleaning, all_steps_disable_ramdisk). */
+export function cleaningNeedsAgent(ctx: ActionContext, manual: readonly UserStep[] | undefined, disableRamdisk: boolean): boolean {
+  if (!usesAgent(ctx) || disableRamdisk) return false;
+  if (!manual) return true;
+  const declared = declaredSteps(ctx, 'clean');
+  // Ironic boots no ramdisk when every requested step can run without one.
+  return !manual.every((s) => declared.some((d) => d.interface === s.interface && d.decl.step === s.step && d.decl.requiresRamdisk === false));
+}
+
+function stepsOf(info: Record<string, unknown>, kind: RunKind): PlannedStep[] {
+  const v = info[DII_STEPS[kind]];
+  return Array.isArray(v) ? (v as PlannedStep[]) : [];
+}
+
+function indexOf(info: Record<string, unknown>, kind: RunKind): number {
+  return typeof info[DII_INDEX[kind]] === 'number' ? (info[DII_INDEX[kind]] as number) : 0;
+}
+
+/** The node's changes that make it wait for its agent (its run's `wait` event). */
+function waitChanges(ctx: ActionContext, kind: RunKind, info: Record<string, unknown>): NodeChanges {
+  return { ...eventChanges({ provisionState: RUNNING[kind], targetProvisionState: ctx.node.targetProvisionState }, 'wait'), driverInternalInfo: { ...info } };
+}
+
+/** The agent command that carries a step out, or undefined for one run by the conductor alone. */
+function agentCommandOf(ctx: ActionContext, kind: RunKind, step: PlannedStep): string | undefined {
+  if (step.inband || declarationOf(ctx, kind, step)?.sendsAgentStep) return `${kind}.execute_${kind}_step`;
+  return undefined;
+}
+
+/** The declaration of a step of `kind` on the node's interfaces, if one declares it. */
+export function declaredStep(ctx: ActionContext, kind: StepKind, step: { interface: string; step: string }): StepDeclaration | undefined {
+  return declarationOf(ctx, kind, step);
+}
+
+/**
+ * Runs a declared step outside a persisted run (servicing's steps, which no agent carries on).
+ * @returns what it came to, and the power state it left
+ */
+export async function runDeclaredStep(ctx: ActionContext, kind: StepKind, decl: StepDeclaration, step: PlannedStep): Promise<{ run: 'done' | 'wait'; powerState?: RunRecord['powerState'] }> {
+  const record: RunRecord = {};
+  const run = await decl.run(stepContext(ctx, step, { ...dii(ctx) }, false, record), step.args);
+  return { run, powerState: record.powerState };
+}
+
+/** Runs one step: an in-band one on the agent, a declared one through its interface. */
+async function runStep(ctx: ActionContext, kind: RunKind, step: PlannedStep, info: Record<string, unknown>, resume: boolean, record: RunRecord): Promise<'done' | 'wait'> {
+  if (step.inband) return agentOf(ctx).executeStep(kind, step, info[DII_VERSION[kind]], resume);
+  const decl = declarationOf(ctx, kind, step);
+  if (!decl) throw new InvalidParameterValue(`Node ${ctx.node.uuid} has no ${kind} step ${stepId(step)}.`);
+  return decl.run(stepContext(ctx, step, info, resume, record), step.args);
+}
+
+/**
+ * Runs the steps from `from` on. Writes the current step before running it, so that a crash
+ * leaves the node showing where it was; the wait that follows a step handed to the agent is
+ * the task's outcome to write. `resume`: step `from` may have been started by a run cut short,
+ * so its agent commands are sent once.
+ */
+async function runSteps(ctx: ActionContext, kind: RunKind, info: Record<string, unknown>, from: number, resume = false): Promise<StepOutcome> {
+  const steps = stepsOf(info, kind);
+  const record: RunRecord = {};
+  for (let i = from; i < steps.length; i++) {
+    const step = steps[i];
+    info[DII_INDEX[kind]] = i;
+    const quiet = !step.inband && declarationOf(ctx, kind, step)?.noOp === true && i + 1 < steps.length;
+    if (!quiet) {
+      await ctx.task.progress({ provisionState: RUNNING[kind], [`${kind}Step`]: shownStep(step), driverInternalInfo: { ...info } } as NodeChanges);
+    }
+    let run: 'done' | 'wait';
+    try {
+      run = await runStep(ctx, kind, step, info, resume && i === from, record);
+    } catch (err) {
+      // A run without an agent fails as its BMC call did (retried when that may help); an agent
+      // run's failure names its step, and is not retried: the agent has moved on meanwhile.
+      if (!usesAgent(ctx)) throw err;
+      const msg = (err as Error).message;
+      throw new AgentStepFailed(msg.includes(stepId(step)) ? msg : `${kind === 'deploy' ? 'Deploy' : 'Clean'} step ${stepId(step)} failed: ${msg}`);
+    }
+    if (run === 'wait') return { wait: true, changes: waitChanges(ctx, kind, info) };
+  }
+  return record.powerState ? { wait: false, powerState: record.powerState } : { wait: false };
+}
+
+/** Asks the agent for its steps and keeps them in driver_internal_info. */
+async function refreshSteps(ctx: ActionContext, kind: RunKind, info: Record<string, unknown>): Promise<PlannedStep[]> {
+  const { steps, version } = await agentOf(ctx).getSteps(kind);
+  info[DII_CACHED[kind]] = steps.map(shownStep);
+  info[DII_VERSION[kind]] = version;
+  return steps;
+}
+
+/**
+ * Starts a deploy: its steps planned and kept, then run from the first (the deploy
+ * interface's core `deploy` step). An agent deploy then waits in `wait call-back`.
+ */
+export async function startDeploy(ctx: ActionContext, user: readonly UserStep[] | undefined): Promise<StepOutcome> {
+  const info = wipedInternalInfo(dii(ctx), 'deploy');
+  info[DII_STEPS.deploy] = deploySteps(ctx, user);
+  return runSteps(ctx, 'deploy', info, 0);
+}
+
+/**
+ * Starts a cleaning. Through the agent: it is booted, and the node waits in `clean wait` with
+ * no step yet (the changes returned), its steps decided once the agent offers its own.
+ * Otherwise the declared steps run now. `pending` changes go with the cleaning's first write.
+ */
+export async function startCleaning(ctx: ActionContext, manual: readonly UserStep[] | undefined, disableRamdisk: boolean, pending: NodeChanges = {}): Promise<StepOutcome> {
+  const info = wipedInternalInfo(dii(ctx), 'clean');
+  if (cleaningNeedsAgent(ctx, manual, disableRamdisk)) {
+    if (manual) info.clean_steps_requested = manual;
+    else delete info.clean_steps_requested;
+    await ctx.task.progress({ ...pending, cleanStep: {}, driverInternalInfo: info });
+    await bootAgent(taskInterfaces(ctx));
+    return { wait: true, changes: { ...waitChanges(ctx, 'clean', info), powerState: 'power on' } };
+  }
+  info[DII_STEPS.clean] = cleanSteps(ctx, [], manual);
+  if (Object.keys(pending).length) await ctx.task.progress(pending);
+  return runSteps(ctx, 'clean', info, 0);
+}
+
+/**
+ * What a heartbeat asks of the conductor (an `agent_continue` intent): in `wait call-back` and
+ * `clean wait`, look at the agent's commands and carry on when the current step is done
+ * (Ironic's _heartbeat_deploy_wait / _heartbeat_clean_wait and process_next_step).
+ */
+export async function continueFromHeartbeat(ctx: ActionContext, kind: RunKind): Promise<StepOutcome> {
+  const info = { ...dii(ctx) };
+  if (ctx.node.provisionState === RUNNING[kind]) return resumeCutShort(ctx, kind, info);
+  if (kind === 'clean' && Object.keys(ctx.node.cleanStep ?? {}).length === 0) {
+    // The agent just booted for cleaning: its steps decide what runs.
+    const agentSteps = await refreshSteps(ctx, 'clean', info);
+    info[DII_STEPS.clean] = cleanSteps(ctx, agentSteps, info.clean_steps_requested as UserStep[] | undefined);
+    delete info.clean_steps_requested;
+    return runSteps(ctx, 'clean', info, 0);
+  }
+  if (kind === 'deploy' && !info[DII_CACHED.deploy]) {
+    const agentSteps = await refreshSteps(ctx, 'deploy', info);
+    // User steps that only the agent has must be among its steps now.
+    info[DII_STEPS.deploy] = stepsOf(info, 'deploy').map((s) => {
+      if (!s.inband) return s;
+      const found = agentSteps.find((a) => a.interface === s.interface && a.step === s.step);
+      if (!found) throw new InvalidParameterValue(`Deploy step ${stepId(s)} has not been found among the agent's steps.`);
+      return { ...found, priority: s.priority, args: s.args };
+    });
+  }
+  return carryOn(ctx, kind, info, await agentOf(ctx).getCommands());
+}
+
+/**
+ * The run an `agent_continue` carries on: the node waits for its agent, or shows a step of a
+ * run still running (its conductor died, see resumeCutShort). Undefined otherwise.
+ */
+export function runToContinue(node: Node): RunKind | undefined {
+  for (const kind of ['deploy', 'clean'] as const) {
+    if (node.provisionState === WAITING[kind]) return kind;
+    const info = node.driverInternalInfo ?? {};
+    if (node.provisionState === RUNNING[kind] && stepsOf(info, kind)[indexOf(info, kind)] !== undefined) return kind;
+  }
+  return undefined;
+}
+
+/**
+ * Carries on a run whose conductor died while it ran a step: the node still shows it running,
+ * at the step recorded before it began (runSteps). A step the agent carries out is looked up
+ * in the agent's command list first: one the agent has (running or ended) is taken as a
+ * heartbeat takes it, so the node waits for it or goes on; else the step runs again. A step the
+ * conductor runs sends its agent commands once (AgentSession.sendOnce). What the conductor
+ * does at the BMC (power, boot device) is simply done again.
+ */
+async function resumeCutShort(ctx: ActionContext, kind: RunKind, info: Record<string, unknown>): Promise<StepOutcome> {
+  const index = indexOf(info, kind);
+  const step = stepsOf(info, kind)[index];
+  const name = agentCommandOf(ctx, kind, step);
+  if (name) {
+    const agent = agentOf(ctx);
+    const commands = await agent.getCommands();
+    if (agent.hasAlready(commands, name, shownStep(step))) return carryOn(ctx, kind, info, commands);
+  }
+  ctx.log.info({ step: stepId(step) }, `repeating ${kind} step cut short by its conductor's stop`);
+  // A step the agent runs was just looked up and is not there: it is sent, not looked up again.
+  return runSteps(ctx, kind, info, index, name === undefined);
+}
+
+/**
+ * What the agent's commands say of the current step (Ironic's process_next_step): still running
+ * (wait), failed, refused for a version mismatch (run again), or done (the next step).
+ */
+async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, unknown>, commands: AgentCommand[]): Promise<StepOutcome> {
+  const index = indexOf(info, kind);
+  // A run cut short left the node showing the step running: waiting, it waits again from now.
+  const resumed = ctx.node.provisionState === RUNNING[kind];
+  const current = (kind === 'deploy' ? ctx.node.deployStep : ctx.node.cleanStep) ?? {};
+  // Ironic's continue_node_clean: the step asked to be aborted after has ended, so the cleaning ends.
+  const next = (): Promise<StepOutcome> => (kind === 'clean' && current.abort_after === true ? Promise.resolve({ wait: false, abortAfter: true }) : runSteps(ctx, kind, info, index + 1));
+  if (freshlyBooted(commands, kind)) return next();
+  const done = completedCommand(commands, kind, current);
+  const what = `${kind === 'deploy' ? 'Deploy' : 'Clean'} step ${stepId(current as { interface: string; step: string })}`;
+  if (!done) {
+    if (resumed) return { wait: true, changes: waitChanges(ctx, kind, info) };
+    // Still running: the heartbeat already moved the deadline on.
+    return { wait: true, changes: info[DII_CACHED[kind]] !== dii(ctx)[DII_CACHED[kind]] ? { driverInternalInfo: info } : {} };
+  }
+  if (done.command_status === 'FAILED') throw new AgentStepFailed(`${what} failed on node ${ctx.node.uuid}. ${commandError(done)}`);
+  if (isVersionMismatch(done)) {
+    // The agent's hardware managers changed: learn its steps again and run the step again.
+    await refreshSteps(ctx, kind, info);
+    return runSteps(ctx, kind, info, index);
+  }
+  if (done.command_status !== 'SUCCEEDED') {
+    throw new AgentStepFailed(`Agent returned unknown status for ${kind} step ${stepId(current as { interface: string; step: string })} on node ${ctx.node.uuid} : ${done.command_status}.`);
+  }
+  if (stepsOf(info, kind)[index]?.reboot_requested) {
+    await (enabled(ctx, 'power') as PowerInterface).setPowerState(ctx.driver, 'rebooting');
+    return { wait: true, changes: resumed ? waitChanges(ctx, kind, info) : { driverInternalInfo: info, provisionUpdatedAt: new Date() } };
+  }
+  return next();
+}
+
+/**
+ * Ironic's tear_down_cleaning: the agent's boot undone and the node powered off; the token
+ * goes with the agent.
+ */
+export async function tearDownCleaning(ctx: ActionContext): Promise<void> {
+  const boot = enabled(ctx, 'boot') as BootInterface;
+  await (boot.cleanUpRamdisk ?? boot.cleanUpInstance).call(boot, ctx.driver);
+  if (!ctx.node.disablePowerOff) await (enabled(ctx, 'power') as PowerInterface).setPowerState(ctx.driver, 'power off');
+  await agentOf(ctx).wipeToken();
+}
+
+/**
+ * Ironic's do_node_clean_abort: the cleaning torn down, and last_error says which step it
+ * stopped at (get_last_error).
+ */
+export async function abortCleaning(ctx: ActionContext): Promise<NodeChanges> {
+  const step = ctx.node.cleanStep;
+  await tearDownCleaning(ctx);
+  let lastError = 'By request, the clean operation was aborted';
+  if (step && Object.keys(step).length) lastError += ` during or after the completion of step "${stepId(step as { interface: string; step: string })}"`;
+  const changes: NodeChanges = { lastError, cleanStep: {}, driverInternalInfo: wipedInternalInfo(ctx.node.driverInternalInfo ?? {}, 'clean') };
+  if (!ctx.node.disablePowerOff) changes.powerState = 'power off';
+  return changes;
+}
+
+/**
+ * Boots the agent for in-band inspection (Ironic's managed boot of the inspector): the boot
+ * interface must be able to boot it.
+ */
+export async function bootAgentForInspection(ctx: ActionContext): Promise<void> {
+  await bootAgent(taskInterfaces(ctx));
+}
+
+/** Ironic's tear_down_managed_boot: the agent's boot undone, its token wiped. */
+export async function tearDownAgentBoot(ctx: ActionContext): Promise<void> {
+  const boot = enabled(ctx, 'boot') as BootInterface;
+  await (boot.cleanUpRamdisk ?? boot.cleanUpInstance).call(boot, ctx.driver);
+  if (ctx.agent) await agentOf(ctx).wipeToken();
+}

@@ -1,0 +1,114 @@
+/**
+ * What every deploy interface that works through ironic-python-agent shares (Ironic's
+ * agent_base: AgentBaseMixin, AgentOobStepsMixin, and the deploy step that boots the agent):
+ * booting the agent, its core `deploy` step, and the out-of-band steps that end a deploy.
+ */
+import { InvalidParameterValue } from '../../common/errors.js';
+import { parseCapabilities } from '../../common/capabilities.js';
+import { backoffCeilingMs } from '../../common/backoff.js';
+import type { BootInterface, DeployValidation } from '../interfaces.js';
+import type { StepContext, StepDeclaration } from '../steps.js';
+
+/** `[agent]` options the agent's deploy steps read. */
+export interface AgentDeployOptions {
+  /** `[agent] post_deploy_get_power_state_retries`. */
+  powerOffRetries: number;
+  /** `[agent] post_deploy_get_power_state_retry_interval`, in ms. */
+  powerOffRetryIntervalMs: number;
+}
+
+/** The node's boot mode when its capabilities name one. */
+export function capabilityBootMode(properties: Readonly<Record<string, unknown>>): 'uefi' | 'bios' | undefined {
+  const mode = parseCapabilities(properties.capabilities).boot_mode;
+  return mode === 'uefi' || mode === 'bios' ? mode : undefined;
+}
+
+/**
+ * Boots the agent (Ironic's prepare_ramdisk + reboot): a new agent gets a new token, so the
+ * old one and the old agent URL are forgotten first; the boot interface sets the agent's
+ * image up for the next boot; the node is powered on (or restarted).
+ */
+export async function bootAgent(ctx: Pick<StepContext, 'node' | 'driver' | 'boot' | 'power' | 'agent'>): Promise<void> {
+  await ctx.agent().wipeToken();
+  if (!ctx.boot.prepareRamdisk) throw new InvalidParameterValue(AGENT_BOOT_UNSUPPORTED);
+  const mode = capabilityBootMode(ctx.node.properties);
+  await ctx.boot.prepareRamdisk(ctx.driver, mode ? { bootMode: mode } : {});
+  const state = await ctx.power.getPowerState(ctx.driver);
+  await ctx.power.setPowerState(ctx.driver, state === 'power on' ? 'rebooting' : 'power on');
+}
+
+const AGENT_BOOT_UNSUPPORTED = 'Invalid configuration: the boot interface cannot boot the agent ISO; use a boot interface with virtual media (redfish-virtual-media).';
+
+/** The boot interface can boot the agent, and finds the agent's image. @throws InvalidParameterValue | MissingParameterValue */
+export function validateAgentBoot(node: Pick<DeployValidation, 'uuid' | 'driverInfo'>, boot: BootInterface | undefined): void {
+  if (!boot?.prepareRamdisk || !boot.validateRamdisk) throw new InvalidParameterValue(AGENT_BOOT_UNSUPPORTED);
+  boot.validate(node.driverInfo);
+  boot.validateRamdisk(node.uuid, node.driverInfo);
+}
+
+/**
+ * tear_down_agent: the agent powers the node off (standby.power_off); the BMC is read up to
+ * `powerOffRetries` times, then the node is forced off. With disable_power_off the agent locks
+ * the node down instead. The token and agent URL are forgotten: this agent's work is done.
+ */
+async function tearDownAgent(ctx: StepContext, opts: AgentDeployOptions): Promise<void> {
+  const agent = ctx.agent();
+  if (ctx.node.disablePowerOff) {
+    await agent.sendOnce(ctx.resume, 'system.lockdown', {}, false).catch((err: Error) => {
+      ctx.log.warn({ err: err.message }, 'agent lockdown failed');
+    });
+  } else {
+    let off = false;
+    try {
+      // An agent already gone (powered off, or its token wiped by a run cut short) is forced off below.
+      await agent.sendOnce(ctx.resume, 'standby.power_off', {}, false);
+      for (let i = 0; i < opts.powerOffRetries && !off; i++) {
+        await new Promise((r) => setTimeout(r, backoffCeilingMs(i + 1, 200, opts.powerOffRetryIntervalMs)));
+        off = (await ctx.power.getPowerState(ctx.driver)) === 'power off';
+      }
+    } catch (err) {
+      ctx.log.warn({ err: (err as Error).message }, 'soft power off through the agent failed; forcing it off');
+    }
+    if (!off) await ctx.power.setPowerState(ctx.driver, 'power off');
+  }
+  await agent.wipeToken();
+}
+
+/** The core deploy step of an agent deploy: the agent is booted, and its heartbeats carry the run on. */
+export const BOOT_AGENT_STEP: StepDeclaration = {
+  step: 'deploy', priority: { deploy: 100 },
+  async run(ctx) {
+    await bootAgent(ctx);
+    return 'wait';
+  },
+};
+
+/** Ironic's AgentOobStepsMixin: the out-of-band steps that end an agent deploy. */
+export function agentOobSteps(opts: AgentDeployOptions): StepDeclaration[] {
+  return [
+    {
+      step: 'tear_down_agent', priority: { deploy: 40 },
+      async run(ctx) {
+        await tearDownAgent(ctx, opts);
+        return 'done';
+      },
+    },
+    // Galvanic has no tenant networks to switch to.
+    { step: 'switch_to_tenant_network', priority: { deploy: 30 }, noOp: true, run: async () => 'done' },
+    {
+      step: 'boot_instance', priority: { deploy: 20 },
+      async run(ctx) {
+        await ctx.power.setPowerState(ctx.driver, 'power on');
+        return 'done';
+      },
+    },
+  ];
+}
+
+/** Ironic's AgentDeploy.tear_down (and RamdiskDeploy's): the boot undone, the node powered off. */
+export async function tearDownInstance(ctx: Pick<StepContext, 'node' | 'driver' | 'boot' | 'power'>): Promise<{ poweredOff: boolean }> {
+  await ctx.boot.cleanUpInstance(ctx.driver);
+  if (ctx.node.disablePowerOff) return { poweredOff: false };
+  await ctx.power.setPowerState(ctx.driver, 'power off');
+  return { poweredOff: true };
+}

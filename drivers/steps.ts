@@ -1,0 +1,87 @@
+/**
+ * Steps as interfaces declare them (Ironic's `@clean_step`, `@deploy_step`, `@service_step`
+ * decorators in drivers/base.py): a name, a priority for each kind of run it belongs to, and
+ * what runs it. The conductor's step framework (conductor/steps.ts) collects a node's
+ * declarations, plans a run from them and runs it; an interface only says what it offers.
+ */
+import type { Logger } from 'pino';
+import type { AgentSession } from './agent/session.js';
+import type { BootInterface, DriverContext, ManagementInterface, PowerInterface } from './interfaces.js';
+
+export type StepKind = 'deploy' | 'clean' | 'service';
+
+/** One argument a step takes (Ironic's argsinfo entry). */
+export interface StepArgInfo {
+  description: string;
+  required?: boolean;
+}
+
+/** What a step comes to: done, or handed to the agent, whose heartbeats say when it has ended. */
+export type StepRun = 'done' | 'wait';
+
+/** The node as a step sees it. The conductor's node fits as it is. */
+export interface StepNode {
+  readonly uuid: string;
+  readonly properties: Readonly<Record<string, unknown>>;
+  readonly instanceInfo: Readonly<Record<string, unknown>>;
+  readonly driverInfo: Readonly<Record<string, unknown>>;
+  readonly driverInternalInfo: Readonly<Record<string, unknown>> | null;
+  readonly provisionState: string;
+  readonly targetProvisionState: string | null;
+  readonly disablePowerOff: boolean;
+}
+
+/** A step of a run as it is kept in driver_internal_info and shown in deploy_step / clean_step. */
+export interface PlannedStep {
+  interface: string;
+  step: string;
+  priority: number;
+  args: Record<string, unknown>;
+  abortable?: boolean;
+  reboot_requested?: boolean;
+  /** Offered by the agent (get_*_steps) and run by it (execute_*_step); otherwise declared here. */
+  inband?: boolean;
+}
+
+/** What a step's `run` gets: the node's interfaces and its agent, no database. */
+export interface StepContext {
+  readonly node: StepNode;
+  readonly driver: DriverContext;
+  readonly log: Logger;
+  readonly power: PowerInterface;
+  readonly boot: BootInterface;
+  readonly management: ManagementInterface;
+  /** The node's agent for this task. @throws UnsupportedDriverExtension where the conductor has no agent client */
+  agent(): AgentSession;
+  /** The step being run, as the node shows it. */
+  readonly step: PlannedStep;
+  /** This run's driver_internal_info, written with the step's outcome; a step may record in it. */
+  readonly info: Record<string, unknown>;
+  /** The step may have been started by a run its conductor's death cut short: send agent commands once. */
+  readonly resume: boolean;
+}
+
+/** A step an interface offers (Ironic's decorated method). */
+export interface StepDeclaration {
+  step: string;
+  /** Its priority in each kind of run it is a step of; 0 runs only when asked for. */
+  priority: Partial<Record<StepKind, number>>;
+  /** Whether cleaning may be aborted while it runs. */
+  abortable?: boolean;
+  /** Whether it needs the agent booted (Ironic's requires_ramdisk, true unless said otherwise). */
+  requiresRamdisk?: boolean;
+  argsInfo?: Readonly<Record<string, StepArgInfo>>;
+  /**
+   * The step is carried out by an agent command (execute_*_step) that its `run` sends: a run cut
+   * short looks the command up among the agent's before it runs the step again.
+   */
+  sendsAgentStep?: boolean;
+  /** Does nothing here: the node is not written to show it when another step follows at once. */
+  noOp?: boolean;
+  run(ctx: StepContext, args: Record<string, unknown>): Promise<StepRun>;
+}
+
+/** Ironic's step_id: `interface.step`. */
+export function stepId(step: { interface: string; step: string }): string {
+  return `${step.interface}.${step.step}`;
+}
