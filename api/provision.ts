@@ -13,6 +13,7 @@ import type { Knex } from 'knex';
 import { ProvisionState } from '../common/states.js';
 import type { Config } from '../common/config.js';
 import { STEP_INTERFACES } from '../common/steps.js';
+import { deploySteps as planDeploySteps } from '../drivers/step-plan.js';
 
 /** The `[inspector]` options an in-band inspection runs with, fixed when it is asked for. */
 export function inspectorArgs(config: Readonly<Config>): { powerOff: boolean; preCreatePorts: boolean } {
@@ -208,6 +209,8 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
           }
         }
         checkNodeForProvision(registry, current, verb, t);
+        // The user's deploy steps as the conductor will plan them (the agent's own are checked once it runs).
+        if (deploySteps && t.work === 'deploy') planDeploySteps(current, registry, deploySteps);
         // A clean step that is not abortable is only marked: the node stays in clean wait, and
         // the abort's intent checks the mark again once it holds the node.
         const abortAfter = verb === 'abort' && current.provisionState === ProvisionState.CLEANWAIT ? cleanStepToAbortAfter(current.cleanStep) : undefined;

@@ -11,14 +11,15 @@
  */
 import { AgentStepFailed, InvalidParameterValue, UnsupportedDriverExtension } from '../common/errors.js';
 import { ProvisionState, eventChanges, nextState } from '../common/states.js';
-import { sortSteps, type UserStep } from '../common/steps.js';
+import type { UserStep } from '../common/steps.js';
+import { cleanSteps, cleaningNeedsAgent, declaredSteps, deploySteps, usesAgent as planUsesAgent } from '../drivers/step-plan.js';
 import type { Config } from '../common/config.js';
 import type { Node, NodeChanges } from '../db/nodes.js';
 import type { AgentClient, AgentCommand } from '../drivers/agent/client.js';
 import { AgentSession, completedCommand, freshlyBooted, isVersionMismatch, shownStep, type AgentStepKind } from '../drivers/agent/session.js';
 import { commandError } from '../drivers/agent/client.js';
 import { bootAgent } from '../drivers/deploy/agent-base.js';
-import type { BootInterface, DeployInterface, GenericInterface, InterfaceKind, ManagementInterface, PowerInterface } from '../drivers/interfaces.js';
+import type { BootInterface, DeployInterface, InterfaceKind, ManagementInterface, PowerInterface } from '../drivers/interfaces.js';
 import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type StepKind } from '../drivers/steps.js';
 import type { ActionContext } from './actions/types.js';
 
@@ -57,9 +58,6 @@ const AGENT_KEYS = ['agent_url', 'agent_version', 'agent_last_heartbeat', 'agent
 const RUNNING: Record<RunKind, string> = { deploy: ProvisionState.DEPLOYING, clean: ProvisionState.CLEANING };
 const WAITING: Record<RunKind, string> = { deploy: nextState(RUNNING.deploy, 'wait'), clean: nextState(RUNNING.clean, 'wait') };
 
-/** The interfaces whose declarations a node's steps come from. */
-const STEP_INTERFACE_KINDS: readonly InterfaceKind[] = ['vendor', 'power', 'management', 'firmware', 'deploy', 'bios', 'raid'];
-
 function dii(ctx: ActionContext): Record<string, unknown> {
   return ctx.node.driverInternalInfo ?? {};
 }
@@ -92,11 +90,6 @@ function enabled<K extends InterfaceKind>(ctx: ActionContext, kind: K) {
 /** The node's deploy interface. @throws UnsupportedDriverExtension when it is not enabled here */
 export function deployOf(ctx: ActionContext): DeployInterface {
   return enabled(ctx, 'deploy') as DeployInterface;
-}
-
-/** Whether the node's deploy interface works through the agent (false when it is not enabled here). */
-export function usesAgent(ctx: ActionContext): boolean {
-  return (ctx.registry.impl('deploy', ctx.node.deployInterface) as DeployInterface | undefined)?.usesAgent === true;
 }
 
 /**
@@ -162,126 +155,6 @@ function stepContext(ctx: ActionContext, step: PlannedStep, info: Record<string,
   return Object.assign(taskInterfaces(ctx, record), { step, info, resume });
 }
 
-/** A step an interface of the node declares, with the interface it is on. */
-interface Declared {
-  interface: InterfaceKind;
-  decl: StepDeclaration;
-}
-
-/** Every step of `kind` the node's enabled interfaces declare (Ironic's _get_steps). */
-function declaredSteps(ctx: Pick<ActionContext, 'node' | 'registry'>, kind: StepKind): Declared[] {
-  const out: Declared[] = [];
-  for (const iface of STEP_INTERFACE_KINDS) {
-    const impl = ctx.registry.impl(iface, ctx.node[`${iface}Interface`]) as GenericInterface | DeployInterface | undefined;
-    for (const decl of impl?.steps ?? []) {
-      if (decl.priority[kind] !== undefined) out.push({ interface: iface, decl });
-    }
-  }
-  return out;
-}
-
-function declarationOf(ctx: ActionContext, kind: StepKind, step: { interface: string; step: string }): StepDeclaration | undefined {
-  return declaredSteps(ctx, kind).find((d) => d.interface === step.interface && d.decl.step === step.step)?.decl;
-}
-
-function planned(d: Declared, kind: StepKind): PlannedStep {
-  const s: PlannedStep = { interface: d.interface, step: d.decl.step, priority: d.decl.priority[kind] ?? 0, args: {}, inband: false };
-  if (kind === 'clean') s.abortable = d.decl.abortable === true;
-  return s;
-}
-
-/**
- * Priority overrides from the config (Ironic's `[deploy] erase_devices_priority` and
- * `erase_devices_metadata_priority`, applied to the agent's steps of those names).
- */
-function priorityOverrides(ctx: ActionContext): Record<string, number> {
-  const d = ctx.agent?.config.deploy;
-  const out: Record<string, number> = {};
-  if (d && d.erase_devices_priority >= 0) out['deploy.erase_devices'] = d.erase_devices_priority;
-  if (d && d.erase_devices_metadata_priority >= 0) out['deploy.erase_devices_metadata'] = d.erase_devices_metadata_priority;
-  return out;
-}
-
-/**
- * Checks the user's arguments against a declared step's argsinfo (Ironic's _validate_user_step);
- * a declaration without argsinfo takes any.
- */
-function checkArgs(kind: StepKind, user: UserStep, decl: StepDeclaration | undefined): string[] {
-  if (!decl?.argsInfo) return [];
-  const errors: string[] = [];
-  const args = user.args ?? {};
-  const unexpected = Object.keys(args).filter((a) => !Object.hasOwn(decl.argsInfo!, a));
-  if (unexpected.length) errors.push(`${kind} step ${stepId(user)} has these unexpected arguments: ${unexpected.join(', ')}`);
-  if (kind !== 'deploy' || (user.priority ?? 1) > 0) {
-    const missing = Object.entries(decl.argsInfo).filter(([a, info]) => info.required && !Object.hasOwn(args, a))
-      .map(([a, info]) => (info.description ? `${a} (${info.description})` : a));
-    if (missing.length) errors.push(`${kind} step ${stepId(user)} is missing these required arguments: ${missing.join(', ')}`);
-  }
-  return errors;
-}
-
-/**
- * The deploy steps of a deploy (Ironic's set_node_deployment_steps): the deploy interface's and
- * the other interfaces' declarations, the user's deploy_steps (1.69) over them (same step →
- * their priority and args; priority 0 leaves it out), sorted. A user step no interface declares
- * must be one of the agent's in-band steps, checked once they are known.
- * @throws InvalidParameterValue for a user step's bad arguments
- */
-export function deploySteps(ctx: Pick<ActionContext, 'node' | 'registry'>, user: readonly UserStep[] | undefined): PlannedStep[] {
-  const declared = declaredSteps(ctx, 'deploy');
-  const steps = declared.map((d) => planned(d, 'deploy'));
-  const errors: string[] = [];
-  for (const u of user ?? []) {
-    const i = steps.findIndex((s) => s.interface === u.interface && s.step === u.step);
-    if (i >= 0) {
-      errors.push(...checkArgs('deploy', u, declared[i].decl));
-      if (u.priority !== undefined) steps[i].priority = u.priority;
-      if (u.args) steps[i].args = u.args;
-    } else {
-      steps.push({ interface: u.interface, step: u.step, priority: u.priority ?? 0, args: u.args ?? {}, inband: true });
-    }
-  }
-  if (errors.length) throw new InvalidParameterValue(errors.join('; '));
-  return sortSteps(steps.filter((s) => s.priority > 0));
-}
-
-/**
- * The clean steps of a cleaning (Ironic's set_node_cleaning_steps): automated, the declared and
- * the agent's steps (when the agent runs) with the config's overrides, priority 0 left out,
- * sorted; manual, the steps asked for in their order, each of which must exist.
- * @throws InvalidParameterValue for a step that does not exist or bad arguments
- */
-function cleanSteps(ctx: ActionContext, agentSteps: readonly PlannedStep[], manual: readonly UserStep[] | undefined): PlannedStep[] {
-  const declared = declaredSteps(ctx, 'clean');
-  const oob = declared.map((d) => planned(d, 'clean'));
-  const all = [...oob, ...agentSteps.filter((a) => !oob.some((o) => o.interface === a.interface && o.step === a.step))];
-  if (!manual) {
-    const overrides = priorityOverrides(ctx);
-    return sortSteps(all.map((s) => ({ ...s, priority: Object.hasOwn(overrides, stepId(s)) ? overrides[stepId(s)] : s.priority })).filter((s) => s.priority > 0));
-  }
-  const errors: string[] = [];
-  const steps = manual.map((m) => {
-    const known = all.find((s) => s.interface === m.interface && s.step === m.step);
-    if (!known) {
-      errors.push(`Node ${ctx.node.uuid} has no clean step "${m.step}" on its ${m.interface} interface${usesAgent(ctx) ? ' (nor does its agent)' : ` (${String(ctx.node[`${m.interface}Interface` as keyof Node] ?? 'none')})`}.`);
-      return known;
-    }
-    errors.push(...checkArgs('clean', m, declared.find((d) => d.interface === m.interface && d.decl.step === m.step)?.decl));
-    return { ...known, args: m.args ?? {} };
-  });
-  if (errors.length) throw new InvalidParameterValue(errors.join('; '));
-  return steps as PlannedStep[];
-}
-
-/** Whether a cleaning needs the agent booted (Ironic's prepare_cleaning, all_steps_disable_ramdisk). */
-export function cleaningNeedsAgent(ctx: ActionContext, manual: readonly UserStep[] | undefined, disableRamdisk: boolean): boolean {
-  if (!usesAgent(ctx) || disableRamdisk) return false;
-  if (!manual) return true;
-  const declared = declaredSteps(ctx, 'clean');
-  // Ironic boots no ramdisk when every requested step can run without one.
-  return !manual.every((s) => declared.some((d) => d.interface === s.interface && d.decl.step === s.step && d.decl.requiresRamdisk === false));
-}
-
 function stepsOf(info: Record<string, unknown>, kind: RunKind): PlannedStep[] {
   const v = info[DII_STEPS[kind]];
   return Array.isArray(v) ? (v as PlannedStep[]) : [];
@@ -300,6 +173,27 @@ function waitChanges(ctx: ActionContext, kind: RunKind, info: Record<string, unk
 function agentCommandOf(ctx: ActionContext, kind: RunKind, step: PlannedStep): string | undefined {
   if (step.inband || declarationOf(ctx, kind, step)?.sendsAgentStep) return `${kind}.execute_${kind}_step`;
   return undefined;
+}
+
+/** Whether the node's deploy interface works through the agent (false when it is not enabled here). */
+export function usesAgent(ctx: Pick<ActionContext, 'node' | 'registry'>): boolean {
+  return planUsesAgent(ctx.node, ctx.registry);
+}
+
+/**
+ * Priority overrides from the config (Ironic's `[deploy] erase_devices_priority` and
+ * `erase_devices_metadata_priority`, applied to the agent's steps of those names).
+ */
+function priorityOverrides(ctx: ActionContext): Record<string, number> {
+  const d = ctx.agent?.config.deploy;
+  const out: Record<string, number> = {};
+  if (d && d.erase_devices_priority >= 0) out['deploy.erase_devices'] = d.erase_devices_priority;
+  if (d && d.erase_devices_metadata_priority >= 0) out['deploy.erase_devices_metadata'] = d.erase_devices_metadata_priority;
+  return out;
+}
+
+function declarationOf(ctx: ActionContext, kind: StepKind, step: { interface: string; step: string }): StepDeclaration | undefined {
+  return declaredSteps(ctx.node, ctx.registry, kind).find((d) => d.interface === step.interface && d.decl.step === step.step)?.decl;
 }
 
 /** The declaration of a step of `kind` on the node's interfaces, if one declares it. */
@@ -370,7 +264,7 @@ async function refreshSteps(ctx: ActionContext, kind: RunKind, info: Record<stri
  */
 export async function startDeploy(ctx: ActionContext, user: readonly UserStep[] | undefined): Promise<StepOutcome> {
   const info = wipedInternalInfo(dii(ctx), 'deploy');
-  info[DII_STEPS.deploy] = deploySteps(ctx, user);
+  info[DII_STEPS.deploy] = deploySteps(ctx.node, ctx.registry, user);
   return runSteps(ctx, 'deploy', info, 0);
 }
 
@@ -381,14 +275,14 @@ export async function startDeploy(ctx: ActionContext, user: readonly UserStep[] 
  */
 export async function startCleaning(ctx: ActionContext, manual: readonly UserStep[] | undefined, disableRamdisk: boolean, pending: NodeChanges = {}): Promise<StepOutcome> {
   const info = wipedInternalInfo(dii(ctx), 'clean');
-  if (cleaningNeedsAgent(ctx, manual, disableRamdisk)) {
+  if (cleaningNeedsAgent(ctx.node, ctx.registry, manual, disableRamdisk)) {
     if (manual) info.clean_steps_requested = manual;
     else delete info.clean_steps_requested;
     await ctx.task.progress({ ...pending, cleanStep: {}, driverInternalInfo: info });
     await bootAgent(taskInterfaces(ctx));
     return { wait: true, changes: { ...waitChanges(ctx, 'clean', info), powerState: 'power on' } };
   }
-  info[DII_STEPS.clean] = cleanSteps(ctx, [], manual);
+  info[DII_STEPS.clean] = cleanSteps(ctx.node, ctx.registry, [], manual);
   if (Object.keys(pending).length) await ctx.task.progress(pending);
   return runSteps(ctx, 'clean', info, 0);
 }
@@ -404,7 +298,7 @@ export async function continueFromHeartbeat(ctx: ActionContext, kind: RunKind): 
   if (kind === 'clean' && Object.keys(ctx.node.cleanStep ?? {}).length === 0) {
     // The agent just booted for cleaning: its steps decide what runs.
     const agentSteps = await refreshSteps(ctx, 'clean', info);
-    info[DII_STEPS.clean] = cleanSteps(ctx, agentSteps, info.clean_steps_requested as UserStep[] | undefined);
+    info[DII_STEPS.clean] = cleanSteps(ctx.node, ctx.registry, agentSteps, info.clean_steps_requested as UserStep[] | undefined, priorityOverrides(ctx));
     delete info.clean_steps_requested;
     return runSteps(ctx, 'clean', info, 0);
   }

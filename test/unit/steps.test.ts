@@ -6,7 +6,7 @@ import { sortSteps } from '../../common/steps.js';
 import type { Node } from '../../db/nodes.js';
 import { buildRegistry } from '../../drivers/build-registry.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
-import { deploySteps } from '../../conductor/steps.js';
+import { deploySteps } from '../../drivers/step-plan.js';
 
 function nodeWith(deployInterface: string): Node {
   return {
@@ -34,15 +34,15 @@ describe('steps: planning a run from the interfaces\' declarations', () => {
   });
 
   it('plans the direct deploy\'s steps from its declarations, highest priority first', () => {
-    expect(ids(deploySteps({ node: nodeWith('direct'), registry }, undefined))).to.deep.equal([
+    expect(ids(deploySteps(nodeWith('direct'), registry, undefined))).to.deep.equal([
       'deploy.deploy:100', 'deploy.write_image:80', 'deploy.prepare_instance_boot:60', 'deploy.tear_down_agent:40',
       'deploy.switch_to_tenant_network:30', 'deploy.boot_instance:20',
     ]);
-    expect(ids(deploySteps({ node: nodeWith('ramdisk'), registry }, undefined))).to.deep.equal(['deploy.deploy:100']);
+    expect(ids(deploySteps(nodeWith('ramdisk'), registry, undefined))).to.deep.equal(['deploy.deploy:100']);
   });
 
   it('applies the user\'s deploy steps: a new priority and args, priority 0 leaves a step out, an unknown one is the agent\'s', () => {
-    const steps = deploySteps({ node: nodeWith('direct'), registry }, [
+    const steps = deploySteps(nodeWith('direct'), registry, [
       { interface: 'deploy', step: 'prepare_instance_boot', priority: 0 },
       { interface: 'deploy', step: 'write_image', priority: 85, args: { x: 1 } },
       { interface: 'deploy', step: 'install_coreos', priority: 70, args: { ignition: 'u' } },
@@ -54,6 +54,11 @@ describe('steps: planning a run from the interfaces\' declarations', () => {
     expect(steps[1].args).to.deep.equal({ x: 1 });
     expect(steps[2]).to.include({ inband: true });
     expect(steps[0]).to.include({ inband: false });
+  });
+
+  it('refuses a deploy step no interface declares when no agent could offer it', () => {
+    expect(() => deploySteps(nodeWith('ramdisk'), registry, [{ interface: 'deploy', step: 'install_coreos', priority: 70 }]))
+      .to.throw('Node n1 has no deploy step deploy.install_coreos: its deploy interface ramdisk runs no agent that could offer it.');
   });
 });
 

@@ -1,0 +1,135 @@
+/**
+ * Planning a run from a node's steps (Ironic's conductor/steps.py): the steps its interfaces
+ * declare, the user's steps and the config's overrides over them, priority 0 left out, sorted
+ * with Ironic's interface tie-break. Pure: the API validates a request with it, the conductor
+ * plans the run it starts with it (conductor/steps.ts).
+ */
+import { InvalidParameterValue } from '../common/errors.js';
+import { sortSteps, type UserStep } from '../common/steps.js';
+import type { DeployInterface, GenericInterface, InterfaceKind } from './interfaces.js';
+import type { DriverRegistry } from './registry.js';
+import { stepId, type PlannedStep, type StepDeclaration, type StepKind } from './steps.js';
+
+/** The node's interfaces, as planning reads them; a node from db/ fits as it is. */
+export type StepPlanNode = { uuid: string } & { [K in `${InterfaceKind}Interface`]?: string | null };
+
+/** A step an interface of the node declares, with the interface it is on. */
+export interface Declared {
+  interface: InterfaceKind;
+  decl: StepDeclaration;
+}
+
+/** The interfaces whose declarations a node's steps come from. */
+const STEP_INTERFACE_KINDS: readonly InterfaceKind[] = ['vendor', 'power', 'management', 'firmware', 'deploy', 'bios', 'raid'];
+
+/** Every step of `kind` the node's enabled interfaces declare (Ironic's _get_steps). */
+export function declaredSteps(node: StepPlanNode, registry: DriverRegistry, kind: StepKind): Declared[] {
+  const out: Declared[] = [];
+  for (const iface of STEP_INTERFACE_KINDS) {
+    const impl = registry.impl(iface, node[`${iface}Interface`]) as GenericInterface | DeployInterface | undefined;
+    for (const decl of impl?.steps ?? []) {
+      if (decl.priority[kind] !== undefined) out.push({ interface: iface, decl });
+    }
+  }
+  return out;
+}
+
+/** Whether the node's deploy interface works through the agent (false when it is not enabled here). */
+export function usesAgent(node: StepPlanNode, registry: DriverRegistry): boolean {
+  return (registry.impl('deploy', node.deployInterface) as DeployInterface | undefined)?.usesAgent === true;
+}
+
+function planned(d: Declared, kind: StepKind): PlannedStep {
+  const s: PlannedStep = { interface: d.interface, step: d.decl.step, priority: d.decl.priority[kind] ?? 0, args: {}, inband: false };
+  if (kind === 'clean') s.abortable = d.decl.abortable === true;
+  return s;
+}
+
+/**
+ * Checks the user's arguments against a declared step's argsinfo (Ironic's _validate_user_step);
+ * a declaration without argsinfo takes any.
+ */
+function checkArgs(kind: StepKind, user: UserStep, decl: StepDeclaration | undefined): string[] {
+  const info = decl?.argsInfo;
+  if (!info) return [];
+  const errors: string[] = [];
+  const args = user.args ?? {};
+  const unexpected = Object.keys(args).filter((a) => !Object.hasOwn(info, a));
+  if (unexpected.length) errors.push(`${kind} step ${stepId(user)} has these unexpected arguments: ${unexpected.join(', ')}`);
+  if (kind !== 'deploy' || (user.priority ?? 1) > 0) {
+    const missing = Object.entries(info).filter(([a, i]) => i.required && !Object.hasOwn(args, a))
+      .map(([a, i]) => (i.description ? `${a} (${i.description})` : a));
+    if (missing.length) errors.push(`${kind} step ${stepId(user)} is missing these required arguments: ${missing.join(', ')}`);
+  }
+  return errors;
+}
+
+/**
+ * The deploy steps of a deploy (Ironic's set_node_deployment_steps): the deploy interface's and
+ * the other interfaces' declarations, the user's deploy_steps (1.69) over them (same step →
+ * their priority and args; priority 0 leaves it out), sorted. A user step no interface declares
+ * must be one of the agent's in-band steps, checked once they are known; without an agent it
+ * is refused.
+ * @throws InvalidParameterValue for a step the node cannot run, or bad arguments
+ */
+export function deploySteps(node: StepPlanNode, registry: DriverRegistry, user: readonly UserStep[] | undefined): PlannedStep[] {
+  const declared = declaredSteps(node, registry, 'deploy');
+  const steps = declared.map((d) => planned(d, 'deploy'));
+  const agent = usesAgent(node, registry);
+  const errors: string[] = [];
+  for (const u of user ?? []) {
+    const i = steps.findIndex((s) => s.interface === u.interface && s.step === u.step);
+    if (i >= 0) {
+      errors.push(...checkArgs('deploy', u, declared[i].decl));
+      if (u.priority !== undefined) steps[i].priority = u.priority;
+      if (u.args) steps[i].args = u.args;
+    } else if (agent) {
+      steps.push({ interface: u.interface, step: u.step, priority: u.priority ?? 0, args: u.args ?? {}, inband: true });
+    } else {
+      errors.push(`Node ${node.uuid} has no deploy step ${stepId(u)}: its deploy interface ${node.deployInterface ?? '(none)'} runs no agent that could offer it.`);
+    }
+  }
+  if (errors.length) throw new InvalidParameterValue(errors.join('; '));
+  return sortSteps(steps.filter((s) => s.priority > 0));
+}
+
+/**
+ * The clean steps of a cleaning (Ironic's set_node_cleaning_steps): automated, the declared and
+ * the agent's steps (when the agent runs) with `overrides` (step id → priority), priority 0 left
+ * out, sorted; manual, the steps asked for in their order, each of which must exist.
+ * @throws InvalidParameterValue for a step that does not exist, or bad arguments
+ */
+export function cleanSteps(
+  node: StepPlanNode, registry: DriverRegistry, agentSteps: readonly PlannedStep[], manual: readonly UserStep[] | undefined,
+  overrides: Readonly<Record<string, number>> = {},
+): PlannedStep[] {
+  const declared = declaredSteps(node, registry, 'clean');
+  const oob = declared.map((d) => planned(d, 'clean'));
+  const all = [...oob, ...agentSteps.filter((a) => !oob.some((o) => o.interface === a.interface && o.step === a.step))];
+  if (!manual) {
+    return sortSteps(all.map((s) => ({ ...s, priority: Object.hasOwn(overrides, stepId(s)) ? overrides[stepId(s)] : s.priority })).filter((s) => s.priority > 0));
+  }
+  const errors: string[] = [];
+  const steps: PlannedStep[] = [];
+  for (const m of manual) {
+    const known = all.find((s) => s.interface === m.interface && s.step === m.step);
+    if (!known) {
+      const name = node[`${m.interface}Interface` as `${InterfaceKind}Interface`] ?? 'none';
+      errors.push(`Node ${node.uuid} has no clean step "${m.step}" on its ${m.interface} interface${usesAgent(node, registry) ? ' (nor does its agent)' : ` (${name})`}.`);
+      continue;
+    }
+    errors.push(...checkArgs('clean', m, declared.find((d) => d.interface === m.interface && d.decl.step === m.step)?.decl));
+    steps.push({ ...known, args: m.args ?? {} });
+  }
+  if (errors.length) throw new InvalidParameterValue(errors.join('; '));
+  return steps;
+}
+
+/** Whether a cleaning needs the agent booted (Ironic's prepare_cleaning, all_steps_disable_ramdisk). */
+export function cleaningNeedsAgent(node: StepPlanNode, registry: DriverRegistry, manual: readonly UserStep[] | undefined, disableRamdisk: boolean): boolean {
+  if (!usesAgent(node, registry) || disableRamdisk) return false;
+  if (!manual) return true;
+  const declared = declaredSteps(node, registry, 'clean');
+  // Ironic boots no ramdisk when every requested step can run without one.
+  return !manual.every((s) => declared.some((d) => d.interface === s.interface && d.decl.step === s.step && d.decl.requiresRamdisk === false));
+}
