@@ -107,7 +107,7 @@ export const SCHEMA = {
     ['console', 'Console', ['no-console', 'fake', 'ipmitool-sol']],
     ['bios', 'BIOS', ['fake', 'no-bios']],
     ['boot', 'Boot', ['fake', 'redfish-virtual-media', 'pxe']],
-    ['deploy', 'Deploy', ['fake', 'ramdisk', 'direct']],
+    ['deploy', 'Deploy', ['fake', 'ramdisk', 'direct', 'custom-agent']],
     ['firmware', 'Firmware', ['fake', 'no-firmware']],
     ['inspect', 'Inspect', ['fake', 'redfish', 'no-inspect']],
     ['network', 'Network', ['noop']],

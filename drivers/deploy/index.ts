@@ -6,6 +6,7 @@
 import type { Config } from '../../common/config.js';
 import type { DeployInterface } from '../interfaces.js';
 import type { AgentDeployOptions } from './agent-base.js';
+import { CustomAgentDeploy } from './custom-agent.js';
 import { DirectDeploy } from './direct.js';
 import { FakeDeploy } from './fake.js';
 import { RamdiskDeploy } from './ramdisk.js';
@@ -14,7 +15,7 @@ import { RamdiskDeploy } from './ramdisk.js';
  * The deploy interfaces a hardware type with virtual media supports (Ironic's
  * GenericHardware.supported_deploy_interfaces), in Galvanic's order of preference.
  */
-export const GENERIC_DEPLOY_INTERFACES: readonly string[] = ['ramdisk', 'direct'];
+export const GENERIC_DEPLOY_INTERFACES: readonly string[] = ['ramdisk', 'direct', 'custom-agent'];
 
 export function deployInterfaces(config: Pick<Readonly<Config>, 'agent'>): Record<string, DeployInterface> {
   const agent: AgentDeployOptions = {
@@ -25,5 +26,6 @@ export function deployInterfaces(config: Pick<Readonly<Config>, 'agent'>): Recor
     fake: new FakeDeploy(),
     ramdisk: new RamdiskDeploy(),
     direct: new DirectDeploy(agent),
+    'custom-agent': new CustomAgentDeploy(agent),
   };
 }

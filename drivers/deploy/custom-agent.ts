@@ -1,0 +1,28 @@
+/**
+ * The `custom-agent` deploy interface (Ironic's CustomAgentDeploy): the agent is booted and
+ * runs the deploy steps the user names (deploy_steps, deploy templates) or its hardware
+ * managers offer, such as OpenShift's `install_coreos`; no image is written for it. The
+ * deploy ends as an agent deploy does: the agent powers the node off and it boots from disk.
+ */
+import type { DeployInterface, DeployValidation } from '../interfaces.js';
+import type { StepDeclaration } from '../steps.js';
+import { BOOT_AGENT_STEP, agentOobSteps, tearDownInstance, validateAgentBoot, type AgentDeployOptions } from './agent-base.js';
+
+export class CustomAgentDeploy implements DeployInterface {
+  readonly supported = true;
+  readonly usesAgent = true;
+  readonly steps: readonly StepDeclaration[];
+
+  constructor(opts: AgentDeployOptions) {
+    this.steps = [BOOT_AGENT_STEP, ...agentOobSteps(opts)];
+  }
+
+  validate(): void {}
+
+  /** Ironic's CustomAgentDeploy.validate: only that the boot interface can boot the agent, and finds it. */
+  validateDeploy(node: DeployValidation): void {
+    validateAgentBoot(node, node.boot);
+  }
+
+  tearDown = tearDownInstance;
+}
