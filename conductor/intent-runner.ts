@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { backoffMs } from '../common/backoff.js';
 import { lazyChild } from '../common/logger.js';
-import { DriverError, GalvanicError } from '../common/errors.js';
+import { DriverError, GalvanicError, UnknownIntentKind } from '../common/errors.js';
 import type { Notifier } from '../common/notifier.js';
 import { retryPolicyOf } from '../db/operations.js';
 import { operationStopped } from './operation-progress.js';
@@ -133,10 +133,6 @@ async function withCommitRetries<T>(log: Logger, commit: () => Promise<T>): Prom
  * again (woken while it ran), or anything else (its outcome recorded, retried or lost).
  */
 type IntentEnd = 'requeued' | 'due again' | 'ended';
-
-class UnknownIntentKind extends GalvanicError {
-  readonly code = 'UNKNOWN_INTENT_KIND';
-}
 
 /**
  * Claims runnable intents (one per node at a time, in sequence order) and runs them, up to
@@ -499,8 +495,9 @@ export class IntentRunner {
             retryDelay = backoffMs(intent.attempts, policy?.initialDelayMs ?? this.opts.retryInitialDelayMs, policy?.maxDelayMs ?? this.opts.retryMaxDelayMs);
             await finishIntent(trx, intent.id, { state: 'queued', error: error.message, notBefore: new Date(Date.now() + retryDelay) });
           } else {
-            const status = err instanceof GalvanicError ? { error_code: err.code, http_status: err.httpStatus } : { error_code: 'INTERNAL', http_status: 500 };
-            await finishIntent(trx, intent.id, { state: 'failed', error: error.message, result: status });
+            // What failed, not what HTTP makes of it: the API maps the code (api/error-handler.ts).
+            const failed = { error_code: err instanceof GalvanicError ? err.code : 'INTERNAL' };
+            await finishIntent(trx, intent.id, { state: 'failed', error: error.message, result: failed });
             if (intent.batch !== null && intent.stepIndex !== null) await skipRestOfBatch(trx, intent.batch, intent.stepIndex);
           }
           await settleFailure(trx, { intent, after, error, conductor: host, retry });
