@@ -6,7 +6,8 @@ import { DriverError, GalvanicError, UnknownIntentKind } from '../common/errors.
 import type { Notifier } from '../common/notifier.js';
 import { retryPolicyOf } from '../db/operations.js';
 import { operationStopped } from './operation-progress.js';
-import { ClaimIncomplete, INTENT_DONE_CHANNEL, finishIntent, skipRestOfBatch, type ClaimedIntent, type ClaimScope, type Intent, type IntentWake } from '../db/intents.js';
+import { INTENT_DONE_CHANNEL, finishIntent, skipRestOfBatch, type Intent, type IntentWake } from '../db/intents.js';
+import { ClaimIncomplete, type ClaimedIntent, type ClaimScope } from '../db/intent-claims.js';
 import { isDatabaseUnavailable } from '../db/transaction.js';
 import type { PgNotifyBatcher } from '../db/notify.js';
 import type { AccessOptions } from '../db/nodes.js';

@@ -11,7 +11,7 @@ import type { Action } from '../../conductor/actions/types.js';
 import { ClaimPacing } from '../../conductor/claim-pacing.js';
 import { IntentRunner } from '../../conductor/intent-runner.js';
 import type { Task, TaskManager } from '../../conductor/task-manager.js';
-import type { ClaimedIntent } from '../../db/intents.js';
+import type { ClaimedIntent } from '../../db/intent-claims.js';
 import type { Node } from '../../db/nodes.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import type { Notifier } from '../../common/notifier.js';
