@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import * as catalogue from '../common/errors.js';
 import { DatabaseUnavailable, GalvanicError } from '../common/errors.js';
 import { isDatabaseUnavailable } from '../db/transaction.js';
 import type { RouteMethods } from './routing.js';
@@ -18,6 +19,34 @@ export function errorBody(status: number, message: string): { error_message: str
  * about a second, and python-ironicclient retries five times, two seconds apart.
  */
 export const DATABASE_RETRY_AFTER_SECONDS = 2;
+
+/**
+ * The status of each code of the error catalogue (common/errors.ts), for failures recorded by
+ * their code alone (a failed intent's result): the class a code names decides its status here
+ * as it does for a thrown error. Statuses are fields of the instances, so each class is built
+ * once, with a placeholder argument; one whose constructor wants more (ConfigError takes a
+ * list, and never reaches a client) is left out, and its code answers 500.
+ */
+const STATUS_OF_CODE: ReadonlyMap<string, number> = (() => {
+  const statuses = new Map<string, number>();
+  for (const value of Object.values(catalogue)) {
+    if (typeof value !== 'function' || !(value.prototype instanceof GalvanicError)) continue;
+    let probe: GalvanicError;
+    try {
+      probe = new (value as new (arg: string) => GalvanicError)('');
+    } catch {
+      continue;
+    }
+    // Abstract families have no code.
+    if (typeof probe.code === 'string') statuses.set(probe.code, probe.httpStatus);
+  }
+  return statuses;
+})();
+
+/** The HTTP status of an error known by its code only; 500 for a code this version does not know. */
+export function statusOfCode(code: string): number {
+  return STATUS_OF_CODE.get(code) ?? 500;
+}
 
 /** Fastify's own errors that carry a client status, with messages worth showing. */
 function fastifyClientError(err: FastifyError): { status: number; message: string } | undefined {

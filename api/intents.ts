@@ -16,7 +16,7 @@ import { PgNotifyBatcher } from '../db/notify.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { limitParam, param, type Query } from './query.js';
 import { requireObject } from './body.js';
-import { errorBody } from './error-handler.js';
+import { errorBody, statusOfCode } from './error-handler.js';
 import { STEP_KINDS, parseBootDeviceArgs, parsePowerArgs, parseStepArgs, type PowerArgs } from '../common/intent-kinds.js';
 
 /** The longest a request may wait for its intent. */
@@ -24,6 +24,37 @@ const MAX_WAIT_SECONDS = 3600;
 
 function iso(d: Date | null): string | null {
   return d ? d.toISOString().replace('Z', '+00:00') : null;
+}
+
+/** What a failed intent's result records about its error. */
+interface RecordedFailure {
+  error_code?: string;
+  /** Written by earlier versions only; see failureStatus. */
+  http_status?: number;
+}
+
+/**
+ * The HTTP status of a failed (or cancelled) intent. The conductor records the error's code
+ * and the API maps it, as it maps a thrown error. Earlier versions recorded the status too,
+ * and their rows keep it: it is what that version decided, and the code beside it may not name
+ * the same class now (PatchError was once recorded as SCHEMA_BEHIND, a 400 that now maps to 500).
+ */
+export function failureStatus(result: unknown): number {
+  const recorded = (result ?? {}) as RecordedFailure;
+  if (typeof recorded.http_status === 'number') return recorded.http_status;
+  return typeof recorded.error_code === 'string' ? statusOfCode(recorded.error_code) : 500;
+}
+
+/**
+ * An intent's result as clients see it: a failure's shows its status beside its code, as
+ * when the conductor recorded both.
+ */
+function resultView(i: Intent): unknown {
+  const result = i.result ?? null;
+  if (i.state !== 'failed' || result === null || typeof result !== 'object') return result;
+  const recorded = result as RecordedFailure;
+  if (typeof recorded.error_code !== 'string' || recorded.http_status !== undefined) return result;
+  return { ...result, http_status: failureStatus(result) };
 }
 
 export function intentView(i: Intent, nodeUuid: string, base: string): Record<string, unknown> {
@@ -39,7 +70,7 @@ export function intentView(i: Intent, nodeUuid: string, base: string): Record<st
     not_before: iso(i.notBefore),
     conductor: i.conductor,
     error: i.error,
-    result: i.result ?? null,
+    result: resultView(i),
     batch: i.batch,
     step_index: i.stepIndex,
     operation: i.operation,
@@ -275,7 +306,7 @@ export class IntentAcceptor {
 /**
  * Answers an action: 202 with Location when not waited for or not finished in time;
  * otherwise `onSuccess` for a success, and the intent's error as an Ironic error body
- * (with the status the failure carried) for a failure.
+ * (with the status of its error's code, see failureStatus) for a failure.
  */
 export function replyFor(
   reply: FastifyReply,
@@ -290,7 +321,7 @@ export function replyFor(
   reply.header('Location', `${base}/v1/intents/${intents[0].uuid}`);
   const failed = intents.find((i) => i.state === 'failed' || i.state === 'cancelled');
   if (failed) {
-    const status = (failed.result as { http_status?: number } | null)?.http_status ?? 500;
+    const status = failureStatus(failed.result);
     return reply.code(status).send(errorBody(status, failed.error ?? `Intent ${failed.uuid} was ${failed.state}.`));
   }
   if (intents.every((i) => i.state === 'succeeded')) return onSuccess(last);

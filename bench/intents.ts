@@ -13,7 +13,7 @@
  * nodes; accept→start is started_at − created_at of each intent (both Postgres' clock).
  *
  * --explain-claim instead fills the queue with M queued intents (SQL, no processes) and
- * prints EXPLAIN ANALYZE of the conductor's claim statement (db/intents.ts claimIntents).
+ * prints EXPLAIN ANALYZE of the conductor's claim statement (db/intent-claims.ts claimIntents).
  *
  * Results: a table on stdout and bench/results/intents-<timestamp>.json and intents-latest.json.
  */
@@ -25,7 +25,7 @@ import { loadConfig } from '../common/config.js';
 import { SCHEMA } from '../common/config-schema.js';
 import { HashRing } from '../common/hash-ring.js';
 import { createKnex } from '../db/connection.js';
-import { claimIntents, type ClaimScope } from '../db/intents.js';
+import { claimIntents, type ClaimScope } from '../db/intent-claims.js';
 import { nodeMapper } from '../db/nodes.js';
 import { onCleanup, runBenchmark } from './lib/cleanup.js';
 import { createBenchDatabase, PG_FAST_FLAGS, startDatabaseServer, type DatabaseServer } from './lib/database.js';
@@ -811,7 +811,7 @@ async function runWithConductors(opts: Options, server: DatabaseServer, k: numbe
 // --explain-claim: the claim statement with a full queue
 
 /**
- * The claim statement and bindings exactly as db/intents.ts builds them (the last statement
+ * The claim statement and bindings exactly as db/intent-claims.ts builds them (the last statement
  * it issues), and the settings it issues before it in the same transaction.
  */
 async function captureClaimSql(conductor: string, limit: number, scope: ClaimScope): Promise<{ sql: string; bindings: unknown[]; settings: string[] }> {

@@ -205,10 +205,15 @@ function waitForSignal(log: ReturnType<typeof createLogger>, releasers: Releaser
   });
 }
 
+/** Each problem says where (file:line, or the environment variable) and what: a line each, no stack. */
+function configErrorText(problems: readonly string[]): string {
+  return problems.length === 1 ? `galvanic: configuration error: ${problems[0]}\n` : `galvanic: configuration errors:\n${problems.join('\n')}\n`;
+}
+
 run(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
-    if (err instanceof ConfigError) process.stderr.write(`galvanic: configuration error:\n${err.problems.join('\n')}\n`);
+    if (err instanceof ConfigError) process.stderr.write(configErrorText(err.problems));
     else if (err instanceof GalvanicError) process.stderr.write(`galvanic: ${err.message}\n`);
     else process.stderr.write(`galvanic: ${(err as Error)?.stack ?? String(err)}\n`);
     process.exit(1);

@@ -3,8 +3,10 @@
  * bounds and help. The loader validates against it, the sample file is
  * generated from it, and the `Config` type is inferred from it, so adding
  * an option is adding one entry here. Names follow ironic.conf wherever
- * Ironic has the same option.
+ * Ironic has the same option. Rules across options are declared here too
+ * (CROSS_CHECKS), so the loader reports them as it reports a bad value.
  */
+import { expandHooks, hooksProblem } from './inspection-hook-list.js';
 
 interface OptionCommon {
   /** One or two sentences, shown in etc/galvanic.conf.sample. */
@@ -846,3 +848,53 @@ type ValueOf<O> = O extends { readonly type: 'string' }
 export type Config = {
   readonly [S in SectionName]: { readonly [K in keyof Schema[S]]: ValueOf<Schema[S][K]> };
 };
+
+/** An option by its section and name. */
+export type OptionRef = readonly [section: string, option: string];
+
+/**
+ * A rule across options that no option's type or bounds can say. The loader runs each on the
+ * values it loaded and reports a problem under the first of `options` that the file or the
+ * environment set (with its file:line), else under the first: a value is wrong only beside
+ * the others, and the one set by hand is the one to look at.
+ */
+export interface CrossCheck {
+  readonly options: readonly [OptionRef, ...OptionRef[]];
+  /** What is wrong, or undefined when the values agree. */
+  readonly check: (config: Readonly<Config>) => string | undefined;
+}
+
+/** default_<kind>_interface must be one of enabled_<kind>_interfaces, for every interface kind. */
+function defaultInterfaceChecks(): CrossCheck[] {
+  return Object.keys(SCHEMA.DEFAULT).flatMap((key): CrossCheck[] => {
+    const kind = /^default_(.+)_interface$/.exec(key)?.[1];
+    if (kind === undefined) return [];
+    const enabledKey = `enabled_${kind}_interfaces`;
+    const options = (config: Readonly<Config>) => config.DEFAULT as unknown as Record<string, string | readonly string[]>;
+    return [{
+      options: [['DEFAULT', key], ['DEFAULT', enabledKey]],
+      check: (config) => {
+        const def = options(config)[key] as string;
+        return def !== '' && !(options(config)[enabledKey] as readonly string[]).includes(def) ? `"${def}" is not in ${enabledKey}` : undefined;
+      },
+    }];
+  });
+}
+
+/** Every rule across options. */
+export const CROSS_CHECKS: readonly CrossCheck[] = [
+  ...defaultInterfaceChecks(),
+  {
+    // Ironic refuses these when the agent inspect interface loads; here, before anything starts.
+    options: [['inspector', 'hooks'], ['inspector', 'default_hooks']],
+    check: (config) => hooksProblem(expandHooks(config.inspector.hooks, config.inspector.default_hooks)),
+  },
+  {
+    options: [['exporter', 'source'], ['notifications', 'log_file']],
+    check: (config) => (config.exporter.source === 'log' && config.notifications.log_file === '' ? 'log follows [notifications] log_file, which is empty.' : undefined),
+  },
+  {
+    options: [['api', 'http_basic_auth_user_file'], ['api', 'auth_strategy']],
+    check: (config) => (config.api.auth_strategy === 'http_basic' && config.api.http_basic_auth_user_file === '' ? 'auth_strategy http_basic needs a user file.' : undefined),
+  },
+];

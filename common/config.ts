@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ConfigError } from './errors.js';
 import { parseIni } from './ini.js';
-import { SCHEMA, type Config, type OptionSpec, type SchemaShape } from './config-schema.js';
+import { CROSS_CHECKS, SCHEMA, type Config, type OptionSpec, type SchemaShape } from './config-schema.js';
 
 export type { Config } from './config-schema.js';
 
@@ -35,6 +35,12 @@ const schema: SchemaShape = SCHEMA;
 type Value = string | number | boolean | string[];
 type Parsed = { ok: true; value: Value } | { ok: false; problem: string };
 type Values = Record<string, Record<string, Value>>;
+/** Where each option the file or the environment set was set (`file:line`, or `env NAME`), by optionKey. */
+type Origins = Map<string, string>;
+
+function optionKey(section: string, key: string): string {
+  return `${section}\0${key}`;
+}
 
 export interface LoadConfigOptions {
   /** Config file; when absent, DEFAULT_CONFIG_PATH is used if it exists. */
@@ -54,11 +60,13 @@ export function loadConfig(opts: LoadConfigOptions = {}): Readonly<Config> {
   const cwd = opts.cwd ?? process.cwd();
   const problems: string[] = [];
   const values = defaults();
+  const origins: Origins = new Map();
 
   const file = opts.path ?? DEFAULT_CONFIG_PATH;
   const text = readConfigFile(file, path.resolve(cwd, file), opts.path !== undefined, problems);
-  if (text !== undefined) applyFile(text, file, values, problems);
-  applyEnv(env, values, problems);
+  if (text !== undefined) applyFile(text, file, values, origins, problems);
+  applyEnv(env, values, origins, problems);
+  checkAcrossOptions(values, origins, problems);
 
   if (problems.length > 0) throw new ConfigError(problems);
   // Resolved here, not in the schema, so that the sample shows the empty default.
@@ -128,7 +136,7 @@ function readConfigFile(label: string, resolved: string, explicit: boolean, prob
   }
 }
 
-function applyFile(text: string, file: string, values: Values, problems: string[]): void {
+function applyFile(text: string, file: string, values: Values, origins: Origins, problems: string[]): void {
   const ini = parseIni(text, file);
   // Syntax, unknown-section and value problems are merged in line order.
   const found: { line: number; problem: string }[] = [];
@@ -138,14 +146,14 @@ function applyFile(text: string, file: string, values: Values, problems: string[
   }
   for (const { section, key, value, line } of ini.entries) {
     if (!Object.hasOwn(schema, section)) continue;
-    const problem = apply(values, section, key, value, `${file}:${line}`);
+    const problem = apply(values, origins, section, key, value, `${file}:${line}`);
     if (problem !== undefined) found.push({ line, problem });
   }
   found.sort((a, b) => a.line - b.line);
   problems.push(...found.map((f) => f.problem));
 }
 
-function applyEnv(env: NodeJS.ProcessEnv, values: Values, problems: string[]): void {
+function applyEnv(env: NodeJS.ProcessEnv, values: Values, origins: Origins, problems: string[]): void {
   for (const name of Object.keys(env).sort()) {
     const raw = env[name];
     // Other GALVANIC_* variables (without "__") are not config overrides.
@@ -160,19 +168,32 @@ function applyEnv(env: NodeJS.ProcessEnv, values: Values, problems: string[]): v
       problems.push(`env ${name}: [${given.toLowerCase()}]: unknown section`);
       continue;
     }
-    const problem = apply(values, section, key, raw.trim(), `env ${name}`);
+    const problem = apply(values, origins, section, key, raw.trim(), `env ${name}`);
     if (problem !== undefined) problems.push(problem);
   }
 }
 
-/** Stores one raw value; returns the problem text when it is unknown or invalid. */
-function apply(values: Values, section: string, key: string, raw: string, where: string): string | undefined {
+/** Stores one raw value and where it came from; returns the problem text when it is unknown or invalid. */
+function apply(values: Values, origins: Origins, section: string, key: string, raw: string, where: string): string | undefined {
   const spec = Object.hasOwn(schema[section], key) ? schema[section][key] : undefined;
   if (spec === undefined) return `${where}: [${section}] ${key}: unknown option`;
+  origins.set(optionKey(section, key), where);
   const parsed = parseValue(spec, raw);
   if (!parsed.ok) return `${where}: [${section}] ${key}: ${parsed.problem}`;
   values[section][key] = parsed.value;
   return undefined;
+}
+
+/** The schema's rules across options (CROSS_CHECKS), each reported where the first of its options that was set was set. */
+function checkAcrossOptions(values: Values, origins: Origins, problems: string[]): void {
+  const config = values as unknown as Config;
+  for (const rule of CROSS_CHECKS) {
+    const problem = rule.check(config);
+    if (problem === undefined) continue;
+    const [section, key] = rule.options.find(([s, k]) => origins.has(optionKey(s, k))) ?? rule.options[0];
+    const where = origins.get(optionKey(section, key));
+    problems.push(`${where === undefined ? '' : `${where}: `}[${section}] ${key}: ${problem}`);
+  }
 }
 
 function parseValue(spec: OptionSpec, raw: string): Parsed {

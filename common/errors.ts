@@ -265,6 +265,11 @@ export class ConfigError extends GalvanicError {
   }
 }
 
+/** An intent of a kind this conductor has no action for (a newer conductor queued it). */
+export class UnknownIntentKind extends GalvanicError {
+  readonly code = 'UNKNOWN_INTENT_KIND';
+}
+
 /** The database schema is older than this program's migrations. */
 export class SchemaBehind extends GalvanicError {
   readonly code = 'SCHEMA_BEHIND';

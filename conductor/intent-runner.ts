@@ -2,11 +2,12 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { backoffMs } from '../common/backoff.js';
 import { lazyChild } from '../common/logger.js';
-import { DriverError, GalvanicError } from '../common/errors.js';
+import { DriverError, GalvanicError, UnknownIntentKind } from '../common/errors.js';
 import type { Notifier } from '../common/notifier.js';
 import { retryPolicyOf } from '../db/operations.js';
 import { operationStopped } from './operation-progress.js';
-import { ClaimIncomplete, INTENT_DONE_CHANNEL, finishIntent, skipRestOfBatch, type ClaimedIntent, type ClaimScope, type Intent, type IntentWake } from '../db/intents.js';
+import { INTENT_DONE_CHANNEL, finishIntent, skipRestOfBatch, type Intent, type IntentWake } from '../db/intents.js';
+import { ClaimIncomplete, type ClaimedIntent, type ClaimScope } from '../db/intent-claims.js';
 import { isDatabaseUnavailable } from '../db/transaction.js';
 import type { PgNotifyBatcher } from '../db/notify.js';
 import type { AccessOptions } from '../db/nodes.js';
@@ -17,6 +18,7 @@ import { LockLost, type Task, type TaskManager } from './task-manager.js';
 import { SuccessRecorder } from './success-recorder.js';
 import type { AgentServices } from './steps.js';
 import { failureChanges, settleFailure } from './intent-outcome.js';
+import { ClaimPacing, type Clock } from './claim-pacing.js';
 
 export interface RunnerOptions {
   hostname: string;
@@ -31,6 +33,8 @@ export interface RunnerOptions {
   agent?: AgentServices;
   /** Conductors on the hash ring, this one included (1 when absent): claim pacing waits longer with more. */
   conductors?: () => number;
+  /** The clock claim pacing reads (performance.now when absent). */
+  clock?: Clock;
 }
 
 function isTransient(err: unknown): boolean {
@@ -52,44 +56,6 @@ const CLAIM_ONLY_MAX = 256;
 
 /** Delays between attempts to record an outcome when the database fails with a statement error. */
 const COMMIT_RETRY_DELAYS_MS = [200, 1000, 3000];
-
-/**
- * Claim pacing. Every claim and every outcome batch costs about the same in round trips and
- * Postgres work whatever its size, and a conductor claims once per burst of wake-ups it sees:
- * with K conductors each burst is split K ways, so K conductors made K times the claims and
- * outcome batches of one, each a K-th the size, and the extra work slowed every conductor.
- * Once a claim has found CLAIM_PACE_TRIGGER intents or more (work comes faster than one claim
- * per intent), the next waits until about CLAIM_PACE_BATCH have gathered at the recent rate
- * of wake-ups for this conductor's share, never longer than CLAIM_PACE_MAX_MS per conductor
- * on the ring (up to CLAIM_PACE_MAX_CONDUCTORS of them) after the previous claim began: the
- * wait grows with K, since each conductor sees a K-th of the rate. A bound that stayed at
- * 100 ms whatever K cut five conductors' claims to half the size where the machine was slow
- * (24 intents a claim against 48 with one), and every claim and outcome batch costs its
- * round trips whatever its size. Requests one after another, each claimed alone, are never
- * held back.
- *
- * A claim that waited finds what the wait gathered, so its size alone is no sign of load: at
- * 200 requests a second in all, each of three conductors found 20 after its 300 ms wait,
- * paced the next claim again, and requests waited 67 ms (p50) to start instead of 5. Pacing
- * goes on when a claim that did not wait finds CLAIM_PACE_TRIGGER or more, and stays on while
- * claims that waited find CLAIM_PACE_SUSTAIN or more. A wait of 100 ms per conductor for a
- * K-th of the rate gathers 100 ms of all the work, so pacing holds from about 320 requests a
- * second in all, whatever K.
- *
- * CLAIM_PACE_BATCH is large enough that under heavy load the wait is mostly the bound: with 48,
- * 100,000 intents from 64 clients on two cores took ~2,150 claims and ~2,000 outcome batches
- * at any K, and three conductors ran at 0.89-0.92x of one, five at 0.84-0.85x (each extra
- * process makes every round trip dearer on a shared machine). With 192, one such run gave one
- * conductor 3,876/s (from ~3,600), three 0.95x and five 0.91x. The price is latency under
- * heavy load only: an intent may wait up to the bound to start. Light load is not paced.
- */
-const CLAIM_PACE_BATCH = 192;
-const CLAIM_PACE_TRIGGER = 4;
-const CLAIM_PACE_SUSTAIN = 32;
-const CLAIM_PACE_MAX_MS = 100;
-const CLAIM_PACE_MAX_CONDUCTORS = 5;
-/** Time constant (ms) of the wake-up rate's moving average. */
-const WAKE_RATE_TAU_MS = 200;
 
 /** Backoff between attempts to record an outcome while the database cannot be reached. */
 const OUTAGE_RETRY_INITIAL_MS = 200;
@@ -134,10 +100,6 @@ async function withCommitRetries<T>(log: Logger, commit: () => Promise<T>): Prom
  */
 type IntentEnd = 'requeued' | 'due again' | 'ended';
 
-class UnknownIntentKind extends GalvanicError {
-  readonly code = 'UNKNOWN_INTENT_KIND';
-}
-
 /**
  * Claims runnable intents (one per node at a time, in sequence order) and runs them, up to
  * `workers` at once. The claim reserves the node; the outcome, the node's changes and the
@@ -171,15 +133,7 @@ export class IntentRunner {
   private stopped = false;
   private readonly idle = new Set<() => void>();
   private readonly successes: SuccessRecorder;
-  /** Wake-ups per ms for this conductor's share (exponential moving average), and when last updated. */
-  private wakeRate = 0;
-  private wakeRateAt = 0;
-  /** When the last claim statement started. */
-  private lastClaimAt = 0;
-  /** Whether the next claim lets work gather first (see CLAIM_PACE_BATCH). */
-  private pacing = false;
-  /** Whether the pass under way began after a wait for work to gather. */
-  private pacedPass = false;
+  private readonly pacing: ClaimPacing;
   /** The look at a requeued intent when it falls due, by intent id, until a claim takes it again. */
   private readonly rechecks = new Map<number, NodeJS.Timeout>();
 
@@ -195,6 +149,7 @@ export class IntentRunner {
     private readonly opts: RunnerOptions,
   ) {
     this.successes = new SuccessRecorder(tasks, opts.update ?? {});
+    this.pacing = new ClaimPacing(opts.clock ?? performance, () => opts.conductors?.() ?? 1);
   }
 
   get running(): number {
@@ -209,7 +164,7 @@ export class IntentRunner {
    * find nothing as often as not.
    */
   newWork(wake?: IntentWake): void {
-    this.countWake();
+    this.pacing.countWake();
     if (wake === undefined) {
       this.backlog = true;
       this.pump();
@@ -250,8 +205,7 @@ export class IntentRunner {
       return;
     }
     this.pumping = true;
-    const delay = this.claimDelayMs();
-    this.pacedPass = delay > 0;
+    const delay = this.pacing.nextClaimDelayMs();
     const turn = new Promise<void>((resolve) => {
       if (delay > 0) setTimeout(resolve, delay).unref();
       else setImmediate(resolve);
@@ -263,23 +217,6 @@ export class IntentRunner {
         this.schedule();
       }
     });
-  }
-
-  private countWake(): void {
-    const now = performance.now();
-    this.wakeRate = this.wakeRate * Math.exp((this.wakeRateAt - now) / WAKE_RATE_TAU_MS) + 1 / WAKE_RATE_TAU_MS;
-    this.wakeRateAt = now;
-  }
-
-  /** How long the next claim waits for more work to gather (see CLAIM_PACE_BATCH). */
-  private claimDelayMs(): number {
-    if (!this.pacing) return 0;
-    const now = performance.now();
-    const rate = this.wakeRate * Math.exp((this.wakeRateAt - now) / WAKE_RATE_TAU_MS);
-    const k = Math.min(Math.max(1, this.opts.conductors?.() ?? 1), CLAIM_PACE_MAX_CONDUCTORS);
-    const maxMs = CLAIM_PACE_MAX_MS * k;
-    const gap = rate > 0 ? Math.min(maxMs, CLAIM_PACE_BATCH / rate) : maxMs;
-    return Math.max(0, this.lastClaimAt + gap - now);
   }
 
   private async claimLoop(): Promise<void> {
@@ -317,13 +254,10 @@ export class IntentRunner {
       let claimed: Array<{ intent: ClaimedIntent; task: Task }>;
       try {
         const t0 = Date.now();
-        this.lastClaimAt = performance.now();
+        this.pacing.claimStarted();
         claimed = await this.tasks.claimIntents(want, scope, only);
         this.log.debug({ ms: Date.now() - t0, want, claimed: claimed.length, only: only?.length }, 'claimed intents');
-        // A claim capped by free workers took all it could: no sign of less work.
-        if (this.pacedPass) this.pacing = claimed.length >= Math.min(CLAIM_PACE_SUSTAIN, want);
-        else if (claimed.length > 0) this.pacing = claimed.length >= CLAIM_PACE_TRIGGER;
-        this.pacedPass = false;
+        this.pacing.claimFound(claimed.length, want);
       } catch (err) {
         if (err instanceof ClaimIncomplete) this.undoClaim(err.claimed);
         this.wholeShare = true;
@@ -499,8 +433,9 @@ export class IntentRunner {
             retryDelay = backoffMs(intent.attempts, policy?.initialDelayMs ?? this.opts.retryInitialDelayMs, policy?.maxDelayMs ?? this.opts.retryMaxDelayMs);
             await finishIntent(trx, intent.id, { state: 'queued', error: error.message, notBefore: new Date(Date.now() + retryDelay) });
           } else {
-            const status = err instanceof GalvanicError ? { error_code: err.code, http_status: err.httpStatus } : { error_code: 'INTERNAL', http_status: 500 };
-            await finishIntent(trx, intent.id, { state: 'failed', error: error.message, result: status });
+            // What failed, not what HTTP makes of it: the API maps the code (api/error-handler.ts).
+            const failed = { error_code: err instanceof GalvanicError ? err.code : 'INTERNAL' };
+            await finishIntent(trx, intent.id, { state: 'failed', error: error.message, result: failed });
             if (intent.batch !== null && intent.stepIndex !== null) await skipRestOfBatch(trx, intent.batch, intent.stepIndex);
           }
           await settleFailure(trx, { intent, after, error, conductor: host, retry });

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
-import { claimIntents, unclaimIntents, type ClaimedIntent, type ClaimScope } from '../db/intents.js';
+import { claimIntents, unclaimIntents, type ClaimedIntent, type ClaimScope } from '../db/intent-claims.js';
 import { getNodeById, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type AccessOptions } from '../db/nodes.js';
 import { clearStaleReservation, lockHeldNodes, releaseNode, reserveIdleNodes, reserveNode } from '../db/reservations.js';
 import { Batcher, type BatchOutcome } from '../common/batcher.js';

@@ -2,7 +2,7 @@
  * The node reservation (`nodes.reservation`): the durable exclusive lock a conductor holds
  * across BMC I/O. Every statement that takes, checks, clears or deletes through it lives here;
  * the policy (modes, fences, logging, what to do when it is held) is TaskManager's. The one
- * exception is the intent claim (db/intents.ts claimIntents), which reserves the nodes in the
+ * exception is the intent claim (db/intent-claims.ts claimIntents), which reserves the nodes in the
  * same statement that starts their intents.
  */
 import type { Knex } from 'knex';

@@ -5,19 +5,8 @@
  * hook). Pure: it reads the node and its ports and says what to write; the conductor writes it.
  * Messages are Ironic's, Python reprs included, since operators and tools match on them.
  */
-import { HardwareInspectionFailure } from '../common/errors.js';
-
-/** Hooks available, each with the hooks that must run before it (Ironic's `dependencies`). */
-const HOOKS: Readonly<Record<string, readonly string[]>> = {
-  'ramdisk-error': [],
-  'validate-interfaces': [],
-  ports: ['validate-interfaces'],
-  architecture: [],
-  memory: [],
-  cpus: [],
-  'boot-mode': [],
-  'root-device': [],
-};
+import { ConfigError, HardwareInspectionFailure } from '../common/errors.js';
+import { expandHooks, hooksProblem } from '../common/inspection-hook-list.js';
 
 export type AddPorts = 'all' | 'active' | 'pxe' | 'disabled';
 export type KeepPorts = 'all' | 'present' | 'added';
@@ -32,22 +21,14 @@ export interface HookOptions {
 }
 
 /**
- * `[inspector] hooks` with `$default_hooks` expanded, checked as Ironic checks it when the
- * interface loads: every hook known, and each after the hooks it depends on.
- * @throws Error naming what is wrong (the conductor refuses to start)
+ * `[inspector] hooks` with `$default_hooks` expanded. The config schema refuses a list Ironic
+ * would not load (common/inspection-hook-list.ts), so a config from loadConfig always passes.
+ * @throws ConfigError naming what is wrong, for a config made some other way
  */
 export function parseHooks(hooks: string, defaultHooks: string): string[] {
-  const names = hooks.replace(/\$\{?default_hooks\}?/g, defaultHooks).split(',').map((s) => s.trim()).filter(Boolean);
-  const missing = names.filter((n) => !Object.hasOwn(HOOKS, n));
-  if (missing.length) throw new Error(`[inspector] hooks: The following hook(s) are missing or failed to load: ${missing.join(', ')}`);
-  const seen = new Set<string>();
-  const errors: string[] = [];
-  for (const name of names) {
-    const lacking = HOOKS[name].filter((d) => !seen.has(d));
-    if (lacking.length) errors.push(`Hook ${name} requires these missing hooks to be enabled before it: ${lacking.join(', ')}`);
-    else seen.add(name);
-  }
-  if (errors.length) throw new Error(`[inspector] hooks: Some hooks failed to load due to dependency problems: ${errors.join(', ')}`);
+  const names = expandHooks(hooks, defaultHooks);
+  const problem = hooksProblem(names);
+  if (problem !== undefined) throw new ConfigError([`[inspector] hooks: ${problem}`]);
   return names;
 }
 

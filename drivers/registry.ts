@@ -30,6 +30,8 @@ export class DriverRegistry {
     /** The per-BMC budget the drivers of this registry share (one per process, hence per conductor). */
     readonly budget: BmcBudget = new BmcBudget(4),
   ) {
+    // Which names exist is the drivers' to know, so these checks are here and not in the config
+    // schema (which checks, among others, that each default interface is enabled).
     const problems: string[] = [];
     const byName = new Map(known.map((t) => [t.name, t]));
     for (const name of opts.enabledHardwareTypes) {
@@ -42,10 +44,6 @@ export class DriverRegistry {
         if (!Object.hasOwn(implementations[kind], iface)) {
           problems.push(`[DEFAULT] enabled_${kind}_interfaces: unknown ${kind} interface "${iface}" (known: ${Object.keys(implementations[kind]).join(', ')})`);
         }
-      }
-      const def = opts.defaults[kind];
-      if (def && !opts.enabled[kind].includes(def)) {
-        problems.push(`[DEFAULT] default_${kind}_interface: "${def}" is not in enabled_${kind}_interfaces`);
       }
     }
     if (problems.length) throw new ConfigError(problems);

@@ -10,7 +10,6 @@ import { Counter, Gauge, Registry } from 'prom-client';
 import { AmqpLink } from '../common/amqp-link.js';
 import type { Config } from '../common/config.js';
 import { serveMetrics, type MetricsServer } from '../common/metrics-server.js';
-import { ConfigError } from '../common/errors.js';
 import { LogFollower } from './log-follower.js';
 import { NodeSeries } from './node-series.js';
 import { samplesOf, type SensorNotification } from './sensor-metrics.js';
@@ -32,9 +31,6 @@ export interface ExporterOptions {
 export function exporterOptions(config: Readonly<Config>): ExporterOptions {
   const n = config.notifications;
   const e = config.exporter;
-  if (e.source === 'log' && n.log_file === '') {
-    throw new ConfigError(['[exporter] source: log follows [notifications] log_file, which is empty.']);
-  }
   return {
     source: e.source as 'amqp' | 'log', logFile: n.log_file,
     url: n.transport_url, exchange: n.exchange, topic: n.topic, queue: e.queue, host: e.host_ip, port: e.port,

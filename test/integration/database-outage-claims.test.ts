@@ -7,7 +7,8 @@
  * (bench/outage.ts, fast restarts: 8 requests in 40 rounds).
  */
 import { expect } from 'chai';
-import { claimIntents, enqueueIntents, unclaimIntents, type ClaimScope } from '../../db/intents.js';
+import { enqueueIntents } from '../../db/intents.js';
+import { claimIntents, unclaimIntents, type ClaimScope } from '../../db/intent-claims.js';
 import { createNode } from '../../db/nodes.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 

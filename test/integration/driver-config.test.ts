@@ -2,10 +2,13 @@
  * Which hardware types and interfaces the config enables decides what the API accepts:
  * node create and PATCH resolve interfaces with Ironic's rules and say why one does not fit,
  * GET /v1/drivers lists the enabled types with their usable interfaces, node validate checks
- * driver_info, and a default that is not enabled stops the process at start.
+ * driver_info, and a default that is not enabled (or a bad inspection hook list) stops the
+ * process at start.
  */
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { LightMyRequestResponse } from 'fastify';
@@ -379,6 +382,23 @@ describe('driver configuration: enabled hardware types and interfaces', function
       expect(err, 'galvanic api started').to.not.equal(null);
       expect(err!.code).to.be.a('number').and.not.equal(0);
       expect(err!.stderr).to.include('configuration error').and.include('[DEFAULT] default_power_interface');
+    });
+
+    it('galvanic refuses a bad [inspector] hooks in one line naming the file and line, without a stack trace', async () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'galvanic-hooks-'));
+      try {
+        const file = path.join(dir, 'galvanic.conf');
+        writeFileSync(file, '[DEFAULT]\nhost = hooks-test\n\n[inspector]\nhooks = $default_hooks,bogus\n');
+        const err = await promisify(execFile)(process.execPath, [path.join(ROOT, 'dist/cli/main.js'), 'api', '--config', file], {
+          env: { ...process.env, GALVANIC_DATABASE__CONNECTION: 'postgres://nobody@127.0.0.1:1/none' },
+          timeout: 60_000,
+        }).then(() => null, (e: { code?: number; stderr?: string }) => e);
+        expect(err, 'galvanic api started').to.not.equal(null);
+        expect(err!.code).to.equal(1);
+        expect(err!.stderr).to.equal(`galvanic: configuration error: ${file}:5: [inspector] hooks: The following hook(s) are missing or failed to load: bogus\n`);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
   });
 });

@@ -7,6 +7,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
+import { ConfigError } from '../../common/errors.js';
 import { createNotifier } from '../../common/notifier.js';
 import { sensorEventType, sensorMessage } from '../../conductor/sensors/message.js';
 import { Exporter, exporterOptions } from '../../exporter/service.js';
@@ -38,8 +39,9 @@ describe('exporter following the log notification file', function () {
     await fs.rm(dir, { recursive: true, force: true });
   });
 
-  it('refuses source = log without a log_file', () => {
-    expect(() => exporterOptions(testConfig({ GALVANIC_EXPORTER__SOURCE: 'log' }))).to.throw('log_file');
+  it('refuses source = log without a log_file, as the configuration loads', () => {
+    expect(() => testConfig({ GALVANIC_EXPORTER__SOURCE: 'log' }))
+      .to.throw(ConfigError, 'env GALVANIC_EXPORTER__SOURCE: [exporter] source: log follows [notifications] log_file, which is empty.');
   });
 
   it('exports what the log driver appends, from the end of the file on, and survives a rotation', async () => {

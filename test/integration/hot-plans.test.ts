@@ -24,7 +24,7 @@ import { TaskManager } from '../../conductor/task-manager.js';
 import { buildRegistry } from '../../drivers/build-registry.js';
 import { mintAgentToken } from '../../db/agent-tokens.js';
 import { createKnex } from '../../db/connection.js';
-import { claimIntents, type ClaimScope } from '../../db/intents.js';
+import { claimIntents, type ClaimScope } from '../../db/intent-claims.js';
 import { nodeMapper, nodesForPowerSync, nodesForSensorData } from '../../db/nodes.js';
 import { testConfig } from '../helpers/app.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';

@@ -245,6 +245,30 @@ describe('config', () => {
       ]);
     });
 
+    it('reports a rule across options where the option was set, after the values', () => {
+      const file = conf('[DEFAULT]\nhost = x\n\n[inspector]\nhooks = $default_hooks,bogus\n[exporter]\nsource = log\n');
+      const problems = problemsOf({
+        path: file,
+        env: { GALVANIC_DEFAULT__DEFAULT_POWER_INTERFACE: 'ipmitool', GALVANIC_DEFAULT__ENABLED_POWER_INTERFACES: 'fake,redfish' },
+      });
+      expect(problems).to.deep.equal([
+        'env GALVANIC_DEFAULT__DEFAULT_POWER_INTERFACE: [DEFAULT] default_power_interface: "ipmitool" is not in enabled_power_interfaces',
+        `${file}:5: [inspector] hooks: The following hook(s) are missing or failed to load: bogus`,
+        `${file}:7: [exporter] source: log follows [notifications] log_file, which is empty.`,
+      ]);
+    });
+
+    it('names the option of a rule that was set when another it reads keeps its default', () => {
+      // hooks keeps "$default_hooks": default_hooks, set here, is the one at fault.
+      const file = conf('[inspector]\ndefault_hooks = ports,validate-interfaces\n');
+      expect(problemsOf({ path: file })).to.deep.equal([
+        `${file}:2: [inspector] default_hooks: Some hooks failed to load due to dependency problems: Hook ports requires these missing hooks to be enabled before it: validate-interfaces`,
+      ]);
+      // Set in the file and again in the environment: the environment's value is the one used.
+      expect(problemsOf({ path: conf('[api]\nauth_strategy = http_basic\nhttp_basic_auth_user_file = etc/htpasswd\n'), env: { GALVANIC_API__HTTP_BASIC_AUTH_USER_FILE: '' } }))
+        .to.deep.equal(['env GALVANIC_API__HTTP_BASIC_AUTH_USER_FILE: [api] http_basic_auth_user_file: auth_strategy http_basic needs a user file.']);
+    });
+
     it('names the file as given, relative to cwd', () => {
       mkdirSync(path.join(dir, 'etc'));
       writeFileSync(path.join(dir, 'etc', 'galvanic.conf'), '[api]\n\nport = 70000\n');

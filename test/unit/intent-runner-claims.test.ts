@@ -12,7 +12,7 @@ import { pino } from 'pino';
 import type { Action } from '../../conductor/actions/types.js';
 import { IntentRunner } from '../../conductor/intent-runner.js';
 import type { Task, TaskManager } from '../../conductor/task-manager.js';
-import type { ClaimedIntent } from '../../db/intents.js';
+import type { ClaimedIntent } from '../../db/intent-claims.js';
 import type { Node } from '../../db/nodes.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import type { Notifier } from '../../common/notifier.js';

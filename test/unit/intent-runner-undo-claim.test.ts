@@ -7,7 +7,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { pino } from 'pino';
-import { ClaimIncomplete, type ClaimedIntent } from '../../db/intents.js';
+import { ClaimIncomplete, type ClaimedIntent } from '../../db/intent-claims.js';
 import type { Node } from '../../db/nodes.js';
 import type { Action } from '../../conductor/actions/types.js';
 import { IntentRunner } from '../../conductor/intent-runner.js';
