@@ -9,10 +9,10 @@ import { Agent } from 'undici';
 import { readBody } from '../redfish/handler.js';
 import type { SimModel } from '../redfish/model.js';
 import type { SimBmc, SystemHooks, SystemState } from '../redfish/state.js';
-import { AgentHost, type AgentEnv } from './agent.js';
+import { AgentHost } from './agent.js';
 import { faultBody } from './ipa.js';
 import { hostFacts } from './inventory.js';
-import { DEFAULT_ISO_PATTERN, type AgentSimOptions } from './types.js';
+import { DEFAULT_ISO_PATTERN, type AgentEnv, type AgentSimOptions } from './types.js';
 
 const BODY_LIMIT = 16 << 20;
 

@@ -4,7 +4,7 @@
  * its length), stream `urls` in turn, verify, and fail with IPA's errors. The bytes are not
  * kept: the simulated disk records the URL, size and SHA-256.
  */
-import { createHash, getHashes, type Hash } from 'node:crypto';
+import { createHash, getHashes, randomBytes, randomUUID, type Hash } from 'node:crypto';
 import { request, type Dispatcher } from 'undici';
 import { checksumError, downloadError, downloadFatalError, invalidParams, restError, type IpaError } from './ipa.js';
 
@@ -173,4 +173,17 @@ export async function downloadImage(info: ImageInfo, dispatcher: Dispatcher, sig
     return { url: String(url), bytes, sha256: sha256 ? sha256.digest('hex') : actual, location };
   }
   throw downloadError(info.id, details.join('\n '));
+}
+
+/**
+ * The partitions an image leaves on the disk, as get_partition_uuids reports them: a whole-disk
+ * image its disk identifier; a partition image a root partition, and an EFI system partition
+ * when deployed for UEFI (IPA's partition_utils.work_on_disk).
+ */
+export function partitionsOf(info: Record<string, unknown>): { imageType: 'whole-disk' | 'partition'; uuids: Record<string, string> } {
+  const partition = info.image_type === 'partition' || (!info.image_type && (!!info.kernel || !!info.ramdisk));
+  if (!partition) return { imageType: 'whole-disk', uuids: { 'root uuid': `0x${randomBytes(4).toString('hex')}` } };
+  const uuids: Record<string, string> = { 'root uuid': randomUUID() };
+  if (info.deploy_boot_mode === 'uefi') uuids['efi system partition uuid'] = randomUUID();
+  return { imageType: 'partition', uuids };
 }

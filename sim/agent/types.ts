@@ -1,6 +1,8 @@
 /**
  * Options, fault knobs and the witness read-out of the ironic-python-agent simulator.
  */
+import type { Dispatcher } from 'undici';
+import type { SimBmc } from '../redfish/state.js';
 
 /** How the agents of a Redfish simulator fleet behave (`startRedfishSim({agent})`). */
 export interface AgentSimOptions {
@@ -19,6 +21,20 @@ export interface AgentSimOptions {
   /** Address and port of the agents' shared HTTP server (default 127.0.0.1, a free port). */
   host?: string;
   port?: number;
+}
+
+/** What every agent of a fleet shares: its options, resolved. */
+export interface AgentEnv {
+  apiUrl: string;
+  /** `http://host:port` of the agents' shared server. */
+  baseUrl: string;
+  dispatcher: Dispatcher;
+  bootMs: [number, number];
+  writeBytesPerMs: number;
+  heartbeatMinGapMs: number;
+  lookupRetryMs: number;
+  /** Asks the host's BMC for a reset (ForceOff, ForceRestart), as the OS of the host would cause. */
+  power(bmc: SimBmc, sysPath: string, type: 'ForceOff' | 'ForceRestart'): void;
 }
 
 export const DEFAULT_ISO_PATTERN = /(^|[/_.-])(ipa|agent)([/_.-]|$)/i;

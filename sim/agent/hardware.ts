@@ -1,0 +1,91 @@
+/**
+ * IPA's `hardware.py`, for the GenericHardwareManager alone: its version, its steps, and the
+ * steps' dispatch (`dispatch_to_managers`), with the faults a host's agent may be given.
+ */
+import type { ExtensionAgent } from './extensions/base.js';
+import { downloadImage, partitionsOf, validateImageInfo } from './image.js';
+import {
+  CLEAN_STEPS,
+  DEPLOY_STEPS,
+  HARDWARE_MANAGER,
+  cleaningError,
+  deploymentError,
+  executionError,
+  methodNotFound,
+  pyRepr,
+  versionMismatch,
+} from './ipa.js';
+import { sleep, type Life } from './life.js';
+
+/** How long steps without real work take. */
+const STEP_MS: Record<string, number> = { erase_devices: 1000, erase_devices_metadata: 100, erase_devices_express: 200 };
+export const DEFAULT_STEP_MS = 50;
+
+/** `get_current_versions`: the hardware managers and their versions. */
+export function hardwareVersions(agent: ExtensionAgent): Record<string, string> {
+  return { [HARDWARE_MANAGER]: agent.hwVersion };
+}
+
+/** `get_clean_steps` / `get_deploy_steps` of every manager, with the agent's versions. */
+export function listSteps(agent: ExtensionAgent, kind: 'clean' | 'deploy'): unknown {
+  return {
+    [`${kind}_steps`]: {
+      [HARDWARE_MANAGER]: (kind === 'clean' ? CLEAN_STEPS : DEPLOY_STEPS).map((s) => (kind === 'clean' && s.step === agent.faults.unabortableStep ? { ...s, abortable: false } : { ...s })),
+    },
+    hardware_manager_version: hardwareVersions(agent),
+  };
+}
+
+/** `execute_clean_step` / `execute_deploy_step`, with the step faults. */
+export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy', params: Record<string, unknown>, life: Life): Promise<unknown> {
+  const given = params[`${kind}_version`];
+  if (given !== undefined && given !== null) {
+    if (agent.faults.versionMismatch) {
+      // A newer agent: its hardware managers report another version from now on.
+      agent.hwVersion = `${agent.hwVersion}.1`;
+      agent.faults = { ...agent.faults, versionMismatch: false };
+    }
+    if (JSON.stringify(given) !== JSON.stringify(hardwareVersions(agent))) throw versionMismatch(hardwareVersions(agent), given);
+  }
+  const step = params.step as Record<string, unknown> | null;
+  if (!step || typeof step !== 'object' || !('step' in step)) throw executionError(`Malformed ${kind}_step, no "step" key: ${pyRepr(step)}`);
+  const name = String(step.step);
+  if (!CLEAN_STEPS.some((s) => s.step === name) && !DEPLOY_STEPS.some((s) => s.step === name)) throw methodNotFound(name);
+  const args: Record<string, unknown> = { ...params, ...((step.args as Record<string, unknown> | undefined) ?? {}) };
+  const fail = kind === 'clean' ? cleaningError : deploymentError;
+  const f = agent.faults;
+  if (f.hangStep === name) return new Promise<never>(() => undefined);
+  let result: unknown = null;
+  let work: () => void = () => undefined;
+  const seconds = f.stepSeconds?.[name];
+  let busyMs = typeof seconds === 'number' ? seconds * 1000 : (STEP_MS[name] ?? DEFAULT_STEP_MS);
+  const started = Date.now();
+  if (name === 'write_image') {
+    const info = validateImageInfo(args.image_info);
+    const written = await downloadImage(info, agent.env.dispatcher, life.signal);
+    if (life.dead) return null;
+    // The write takes its time: at least the size over the write rate.
+    busyMs = Math.max(0, written.bytes / agent.env.writeBytesPerMs - (Date.now() - started));
+    const parts = partitionsOf(info);
+    work = () => {
+      agent.disk = { imageUrl: written.url, bytes: written.bytes, sha256: written.sha256, writtenAt: Date.now(), imageType: parts.imageType, bootloader: null };
+      life.partitionUuids = parts.uuids;
+    };
+    result = { result: `prepare_image: image (${info.id}) written to device /dev/sda root_uuid=${parts.uuids['root uuid']}` };
+  } else if (name.startsWith('erase_devices')) {
+    work = () => {
+      agent.disk = null;
+    };
+    result = name === 'erase_devices' ? Object.fromEntries(((agent.facts.inventory.disks as Array<{ name: string }>) ?? []).map((d) => [d.name, null])) : null;
+  }
+  if (f.crashDuringStep === name || f.rebootDuringStep === name) {
+    await sleep(life, busyMs / 2);
+    if (f.crashDuringStep === name) agent.kill(`crashed during ${name}`);
+    else agent.power('ForceRestart');
+    return new Promise<never>(() => undefined);
+  }
+  await sleep(life, busyMs);
+  if (f.failStep === name) throw fail(f.failMessage ?? `Simulated failure of step ${name}`);
+  work();
+  return kind === 'clean' ? { clean_result: result, clean_step: step } : { deploy_result: result, deploy_step: step };
+}
