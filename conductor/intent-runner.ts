@@ -16,7 +16,7 @@ import type { Action, ActionContext, ActionResult } from './actions/types.js';
 import { nodePayload } from './node-payload.js';
 import { LockLost, type Task, type TaskManager } from './task-manager.js';
 import { SuccessRecorder } from './success-recorder.js';
-import type { AgentServices } from './steps.js';
+import type { AgentServices } from './actions/types.js';
 import { failureChanges, settleFailure } from './intent-outcome.js';
 import { ClaimPacing, type Clock } from './claim-pacing.js';
 

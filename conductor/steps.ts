@@ -13,9 +13,8 @@ import { AgentStepFailed, InvalidParameterValue, UnsupportedDriverExtension } fr
 import { ProvisionState, eventChanges, nextState } from '../common/states.js';
 import type { UserStep } from '../common/steps.js';
 import { cleanSteps, cleaningNeedsAgent, declaredSteps, deploySteps, usesAgent as planUsesAgent } from '../drivers/step-plan.js';
-import type { Config } from '../common/config.js';
 import type { Node, NodeChanges } from '../db/nodes.js';
-import type { AgentClient, AgentCommand } from '../drivers/agent/client.js';
+import type { AgentCommand } from '../drivers/agent/client.js';
 import { AgentSession, completedCommand, freshlyBooted, isVersionMismatch, shownStep, type AgentStepKind } from '../drivers/agent/session.js';
 import { commandError } from '../drivers/agent/client.js';
 import { bootAgent } from '../drivers/deploy/agent-base.js';
@@ -23,19 +22,9 @@ import type { BootInterface, DeployInterface, InterfaceKind, ManagementInterface
 import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type StepKind } from '../drivers/steps.js';
 import type { ActionContext } from './actions/types.js';
 
+
 export { stepId, type PlannedStep } from '../drivers/steps.js';
 
-/** What the conductor gives actions that talk to agents. */
-export interface AgentServices {
-  client: AgentClient;
-  /** The node's agent token, or null. */
-  tokenOf(nodeId: number): Promise<string | null>;
-  /** Forgets the node's token: its agent's work is over. */
-  wipeToken(nodeId: number): Promise<void>;
-  /** The MAC addresses of the node's ports, sent to the agent as Ironic sends its ports. */
-  portsOf(nodeId: number): Promise<Array<{ address: string }>>;
-  config: { agent: Config['agent']; deploy: Config['deploy'] };
-}
 
 /** The kinds of run that go through the agent and persist their steps. */
 export type RunKind = AgentStepKind;

@@ -16,8 +16,15 @@ function stepArgs(intent: Intent): ProvisionStepArgs {
 
 const ALL_STATES = Object.values(ProvisionState);
 
-/** Steps refused before their transition started, whose node must be left as it is. */
-const refused = new WeakSet<Intent>();
+/**
+ * Marks the error of a step refused before its transition started: the node must be left as
+ * it is. The mark travels with the error to onFailure, which sees nothing else of the run.
+ */
+const REFUSED_BEFORE_START = Symbol('refused before its transition started');
+
+function refusedBeforeStart(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as Record<symbol, unknown>)[REFUSED_BEFORE_START] === true;
+}
 
 /**
  * The transition an earlier attempt of this step started, read back from the node: a retry
@@ -132,7 +139,7 @@ export const provisionStepAction: Action = {
         t = provisionTransition(ctx.node, args.verb, true);
         checkNodeForProvision(ctx.registry, ctx.node, args.verb, t);
       } catch (err) {
-        refused.add(ctx.intent);
+        if (typeof err === 'object' && err !== null) (err as Record<symbol, unknown>)[REFUSED_BEFORE_START] = true;
         throw err;
       }
       const start = transitionStartChanges(t);
@@ -153,7 +160,7 @@ export const provisionStepAction: Action = {
     }
     const args = stepArgs(ctx.intent);
     // Refused before it started (the node had moved on): the node is left as it is.
-    const t = refused.has(ctx.intent) ? undefined : startedTransition(ctx.node, args.verb);
+    const t = refusedBeforeStart(error) ? undefined : startedTransition(ctx.node, args.verb);
     if (!t || !provisionAction.onFailure) return {};
     const intent = { ...ctx.intent, args: intentArgs('provision', provisionArgs(ctx.node, args, t)) };
     return provisionAction.onFailure({ node: ctx.node, intent }, error, final);

@@ -6,7 +6,20 @@ import type { DriverRegistry } from '../../drivers/registry.js';
 import type { DriverContext } from '../../drivers/interfaces.js';
 import type { Task } from '../task-manager.js';
 import type { AgentSession } from '../../drivers/agent/session.js';
-import type { AgentServices } from '../steps.js';
+import type { Config } from '../../common/config.js';
+import type { AgentClient } from '../../drivers/agent/client.js';
+
+/** What the conductor gives actions that talk to agents. */
+export interface AgentServices {
+  client: AgentClient;
+  /** The node's agent token, or null. */
+  tokenOf(nodeId: number): Promise<string | null>;
+  /** Forgets the node's token: its agent's work is over. */
+  wipeToken(nodeId: number): Promise<void>;
+  /** The MAC addresses of the node's ports, sent to the agent as Ironic sends its ports. */
+  portsOf(nodeId: number): Promise<Array<{ address: string }>>;
+  config: { agent: Config['agent']; deploy: Config['deploy'] };
+}
 
 /** What an action sees: the task holding the node, its driver context, and the registry. */
 export interface ActionContext {
