@@ -25,6 +25,8 @@ export const ProvisionState = {
   SERVICING: 'servicing',
   SERVICEWAIT: 'service wait',
   SERVICEFAIL: 'service failed',
+  ADOPTING: 'adopting',
+  ADOPTFAIL: 'adopt failed',
   // Reached by no interface Galvanic ships, but agents and clients name them.
   RESCUING: 'rescuing',
   RESCUEWAIT: 'rescue wait',
@@ -33,7 +35,6 @@ export const ProvisionState = {
   DEPLOYHOLD: 'deploy hold',
   CLEANHOLD: 'clean hold',
   SERVICEHOLD: 'service hold',
-  ADOPTFAIL: 'adopt failed',
 } as const;
 export type ProvisionStateName = (typeof ProvisionState)[keyof typeof ProvisionState];
 
@@ -61,6 +62,7 @@ const EVENTS: Readonly<Record<string, Readonly<Partial<Record<ProvisionEvent, st
   [S.DELETING]: { clean: S.CLEANING, done: S.AVAILABLE, fail: S.ERROR },
   [S.SERVICING]: { done: S.ACTIVE, fail: S.SERVICEFAIL, wait: S.SERVICEWAIT },
   [S.SERVICEWAIT]: { resume: S.SERVICING, fail: S.SERVICEFAIL, timeout: S.SERVICEFAIL, abort: S.SERVICEFAIL },
+  [S.ADOPTING]: { done: S.ACTIVE, fail: S.ADOPTFAIL },
 };
 
 /** Whether `event` may happen in `state`. */
@@ -153,7 +155,7 @@ export const KNOWN_VERBS = [
 
 /** What the conductor does for a transition. */
 /** `process_inspection`: an agent's inventory, posted to /v1/continue_inspection, is processed. */
-export type ProvisionWork = 'verify' | 'inspect' | 'process_inspection' | 'clean' | 'deploy' | 'tear_down' | 'none' | 'abort' | 'service';
+export type ProvisionWork = 'verify' | 'inspect' | 'process_inspection' | 'clean' | 'deploy' | 'tear_down' | 'none' | 'abort' | 'service' | 'adopt';
 
 export interface Transition {
   /** State while the conductor works. */
@@ -171,6 +173,8 @@ const deploy = t(S.DEPLOYING, S.ACTIVE, S.DEPLOYFAIL, 'deploy');
 const tearDown = t(S.DELETING, S.AVAILABLE, S.ERROR, 'tear_down');
 // Servicing (1.87) runs steps on a deployed node and returns it to active.
 const service = t(S.SERVICING, S.ACTIVE, S.SERVICEFAIL, 'service');
+// Adoption (1.17) takes a node that already runs its instance into active without deploying it.
+const adopt = t(S.ADOPTING, S.ACTIVE, S.ADOPTFAIL, 'adopt');
 
 /** from-state → verb → transition. Anything not here is refused (Ironic has no manage → manage). */
 const TABLE: Record<string, Record<string, Transition>> = {
@@ -179,7 +183,9 @@ const TABLE: Record<string, Record<string, Transition>> = {
     provide: t(S.CLEANING, S.AVAILABLE, S.CLEANFAIL, 'clean'),
     inspect: t(S.INSPECTING, S.MANAGEABLE, S.INSPECTFAIL, 'inspect'),
     clean: t(S.CLEANING, S.MANAGEABLE, S.CLEANFAIL, 'clean'),
+    adopt,
   },
+  [S.ADOPTFAIL]: { adopt, manage: t(S.MANAGEABLE, S.MANAGEABLE, S.ADOPTFAIL, 'none') },
   [S.AVAILABLE]: {
     manage: t(S.MANAGEABLE, S.MANAGEABLE, S.AVAILABLE, 'none'),
     active: deploy, deploy,

@@ -223,6 +223,8 @@ export interface DeployInterface {
   readonly supported: true;
   /** Works through the agent (Ironic's AgentBaseMixin): cleaning boots it, and it offers in-band steps. */
   readonly usesAgent: boolean;
+  /** How the instance boots (Ironic's boot option): from the disk, or from a ramdisk the boot interface serves. */
+  readonly bootOption: 'local' | 'ramdisk';
   /** Parses driver_info; no I/O. */
   validate(driverInfo: Readonly<Record<string, unknown>>): void;
   /** Ironic's DeployInterface.validate: what a deploy needs of the node. @throws InvalidParameterValue | MissingParameterValue */

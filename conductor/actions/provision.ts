@@ -69,6 +69,18 @@ async function clean(ctx: ActionContext, manual: UserStep[] | undefined, pending
 }
 
 /**
+ * Adoption (Ironic's _do_adoption): a node that already runs its instance becomes active
+ * without a deploy. The boot interface is validated when the instance boots from a ramdisk it
+ * serves; the deploy interface's take-over has nothing to do for the interfaces Galvanic has;
+ * the power state is read from the BMC, so that the node shows what it is doing.
+ */
+async function adopt(ctx: ActionContext): Promise<NodeChanges> {
+  if (deployOf(ctx).bootOption !== 'local') validateInterface(ctx.registry, describeNode(ctx.node), 'boot');
+  const state = await taskInterfaces(ctx).power.getPowerState(ctx.driver);
+  return { powerState: state === 'error' ? null : state };
+}
+
+/**
  * In-band inspection's start (Ironic's inspector Common.inspect_hardware with a managed boot):
  * ports for the MACs the BMC reports, so that the agent finds its node by them; power off;
  * the agent ISO inserted and booted once; `inspect wait` written before the power on, so that
@@ -175,6 +187,7 @@ const FAILURE_WORDS: Record<ProvisionWork, string> = {
   clean: 'Failed to clean node',
   deploy: 'Failed to deploy node', tear_down: 'Failed to tear down node', none: 'Failed to move node', abort: 'Failed to abort on node',
   service: 'Cannot service node',
+  adopt: 'Error while attempting to adopt node',
 };
 
 /**
@@ -236,6 +249,10 @@ export const provisionAction: Action = {
         event = `Inspection data processed, node is ${args.target}.`;
         break;
       }
+      case 'adopt':
+        changes = await adopt(ctx);
+        event = `Successfully adopted node ${ctx.node.uuid}, node is ${args.target}.`;
+        break;
       case 'service':
         changes = await runServiceSteps(ctx, args.serviceSteps ?? []);
         event = `Servicing (${(args.serviceSteps ?? []).length} step(s)) done, node is ${args.target}.`;
@@ -299,7 +316,8 @@ export const provisionAction: Action = {
       return { ...failed, lastError: `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}` };
     }
     // Processing an agent's inventory fails with Ironic's own message, or in the boot's clean-up.
-    const lastError = work !== 'process_inspection' ? `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}`
+    const lastError = work === 'adopt' ? `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}.`
+      : work !== 'process_inspection' ? `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}`
       : error instanceof HardwareInspectionFailure ? reason : `Inspection clean up failed: ${reason}`;
     return {
       provisionState: onFail,
@@ -308,6 +326,8 @@ export const provisionAction: Action = {
       deployStep: {},
       cleanStep: {},
       lastError,
+      // Ironic forgets the power state of a node it failed to adopt: it is likely wrong.
+      ...(work === 'adopt' ? { powerState: null } : {}),
     };
   },
 };

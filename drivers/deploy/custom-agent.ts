@@ -10,6 +10,7 @@ import { BOOT_AGENT_STEP, agentOobSteps, tearDownInstance, validateAgentBoot, ty
 
 export class CustomAgentDeploy implements DeployInterface {
   readonly supported = true;
+  readonly bootOption = 'local';
   readonly usesAgent = true;
   readonly steps: readonly StepDeclaration[];
 

@@ -114,6 +114,7 @@ function validateDirectDeploy(node: DeployValidation): void {
 
 export class DirectDeploy implements DeployInterface {
   readonly supported = true;
+  readonly bootOption = 'local';
   readonly usesAgent = true;
   readonly steps: readonly StepDeclaration[];
 

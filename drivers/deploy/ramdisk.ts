@@ -52,6 +52,7 @@ const DEPLOY_STEP: StepDeclaration = {
 
 export class RamdiskDeploy implements DeployInterface {
   readonly supported = true;
+  readonly bootOption = 'ramdisk';
   readonly usesAgent = false;
   readonly steps: readonly StepDeclaration[] = [DEPLOY_STEP];
 

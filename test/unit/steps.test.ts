@@ -71,6 +71,8 @@ describe('provision states: the conductor\'s events', () => {
     expect(nextState('inspect wait', 'timeout')).to.equal('inspect failed');
     expect(nextState('deleting', 'clean')).to.equal('cleaning');
     expect(nextState('verifying', 'fail')).to.equal('enroll');
+    expect(nextState('adopting', 'done')).to.equal('active');
+    expect(nextState('adopting', 'fail')).to.equal('adopt failed');
   });
 
   it('ends cleaning in its target: manageable after a manual cleaning, else available', () => {
