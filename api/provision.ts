@@ -29,6 +29,8 @@ const VERB_FLOORS: Record<string, number> = {
 const BODY_FIELDS: Record<string, number> = {
   target: 1, configdrive: 1, clean_steps: 15, rescue_password: 38, deploy_steps: 69, disable_ramdisk: 70, service_steps: 87, runbook: 92,
 };
+/** Ironic's last_error for an inspection aborted in inspect wait. */
+const INSPECTION_ABORTED = 'Inspection was aborted by request.';
 const CONFIGDRIVE_KEYS = new Set(['meta_data', 'network_data', 'user_data', 'vendor_data']);
 const STEP_KEYS = new Set(['interface', 'step', 'args', 'priority']);
 
@@ -216,6 +218,8 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
         const abortAfter = verb === 'abort' && current.provisionState === ProvisionState.CLEANWAIT ? cleanStepToAbortAfter(current.cleanStep) : undefined;
         // Ironic moves the node into the transitional state before answering 202.
         const changes: NodeChanges = abortAfter ? { cleanStep: abortAfter } : transitionStartChanges(t);
+        // Ironic records why an inspection ended (_do_inspect_abort), and Metal3 reads "aborted" in it.
+        if (verb === 'abort' && current.provisionState === ProvisionState.INSPECTWAIT) changes.lastError = INSPECTION_ABORTED;
         if (deploying && configdrive !== undefined && configdrive !== null) {
           changes.instanceInfo = { ...current.instanceInfo, configdrive };
         }

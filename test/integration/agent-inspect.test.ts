@@ -186,6 +186,8 @@ describe('agent (in-band) inspection', function () {
     expect((await getNode(api, node.uuid)).provision_state).to.equal('inspect wait');
     const aborted = await provisionAndSettle(api, node.uuid, 'abort');
     expect(aborted.provision_state).to.equal('inspect failed');
+    // Ironic's message, which Metal3 looks for to tell an abort from a failure.
+    expect(aborted.last_error).to.equal('Inspection was aborted by request.');
     expect(aborted.power_state).to.equal('power off');
     expect(insertedMedia(await simState(s.sim.bmcs[5].url))).to.deep.equal([]);
     // A late inventory is refused: the node no longer waits.
