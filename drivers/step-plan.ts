@@ -105,7 +105,11 @@ export function cleanSteps(
 ): PlannedStep[] {
   const declared = declaredSteps(node, registry, 'clean');
   const oob = declared.map((d) => planned(d, 'clean'));
-  const all = [...oob, ...agentSteps.filter((a) => !oob.some((o) => o.interface === a.interface && o.step === a.step))];
+  // The agent's steps are the deploy interface's (Ironic's AgentBaseMixin.get_clean_steps keeps
+  // those of interface `deploy`): its RAID or BIOS steps belong to agent RAID/BIOS interfaces,
+  // which Galvanic does not have, so a no-raid node does not run them.
+  const inband = agentSteps.filter((a) => a.interface === 'deploy' && !oob.some((o) => o.interface === a.interface && o.step === a.step));
+  const all = [...oob, ...inband];
   if (!manual) {
     return sortSteps(all.map((s) => ({ ...s, priority: Object.hasOwn(overrides, stepId(s)) ? overrides[stepId(s)] : s.priority })).filter((s) => s.priority > 0));
   }

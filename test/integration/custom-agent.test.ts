@@ -13,7 +13,7 @@ describe('custom-agent deploy: the agent\'s deploy steps, no image written (real
   const g = galvanicAndSim({
     images: true,
     env: { ...AGENT_TEST_ENV, GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '20', GALVANIC_CONDUCTOR__AUTOMATED_CLEAN: 'false' },
-    sim: (apiUrl) => ({ count: 2, agent: { apiUrl, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300 } }),
+    sim: (apiUrl) => ({ count: 3, agent: { apiUrl, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300 } }),
     cleanExit: false,
   });
   const { api } = g;
@@ -46,6 +46,17 @@ describe('custom-agent deploy: the agent\'s deploy steps, no image written (real
     expect(Object.keys(w.received).filter((k) => k.includes('write_image')), 'custom-agent writes no image').to.deep.equal([]);
     // tear_down_agent: the agent was asked to power the node off.
     expect(w.received['standby.power_off']).to.equal(1);
+  });
+
+  it('runs no RAID step of the agent on a no-raid node: a manual cleaning asking for one fails', async () => {
+    const uuid = await availableNode(2);
+    expect((await provisionAndSettle(api, uuid, 'manage')).provision_state).to.equal('manageable');
+    await provision(api, uuid, 'clean', { clean_steps: [{ interface: 'raid', step: 'create_configuration', args: {} }] });
+    const { node } = await watchStates(api, uuid);
+    expect(node.provision_state).to.equal('clean failed');
+    expect(node.last_error).to.include(`Node ${uuid} has no clean step "create_configuration" on its raid interface (nor does its agent).`);
+    const w = await agentWitness(g.sim.bmcs[2].url);
+    expect(Object.keys(w.received).filter((k) => k.includes('create_configuration'))).to.deep.equal([]);
   });
 
   it('fails the deploy, with Ironic\'s reason, when the user names a step the agent does not offer', async () => {
