@@ -30,11 +30,15 @@ type Tier = (typeof TIERS)[number];
 /**
  * Files that must have the machine to themselves: they measure how fast something happens
  * (wake-ups, pacing, claims racing across processes), and other files' load would make them
- * measure the neighbours.
+ * measure the neighbours. (operations-races is not one: it bounds counts and orders, and times
+ * only from below, backoff gaps that load can only widen.)
  */
 const SERIAL: ReadonlySet<string> = new Set([
+  // Bounds its wake-ups (200 ms) and its takeover (heartbeat_timeout + 10 s); its 20,000
+  // intents over three conductors fill both cores for a minute, and under other files' load a
+  // heartbeat lapsing past its 5 s timeout would be a false death amid its exact counts.
   'integration/conductor-races.test.js',
-  'integration/operations-races.test.js',
+  // Times how long a stream of notifications is gathered before it is sent.
   'integration/pg-notify.test.js',
   // A conductor's console watchdog reaps, machine-wide, console processes whose conductor is
   // gone: beside other files' conductors, this file's own survivors are not the ones to do it.
