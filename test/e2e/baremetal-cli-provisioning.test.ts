@@ -14,7 +14,7 @@ import path from 'node:path';
 import { galvanicAndSim } from '../helpers/agent-deploy.js';
 import { baremetalCli, requireCli } from '../helpers/baremetal.js';
 import {
-  clearSimEvents, expectInOrder, insertedMedia, nodeHistory, settled, simEvents, simState, story,
+  clearSimEvents, expectInOrder, insertedMedia, nodeHistory, nodePorts, settled, simEvents, simState, story,
 } from '../helpers/provisioning.js';
 
 const ISO = 'http://images.example/deploy/live.iso';
@@ -71,12 +71,15 @@ describe('baremetal CLI: provisioning (e2e)', function () {
     // The synthetic BMC: 384 GiB, 2 × 48 threads of x86-64, a RAID1 of two 960 GB SSDs, UEFI.
     expect(inspected.properties).to.deep.include({ memory_mb: '393216', cpus: 96, cpu_arch: 'x86_64', capabilities: 'boot_mode:uefi' });
     expect(Number(inspected.properties.local_gb)).to.be.greaterThan(800);
-    const ports = JSON.parse(await ok('port', 'list', '--node', 'cli-rf', '-f', 'json')) as Array<{ Address: string }>;
-    expect(ports.map((p) => p.Address).sort()).to.deep.equal(['02:00:00:00:00:01', '02:00:00:00:00:02']);
+    // Checks between the CLI's steps go over the API: each CLI run is seconds of Python start-up
+    // (baremetal-cli.test.ts has `port list` and the other listings).
+    expect(await nodePorts(api, created.uuid as string)).to.deep.equal(['02:00:00:00:00:01', '02:00:00:00:00:02']);
 
     expect((await settle<{ provision_state: string }>('provide', 'cli-rf')).provision_state).to.equal('available');
 
-    const before = await validate('cli-rf');
+    const unset = await api('GET', '/v1/nodes/cli-rf/validate');
+    expect(unset.status, unset.body).to.equal(200);
+    const before = unset.json<Record<string, { result: boolean; reason: string | null }>>();
     expect(before.boot.result).to.equal(true);
     expect(before.deploy).to.deep.equal({ result: false, reason: "Some parameters were missing in node's instance_info. Missing are: ['boot_iso']" });
     await ok('node', 'set', 'cli-rf', '--instance-info', `boot_iso=${ISO}`);
