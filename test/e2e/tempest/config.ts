@@ -84,7 +84,7 @@ ${SERVICES_OFF.map((s) => `${s} = false`).join('\n')}
 [compute]
 build_timeout = 120
 # The plugin's waiters poll at this interval (whole seconds). fake-hardware's transitions take
-# milliseconds, so 1 s a wait was most of the suite's time: poll without a pause.
+# milliseconds, so at 1 each wait slept a second for them: poll without a pause.
 build_interval = 0
 
 [baremetal]
