@@ -50,7 +50,8 @@ const SERIAL: ReadonlySet<string> = new Set([
 
 /**
  * The longest files first, so that no lane is left with a long one at the end: seconds each
- * took in a full run on a 2-core machine against its Debian Postgres (files under 10 s left out).
+ * took in a full run on a 2-core machine against its Debian Postgres (files under 10 s left out),
+ * less what single-file runs showed for the files whose waits were shortened since.
  */
 const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
   'e2e/tempest.test.js': 75,
