@@ -1,9 +1,10 @@
 /**
  * The real `baremetal` CLI, unchanged, deploys and cleans a node through the agent: a real
  * `galvanic all-in-one`, the Redfish simulator whose hosts run a simulated ironic-python-agent
- * when they boot the agent ISO, and an image server. `node provide`, `deploy`, `undeploy` and
- * `clean --clean-steps` with `--wait`, and `node abort` in clean wait. Skipped when the CLI is
- * not installed, except under CI.
+ * when they boot the agent ISO, and an image server. `node deploy --wait` (the suite's one
+ * `--wait` on a long verb: each poll of it sleeps 10 s, so the other long verbs are waited for
+ * over HTTP), `provide`, `undeploy`, `clean --clean-steps`, and `node abort` in clean wait.
+ * Skipped when the CLI is not installed, except under CI.
  */
 import { expect } from 'chai';
 import { baremetalCli, requireCli } from '../helpers/baremetal.js';
@@ -22,9 +23,9 @@ describe('baremetal CLI: direct deploy and cleaning through the agent (e2e)', fu
     sim: (apiUrl) => ({ count: 1, agent: { apiUrl, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300 } }),
   });
   const { api } = g;
-  const { ok, show } = baremetalCli(() => g.galvanic, 150_000);
+  const { ok, show, settle } = baremetalCli(() => g.galvanic, 150_000);
 
-  it('provides, deploys, undeploys, cleans by hand and aborts a cleaning, with --wait', async () => {
+  it('provides, deploys with --wait, undeploys, cleans by hand and aborts a cleaning', async () => {
     const bmc = g.sim.bmcs[0].url;
     await ok(
       'node', 'create', '--driver', 'redfish', '--name', 'cli-agent',
@@ -34,8 +35,7 @@ describe('baremetal CLI: direct deploy and cleaning through the agent (e2e)', fu
     );
     await ok('node', 'manage', 'cli-agent', '--wait', '60');
     await ok('node', 'inspect', 'cli-agent', '--wait', '60');
-    await ok('node', 'provide', 'cli-agent', '--wait', '120');
-    expect(await show('cli-agent', 'provision_state', 'last_error')).to.deep.equal({ provision_state: 'available', last_error: null });
+    expect(await settle('provide', 'cli-agent')).to.deep.include({ provision_state: 'available', last_error: null });
 
     await ok('node', 'set', 'cli-agent', '--instance-info', `image_source=${g.images.image.url}`, '--instance-info', `image_checksum=${g.images.image.md5}`);
     const validation = JSON.parse(await ok('node', 'validate', 'cli-agent', '-f', 'json')) as Array<{ Interface: string; Result: boolean; Reason: string }>;
@@ -47,12 +47,11 @@ describe('baremetal CLI: direct deploy and cleaning through the agent (e2e)', fu
     const events = (await nodeHistory(api, 'cli-agent')).map((h) => h.event).join('\n');
     expect(events).to.include('Deployed (direct deploy)');
 
-    await ok('node', 'undeploy', 'cli-agent', '--wait', '120');
-    expect(await show('cli-agent', 'provision_state', 'last_error')).to.deep.equal({ provision_state: 'available', last_error: null });
+    expect(await settle('undeploy', 'cli-agent')).to.deep.include({ provision_state: 'available', last_error: null });
 
     await ok('node', 'manage', 'cli-agent', '--wait', '60');
-    await ok('node', 'clean', 'cli-agent', '--clean-steps', JSON.stringify([{ interface: 'deploy', step: 'erase_devices_metadata' }]), '--wait', '120');
-    expect(await show('cli-agent', 'provision_state', 'last_error')).to.deep.equal({ provision_state: 'manageable', last_error: null });
+    expect(await settle('clean', 'cli-agent', '--clean-steps', JSON.stringify([{ interface: 'deploy', step: 'erase_devices_metadata' }])))
+      .to.deep.include({ provision_state: 'manageable', last_error: null });
 
     await setAgentFaults(bmc, { hangStep: 'erase_devices_metadata' });
     await ok('node', 'clean', 'cli-agent', '--clean-steps', JSON.stringify([{ interface: 'deploy', step: 'erase_devices_metadata' }]));

@@ -2,8 +2,10 @@
  * The real `baremetal` CLI (python-ironicclient), unchanged, takes a node through Galvanic's
  * provisioning flow on a real `galvanic all-in-one` and the Redfish simulator over HTTP:
  * create, manage, inspect, provide, set the boot ISO, validate, deploy with a config drive,
- * rebuild and undeploy, each `--wait`ing as an operator does; then the same flow on
- * fake-hardware's fake interfaces. Skipped when the CLI is not installed, except under CI.
+ * rebuild and undeploy; then the same flow on fake-hardware's fake interfaces. Manage and
+ * inspect `--wait` as an operator does; the long verbs are waited for over HTTP, as their
+ * `--wait` sleeps 10 s a poll (baremetal-cli-agent's deploy is the long `--wait`). Skipped
+ * when the CLI is not installed, except under CI.
  */
 import { expect } from 'chai';
 import fs from 'node:fs/promises';
@@ -12,7 +14,7 @@ import path from 'node:path';
 import { galvanicAndSim } from '../helpers/agent-deploy.js';
 import { baremetalCli, requireCli } from '../helpers/baremetal.js';
 import {
-  clearSimEvents, expectInOrder, insertedMedia, nodeHistory, settled, simEvents, simState, story,
+  clearSimEvents, expectInOrder, insertedMedia, nodeHistory, nodePorts, settled, simEvents, simState, story,
 } from '../helpers/provisioning.js';
 
 const ISO = 'http://images.example/deploy/live.iso';
@@ -27,7 +29,7 @@ describe('baremetal CLI: provisioning (e2e)', function () {
     sim: () => ({ count: 1 }),
   });
   const { api } = g;
-  const { run: baremetal, ok, show } = baremetalCli(() => g.galvanic);
+  const { run: baremetal, ok, show, settle } = baremetalCli(() => g.galvanic);
   let dir: string | undefined;
 
   before(async () => {
@@ -69,13 +71,15 @@ describe('baremetal CLI: provisioning (e2e)', function () {
     // The synthetic BMC: 384 GiB, 2 × 48 threads of x86-64, a RAID1 of two 960 GB SSDs, UEFI.
     expect(inspected.properties).to.deep.include({ memory_mb: '393216', cpus: 96, cpu_arch: 'x86_64', capabilities: 'boot_mode:uefi' });
     expect(Number(inspected.properties.local_gb)).to.be.greaterThan(800);
-    const ports = JSON.parse(await ok('port', 'list', '--node', 'cli-rf', '-f', 'json')) as Array<{ Address: string }>;
-    expect(ports.map((p) => p.Address).sort()).to.deep.equal(['02:00:00:00:00:01', '02:00:00:00:00:02']);
+    // Checks between the CLI's steps go over the API: each CLI run is seconds of Python start-up
+    // (baremetal-cli.test.ts has `port list` and the other listings).
+    expect(await nodePorts(api, created.uuid as string)).to.deep.equal(['02:00:00:00:00:01', '02:00:00:00:00:02']);
 
-    await ok('node', 'provide', 'cli-rf', '--wait', '60');
-    expect((await show('cli-rf', 'provision_state')).provision_state).to.equal('available');
+    expect((await settle<{ provision_state: string }>('provide', 'cli-rf')).provision_state).to.equal('available');
 
-    const before = await validate('cli-rf');
+    const unset = await api('GET', '/v1/nodes/cli-rf/validate');
+    expect(unset.status, unset.body).to.equal(200);
+    const before = unset.json<Record<string, { result: boolean; reason: string | null }>>();
     expect(before.boot.result).to.equal(true);
     expect(before.deploy).to.deep.equal({ result: false, reason: "Some parameters were missing in node's instance_info. Missing are: ['boot_iso']" });
     await ok('node', 'set', 'cli-rf', '--instance-info', `boot_iso=${ISO}`);
@@ -84,7 +88,7 @@ describe('baremetal CLI: provisioning (e2e)', function () {
 
     await clearSimEvents(bmc);
     const configdrive = { meta_data: { hostname: 'cli-rf', uuid: created.uuid }, user_data: '#cloud-config\nhostname: cli-rf\n' };
-    await ok('node', 'deploy', 'cli-rf', '--wait', '60', '--config-drive', JSON.stringify(configdrive));
+    await settle('deploy', 'cli-rf', '--config-drive', JSON.stringify(configdrive));
     const active = await show<Record<string, unknown>>('cli-rf', 'provision_state', 'power_state', 'last_error', 'instance_info');
     expect(active).to.deep.equal({ provision_state: 'active', power_state: 'power on', last_error: null, instance_info: { boot_iso: ISO, configdrive: '******' } });
     expect((await storedInstanceInfo('cli-rf')).configdrive).to.deep.equal(configdrive);
@@ -97,13 +101,13 @@ describe('baremetal CLI: provisioning (e2e)', function () {
     const file = path.join(dir!, 'configdrive.b64');
     await fs.writeFile(file, 'H4sIAAAAAAAAA2NgGAWjYBSMglEwCgYAAMrt2m4AAQAA');
     await clearSimEvents(bmc);
-    await ok('node', 'rebuild', 'cli-rf', '--wait', '60', '--config-drive', file);
+    await settle('rebuild', 'cli-rf', '--config-drive', file);
     expect(await show('cli-rf', 'provision_state', 'last_error')).to.deep.equal({ provision_state: 'active', last_error: null });
     expect((await storedInstanceInfo('cli-rf')).configdrive).to.equal('H4sIAAAAAAAAA2NgGAWjYBSMglEwCgYAAMrt2m4AAQAA');
     expectInOrder(story(await simEvents(bmc)), [/^reset ForceOff$/, /^eject live\.iso$/, /^insert live\.iso$/, /^boot-override Cd\//, /^reset On$/]);
 
     await clearSimEvents(bmc);
-    await ok('node', 'undeploy', 'cli-rf', '--wait', '60');
+    await settle('undeploy', 'cli-rf');
     const gone = await show<Record<string, unknown>>('cli-rf', 'provision_state', 'power_state', 'instance_info', 'instance_uuid', 'last_error');
     expect(gone).to.deep.equal({ provision_state: 'available', power_state: 'power off', instance_info: {}, instance_uuid: null, last_error: null });
     expect(story(await simEvents(bmc))).to.include.members(['eject live.iso', 'reset ForceOff']);

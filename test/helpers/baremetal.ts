@@ -3,6 +3,7 @@ import { execFile } from 'node:child_process';
 import { accessSync, constants as fsConstants } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
+import { until } from './until.js';
 
 export const CLI = 'baremetal';
 
@@ -61,6 +62,14 @@ export interface BaremetalCli {
    * own `node show` is tested where it is the subject).
    */
   show<T = Record<string, unknown>>(node: string, ...fields: string[]): Promise<T>;
+  /**
+   * Runs a verb on `node` (`args` after `node VERB NODE`) without `--wait`, then polls the
+   * API until the node's transition has ended: the node as `show` reads it. `--wait` on the
+   * long verbs (deploy, rebuild, provide, undeploy, clean) polls every 10 s, ironicclient's
+   * fixed long interval, which a test pays in full however fast Galvanic is; suites whose
+   * subject is `--wait` use it, the others this.
+   */
+  settle<T = Record<string, unknown>>(verb: string, node: string, ...args: string[]): Promise<T>;
 }
 
 /**
@@ -77,14 +86,20 @@ export function baremetalCli(galvanic: () => { url: string; output(): string }, 
     expect(r.code, `baremetal ${args.join(' ')}\nstdout: ${r.stdout}\nstderr: ${r.stderr}\n${galvanic().output().slice(-3000)}`).to.equal(0);
     return r.stdout;
   };
-  return {
-    run, ok,
-    show: async <T>(node: string, ...fields: string[]) => {
-      const res = await fetch(`${galvanic().url}/v1/nodes/${encodeURIComponent(node)}`, { headers: { 'X-OpenStack-Ironic-API-Version': 'latest' } });
-      const body = await res.text();
-      expect(res.status, `GET /v1/nodes/${node}: ${body}`).to.equal(200);
-      const all = JSON.parse(body) as Record<string, unknown>;
-      return (fields.length === 0 ? all : Object.fromEntries(fields.map((f) => [f, all[f]]))) as T;
-    },
+  const show = async <T>(node: string, ...fields: string[]): Promise<T> => {
+    const res = await fetch(`${galvanic().url}/v1/nodes/${encodeURIComponent(node)}`, { headers: { 'X-OpenStack-Ironic-API-Version': 'latest' } });
+    const body = await res.text();
+    expect(res.status, `GET /v1/nodes/${node}: ${body}`).to.equal(200);
+    const all = JSON.parse(body) as Record<string, unknown>;
+    return (fields.length === 0 ? all : Object.fromEntries(fields.map((f) => [f, all[f]]))) as T;
   };
+  const settle = async <T>(verb: string, node: string, ...args: string[]): Promise<T> => {
+    await ok('node', verb, node, ...args);
+    let last: Record<string, unknown> | undefined;
+    return await until(() => `node ${node} to end its ${verb}: ${JSON.stringify(last)}`, async () => {
+      last = await show<Record<string, unknown>>(node);
+      return last.target_provision_state === null && last.reservation === null && last;
+    }, 120_000, 100) as T;
+  };
+  return { run, ok, show, settle };
 }

@@ -77,9 +77,10 @@ describe('serial console backpressure through the API relay (real processes)', f
     // follows what is held rather than when the collector last ran.
     cluster = await startCluster('backpressure', { conductors: 1, env: { GALVANIC_CONSOLE__RESTART_INITIAL_DELAY: '0.1', NODE_OPTIONS: '--max-semi-space-size=1' } });
     const api = cluster.api.url;
-    // 32 KiB lines every 40 ms: 0.8 MiB/s, a console far busier than any serial line.
+    // 32 KiB lines every 20 ms: 1.6 MiB/s, a console far busier than any serial line (the test
+    // waits for 40 MiB of it, so the rate sets its length).
     const created = await apiCall(api, 'POST', '/v1/nodes', {
-      driver: 'fake-hardware', console_interface: 'fake', driver_info: { fake_console_interval_ms: 40, fake_console_line_bytes: LINE },
+      driver: 'fake-hardware', console_interface: 'fake', driver_info: { fake_console_interval_ms: 20, fake_console_line_bytes: LINE },
     });
     expect(created.status, JSON.stringify(created.body)).to.equal(201);
     const uuid: string = created.body.uuid;

@@ -172,8 +172,9 @@ describe('provisioning faults', function () {
       const api = httpClient(c!.api.url);
       const nodes: NodeView[] = [];
       for (const [i, b] of sim!.bmcs.entries()) nodes.push(await availableNode(api, `kill-${i}`, b.url));
-      // Slow boots: every node is still booting when the conductor dies.
-      for (const b of sim!.bmcs) await setFaults(b.url, { bootMs: [25_000, 25_000] });
+      // Slow boots: every node is still booting when the conductor dies (a second or two after
+      // the boots start), and the survivors' own deploys, which wait their boots out, end soon.
+      for (const b of sim!.bmcs) await setFaults(b.url, { bootMs: [15_000, 15_000] });
       for (const n of nodes) await provision(api, n.uuid, 'active');
       for (const b of sim!.bmcs) await bootStarted(b.url);
       const held = new Map<string, string>();

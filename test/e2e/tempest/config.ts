@@ -83,7 +83,9 @@ ${SERVICES_OFF.map((s) => `${s} = false`).join('\n')}
 
 [compute]
 build_timeout = 120
-build_interval = 1
+# The plugin's waiters poll at this interval (whole seconds). fake-hardware's transitions take
+# milliseconds, so at 1 each wait slept a second for them: poll without a pause.
+build_interval = 0
 
 [baremetal]
 driver = fake-hardware
