@@ -85,9 +85,11 @@ export function cleanStepToAbortAfter(cleanStep: Readonly<Record<string, unknown
  * last_error.
  */
 export function transitionStartChanges(t: Transition, now = new Date()): {
-  provisionState: string; targetProvisionState: string; lastError: null; provisionUpdatedAt: Date;
+  provisionState: string; targetProvisionState: string | null; lastError: null; provisionUpdatedAt: Date;
   inspectionStartedAt?: Date; inspectionFinishedAt?: null;
 } {
-  const changes = { provisionState: t.via, targetProvisionState: t.target, lastError: null, provisionUpdatedAt: now };
+  // A transition with no work (manage from available) ends here, as Ironic's synchronous event:
+  // the node may take its next verb at once, and no later write of this one may undo that.
+  const changes = { provisionState: t.via, targetProvisionState: t.work === 'none' ? null : t.target, lastError: null, provisionUpdatedAt: now };
   return t.work === 'inspect' ? { ...changes, inspectionStartedAt: now, inspectionFinishedAt: null } : changes;
 }

@@ -285,11 +285,10 @@ export const provisionAction: Action = {
         break;
       }
       case 'none':
-        // The API made the change when it accepted the request (manage from available); a
-        // request accepted after it (inspect) may have moved the node on while this waited in
-        // the queue, and its state is no longer this intent's to set.
-        if (ctx.node.provisionState !== args.target) return { history: { severity: 'INFO', eventType: 'provisioning', event } };
-        break;
+        // The API ended the transition when it accepted it (manage from available). A request
+        // accepted after it (inspect) may move the node on while this runs, even after it has
+        // read the node: this writes nothing of the node's state, which is no longer its own.
+        return { history: { severity: 'INFO', eventType: 'provisioning', event } };
     }
     // A run that waits for its agent keeps its target; the agent's heartbeats carry it on.
     const waiting = changes.provisionState === ProvisionState.DEPLOYWAIT || changes.provisionState === ProvisionState.CLEANWAIT;

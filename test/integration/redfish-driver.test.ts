@@ -77,14 +77,14 @@ describe('redfish driver', function () {
     });
   });
 
-  it('is registered as hardware type redfish: redfish power and management, redfish or agent inspect, virtual-media boot, ramdisk or direct deploy, no-console', async () => {
+  it('is registered as hardware type redfish: redfish power and management, redfish or agent inspect, virtual-media boot, ramdisk, direct or custom-agent deploy, no-console', async () => {
     const registry = buildRegistry(testConfig());
     try {
       const supported = registry.hardwareType('redfish').supported;
       expect(supported.power).to.deep.equal(['redfish']);
       expect(supported.management).to.deep.equal(['redfish']);
       expect(supported.inspect).to.deep.equal(['redfish', 'agent', 'no-inspect']);
-      expect(supported.deploy).to.deep.equal(['ramdisk', 'direct']);
+      expect(supported.deploy).to.deep.equal(['ramdisk', 'direct', 'custom-agent']);
       expect(registry.resolve('redfish', {})).to.deep.equal({
         bios: 'no-bios', boot: 'redfish-virtual-media', console: 'no-console', deploy: 'ramdisk', firmware: 'no-firmware',
         inspect: 'redfish', management: 'redfish', network: 'noop', power: 'redfish', raid: 'no-raid', rescue: 'no-rescue',

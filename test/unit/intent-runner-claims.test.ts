@@ -83,6 +83,15 @@ function fakeRunner(actions: Record<string, Action>) {
 const waits: Action = { run: async () => ({ result: { waiting: 'wait call-back' }, requeueAt: new Date(Date.now() + 60_000) }) };
 const quick: Action = { run: async () => ({ result: null }) };
 
+/**
+ * Waits until `n` claims were made (a loaded machine may take a while), then a little longer,
+ * so that a claim too many is seen too.
+ */
+async function claimsAtLeast(claims: readonly unknown[], n: number): Promise<void> {
+  for (const deadline = Date.now() + 5000; claims.length < n && Date.now() < deadline;) await sleep(5);
+  await sleep(50);
+}
+
 describe('intent runner: which claims it makes', () => {
   it('claims nothing when a step goes back to the queue to wait, and its node alone, at once, when it was woken meanwhile', async () => {
     const f = fakeRunner({ waits, quick });
@@ -91,7 +100,7 @@ describe('intent runner: which claims it makes', () => {
     f.queue.push({ uuid: quiet, kind: 'waits', operation: 'op-1' }, { uuid: woken, kind: 'waits', operation: 'op-1' });
     f.wokenWhileRunning.add(woken);
     f.runner.newWork();
-    await sleep(100);
+    await claimsAtLeast(f.claims, 2);
     // The first claim took both; the woken one's requeue made a claim of that node alone (which
     // found it again: the fake queue holds nothing more). The quiet one's end claimed nothing.
     expect(f.claims, 'claims').to.deep.equal([{ only: undefined }, { only: [woken] }]);
@@ -107,7 +116,7 @@ describe('intent runner: which claims it makes', () => {
     f.queue.push({ uuid: a, kind: 'quick', operation: null }, { uuid: b, kind: 'quick', operation: null });
     f.runner.newWork({ nodeUuid: a, seq: 1 });
     f.runner.newWork({ nodeUuid: b, seq: 1 });
-    await sleep(50);
+    await claimsAtLeast(f.claims, 2);
     expect(f.claims.slice(1), 'the claim after the wake-ups').to.deep.equal([{ only: [a, b] }]);
     await f.runner.drain(1000);
   });
@@ -117,10 +126,10 @@ describe('intent runner: which claims it makes', () => {
     f.runner.newWork();
     await sleep(20);
     f.runner.newWork();
-    await sleep(20);
+    await claimsAtLeast(f.claims, 2);
     expect(f.claims, 'a wake-up for any node').to.deep.equal([{ only: undefined }, { only: undefined }]);
     for (let i = 0; i < 300; i++) f.runner.newWork({ nodeUuid: randomUUID(), seq: 1 });
-    await sleep(50);
+    await claimsAtLeast(f.claims, 3);
     expect(f.claims.slice(2), '300 woken nodes').to.deep.equal([{ only: undefined }]);
     await f.runner.drain(1000);
   });
