@@ -350,7 +350,15 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
   const current = (kind === 'deploy' ? ctx.node.deployStep : ctx.node.cleanStep) ?? {};
   // Ironic's continue_node_clean: the step asked to be aborted after has ended, so the cleaning ends.
   const next = (): Promise<StepOutcome> => (kind === 'clean' && current.abort_after === true ? Promise.resolve({ wait: false, abortAfter: true }) : runSteps(ctx, kind, info, index + 1));
-  if (freshlyBooted(commands, kind)) return next();
+  if (freshlyBooted(commands, kind)) {
+    // The agent just came up: the current step booted it (deploy.deploy), or rebooted into it to finish.
+    const step = stepsOf(info, kind)[index];
+    const decl = step && !step.inband ? declarationOf(ctx, kind, step) : undefined;
+    if (decl?.afterReboot && (await decl.afterReboot(stepContext(ctx, step, info, false, {}), step.args)) === 'wait') {
+      return { wait: true, changes: waitChanges(ctx, kind, info) };
+    }
+    return next();
+  }
   const done = completedCommand(commands, kind, current);
   const what = `${kind === 'deploy' ? 'Deploy' : 'Clean'} step ${stepId(current as { interface: string; step: string })}`;
   if (!done) {

@@ -79,6 +79,12 @@ export interface StepDeclaration {
   /** Does nothing here: the node is not written to show it when another step follows at once. */
   noOp?: boolean;
   run(ctx: StepContext, args: Record<string, unknown>): Promise<StepRun>;
+  /**
+   * For a step whose `run` rebooted the node into the agent and answered `wait` (Ironic's
+   * reboot_to_finish_step): called when that agent first heartbeats, to check and finish the
+   * step (Ironic's post-reboot hooks, e.g. the BIOS settings applied). Absent: the step is done.
+   */
+  afterReboot?(ctx: StepContext, args: Record<string, unknown>): Promise<StepRun>;
 }
 
 /** Ironic's step_id: `interface.step`. */
