@@ -211,7 +211,9 @@ export async function startGalvanic(opts: { databaseUrl: string; command?: strin
   proc.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 20_000;
+  // Seconds on a quiet machine; on one running four test files at once, a start (node, the
+  // schema check, the first conductor heartbeat) has been seen to take more than 20 s.
+  const deadline = Date.now() + 60_000;
   for (;;) {
     if (proc.exitCode !== null) throw new Error(`galvanic exited early (${proc.exitCode}):\n${out}`);
     try {
