@@ -13,6 +13,7 @@ import { registerNodeRoutes } from './nodes.js';
 import { registerNodeRelationRoutes } from './node-relations.js';
 import { registerInspectionRoutes } from './inspection.js';
 import { registerVmediaRoutes } from './vmedia.js';
+import { registerVendorPassthruRoutes } from './vendor-passthru.js';
 import { stripJsonSuffix } from './json-suffix.js';
 import { registerRunbookRoutes } from './runbooks.js';
 import { registerPortRoutes } from './ports.js';
@@ -192,6 +193,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   registerOperationRoutes(app, deps, acceptor);
   registerVolumeRoutes(app, deps, acceptor);
   registerVmediaRoutes(app, deps, acceptor);
+  registerVendorPassthruRoutes(app, deps, acceptor);
   registerRaidRoutes(app, deps);
   void app.register(fastifyWebsocket, { options: { maxPayload: 64 * 1024 } });
   void app.register(async (scope) => registerConsoleRoutes(scope, deps, acceptor));

@@ -116,7 +116,7 @@ export const SCHEMA = {
     ['raid', 'RAID', ['fake', 'no-raid']],
     ['rescue', 'Rescue', ['fake', 'no-rescue']],
     ['storage', 'Storage', ['noop']],
-    ['vendor', 'Vendor', ['fake', 'no-vendor']],
+    ['vendor', 'Vendor', ['fake', 'redfish', 'no-vendor']],
     ]),
   },
 

@@ -315,6 +315,18 @@ export class BmcRejected extends DriverError {
 export class BmcBadResponse extends DriverError {
   readonly code = 'BMC_BAD_RESPONSE';
 }
+/** Ironic's RedfishError: a Redfish operation failed; 500, as Ironic's DriverOperationError. */
+export class RedfishError extends DriverError {
+  readonly code: string = 'REDFISH_ERROR';
+  constructor(error: string) {
+    super(`Redfish exception occurred. Error: ${error}`);
+  }
+}
+/** Ironic's RedfishError raised with code 404 (delete_subscription of a subscription the BMC lacks). */
+export class RedfishErrorNotFound extends RedfishError {
+  override readonly code: string = 'REDFISH_ERROR_NOT_FOUND';
+  override readonly httpStatus: number = 404;
+}
 export class UnsupportedDriverExtension extends DriverError {
   readonly code = 'UNSUPPORTED_DRIVER_EXTENSION';
   override readonly httpStatus: number = 400;

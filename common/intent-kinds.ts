@@ -89,6 +89,12 @@ export interface AttachMediaArgs {
 export interface DetachMediaArgs {
   device_types: VirtualMediaDevice[] | null;
 }
+/** A node vendor passthru call: the method, the HTTP verb it came with, and its body. */
+export interface VendorPassthruArgs {
+  method: string;
+  http_method: string;
+  args: Record<string, unknown>;
+}
 export type NoArgs = Record<string, never>;
 
 /** The arguments of each kind. */
@@ -107,6 +113,7 @@ export interface IntentArgsByKind {
   attach_virtual_media: AttachMediaArgs;
   detach_virtual_media: DetachMediaArgs;
   get_virtual_media: NoArgs;
+  vendor_passthru: VendorPassthruArgs;
 }
 export type IntentKind = keyof IntentArgsByKind;
 
@@ -184,6 +191,8 @@ export const INTENT_KINDS: { readonly [K in IntentKind]: KindContract<IntentArgs
   attach_virtual_media: { safeToRepeat: always },
   detach_virtual_media: { safeToRepeat: always },
   get_virtual_media: { safeToRepeat: always },
+  // A read may run again; a change (a subscription created twice) may not.
+  vendor_passthru: { safeToRepeat: (a) => a.http_method === 'GET' },
 };
 
 function isKind(kind: string): kind is IntentKind {

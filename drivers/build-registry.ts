@@ -47,7 +47,7 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
     raid: fakeAndNone('raid'),
     rescue: fakeAndNone('rescue'),
     storage: { noop: new GenericImpl(true) },
-    vendor: fakeAndNone('vendor'),
+    vendor: { ...fakeAndNone('vendor'), redfish: redfish.vendor },
   };
   const d = config.DEFAULT as unknown as Record<string, unknown>;
   const enabled = {} as Record<InterfaceKind, readonly string[]>;

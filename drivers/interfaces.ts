@@ -205,6 +205,28 @@ export interface GenericInterface {
   readonly steps?: readonly StepDeclaration[];
 }
 
+/**
+ * A node vendor passthru method (Ironic's `@passthru`): the HTTP verbs it answers, whether the
+ * API answers before it runs (`async`, 202) or with its value (200), and its work.
+ */
+export interface VendorMethod {
+  readonly httpMethods: readonly string[];
+  readonly async: boolean;
+  readonly description: string;
+  /** Ironic's `attach`: the value is the response body itself, not JSON. */
+  readonly attach: boolean;
+  readonly requireExclusiveLock: boolean;
+  /** Checks the arguments without the BMC, before anything is queued. @throws InvalidParameterValue | MissingParameterValue */
+  validate?(args: Readonly<Record<string, unknown>>): void;
+  /** Checks what needs the BMC, then does the work; the value is a synchronous method's answer. @throws InvalidParameterValue | DriverError */
+  run(ctx: DriverContext, args: Readonly<Record<string, unknown>>): Promise<unknown>;
+}
+
+/** Ironic's VendorInterface: a generic interface with passthru methods (none for `no-vendor`). */
+export interface VendorInterface extends GenericInterface {
+  readonly methods?: Readonly<Record<string, VendorMethod>>;
+}
+
 /** What a deploy interface's validation reads of its node. */
 export interface DeployValidation {
   uuid: string;
@@ -264,5 +286,5 @@ export interface InterfaceImplementations {
   raid: Record<string, GenericInterface>;
   rescue: Record<string, GenericInterface>;
   storage: Record<string, GenericInterface>;
-  vendor: Record<string, GenericInterface>;
+  vendor: Record<string, VendorInterface>;
 }

@@ -6,6 +6,7 @@ import { agentContinueAction } from './agent-continue.js';
 import { provisionStepAction } from './provision-step.js';
 import type { Action } from './types.js';
 import type { IntentKind } from '../../common/intent-kinds.js';
+import { vendorPassthruAction } from './vendor.js';
 import { attachVirtualMediaAction, detachVirtualMediaAction, getVirtualMediaAction } from './vmedia.js';
 
 /** Actions by intent kind: one for each kind of the contract (common/intent-kinds.ts). */
@@ -23,4 +24,5 @@ export const ACTIONS: Readonly<Record<IntentKind, Action>> & Readonly<Record<str
   attach_virtual_media: attachVirtualMediaAction,
   detach_virtual_media: detachVirtualMediaAction,
   get_virtual_media: getVirtualMediaAction,
+  vendor_passthru: vendorPassthruAction,
 };

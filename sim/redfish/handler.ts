@@ -8,6 +8,7 @@ import { normalisePath, type SimModel } from './model.js';
 import { NO_QUIRKS, type VmediaQuirks } from './quirks.js';
 import { etagOf, parseJsonObject, redfishError, type RequestOrigin, type SimBmc, type SystemState } from './state.js';
 import { VirtualMedia, type ImageCheck, type Reply } from './vmedia.js';
+import { EventService } from './events.js';
 
 export interface Credentials {
   username: string;
@@ -68,6 +69,7 @@ const TRACE_HEADER = 'x-galvanic-trace';
 
 export class RedfishHandler {
   readonly vmedia: VirtualMedia;
+  readonly events: EventService;
   /** Requests seen on each connection, for RequestOrigin.conn. */
   private readonly onSocket = new WeakMap<object, number>();
 
@@ -78,6 +80,7 @@ export class RedfishHandler {
     imageCheck: ImageCheck = 'none',
   ) {
     this.vmedia = new VirtualMedia(model, quirks, imageCheck);
+    this.events = new EventService(model);
   }
 
   private system(bmc: SimBmc, p: string): SystemState {
@@ -186,6 +189,7 @@ export class RedfishHandler {
       if (action.action === 'insert') return reply(res, await this.vmedia.insertAction(bmc, action.slot, body));
       return reply(res, this.vmedia.ejectAction(bmc, action.slot, body));
     }
+    if (this.events.handles(p)) return reply(res, this.events.handle(bmc, method, p, body));
     if (method !== 'GET') return send(res, 405, redfishError('OperationNotAllowed', `${method} is not allowed on ${url}`), { allow: 'GET' });
     const text = this.model.get(p, query, bmc.index);
     if (text === null) return send(res, 404, redfishError('ResourceMissingAtURI', `The resource at the URI ${url} was not found.`));

@@ -277,6 +277,7 @@ function buildStatic(model: ChassisModel, expand: boolean, vmedia: string): Map<
     Chassis: ref(`${V1}/Chassis`),
     Managers: ref(`${V1}/Managers`),
     SessionService: ref(`${V1}/SessionService`),
+    EventService: ref(`${V1}/EventService`),
     Links: { Sessions: ref(SESSIONS) },
   });
   put(`${V1}/Systems`, collection('ComputerSystem', `${V1}/Systems`, 'Computer System Collection', [SYSTEM]));
@@ -361,6 +362,20 @@ function buildStatic(model: ChassisModel, expand: boolean, vmedia: string): Map<
     SessionTimeout: 1800,
     Sessions: ref(SESSIONS),
   });
+  // Subscriptions live per BMC (events.ts); the collection starts empty.
+  put(`${V1}/EventService`, {
+    '@odata.type': '#EventService.v1_9_0.EventService',
+    '@odata.id': `${V1}/EventService`,
+    Id: 'EventService',
+    Name: 'Event Service',
+    Status: status(),
+    ServiceEnabled: true,
+    DeliveryRetryAttempts: 3,
+    DeliveryRetryIntervalSeconds: 60,
+    EventTypesForSubscription: ['StatusChange', 'ResourceUpdated', 'ResourceAdded', 'ResourceRemoved', 'Alert'],
+    Subscriptions: ref(`${V1}/EventService/Subscriptions`),
+  });
+  put(`${V1}/EventService/Subscriptions`, collection('EventDestination', `${V1}/EventService/Subscriptions`, 'Event Subscriptions Collection', []));
   return m;
 }
 

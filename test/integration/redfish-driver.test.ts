@@ -77,7 +77,7 @@ describe('redfish driver', function () {
     });
   });
 
-  it('is registered as hardware type redfish: redfish power and management, redfish or agent inspect, virtual-media boot, ramdisk, direct or custom-agent deploy, no-console', async () => {
+  it('is registered as hardware type redfish: redfish power and management, redfish or agent inspect, virtual-media boot, ramdisk, direct or custom-agent deploy, no-console, redfish vendor', async () => {
     const registry = buildRegistry(testConfig());
     try {
       const supported = registry.hardwareType('redfish').supported;
@@ -88,7 +88,7 @@ describe('redfish driver', function () {
       expect(registry.resolve('redfish', {})).to.deep.equal({
         bios: 'no-bios', boot: 'redfish-virtual-media', console: 'no-console', deploy: 'ramdisk', firmware: 'no-firmware',
         inspect: 'redfish', management: 'redfish', network: 'noop', power: 'redfish', raid: 'no-raid', rescue: 'no-rescue',
-        storage: 'noop', vendor: 'no-vendor',
+        storage: 'noop', vendor: 'redfish',
       });
       expect(registry.hardwareType('redfish').properties).to.have.property('redfish_address');
       expect(registry.management('redfish')?.getSensorDataAsync).to.be.a('function');
