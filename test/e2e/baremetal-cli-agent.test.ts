@@ -60,7 +60,11 @@ describe('baremetal CLI: direct deploy and cleaning through the agent (e2e)', fu
       return n.provision_state === 'clean wait' && n.clean_step.step === 'erase_devices_metadata';
     }, 60_000, 300);
     await ok('node', 'abort', 'cli-agent');
-    await until('clean failed', async () => (await show<{ provision_state: string }>('cli-agent', 'provision_state')).provision_state === 'clean failed', 30_000, 300);
+    // The API moves the node to clean failed when it takes the abort; the conductor's tear-down ends it (no target left).
+    await until('clean failed', async () => {
+      const n = await show<{ provision_state: string; target_provision_state: string | null }>('cli-agent', 'provision_state', 'target_provision_state');
+      return n.provision_state === 'clean failed' && n.target_provision_state === null;
+    }, 30_000, 300);
     const failed = await show<{ last_error: string }>('cli-agent', 'last_error');
     expect(failed.last_error).to.include('By request, the clean operation was aborted');
     await setAgentFaults(bmc, {});
