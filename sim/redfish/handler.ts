@@ -8,6 +8,7 @@ import { normalisePath, type SimModel } from './model.js';
 import { NO_QUIRKS, type VmediaQuirks } from './quirks.js';
 import { etagOf, parseJsonObject, redfishError, type RequestOrigin, type SimBmc, type SystemState } from './state.js';
 import { VirtualMedia, type ImageCheck, type Reply } from './vmedia.js';
+import { Bios } from './bios.js';
 
 export interface Credentials {
   username: string;
@@ -68,6 +69,7 @@ const TRACE_HEADER = 'x-galvanic-trace';
 
 export class RedfishHandler {
   readonly vmedia: VirtualMedia;
+  readonly bios: Bios;
   /** Requests seen on each connection, for RequestOrigin.conn. */
   private readonly onSocket = new WeakMap<object, number>();
 
@@ -78,6 +80,7 @@ export class RedfishHandler {
     imageCheck: ImageCheck = 'none',
   ) {
     this.vmedia = new VirtualMedia(model, quirks, imageCheck);
+    this.bios = new Bios(model);
   }
 
   private system(bmc: SimBmc, p: string): SystemState {
@@ -186,6 +189,8 @@ export class RedfishHandler {
       if (action.action === 'insert') return reply(res, await this.vmedia.insertAction(bmc, action.slot, body));
       return reply(res, this.vmedia.ejectAction(bmc, action.slot, body));
     }
+    const bios = this.bios.route(bmc, method, p, body, (sys) => this.system(bmc, sys));
+    if (bios) return reply(res, bios);
     if (method !== 'GET') return send(res, 405, redfishError('OperationNotAllowed', `${method} is not allowed on ${url}`), { allow: 'GET' });
     const text = this.model.get(p, query, bmc.index);
     if (text === null) return send(res, 404, redfishError('ResourceMissingAtURI', `The resource at the URI ${url} was not found.`));
@@ -245,7 +250,13 @@ export class RedfishHandler {
       return send(res, 400, redfishError('ActionParameterNotSupported', `The parameter ResetType with value ${type} is not supported by the action ComputerSystem.Reset.`));
     }
     const s = this.system(bmc, sys);
-    bmc.reset(s, type, () => this.vmedia.bootPlan(bmc, sys, s), origin);
+    let booted = false;
+    bmc.reset(s, type, () => {
+      booted = true;
+      return this.vmedia.bootPlan(bmc, sys, s);
+    }, origin);
+    // Pending BIOS settings take effect at POST, as on a real server.
+    if (booted) this.bios.booted(bmc, s);
     this.vmedia.checkBoot(bmc, s);
     send(res, 204);
   }
