@@ -19,7 +19,8 @@ import { AgentSession, completedCommand, freshlyBooted, isVersionMismatch, shown
 import { commandError } from '../drivers/agent/client.js';
 import { bootAgent } from '../drivers/deploy/agent-base.js';
 import type { BootInterface, DeployInterface, InterfaceKind, ManagementInterface, PowerInterface } from '../drivers/interfaces.js';
-import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type StepKind } from '../drivers/steps.js';
+import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type StepKind, type StepRecorder } from '../drivers/steps.js';
+import { syncBiosSettings } from '../db/bios-settings.js';
 import type { ActionContext } from './actions/types.js';
 
 
@@ -119,6 +120,13 @@ function recordingPower(power: PowerInterface, record: RunRecord): PowerInterfac
   };
 }
 
+/** Where a step's readings go: written while the task holds the node. */
+function stepRecorder(ctx: ActionContext): StepRecorder {
+  return {
+    biosSettings: async (settings) => void (await ctx.task.progressWith({}, (trx, held) => syncBiosSettings(trx, held.id, settings))),
+  };
+}
+
 /** The task's node, interfaces and agent as a step or a deploy interface sees them, resolved when first used. */
 export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit<StepContext, 'step' | 'info' | 'resume'> {
   return {
@@ -136,6 +144,7 @@ export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit
       return enabled(ctx, 'management') as ManagementInterface;
     },
     agent: () => agentOf(ctx),
+    record: stepRecorder(ctx),
   };
 }
 

@@ -1,5 +1,5 @@
 /**
- * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media`, inspect `redfish`.
+ * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media`, inspect `redfish`, bios `redfish`.
  * `RedfishDriver` owns the client shared by both interfaces; constructing it opens nothing
  * (connections and sessions appear on the first call to a BMC), `close()` logs out and closes.
  */
@@ -11,6 +11,7 @@ import { RedfishVirtualMediaBoot } from './boot.js';
 import { RedfishClient, type RedfishOptions } from './client.js';
 import { REDFISH_PROPERTIES } from './driver-info.js';
 import { RedfishInspect } from './inspect.js';
+import { RedfishBios } from './bios.js';
 import { RedfishManagement } from './management.js';
 import { RedfishPower } from './power.js';
 import { agentBootDefaults } from '../agent-boot.js';
@@ -21,7 +22,7 @@ export type { RedfishOptions } from './client.js';
 export const redfishHardware: HardwareType = {
   name: 'redfish',
   supported: {
-    bios: ['no-bios'], boot: ['redfish-virtual-media'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['no-firmware'],
+    bios: ['redfish', 'no-bios'], boot: ['redfish-virtual-media'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['no-firmware'],
     inspect: ['redfish', 'agent', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['no-raid'],
     rescue: ['no-rescue'], storage: ['noop'], vendor: ['no-vendor'],
   },
@@ -51,6 +52,8 @@ export class RedfishDriver {
   readonly boot: RedfishVirtualMediaBoot;
   /** `redfish` (out-of-band). */
   readonly inspect: RedfishInspect;
+  /** `redfish`: settings through the Bios resource and its registry. */
+  readonly bios: RedfishBios;
 
   constructor(options: RedfishOptions, log: Logger, budget?: BmcBudget) {
     this.client = new RedfishClient(options, log.child({ driver: 'redfish' }), budget);
@@ -58,6 +61,7 @@ export class RedfishDriver {
     this.management = new RedfishManagement(this.client);
     this.boot = new RedfishVirtualMediaBoot(this.client, options.vmediaRetry, options.agentBoot);
     this.inspect = new RedfishInspect(this.client);
+    this.bios = new RedfishBios(this.client);
   }
 
   /** Logs out every cached session and closes every connection pool. */
