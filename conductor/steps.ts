@@ -363,8 +363,16 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
     // The agent just came up: the current step booted it (deploy.deploy), or rebooted into it to finish.
     const step = stepsOf(info, kind)[index];
     const decl = step && !step.inband ? declarationOf(ctx, kind, step) : undefined;
-    if (decl?.afterReboot && (await decl.afterReboot(stepContext(ctx, step, info, false, {}), step.args)) === 'wait') {
-      return { wait: true, changes: waitChanges(ctx, kind, info) };
+    if (decl?.afterReboot) {
+      let run: 'done' | 'wait';
+      try {
+        run = await decl.afterReboot(stepContext(ctx, step, info, false, {}), step.args);
+      } finally {
+        // What the hook changed in driver_internal_info (its reboot's state cleared) outlives
+        // it, whether the step ends here, fails, or is the run's last.
+        await ctx.task.progress({ driverInternalInfo: { ...info } });
+      }
+      if (run === 'wait') return { wait: true, changes: waitChanges(ctx, kind, info) };
     }
     return next();
   }
