@@ -22,6 +22,7 @@ import { registerPortgroupRoutes } from './portgroups.js';
 import { registerDriverRoutes } from './drivers.js';
 import { registerConductorRoutes } from './conductors.js';
 import { registerHistoryRoutes } from './history.js';
+import { registerBiosRoutes } from './bios.js';
 import { registerProvisionRoutes } from './provision.js';
 import { registerRamdiskRoutes } from './ramdisk.js';
 import { IntentAcceptor, registerIntentRoutes } from './intents.js';
@@ -182,6 +183,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   registerDriverRoutes(app, deps);
   registerConductorRoutes(app, deps);
   registerHistoryRoutes(app, deps);
+  registerBiosRoutes(app, deps);
   registerTraitRoutes(app, deps);
   registerAllocationRoutes(app, deps);
   registerDeployTemplateRoutes(app, deps);

@@ -391,6 +391,10 @@ export class DeployTemplateAlreadyExists extends ConflictError {
 export class HardwareInspectionFailure extends DriverError {
   readonly code = 'HARDWARE_INSPECTION_FAILURE';
 }
+/** A BIOS step the BMC refused or did not carry out (Ironic's RedfishError from the BIOS interface). */
+export class BiosStepFailed extends DriverError {
+  readonly code = 'BIOS_STEP_FAILED';
+}
 /** A virtual media operation the BMC cannot do (no suitable slot, no action, …). */
 export class VirtualMediaUnavailable extends DriverError {
   readonly code = 'VIRTUAL_MEDIA_UNAVAILABLE';

@@ -9,22 +9,13 @@
  */
 import { InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../common/errors.js';
 import type { UserStep } from '../common/steps.js';
+import { pyRepr } from '../common/py-repr.js';
 import type { NodeChanges } from '../db/nodes.js';
 import type { PowerTarget } from '../drivers/interfaces.js';
 import { declaredStep, runDeclaredStep, stepId, taskInterfaces } from './steps.js';
 import type { ActionContext } from './actions/types.js';
 
 const FLOW_POWER: Readonly<Record<string, PowerTarget>> = { power_on: 'power on', power_off: 'power off', reboot: 'rebooting' };
-
-/** Python's repr of a value, as Ironic's messages show steps. */
-function pyRepr(v: unknown): string {
-  if (v === null || v === undefined) return 'None';
-  if (typeof v === 'boolean') return v ? 'True' : 'False';
-  if (typeof v === 'string') return `'${v}'`;
-  if (Array.isArray(v)) return `[${v.map(pyRepr).join(', ')}]`;
-  if (typeof v === 'object') return `{${Object.entries(v).map(([k, x]) => `'${k}': ${pyRepr(x)}`).join(', ')}}`;
-  return String(v);
-}
 
 /** A step in the order Ironic's API builds it (interface, step, args, priority). */
 function repr(step: UserStep): string {

@@ -19,7 +19,8 @@ import { AgentSession, completedCommand, freshlyBooted, isVersionMismatch, shown
 import { commandError } from '../drivers/agent/client.js';
 import { bootAgent } from '../drivers/deploy/agent-base.js';
 import type { BootInterface, DeployInterface, InterfaceKind, ManagementInterface, PowerInterface } from '../drivers/interfaces.js';
-import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type StepKind } from '../drivers/steps.js';
+import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type StepKind, type StepRecorder } from '../drivers/steps.js';
+import { syncBiosSettings } from '../db/bios-settings.js';
 import type { ActionContext } from './actions/types.js';
 
 
@@ -119,6 +120,13 @@ function recordingPower(power: PowerInterface, record: RunRecord): PowerInterfac
   };
 }
 
+/** Where a step's readings go: written while the task holds the node. */
+function stepRecorder(ctx: ActionContext): StepRecorder {
+  return {
+    biosSettings: async (settings) => void (await ctx.task.progressWith({}, (trx, held) => syncBiosSettings(trx, held.id, settings))),
+  };
+}
+
 /** The task's node, interfaces and agent as a step or a deploy interface sees them, resolved when first used. */
 export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit<StepContext, 'step' | 'info' | 'resume'> {
   return {
@@ -136,6 +144,7 @@ export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit
       return enabled(ctx, 'management') as ManagementInterface;
     },
     agent: () => agentOf(ctx),
+    record: stepRecorder(ctx),
   };
 }
 
@@ -354,8 +363,16 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
     // The agent just came up: the current step booted it (deploy.deploy), or rebooted into it to finish.
     const step = stepsOf(info, kind)[index];
     const decl = step && !step.inband ? declarationOf(ctx, kind, step) : undefined;
-    if (decl?.afterReboot && (await decl.afterReboot(stepContext(ctx, step, info, false, {}), step.args)) === 'wait') {
-      return { wait: true, changes: waitChanges(ctx, kind, info) };
+    if (decl?.afterReboot) {
+      let run: 'done' | 'wait';
+      try {
+        run = await decl.afterReboot(stepContext(ctx, step, info, false, {}), step.args);
+      } finally {
+        // What the hook changed in driver_internal_info (its reboot's state cleared) outlives
+        // it, whether the step ends here, fails, or is the run's last.
+        await ctx.task.progress({ driverInternalInfo: { ...info } });
+      }
+      if (run === 'wait') return { wait: true, changes: waitChanges(ctx, kind, info) };
     }
     return next();
   }

@@ -35,7 +35,7 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
     diskPartitioningSpacing: inspector.disk_partitioning_spacing,
   });
   const impls: InterfaceImplementations = {
-    bios: fakeAndNone('bios'),
+    bios: { ...fakeAndNone('bios'), redfish: redfish.bios },
     boot: { fake: new FakeBoot(bmcs), 'redfish-virtual-media': redfish.boot, pxe: new PxeBoot() },
     console: { fake: new FakeConsole(), 'no-console': new NoConsole(), 'ipmitool-sol': new IpmitoolSolConsole() },
     deploy: deployInterfaces(config),

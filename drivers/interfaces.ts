@@ -7,6 +7,7 @@ import type { ExistingPort, HooksOutcome } from './inspection-hooks.js';
 import type { BmcPriority } from './bmc-budget.js';
 import type { PowerTargetName, VirtualMediaDevice } from '../common/intent-kinds.js';
 import type { StepContext, StepDeclaration } from './steps.js';
+import type { BiosSetting } from '../common/bios.js';
 
 export type PowerStateValue = 'power on' | 'power off' | 'error';
 export type PowerTarget = PowerTargetName;
@@ -227,6 +228,16 @@ export interface VendorInterface extends GenericInterface {
   readonly methods?: Readonly<Record<string, VendorMethod>>;
 }
 
+/** A BIOS interface: its steps, and (where it talks to the BMC) the reading the conductor caches. */
+export interface BiosInterface extends GenericInterface {
+  /**
+   * The BIOS settings as the BMC has them now, with their registry details (the reading of
+   * Ironic's cache_bios_settings; the conductor stores it). Absent: nothing to cache.
+   * @throws UnsupportedDriverExtension (the system has no BIOS resource) | DriverError
+   */
+  readSettings?(ctx: DriverContext): Promise<BiosSetting[]>;
+}
+
 /** What a deploy interface's validation reads of its node. */
 export interface DeployValidation {
   uuid: string;
@@ -274,7 +285,7 @@ export interface HardwareType {
 
 /** Interface implementations by kind and name. */
 export interface InterfaceImplementations {
-  bios: Record<string, GenericInterface>;
+  bios: Record<string, BiosInterface>;
   boot: Record<string, BootInterface>;
   console: Record<string, ConsoleInterface>;
   deploy: Record<string, DeployInterface>;

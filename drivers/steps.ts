@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import type { AgentSession } from './agent/session.js';
 import type { BootInterface, DriverContext, ManagementInterface, PowerInterface } from './interfaces.js';
+import type { BiosSetting } from '../common/bios.js';
 
 export type StepKind = 'deploy' | 'clean' | 'service';
 
@@ -43,6 +44,12 @@ export interface PlannedStep {
   inband?: boolean;
 }
 
+/** What a step hands the conductor to keep (drivers know nothing of the database). */
+export interface StepRecorder {
+  /** The node's BIOS settings as just read: the conductor's cache of them becomes this. */
+  biosSettings(settings: readonly BiosSetting[]): Promise<void>;
+}
+
 /** What a step's `run` gets: the node's interfaces and its agent, no database. */
 export interface StepContext {
   readonly node: StepNode;
@@ -59,6 +66,7 @@ export interface StepContext {
   readonly info: Record<string, unknown>;
   /** The step may have been started by a run its conductor's death cut short: send agent commands once. */
   readonly resume: boolean;
+  readonly record: StepRecorder;
 }
 
 /** A step an interface offers (Ironic's decorated method). */

@@ -72,6 +72,7 @@ const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
   'integration/cli.test.js': 25,
   'integration/operations-cli.test.js': 24,
   'integration/operations-provisioning.test.js': 23,
+  'integration/redfish-bios.test.js': 23,
   'integration/redfish-driver.test.js': 22,
   'integration/agent-sim.test.js': 21,
   'e2e/baremetal-cli-microversions.test.js': 20,

@@ -2,6 +2,8 @@ import type { Knex } from 'knex';
 import { ProvisionState, eventChanges, type ProvisionWork } from '../../common/states.js';
 import { HardwareInspectionFailure, InvalidDriverInfo, UnsupportedDriverExtension } from '../../common/errors.js';
 import { storeInventory } from '../../db/inventory.js';
+import { syncBiosSettings } from '../../db/bios-settings.js';
+import type { BiosSetting } from '../../common/bios.js';
 import type { Node, NodeChanges } from '../../db/nodes.js';
 import { applyInspectedPorts, createMissingPorts, portsOfNode } from '../../db/ports.js';
 import { describeNode, validateForDeploy, validateInspectionBoot, validateInterface } from '../../drivers/validate-node.js';
@@ -152,14 +154,32 @@ async function processInspection(ctx: ActionContext): Promise<{ changes: NodeCha
     throw new HardwareInspectionFailure(`Failed to finish inspection: ${err.message}`);
   }
   const changes: NodeChanges = { ...(await tearDownInspectionBoot(ctx, powerOff)), properties: outcome.properties, inspectionFinishedAt: new Date() };
+  const bios = await biosSettingsToCache(ctx);
   const { logs: _logs, ...pluginData } = outcome.pluginData;
   return {
     changes,
     write: async (trx: Knex.Transaction, held: Node) => {
       await applyInspectedPorts(trx, held.id, outcome);
       await storeInventory(trx, held.id, { inventory, pluginData });
+      if (bios) await syncBiosSettings(trx, held.id, bios);
     },
   };
+}
+
+/**
+ * The node's BIOS settings read for the cache (Ironic's node_cache_bios_settings): null when
+ * its BIOS interface reads none. Never fails the work it goes with: a failure is logged.
+ */
+async function biosSettingsToCache(ctx: ActionContext): Promise<BiosSetting[] | null> {
+  const bios = ctx.registry.impl('bios', ctx.node.biosInterface);
+  if (!bios?.readSettings) return null;
+  try {
+    return await bios.readSettings(ctx.driver);
+  } catch (err) {
+    const level = err instanceof UnsupportedDriverExtension ? 'warn' : 'error';
+    ctx.log[level]({ node: ctx.node.uuid, err: (err as Error).message }, `Caching of bios settings failed on node ${ctx.node.uuid}.`);
+    return null;
+  }
 }
 
 /** Out-of-band inspection: properties merged, ports created for new MACs, the inventory stored. */
@@ -171,13 +191,18 @@ async function inspect(ctx: ActionContext): Promise<{ changes: NodeChanges; writ
   const started = new Date();
   const found = await iface.inspectHardware(ctx.driver, typeof node.properties.capabilities === 'string' ? node.properties.capabilities : undefined);
   const changes: NodeChanges = { inspectionStartedAt: started, inspectionFinishedAt: new Date() };
-  if (!found) return { changes };
+  const bios = await biosSettingsToCache(ctx);
+  const writeBios = async (trx: Knex.Transaction, held: Node) => {
+    if (bios) await syncBiosSettings(trx, held.id, bios);
+  };
+  if (!found) return { changes, write: writeBios };
   changes.properties = { ...node.properties, ...found.properties };
   return {
     changes,
     write: async (trx: Knex.Transaction, held: Node) => {
       await storeInventory(trx, held.id, { inventory: found.inventory, pluginData: found.pluginData });
       await createMissingPorts(trx, held.id, found.macs);
+      await writeBios(trx, held);
     },
   };
 }

@@ -1,5 +1,5 @@
 /**
- * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media`, inspect and vendor `redfish`.
+ * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media`, inspect, vendor and bios `redfish`.
  * `RedfishDriver` owns the client shared by both interfaces; constructing it opens nothing
  * (connections and sessions appear on the first call to a BMC), `close()` logs out and closes.
  */
@@ -11,6 +11,7 @@ import { RedfishVirtualMediaBoot } from './boot.js';
 import { RedfishClient, type RedfishOptions } from './client.js';
 import { REDFISH_PROPERTIES } from './driver-info.js';
 import { RedfishInspect } from './inspect.js';
+import { RedfishBios } from './bios.js';
 import { RedfishManagement } from './management.js';
 import { RedfishPower } from './power.js';
 import { RedfishVendor } from './vendor.js';
@@ -22,7 +23,7 @@ export type { RedfishOptions } from './client.js';
 export const redfishHardware: HardwareType = {
   name: 'redfish',
   supported: {
-    bios: ['no-bios'], boot: ['redfish-virtual-media'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['no-firmware'],
+    bios: ['redfish', 'no-bios'], boot: ['redfish-virtual-media'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['no-firmware'],
     inspect: ['redfish', 'agent', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['no-raid'],
     rescue: ['no-rescue'], storage: ['noop'], vendor: ['redfish', 'no-vendor'],
   },
@@ -54,6 +55,8 @@ export class RedfishDriver {
   readonly inspect: RedfishInspect;
   /** `redfish` (event subscriptions). */
   readonly vendor: RedfishVendor;
+  /** `redfish`: settings through the Bios resource and its registry. */
+  readonly bios: RedfishBios;
 
   constructor(options: RedfishOptions, log: Logger, budget?: BmcBudget) {
     this.client = new RedfishClient(options, log.child({ driver: 'redfish' }), budget);
@@ -62,6 +65,7 @@ export class RedfishDriver {
     this.boot = new RedfishVirtualMediaBoot(this.client, options.vmediaRetry, options.agentBoot);
     this.inspect = new RedfishInspect(this.client);
     this.vendor = new RedfishVendor(this.client);
+    this.bios = new RedfishBios(this.client);
   }
 
   /** Logs out every cached session and closes every connection pool. */

@@ -9,6 +9,7 @@ import { NO_QUIRKS, type VmediaQuirks } from './quirks.js';
 import { etagOf, parseJsonObject, redfishError, type RequestOrigin, type SimBmc, type SystemState } from './state.js';
 import { VirtualMedia, type ImageCheck, type Reply } from './vmedia.js';
 import { EventService } from './events.js';
+import { Bios } from './bios.js';
 
 export interface Credentials {
   username: string;
@@ -70,6 +71,7 @@ const TRACE_HEADER = 'x-galvanic-trace';
 export class RedfishHandler {
   readonly vmedia: VirtualMedia;
   readonly events: EventService;
+  readonly bios: Bios;
   /** Requests seen on each connection, for RequestOrigin.conn. */
   private readonly onSocket = new WeakMap<object, number>();
 
@@ -81,6 +83,7 @@ export class RedfishHandler {
   ) {
     this.vmedia = new VirtualMedia(model, quirks, imageCheck);
     this.events = new EventService(model);
+    this.bios = new Bios(model);
   }
 
   private system(bmc: SimBmc, p: string): SystemState {
@@ -190,6 +193,8 @@ export class RedfishHandler {
       return reply(res, this.vmedia.ejectAction(bmc, action.slot, body));
     }
     if (this.events.handles(p)) return reply(res, this.events.handle(bmc, method, p, body));
+    const bios = this.bios.route(bmc, method, p, body, (sys) => this.system(bmc, sys));
+    if (bios) return reply(res, bios);
     if (method !== 'GET') return send(res, 405, redfishError('OperationNotAllowed', `${method} is not allowed on ${url}`), { allow: 'GET' });
     const text = this.model.get(p, query, bmc.index);
     if (text === null) return send(res, 404, redfishError('ResourceMissingAtURI', `The resource at the URI ${url} was not found.`));
@@ -249,7 +254,13 @@ export class RedfishHandler {
       return send(res, 400, redfishError('ActionParameterNotSupported', `The parameter ResetType with value ${type} is not supported by the action ComputerSystem.Reset.`));
     }
     const s = this.system(bmc, sys);
-    bmc.reset(s, type, () => this.vmedia.bootPlan(bmc, sys, s), origin);
+    let booted = false;
+    bmc.reset(s, type, () => {
+      booted = true;
+      return this.vmedia.bootPlan(bmc, sys, s);
+    }, origin);
+    // Pending BIOS settings take effect at POST, as on a real server.
+    if (booted) this.bios.booted(bmc, s);
     this.vmedia.checkBoot(bmc, s);
     send(res, 204);
   }

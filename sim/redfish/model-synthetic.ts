@@ -278,6 +278,7 @@ function buildStatic(model: ChassisModel, expand: boolean, vmedia: string): Map<
     Managers: ref(`${V1}/Managers`),
     SessionService: ref(`${V1}/SessionService`),
     EventService: ref(`${V1}/EventService`),
+    Registries: ref(`${V1}/Registries`),
     Links: { Sessions: ref(SESSIONS) },
   });
   put(`${V1}/Systems`, collection('ComputerSystem', `${V1}/Systems`, 'Computer System Collection', [SYSTEM]));
@@ -415,6 +416,7 @@ export class SyntheticModel implements SimModel {
   readonly mediaActions: ReadonlyMap<string, { slot: MediaSlot; action: 'insert' | 'eject' }>;
   private readonly slotInfo = new Map<string, { name: string; slotId: string }>();
   private readonly vmediaPath: string;
+  readonly biosOf: ReadonlyMap<string, string> = new Map([[SYSTEM.toLowerCase(), `${SYSTEM}/Bios`]]);
   private readonly bootTargetList: readonly string[];
 
   /**
@@ -516,6 +518,7 @@ export class SyntheticModel implements SimModel {
       EthernetInterfaces: ref(`${SYSTEM}/EthernetInterfaces`),
       SimpleStorage: ref(`${SYSTEM}/SimpleStorage`),
       Storage: ref(`${SYSTEM}/Storage`),
+      Bios: ref(`${SYSTEM}/Bios`),
       ...(this.quirks.underSystems ? { VirtualMedia: ref(this.vmediaPath) } : {}),
       Links: { Chassis: [ref(ENCLOSURE), ref(BOARD)], ManagedBy: [ref(MANAGER)] },
       Actions: {

@@ -44,6 +44,8 @@ export interface SimModel {
   mediaBody(slot: MediaSlot, view: MediaState): string;
   /** The body of any other resource, or null when there is none. `query` is the raw query string. */
   get(path: string, query: string, bmcIndex: number): string | null;
+  /** Normalised system path → `@odata.id` of its Bios, for the systems whose BIOS is simulated (bios.ts). */
+  readonly biosOf?: ReadonlyMap<string, string>;
   /** Paths that answer without authentication (service root and friends). */
   isPublic(path: string): boolean;
 }

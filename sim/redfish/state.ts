@@ -44,6 +44,8 @@ export interface SimFaults {
    * and the virtual media are gone. Clearing it brings the BMC back with the host off.
    */
   powerLost: boolean;
+  /** BIOS attributes whose pending values the next boot leaves unapplied (a settings job that fails for them). */
+  biosUnapplied: string[];
 }
 
 export const DEFAULT_FAULTS: Readonly<SimFaults> = Object.freeze({
@@ -63,6 +65,7 @@ export const DEFAULT_FAULTS: Readonly<SimFaults> = Object.freeze({
   bootMs: [0, 0] as [number, number],
   insertMediaStatus: 0,
   powerLost: false,
+  biosUnapplied: [],
 });
 
 export type PowerState = 'On' | 'Off' | 'PoweringOn' | 'PoweringOff';
@@ -126,7 +129,7 @@ export interface SimEvent {
   /** Epoch ms. */
   at: number;
   type: 'insert' | 'eject' | 'refused' | 'boot-override' | 'reset' | 'boot-started' | 'boot-finished' | 'boot-failed' | 'power-lost' | 'power-restored' | 'agent-started' | 'agent-stopped'
-    | 'subscription-created' | 'subscription-deleted';
+    | 'subscription-created' | 'subscription-deleted' | 'bios';
   [detail: string]: unknown;
 }
 
