@@ -7,6 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { normalisePath, type SimModel } from './model.js';
 import { NO_QUIRKS, type VmediaQuirks } from './quirks.js';
 import { etagOf, parseJsonObject, redfishError, type RequestOrigin, type SimBmc, type SystemState } from './state.js';
+import { Storage, type StorageOptions } from './storage.js';
 import { VirtualMedia, type ImageCheck, type Reply } from './vmedia.js';
 
 export interface Credentials {
@@ -68,6 +69,7 @@ const TRACE_HEADER = 'x-galvanic-trace';
 
 export class RedfishHandler {
   readonly vmedia: VirtualMedia;
+  readonly storage: Storage;
   /** Requests seen on each connection, for RequestOrigin.conn. */
   private readonly onSocket = new WeakMap<object, number>();
 
@@ -76,8 +78,10 @@ export class RedfishHandler {
     private readonly creds: Credentials,
     private readonly quirks: Readonly<VmediaQuirks> = NO_QUIRKS,
     imageCheck: ImageCheck = 'none',
+    storage?: Readonly<StorageOptions>,
   ) {
     this.vmedia = new VirtualMedia(model, quirks, imageCheck);
+    this.storage = new Storage(model, storage);
   }
 
   private system(bmc: SimBmc, p: string): SystemState {
@@ -115,7 +119,8 @@ export class RedfishHandler {
     const trace = req.headers[TRACE_HEADER];
     const origin: RequestOrigin = { trace: typeof trace === 'string' ? trace : null, conn: `${req.socket.remotePort ?? '?'}/${nth}` };
     res.once('close', () => request.end(res.writableFinished ? res.statusCode : 0));
-    const body = method === 'POST' || method === 'PATCH' || method === 'PUT' ? await readBody(req).catch(() => '') : '';
+    // DELETE too: a volume's deletion may carry @Redfish.OperationApplyTime.
+    const body = method === 'POST' || method === 'PATCH' || method === 'PUT' || method === 'DELETE' ? await readBody(req).catch(() => '') : '';
 
     const f = bmc.faults;
     let delay = f.latencyMs[0] + Math.random() * Math.max(0, f.latencyMs[1] - f.latencyMs[0]);
@@ -186,6 +191,8 @@ export class RedfishHandler {
       if (action.action === 'insert') return reply(res, await this.vmedia.insertAction(bmc, action.slot, body));
       return reply(res, this.vmedia.ejectAction(bmc, action.slot, body));
     }
+    const storage = this.storage.route(bmc, method, p, body);
+    if (storage) return reply(res, storage);
     if (method !== 'GET') return send(res, 405, redfishError('OperationNotAllowed', `${method} is not allowed on ${url}`), { allow: 'GET' });
     const text = this.model.get(p, query, bmc.index);
     if (text === null) return send(res, 404, redfishError('ResourceMissingAtURI', `The resource at the URI ${url} was not found.`));
@@ -245,9 +252,15 @@ export class RedfishHandler {
       return send(res, 400, redfishError('ActionParameterNotSupported', `The parameter ResetType with value ${type} is not supported by the action ComputerSystem.Reset.`));
     }
     const s = this.system(bmc, sys);
-    bmc.reset(s, type, () => this.vmedia.bootPlan(bmc, sys, s), origin);
+    bmc.reset(s, type, () => this.booting(bmc, sys, s), origin);
     this.vmedia.checkBoot(bmc, s);
     send(res, 204);
+  }
+
+  /** What a system that boots now boots from; volume changes waiting for a boot are applied. */
+  booting(bmc: SimBmc, sys: string, s: SystemState): ReturnType<VirtualMedia['bootPlan']> {
+    this.storage.booting(bmc);
+    return this.vmedia.bootPlan(bmc, sys, s);
   }
 
   private patchSystem(bmc: SimBmc, req: IncomingMessage, res: ServerResponse, p: string, body: string, origin: RequestOrigin): void {
