@@ -19,7 +19,7 @@ import { AgentSession, completedCommand, freshlyBooted, isVersionMismatch, shown
 import { commandError } from '../drivers/agent/client.js';
 import { bootAgent } from '../drivers/deploy/agent-base.js';
 import type { BootInterface, DeployInterface, InterfaceKind, ManagementInterface, PowerInterface } from '../drivers/interfaces.js';
-import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type StepKind } from '../drivers/steps.js';
+import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type StepKind, type StepRecord } from '../drivers/steps.js';
 import type { ActionContext } from './actions/types.js';
 
 
@@ -120,7 +120,7 @@ function recordingPower(power: PowerInterface, record: RunRecord): PowerInterfac
 }
 
 /** The task's node, interfaces and agent as a step or a deploy interface sees them, resolved when first used. */
-export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit<StepContext, 'step' | 'info' | 'resume'> {
+export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit<StepContext, 'step' | 'info' | 'resume' | 'record'> {
   return {
     get node() {
       return ctx.node;
@@ -141,7 +141,13 @@ export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit
 
 /** What a step's `run` sees of the task. */
 function stepContext(ctx: ActionContext, step: PlannedStep, info: Record<string, unknown>, resume: boolean, record: RunRecord): StepContext {
-  return Object.assign(taskInterfaces(ctx, record), { step, info, resume });
+  const written: StepRecord = {
+    // Written at once, as Ironic saves the node there: a later step's failure does not undo what the disks hold.
+    raid: async (changes) => {
+      await ctx.task.progress({ ...changes });
+    },
+  };
+  return Object.assign(taskInterfaces(ctx, record), { step, info, resume, record: written });
 }
 
 function stepsOf(info: Record<string, unknown>, kind: RunKind): PlannedStep[] {

@@ -26,6 +26,7 @@ export interface StepNode {
   readonly instanceInfo: Readonly<Record<string, unknown>>;
   readonly driverInfo: Readonly<Record<string, unknown>>;
   readonly driverInternalInfo: Readonly<Record<string, unknown>> | null;
+  readonly targetRaidConfig: Readonly<Record<string, unknown>>;
   readonly provisionState: string;
   readonly targetProvisionState: string | null;
   readonly disablePowerOff: boolean;
@@ -41,6 +42,19 @@ export interface PlannedStep {
   reboot_requested?: boolean;
   /** Offered by the agent (get_*_steps) and run by it (execute_*_step); otherwise declared here. */
   inband?: boolean;
+}
+
+/** RAID configurations a step sets on the node. */
+export interface RaidRecord {
+  /** What the node's disks now hold (raid_config). */
+  raidConfig?: Record<string, unknown>;
+  /** The configuration asked for (target_raid_config), as a step given one sets it. */
+  targetRaidConfig?: Record<string, unknown>;
+}
+
+/** What a step records on the node beyond driver_internal_info; the conductor writes it at once. */
+export interface StepRecord {
+  raid(changes: RaidRecord): Promise<void>;
 }
 
 /** What a step's `run` gets: the node's interfaces and its agent, no database. */
@@ -59,6 +73,7 @@ export interface StepContext {
   readonly info: Record<string, unknown>;
   /** The step may have been started by a run its conductor's death cut short: send agent commands once. */
   readonly resume: boolean;
+  readonly record: StepRecord;
 }
 
 /** A step an interface offers (Ironic's decorated method). */

@@ -1,5 +1,5 @@
 /**
- * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media`, inspect `redfish`.
+ * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media`, inspect and RAID `redfish`.
  * `RedfishDriver` owns the client shared by both interfaces; constructing it opens nothing
  * (connections and sessions appear on the first call to a BMC), `close()` logs out and closes.
  */
@@ -13,6 +13,7 @@ import { REDFISH_PROPERTIES } from './driver-info.js';
 import { RedfishInspect } from './inspect.js';
 import { RedfishManagement } from './management.js';
 import { RedfishPower } from './power.js';
+import { RedfishRaid } from './raid.js';
 import { agentBootDefaults } from '../agent-boot.js';
 import { GENERIC_DEPLOY_INTERFACES } from '../deploy/index.js';
 
@@ -22,7 +23,7 @@ export const redfishHardware: HardwareType = {
   name: 'redfish',
   supported: {
     bios: ['no-bios'], boot: ['redfish-virtual-media'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['no-firmware'],
-    inspect: ['redfish', 'agent', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['no-raid'],
+    inspect: ['redfish', 'agent', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['redfish', 'no-raid'],
     rescue: ['no-rescue'], storage: ['noop'], vendor: ['no-vendor'],
   },
   properties: REDFISH_PROPERTIES,
@@ -51,6 +52,7 @@ export class RedfishDriver {
   readonly boot: RedfishVirtualMediaBoot;
   /** `redfish` (out-of-band). */
   readonly inspect: RedfishInspect;
+  readonly raid: RedfishRaid;
 
   constructor(options: RedfishOptions, log: Logger, budget?: BmcBudget) {
     this.client = new RedfishClient(options, log.child({ driver: 'redfish' }), budget);
@@ -58,6 +60,7 @@ export class RedfishDriver {
     this.management = new RedfishManagement(this.client);
     this.boot = new RedfishVirtualMediaBoot(this.client, options.vmediaRetry, options.agentBoot);
     this.inspect = new RedfishInspect(this.client);
+    this.raid = new RedfishRaid(this.client);
   }
 
   /** Logs out every cached session and closes every connection pool. */
