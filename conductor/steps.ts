@@ -360,8 +360,10 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
     // The agent just came up: the current step booted it (deploy.deploy), or rebooted into it to finish.
     const step = stepsOf(info, kind)[index];
     const decl = step && !step.inband ? declarationOf(ctx, kind, step) : undefined;
-    if (decl?.afterReboot && (await decl.afterReboot(stepContext(ctx, step, info, false, {}), step.args)) === 'wait') {
-      return { wait: true, changes: waitChanges(ctx, kind, info) };
+    if (decl?.afterReboot) {
+      if ((await decl.afterReboot(stepContext(ctx, step, info, false, {}), step.args)) === 'wait') return { wait: true, changes: waitChanges(ctx, kind, info) };
+      // What the hook forgot in driver_internal_info stays forgotten when no step follows to write it.
+      await ctx.task.progress({ driverInternalInfo: { ...info } });
     }
     return next();
   }
