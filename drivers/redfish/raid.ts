@@ -10,6 +10,7 @@
  */
 import { MissingParameterValue, InvalidParameterValue, RaidConfigError } from '../../common/errors.js';
 import { validateRaidConfig } from '../../common/raid.js';
+import { bootAgent } from '../deploy/agent-base.js';
 import type { GenericInterface } from '../interfaces.js';
 import type { StepArgInfo, StepContext, StepDeclaration, StepRun } from '../steps.js';
 import { statusError, type RedfishCall, type RedfishClient, type Reply } from './client.js';
@@ -163,8 +164,9 @@ export class RedfishRaid implements GenericInterface {
   private async settle(ctx: StepContext, call: RedfishCall, configs: RaidConfigs, rebootRequired: boolean): Promise<StepRun> {
     if (rebootRequired) {
       ctx.info[RAID_CONFIGS] = configs;
-      // Ironic's reboot_to_finish_step: the BMC applies the change as the node boots into the agent.
-      await ctx.power.setPowerState(ctx.driver, 'rebooting');
+      // Ironic's reboot_to_finish_step: the BMC applies the change as the node boots into the
+      // agent again, a new agent with a new token (as Ironic's power action wipes it).
+      await bootAgent(ctx);
       return 'wait';
     }
     await ctx.record.raid({ raidConfig: await currentRaidConfig(call) });
