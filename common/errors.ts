@@ -528,3 +528,11 @@ export class AgentCommandTimeout extends AgentError {
 export class AgentStepFailed extends AgentError {
   readonly code = 'AGENT_STEP_FAILED';
 }
+
+/** A RAID configuration the node's disks or its BMC cannot carry out (Ironic's RedfishError from the RAID interface). */
+export class RaidConfigError extends DriverError {
+  readonly code = 'RAID_CONFIG_ERROR';
+  constructor(error: string) {
+    super(`Redfish exception occurred. Error: ${error}`);
+  }
+}

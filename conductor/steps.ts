@@ -124,6 +124,9 @@ function recordingPower(power: PowerInterface, record: RunRecord): PowerInterfac
 function stepRecorder(ctx: ActionContext): StepRecorder {
   return {
     biosSettings: async (settings) => void (await ctx.task.progressWith({}, (trx, held) => syncBiosSettings(trx, held.id, settings))),
+    raid: async (changes) => {
+      await ctx.task.progress({ ...changes });
+    },
   };
 }
 

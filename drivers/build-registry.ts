@@ -44,7 +44,7 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
     management: { fake: new FakeManagement(bmcs), redfish: redfish.management, ipmitool: ipmi.management },
     network: { noop: new GenericImpl(true) },
     power: { fake: new FakePower(bmcs), redfish: redfish.power, ipmitool: ipmi.power },
-    raid: fakeAndNone('raid'),
+    raid: { ...fakeAndNone('raid'), redfish: redfish.raid },
     rescue: fakeAndNone('rescue'),
     storage: { noop: new GenericImpl(true) },
     vendor: { ...fakeAndNone('vendor'), redfish: redfish.vendor },

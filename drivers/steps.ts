@@ -27,6 +27,7 @@ export interface StepNode {
   readonly instanceInfo: Readonly<Record<string, unknown>>;
   readonly driverInfo: Readonly<Record<string, unknown>>;
   readonly driverInternalInfo: Readonly<Record<string, unknown>> | null;
+  readonly targetRaidConfig: Readonly<Record<string, unknown>>;
   readonly provisionState: string;
   readonly targetProvisionState: string | null;
   readonly disablePowerOff: boolean;
@@ -44,10 +45,23 @@ export interface PlannedStep {
   inband?: boolean;
 }
 
-/** What a step hands the conductor to keep (drivers know nothing of the database). */
+/** RAID configurations a step sets on the node. */
+export interface RaidRecord {
+  /** What the node's disks now hold (raid_config). */
+  raidConfig?: Record<string, unknown>;
+  /** The configuration asked for (target_raid_config), as a step given one sets it. */
+  targetRaidConfig?: Record<string, unknown>;
+}
+
+/**
+ * What a step hands the conductor to keep (drivers know nothing of the database), written at
+ * once while the task holds the node, as Ironic saves the node there: a later step's failure
+ * does not undo what the hardware now holds.
+ */
 export interface StepRecorder {
   /** The node's BIOS settings as just read: the conductor's cache of them becomes this. */
   biosSettings(settings: readonly BiosSetting[]): Promise<void>;
+  raid(changes: RaidRecord): Promise<void>;
 }
 
 /** What a step's `run` gets: the node's interfaces and its agent, no database. */

@@ -70,6 +70,7 @@ const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
   'e2e/baremetal-cli-drivers.test.js': 34,
   'e2e/baremetal-cli-actions.test.js': 25,
   'integration/cli.test.js': 25,
+  'integration/redfish-raid.test.js': 25,
   'integration/operations-cli.test.js': 24,
   'integration/operations-provisioning.test.js': 23,
   'integration/redfish-bios.test.js': 23,

@@ -1,5 +1,5 @@
 /**
- * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media`, inspect, vendor and bios `redfish`.
+ * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media`, inspect, vendor, BIOS and RAID `redfish`.
  * `RedfishDriver` owns the client shared by both interfaces; constructing it opens nothing
  * (connections and sessions appear on the first call to a BMC), `close()` logs out and closes.
  */
@@ -15,6 +15,7 @@ import { RedfishBios } from './bios.js';
 import { RedfishManagement } from './management.js';
 import { RedfishPower } from './power.js';
 import { RedfishVendor } from './vendor.js';
+import { RedfishRaid } from './raid.js';
 import { agentBootDefaults } from '../agent-boot.js';
 import { GENERIC_DEPLOY_INTERFACES } from '../deploy/index.js';
 
@@ -24,7 +25,7 @@ export const redfishHardware: HardwareType = {
   name: 'redfish',
   supported: {
     bios: ['redfish', 'no-bios'], boot: ['redfish-virtual-media'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['no-firmware'],
-    inspect: ['redfish', 'agent', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['no-raid'],
+    inspect: ['redfish', 'agent', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['redfish', 'no-raid'],
     rescue: ['no-rescue'], storage: ['noop'], vendor: ['redfish', 'no-vendor'],
   },
   properties: REDFISH_PROPERTIES,
@@ -57,6 +58,7 @@ export class RedfishDriver {
   readonly vendor: RedfishVendor;
   /** `redfish`: settings through the Bios resource and its registry. */
   readonly bios: RedfishBios;
+  readonly raid: RedfishRaid;
 
   constructor(options: RedfishOptions, log: Logger, budget?: BmcBudget) {
     this.client = new RedfishClient(options, log.child({ driver: 'redfish' }), budget);
@@ -66,6 +68,7 @@ export class RedfishDriver {
     this.inspect = new RedfishInspect(this.client);
     this.vendor = new RedfishVendor(this.client);
     this.bios = new RedfishBios(this.client);
+    this.raid = new RedfishRaid(this.client);
   }
 
   /** Logs out every cached session and closes every connection pool. */

@@ -31,6 +31,7 @@ export const SIM_REDFISH_USAGE = `Usage: galvanic sim redfish --count N --base-p
                           shape quirks are ignored with --mockup
   --vmedia-check-image WHEN  none | insert | boot: HEAD the image then, and fail on 404 (default none)
   --insert-media-status S 400 or 500: refuse every InsertMedia (default: accept)
+  --volume-apply-time T   Immediate | OnReset: when RAID volume changes apply (default Immediate)
   --username U --password P   credentials (default admin / password)
 
 ironic-python-agent simulation (docs/agent-simulator.md), off unless --agent-api-url is given:
@@ -82,6 +83,7 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
       'power-delay': { type: 'string' },
       'vmedia-quirks': { type: 'string' },
       'vmedia-check-image': { type: 'string' },
+      'volume-apply-time': { type: 'string' },
       'insert-media-status': { type: 'string' },
       username: { type: 'string' },
       password: { type: 'string' },
@@ -118,6 +120,10 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
   if (insertStatus !== undefined && insertStatus !== '400' && insertStatus !== '500') {
     throw new Error(`--insert-media-status must be 400 or 500, got "${insertStatus}"`);
   }
+  const applyTime = values['volume-apply-time'];
+  if (applyTime !== undefined && applyTime !== 'Immediate' && applyTime !== 'OnReset') {
+    throw new Error(`--volume-apply-time must be Immediate or OnReset, got "${applyTime}"`);
+  }
   let vmediaQuirks: string[] | undefined;
   if (values['vmedia-quirks'] !== undefined) {
     vmediaQuirks = values['vmedia-quirks'].split(',').filter((q) => q.trim());
@@ -151,6 +157,7 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
     powerDelayMs: count('power-delay', values['power-delay'], 0),
     vmediaQuirks,
     vmediaCheckImage: check,
+    ...(applyTime ? { storage: { applyTime } } : {}),
     insertMediaStatus: insertStatus === undefined ? undefined : Number(insertStatus),
     username: values.username,
     password: values.password,

@@ -7,6 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { normalisePath, type SimModel } from './model.js';
 import { NO_QUIRKS, type VmediaQuirks } from './quirks.js';
 import { etagOf, parseJsonObject, redfishError, type RequestOrigin, type SimBmc, type SystemState } from './state.js';
+import { Storage, type StorageOptions } from './storage.js';
 import { VirtualMedia, type ImageCheck, type Reply } from './vmedia.js';
 import { EventService } from './events.js';
 import { Bios } from './bios.js';
@@ -72,6 +73,7 @@ export class RedfishHandler {
   readonly vmedia: VirtualMedia;
   readonly events: EventService;
   readonly bios: Bios;
+  readonly storage: Storage;
   /** Requests seen on each connection, for RequestOrigin.conn. */
   private readonly onSocket = new WeakMap<object, number>();
 
@@ -80,10 +82,12 @@ export class RedfishHandler {
     private readonly creds: Credentials,
     private readonly quirks: Readonly<VmediaQuirks> = NO_QUIRKS,
     imageCheck: ImageCheck = 'none',
+    storage?: Readonly<StorageOptions>,
   ) {
     this.vmedia = new VirtualMedia(model, quirks, imageCheck);
     this.events = new EventService(model);
     this.bios = new Bios(model);
+    this.storage = new Storage(model, storage);
   }
 
   private system(bmc: SimBmc, p: string): SystemState {
@@ -121,7 +125,8 @@ export class RedfishHandler {
     const trace = req.headers[TRACE_HEADER];
     const origin: RequestOrigin = { trace: typeof trace === 'string' ? trace : null, conn: `${req.socket.remotePort ?? '?'}/${nth}` };
     res.once('close', () => request.end(res.writableFinished ? res.statusCode : 0));
-    const body = method === 'POST' || method === 'PATCH' || method === 'PUT' ? await readBody(req).catch(() => '') : '';
+    // DELETE too: a volume's deletion may carry @Redfish.OperationApplyTime.
+    const body = method === 'POST' || method === 'PATCH' || method === 'PUT' || method === 'DELETE' ? await readBody(req).catch(() => '') : '';
 
     const f = bmc.faults;
     let delay = f.latencyMs[0] + Math.random() * Math.max(0, f.latencyMs[1] - f.latencyMs[0]);
@@ -195,6 +200,8 @@ export class RedfishHandler {
     if (this.events.handles(p)) return reply(res, this.events.handle(bmc, method, p, body));
     const bios = this.bios.route(bmc, method, p, body, (sys) => this.system(bmc, sys));
     if (bios) return reply(res, bios);
+    const storage = this.storage.route(bmc, method, p, body);
+    if (storage) return reply(res, storage);
     if (method !== 'GET') return send(res, 405, redfishError('OperationNotAllowed', `${method} is not allowed on ${url}`), { allow: 'GET' });
     const text = this.model.get(p, query, bmc.index);
     if (text === null) return send(res, 404, redfishError('ResourceMissingAtURI', `The resource at the URI ${url} was not found.`));
@@ -257,12 +264,18 @@ export class RedfishHandler {
     let booted = false;
     bmc.reset(s, type, () => {
       booted = true;
-      return this.vmedia.bootPlan(bmc, sys, s);
+      return this.booting(bmc, sys, s);
     }, origin);
     // Pending BIOS settings take effect at POST, as on a real server.
     if (booted) this.bios.booted(bmc, s);
     this.vmedia.checkBoot(bmc, s);
     send(res, 204);
+  }
+
+  /** What a system that boots now boots from; volume changes waiting for a boot are applied. */
+  booting(bmc: SimBmc, sys: string, s: SystemState): ReturnType<VirtualMedia['bootPlan']> {
+    this.storage.booting(bmc);
+    return this.vmedia.bootPlan(bmc, sys, s);
   }
 
   private patchSystem(bmc: SimBmc, req: IncomingMessage, res: ServerResponse, p: string, body: string, origin: RequestOrigin): void {

@@ -31,6 +31,7 @@ import { AgentFleet } from '../agent/fleet.js';
 import { FAULT_KEYS as AGENT_FAULT_KEYS, type AgentFaults, type AgentSimOptions } from '../agent/types.js';
 import { addCounters, DEFAULT_FAULTS, SimBmc, etagOf, type BmcCounters, type MediaState, type SimFaults } from './state.js';
 import type { ImageCheck, VirtualMedia } from './vmedia.js';
+import { DEFAULT_STORAGE, type Storage, type StorageOptions } from './storage.js';
 
 export interface RedfishSimOptions extends Partial<Omit<SimFaults, 'unavailable'>> {
   /** Number of BMCs. */
@@ -58,6 +59,8 @@ export interface RedfishSimOptions extends Partial<Omit<SimFaults, 'unavailable'
   vmediaQuirks?: readonly string[] | Readonly<VmediaQuirks>;
   /** When the BMC fetches an inserted image, so that a 404 fails: never (default), at insert, at boot. */
   vmediaCheckImage?: ImageCheck;
+  /** RAID controllers: when volume changes apply, and the RAID types they take (default: storage.ts). */
+  storage?: Partial<StorageOptions>;
   /** Entries kept in each BMC's request log (default 10,000; 0 keeps none). */
   logLimit?: number;
   /**
@@ -153,7 +156,7 @@ function agentControl(bmc: SimBmc, model: SimModel, agents: AgentFleet | null, r
   send(res, 200, JSON.stringify(host.faults));
 }
 
-async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: VirtualMedia, req: IncomingMessage, res: ServerResponse, port: number, handles: readonly SimBmcHandle[], agents: AgentFleet | null): Promise<void> {
+async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: VirtualMedia, storage: Storage, req: IncomingMessage, res: ServerResponse, port: number, handles: readonly SimBmcHandle[], agents: AgentFleet | null): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://sim');
   const write = req.method === 'POST' || req.method === 'PUT';
   const body = write ? await readBody(req) : '';
@@ -181,6 +184,14 @@ async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: Virt
       bmc.resetCounters();
       if (agents) for (const p of model.systemPaths) agents.host(bmc, p, systemOf(bmc, model, p)).resetCounters();
       return send(res, 200, JSON.stringify(bmc.counters()));
+    case '/_sim/storage': {
+      // {applyTime?, raidTypes?, initial?: true} changes this BMC's controllers; GET shows them and their volumes.
+      try {
+        return send(res, 200, JSON.stringify(storage.configure(bmc, write ? input : {})));
+      } catch (err) {
+        return send(res, 400, JSON.stringify({ error: (err as Error).message }));
+      }
+    }
     case '/_sim/expire-sessions':
       return send(res, 200, JSON.stringify({ expired: bmc.expireSessions() }));
     case '/_sim/faults': {
@@ -275,7 +286,7 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
   const creds: Credentials = { username: opts.username ?? 'admin', password: opts.password ?? 'password' };
   const quirks = quirksOf(opts);
   const model: SimModel = opts.mockup ? new MockupModel(path.resolve(opts.mockup)) : new SyntheticModel(opts.chassis ?? 'both', opts.expand ?? true, opts.fleetId ?? 0, quirks);
-  const handler = new RedfishHandler(model, creds, quirks, opts.vmediaCheckImage ?? 'none');
+  const handler = new RedfishHandler(model, creds, quirks, opts.vmediaCheckImage ?? 'none', { ...DEFAULT_STORAGE, ...opts.storage });
   const faults: SimFaults = { ...DEFAULT_FAULTS };
   for (const key of Object.keys(DEFAULT_FAULTS) as Array<keyof SimFaults>) {
     const v = (opts as Partial<SimFaults>)[key];
@@ -289,7 +300,7 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
   const agents = opts.agent
     ? await AgentFleet.start(opts.agent, model, host, (bmc, sysPath, type) => {
         const s = systemOf(bmc, model, sysPath);
-        bmc.reset(s, type, () => handler.vmedia.bootPlan(bmc, sysPath, s));
+        bmc.reset(s, type, () => handler.booting(bmc, sysPath, s));
         handler.vmedia.checkBoot(bmc, s);
       })
     : null;
@@ -305,7 +316,7 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
     let port = 0;
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       const p = req.url ?? '';
-      const work = p.startsWith('/_sim/') ? control(bmc, bmcs, model, handler.vmedia, req, res, port, handles, agents) : handler.handle(bmc, req, res);
+      const work = p.startsWith('/_sim/') ? control(bmc, bmcs, model, handler.vmedia, handler.storage, req, res, port, handles, agents) : handler.handle(bmc, req, res);
       work.catch((err: unknown) => send(res, 500, JSON.stringify({ error: String(err) })));
     });
     // Keep idle keep-alive sockets longer than clients' pools do, so clients close first.
