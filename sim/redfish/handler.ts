@@ -7,6 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { normalisePath, type SimModel } from './model.js';
 import { NO_QUIRKS, type VmediaQuirks } from './quirks.js';
 import { etagOf, parseJsonObject, redfishError, type RequestOrigin, type SimBmc, type SystemState } from './state.js';
+import { UpdateService } from './update-service.js';
 import { VirtualMedia, type ImageCheck, type Reply } from './vmedia.js';
 
 export interface Credentials {
@@ -63,11 +64,15 @@ function stripWeak(tag: string): string {
   return tag.trim().replace(/^W\//, '');
 }
 
+/** Reset types that boot a system that is on (SimBmc.reset). */
+const RESTARTS = new Set(['ForceRestart', 'GracefulRestart', 'PowerCycle']);
+
 /** The header a client names its request with (the Redfish driver's trace). */
 const TRACE_HEADER = 'x-galvanic-trace';
 
 export class RedfishHandler {
   readonly vmedia: VirtualMedia;
+  readonly updates: UpdateService;
   /** Requests seen on each connection, for RequestOrigin.conn. */
   private readonly onSocket = new WeakMap<object, number>();
 
@@ -78,6 +83,7 @@ export class RedfishHandler {
     imageCheck: ImageCheck = 'none',
   ) {
     this.vmedia = new VirtualMedia(model, quirks, imageCheck);
+    this.updates = new UpdateService(model);
   }
 
   private system(bmc: SimBmc, p: string): SystemState {
@@ -162,7 +168,7 @@ export class RedfishHandler {
     if (this.model.systemPaths.has(p)) {
       if (method === 'GET') {
         const s = this.system(bmc, p);
-        return send(res, 200, this.model.systemBody(p, s, bmc.index), { etag: etagOf(s) });
+        return send(res, 200, this.updates.decorate(bmc, p, this.model.systemBody(p, s, bmc.index)), { etag: etagOf(s) });
       }
       if (method === 'PATCH') return this.patchSystem(bmc, req, res, p, body, origin);
       return send(res, 405, redfishError('OperationNotAllowed', `${method} is not allowed on ${url}`), { allow: 'GET, PATCH' });
@@ -173,6 +179,7 @@ export class RedfishHandler {
         return this.reset(bmc, res, sys, body, origin);
       }
     }
+    if (this.updates.owns(p)) return reply(res, await this.updates.route(bmc, method, p, body));
     const slot = this.model.mediaSlots.get(p);
     if (slot) {
       if (method === 'GET') return reply(res, this.vmedia.get(bmc, slot));
@@ -189,7 +196,7 @@ export class RedfishHandler {
     if (method !== 'GET') return send(res, 405, redfishError('OperationNotAllowed', `${method} is not allowed on ${url}`), { allow: 'GET' });
     const text = this.model.get(p, query, bmc.index);
     if (text === null) return send(res, 404, redfishError('ResourceMissingAtURI', `The resource at the URI ${url} was not found.`));
-    send(res, 200, text);
+    send(res, 200, this.updates.decorate(bmc, p, text));
   }
 
   private login(bmc: SimBmc, res: ServerResponse, body: string): void {
@@ -245,7 +252,9 @@ export class RedfishHandler {
       return send(res, 400, redfishError('ActionParameterNotSupported', `The parameter ResetType with value ${type} is not supported by the action ComputerSystem.Reset.`));
     }
     const s = this.system(bmc, sys);
-    bmc.reset(s, type, () => this.vmedia.bootPlan(bmc, sys, s), origin);
+    const wasOn = s.power === 'On' || s.power === 'PoweringOn';
+    const to = bmc.reset(s, type, () => this.vmedia.bootPlan(bmc, sys, s), origin);
+    if (to === 'On' && (!wasOn || RESTARTS.has(type))) this.updates.booted(bmc);
     this.vmedia.checkBoot(bmc, s);
     send(res, 204);
   }

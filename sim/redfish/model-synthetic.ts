@@ -7,6 +7,7 @@
 import { defaultBoot, emptyMedia, STANDARD_BOOT_TARGETS, type MediaSlot, type SimModel } from './model.js';
 import { NO_QUIRKS, type VmediaQuirks } from './quirks.js';
 import type { MediaState, SystemState } from './state.js';
+import { SIM_BIOS_VERSION, SIM_BMC_VERSION } from './update-service.js';
 
 /** Which sensor resources the chassis offers: legacy Thermal/Power, the newer Sensors, or both. */
 export type ChassisModel = 'both' | 'legacy' | 'sensors';
@@ -277,6 +278,8 @@ function buildStatic(model: ChassisModel, expand: boolean, vmedia: string): Map<
     Chassis: ref(`${V1}/Chassis`),
     Managers: ref(`${V1}/Managers`),
     SessionService: ref(`${V1}/SessionService`),
+    UpdateService: ref(`${V1}/UpdateService`),
+    TaskService: ref(`${V1}/TaskService`),
     Links: { Sessions: ref(SESSIONS) },
   });
   put(`${V1}/Systems`, collection('ComputerSystem', `${V1}/Systems`, 'Computer System Collection', [SYSTEM]));
@@ -347,7 +350,7 @@ function buildStatic(model: ChassisModel, expand: boolean, vmedia: string): Map<
     Id: 'BMC',
     Name: 'Simulated BMC',
     ManagerType: 'BMC',
-    FirmwareVersion: '1.0.0-sim',
+    FirmwareVersion: SIM_BMC_VERSION,
     Status: status(),
     ...(vmedia.startsWith(MANAGER) ? { VirtualMedia: ref(vmedia) } : {}),
     Links: { ManagerForServers: [ref(SYSTEM)], ManagerForChassis: [ref(ENCLOSURE), ref(BOARD)] },
@@ -490,6 +493,7 @@ export class SyntheticModel implements SimModel {
       UUID: uuid,
       Status: status(),
       PowerState: state.power,
+      BiosVersion: SIM_BIOS_VERSION,
       Boot: {
         ...state.boot,
         'BootSourceOverrideTarget@Redfish.AllowableValues': this.bootTargetList,

@@ -125,7 +125,7 @@ export interface SimEvent {
   seq: number;
   /** Epoch ms. */
   at: number;
-  type: 'insert' | 'eject' | 'refused' | 'boot-override' | 'reset' | 'boot-started' | 'boot-finished' | 'boot-failed' | 'power-lost' | 'power-restored' | 'agent-started' | 'agent-stopped';
+  type: 'insert' | 'eject' | 'refused' | 'boot-override' | 'reset' | 'boot-started' | 'boot-finished' | 'boot-failed' | 'power-lost' | 'power-restored' | 'agent-started' | 'agent-stopped' | 'firmware-task' | 'firmware-activated';
   [detail: string]: unknown;
 }
 
