@@ -13,6 +13,7 @@ import * as m0012 from './0012_hot_intent_updates.js';
 import * as m0013 from './0013_console_orphans.js';
 import * as m0014 from './0014_node_ring_hash.js';
 import * as m0015 from './0015_intents_due_idx.js';
+import * as m0017 from './0017_firmware_information.js';
 
 export interface Migration {
   name: string;
@@ -40,4 +41,5 @@ export const migrations: Migration[] = [
   { name: '0013_console_orphans', ...m0013 },
   { name: '0014_node_ring_hash', ...m0014 },
   { name: '0015_intents_due_idx', ...m0015 },
+  { name: '0017_firmware_information', ...m0017 },
 ];
