@@ -379,6 +379,10 @@ export class DeployTemplateAlreadyExists extends ConflictError {
 export class HardwareInspectionFailure extends DriverError {
   readonly code = 'HARDWARE_INSPECTION_FAILURE';
 }
+/** A firmware update the BMC refused, failed or could not be followed to its end; never retried: the image may be flashed. */
+export class FirmwareUpdateFailed extends DriverError {
+  readonly code = 'FIRMWARE_UPDATE_FAILED';
+}
 /** A virtual media operation the BMC cannot do (no suitable slot, no action, …). */
 export class VirtualMediaUnavailable extends DriverError {
   readonly code = 'VIRTUAL_MEDIA_UNAVAILABLE';

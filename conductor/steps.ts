@@ -19,7 +19,8 @@ import { AgentSession, completedCommand, freshlyBooted, isVersionMismatch, shown
 import { commandError } from '../drivers/agent/client.js';
 import { bootAgent } from '../drivers/deploy/agent-base.js';
 import type { BootInterface, DeployInterface, InterfaceKind, ManagementInterface, PowerInterface } from '../drivers/interfaces.js';
-import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type StepKind } from '../drivers/steps.js';
+import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type StepKind, type StepRecords } from '../drivers/steps.js';
+import { syncFirmware } from '../db/firmware-components.js';
 import type { ActionContext } from './actions/types.js';
 
 
@@ -120,7 +121,7 @@ function recordingPower(power: PowerInterface, record: RunRecord): PowerInterfac
 }
 
 /** The task's node, interfaces and agent as a step or a deploy interface sees them, resolved when first used. */
-export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit<StepContext, 'step' | 'info' | 'resume'> {
+export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit<StepContext, 'step' | 'info' | 'resume' | 'record'> {
   return {
     get node() {
       return ctx.node;
@@ -139,9 +140,18 @@ export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit
   };
 }
 
+/** The caches a step writes through the task, while it holds the node. */
+function stepRecords(ctx: ActionContext): StepRecords {
+  return {
+    firmware: async (components) => {
+      await ctx.task.progressWith({}, (trx, node) => syncFirmware(trx, node.id, components));
+    },
+  };
+}
+
 /** What a step's `run` sees of the task. */
 function stepContext(ctx: ActionContext, step: PlannedStep, info: Record<string, unknown>, resume: boolean, record: RunRecord): StepContext {
-  return Object.assign(taskInterfaces(ctx, record), { step, info, resume });
+  return Object.assign(taskInterfaces(ctx, record), { step, info, resume, record: stepRecords(ctx) });
 }
 
 function stepsOf(info: Record<string, unknown>, kind: RunKind): PlannedStep[] {
@@ -354,8 +364,10 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
     // The agent just came up: the current step booted it (deploy.deploy), or rebooted into it to finish.
     const step = stepsOf(info, kind)[index];
     const decl = step && !step.inband ? declarationOf(ctx, kind, step) : undefined;
-    if (decl?.afterReboot && (await decl.afterReboot(stepContext(ctx, step, info, false, {}), step.args)) === 'wait') {
-      return { wait: true, changes: waitChanges(ctx, kind, info) };
+    if (decl?.afterReboot) {
+      if ((await decl.afterReboot(stepContext(ctx, step, info, false, {}), step.args)) === 'wait') return { wait: true, changes: waitChanges(ctx, kind, info) };
+      // What the step kept in driver_internal_info until its end goes, even when no step follows to write it.
+      await ctx.task.progress({ driverInternalInfo: { ...info } });
     }
     return next();
   }

@@ -6,7 +6,7 @@
  */
 import type { Logger } from 'pino';
 import type { AgentSession } from './agent/session.js';
-import type { BootInterface, DriverContext, ManagementInterface, PowerInterface } from './interfaces.js';
+import type { BootInterface, DriverContext, FirmwareComponentReading, ManagementInterface, PowerInterface } from './interfaces.js';
 
 export type StepKind = 'deploy' | 'clean' | 'service';
 
@@ -43,6 +43,12 @@ export interface PlannedStep {
   inband?: boolean;
 }
 
+/** What a step hands the conductor to keep beside the node (the caches Ironic's interfaces write). */
+export interface StepRecords {
+  /** The node's firmware components as just read: cached now, as Ironic's cache_firmware_components. */
+  firmware(components: readonly FirmwareComponentReading[]): Promise<void>;
+}
+
 /** What a step's `run` gets: the node's interfaces and its agent, no database. */
 export interface StepContext {
   readonly node: StepNode;
@@ -59,6 +65,7 @@ export interface StepContext {
   readonly info: Record<string, unknown>;
   /** The step may have been started by a run its conductor's death cut short: send agent commands once. */
   readonly resume: boolean;
+  readonly record: StepRecords;
 }
 
 /** A step an interface offers (Ironic's decorated method). */
