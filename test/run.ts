@@ -71,6 +71,7 @@ const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
   'e2e/baremetal-cli-actions.test.js': 25,
   'integration/cli.test.js': 25,
   'integration/operations-cli.test.js': 24,
+  'integration/redfish-firmware.test.js': 24,
   'integration/operations-provisioning.test.js': 23,
   'integration/redfish-driver.test.js': 22,
   'integration/agent-sim.test.js': 21,

@@ -4,8 +4,8 @@
  * `firmware.update` step, which flashes one component at a time through
  * `UpdateService.SimpleUpdate` and follows the BMC's task to its end.
  *
- * A BIOS or NIC image takes effect at the system's next boot: in cleaning (and deploying) the
- * node is rebooted into the agent, as Ironic's reboot to finish a step, and the step finishes
+ * A BIOS or NIC image takes effect at the system's next boot: in cleaning the node is rebooted
+ * into the agent, as Ironic's reboot to finish a step, and the step finishes
  * when that agent heartbeats (`afterReboot`), reading the versions again and going on with the
  * components left. Servicing runs its steps without an agent, so there the node is rebooted in
  * place (into its instance) and the versions are read once it is on again: the update Ironic's
@@ -129,7 +129,7 @@ export class RedfishFirmware implements FirmwareInterface {
     this.steps = [
       {
         ...base,
-        priority: { clean: 0, deploy: 0 },
+        priority: { clean: 0 },
         requiresRamdisk: true,
         run: (ctx, args) => this.updateAll(ctx, parseSettings(args.settings), 'agent'),
         afterReboot: (ctx) => this.afterReboot(ctx),

@@ -55,7 +55,7 @@ describe('redfish firmware interface: UpdateService, firmware.update and GET fir
       GALVANIC_REDFISH__FIRMWARE_UPDATE_STATUS_INTERVAL: '0.1',
       GALVANIC_REDFISH__CONNECTION_ATTEMPTS: '3',
     },
-    sim: (apiUrl) => ({ count: 5, agent: { apiUrl, bootSeconds: [0.4, 0.6], heartbeatMinGapMs: 200, lookupRetryMs: 300 } }),
+    sim: (apiUrl) => ({ count: 6, agent: { apiUrl, bootSeconds: [0.4, 0.6], heartbeatMinGapMs: 200, lookupRetryMs: 300 } }),
     cleanExit: false,
   });
   const { api } = g;
@@ -173,6 +173,25 @@ describe('redfish firmware interface: UpdateService, firmware.update and GET fir
     }
     // The cache keeps what was last read.
     expect(versions(await firmware(uuid))).to.deep.equal({ bios: '1.0.0', bmc: '1.0.0-sim' });
+  });
+
+  it('updates the BMC and the BIOS in servicing, rebooting the instance in place for the BIOS', async () => {
+    const uuid = await inspectedNode(5);
+    expect((await provisionAndSettle(api, uuid, 'provide')).provision_state).to.equal('available');
+    await provision(api, uuid, 'active');
+    expect((await watchStates(api, uuid)).node.provision_state).to.equal('active');
+    const before = (await simEvents(g.sim.bmcs[5].url)).length;
+    await provision(api, uuid, 'service', { service_steps: [{ interface: 'firmware', step: 'update', args: { settings: [
+      { component: 'bmc', url: `${fw.url}/fw/bmc-2.0.0.bin` },
+      { component: 'bios', url: `${fw.url}/fw/bios-3.0.0.bin` },
+    ] } }] });
+    const { states, node } = await watchStates(api, uuid);
+    expect(node.provision_state, node.last_error ?? '').to.equal('active');
+    expect(states).to.not.include('service wait');
+    expect(versions(await firmware(uuid))).to.deep.equal({ bios: '3.0.0', bmc: '2.0.0-sim' });
+    const events = (await simEvents(g.sim.bmcs[5].url)).slice(before).map((e: Json) => e.type);
+    expect(events.filter((t) => t === 'reset'), 'one reboot, for the BIOS').to.have.length(1);
+    expect(events.indexOf('firmware-activated')).to.be.above(events.indexOf('reset'));
   });
 
   it('refuses bad settings as Ironic does, flashing nothing', async () => {
