@@ -192,6 +192,13 @@ describe('redfish firmware interface: UpdateService, firmware.update and GET fir
     const events = (await simEvents(g.sim.bmcs[5].url)).slice(before).map((e: Json) => e.type);
     expect(events.filter((t) => t === 'reset'), 'one reboot, for the BIOS').to.have.length(1);
     expect(events.indexOf('firmware-activated')).to.be.above(events.indexOf('reset'));
+
+    const url = `${fw.url}/fw/missing.bin`;
+    await provision(api, uuid, 'service', { service_steps: [{ interface: 'firmware', step: 'update', args: { settings: [{ component: 'bmc', url }] } }] });
+    const failed = (await watchStates(api, uuid)).node;
+    expect(failed.provision_state).to.equal('service failed');
+    expect(failed.last_error).to.include(`Firmware update failed for node ${uuid}, firmware ${url}. Error: `).and.include('the image server answered HTTP 404');
+    expect(versions(await firmware(uuid))).to.deep.equal({ bios: '3.0.0', bmc: '2.0.0-sim' });
   });
 
   it('refuses bad settings as Ironic does, flashing nothing', async () => {
