@@ -31,6 +31,7 @@ import fastifyWebsocket from '@fastify/websocket';
 import { registerConsoleRoutes } from './console.js';
 import { registerVolumeRoutes } from './volume.js';
 import { registerRaidRoutes } from './raid.js';
+import { registerFirmwareRoutes } from './firmware.js';
 import { registerTraitRoutes } from './traits.js';
 import { registerAllocationRoutes } from './allocations.js';
 import { registerDeployTemplateRoutes } from './deploy-templates.js';
@@ -197,6 +198,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   registerVmediaRoutes(app, deps, acceptor);
   registerVendorPassthruRoutes(app, deps, acceptor);
   registerRaidRoutes(app, deps);
+  registerFirmwareRoutes(app, deps);
   void app.register(fastifyWebsocket, { options: { maxPayload: 64 * 1024 } });
   void app.register(async (scope) => registerConsoleRoutes(scope, deps, acceptor));
   app.addHook('onClose', async () => acceptor.close());

@@ -1,25 +1,22 @@
 /**
- * `/v1/nodes/{n}/vmedia` (attach and detach from 1.89, read from 1.93) and
- * `/v1/nodes/{n}/firmware` (1.86). Attach and detach are queued on the node and answered 204
- * at once, as Ironic answers before its worker runs; the read waits for the BMC's answer, as
- * Ironic's synchronous call does.
+ * `/v1/nodes/{n}/vmedia` (attach and detach from 1.89, read from 1.93). Attach and detach are
+ * queued on the node and answered 204 at once, as Ironic answers before its worker runs; the
+ * read waits for the BMC's answer, as Ironic's synchronous call does.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { InvalidParameterValue, ResourceNotFound, ServiceUnavailable } from '../common/errors.js';
-import { getNode, type Node, type NodeChanges } from '../db/nodes.js';
+import type { Node, NodeChanges } from '../db/nodes.js';
 import { VIRTUAL_MEDIA_DEVICES } from '../drivers/interfaces.js';
 import type { ApiDeps } from './deps.js';
 import { intentView, replyFor, requestedWait, type IntentAcceptor } from './intents.js';
 import { baseUrl } from './links.js';
-import { boolParam, param, type Query } from './query.js';
+import { param, type Query } from './query.js';
 
 const notFound = () => new ResourceNotFound('The resource could not be found.');
 /** Ironic's image_publisher.VMEDIA_SUPPORTED_URL_SCHEMES. */
 const URL_SCHEMES = ['http', 'https', 'nfs', 'cifs', 'smb'];
 const DOWNLOAD_SOURCES = ['http', 'local', 'swift'];
 const pyList = (items: readonly string[]) => `[${items.map((i) => `'${i}'`).join(', ')}]`;
-const FIRMWARE_FIELDS = ['created_at', 'updated_at', 'component', 'initial_version', 'current_version', 'last_version_flashed'];
-
 function schemaError(message: string): InvalidParameterValue {
   return new InvalidParameterValue(`Schema error for vmedia: ${message}`);
 }
@@ -51,7 +48,7 @@ function prepareChange(what: string) {
 }
 
 export function registerVmediaRoutes(app: FastifyInstance, deps: ApiDeps, acceptor: IntentAcceptor): void {
-  const { db, config } = deps;
+  const { config } = deps;
   const base = (req: FastifyRequest) => baseUrl(req, config.api.public_endpoint);
   const nodeIdent = (req: FastifyRequest) => (req.params as { node: string }).node;
 
@@ -88,21 +85,5 @@ export function registerVmediaRoutes(app: FastifyInstance, deps: ApiDeps, accept
     const { node, intents } = await acceptor.accept(req, nodeIdent(req), { steps: [{ kind: 'get_virtual_media', args: {} }] });
     const done = await acceptor.waitAll(intents, wait);
     return replyFor(reply, req, base(req), node, done, (last) => last.result, (all) => intentView(all[all.length - 1], node.uuid, base(req)));
-  });
-
-  // Ironic fills firmware components only through the redfish firmware interface's caching;
-  // the firmware interfaces Galvanic offers (fake, no-firmware) have none, so the list is empty.
-  app.get('/v1/nodes/:node/firmware', async (req) => {
-    if (!req.apiVersion.atLeast(86)) throw notFound();
-    const q = req.query as Query;
-    const fields = param(q, 'fields');
-    const detail = boolParam(q, 'detail');
-    if (fields !== undefined) {
-      const bad = fields.split(',').map((s) => s.trim()).filter((f) => f && !FIRMWARE_FIELDS.includes(f));
-      if (bad.length) throw new InvalidParameterValue(`Field(s) "${bad.join(', ')}" are not valid`);
-      if (detail) throw new InvalidParameterValue('Can not specify ?detail=True and fields in the same request.');
-    }
-    await getNode(db, nodeIdent(req));
-    return { firmware: [] };
   });
 }

@@ -699,6 +699,19 @@ export const SCHEMA = {
       max: 3600,
       help: "Seconds one Redfish driver call to a BMC may take, all its requests, retries and waits included, unless the node's driver_info redfish_timeout says otherwise.",
     },
+    firmware_update_status_interval: {
+      type: 'float',
+      default: 5,
+      min: 0.01,
+      max: 3600,
+      help: 'Seconds between two reads of the task a BMC runs a firmware update in (the firmware.update step of the redfish firmware interface).',
+    },
+    firmware_update_overall_timeout: {
+      type: 'int',
+      default: 7200,
+      min: 1,
+      help: 'Seconds one component\'s firmware update may take, from SimpleUpdate to the end of its task, before the step fails.',
+    },
     power_state_change_timeout: {
       type: 'float',
       default: 60,

@@ -395,6 +395,10 @@ export class HardwareInspectionFailure extends DriverError {
 export class BiosStepFailed extends DriverError {
   readonly code = 'BIOS_STEP_FAILED';
 }
+/** A firmware update the BMC refused, failed or could not be followed to its end; never retried: the image may be flashed. */
+export class FirmwareUpdateFailed extends DriverError {
+  readonly code = 'FIRMWARE_UPDATE_FAILED';
+}
 /** A virtual media operation the BMC cannot do (no suitable slot, no action, …). */
 export class VirtualMediaUnavailable extends DriverError {
   readonly code = 'VIRTUAL_MEDIA_UNAVAILABLE';

@@ -21,6 +21,7 @@ import { bootAgent } from '../drivers/deploy/agent-base.js';
 import type { BootInterface, DeployInterface, InterfaceKind, ManagementInterface, PowerInterface } from '../drivers/interfaces.js';
 import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type StepKind, type StepRecorder } from '../drivers/steps.js';
 import { syncBiosSettings } from '../db/bios-settings.js';
+import { syncFirmware } from '../db/firmware-components.js';
 import type { ActionContext } from './actions/types.js';
 
 
@@ -126,6 +127,9 @@ function stepRecorder(ctx: ActionContext): StepRecorder {
     biosSettings: async (settings) => void (await ctx.task.progressWith({}, (trx, held) => syncBiosSettings(trx, held.id, settings))),
     raid: async (changes) => {
       await ctx.task.progress({ ...changes });
+    },
+    firmware: async (components) => {
+      await ctx.task.progressWith({}, (trx, node) => syncFirmware(trx, node.id, components));
     },
   };
 }

@@ -39,7 +39,7 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
     boot: { fake: new FakeBoot(bmcs), 'redfish-virtual-media': redfish.boot, pxe: new PxeBoot() },
     console: { fake: new FakeConsole(), 'no-console': new NoConsole(), 'ipmitool-sol': new IpmitoolSolConsole() },
     deploy: deployInterfaces(config),
-    firmware: fakeAndNone('firmware'),
+    firmware: { ...fakeAndNone('firmware'), redfish: redfish.firmware },
     inspect: { fake: new FakeInspect(), redfish: redfish.inspect, agent: agentInspect, 'no-inspect': new NoInspect() },
     management: { fake: new FakeManagement(bmcs), redfish: redfish.management, ipmitool: ipmi.management },
     network: { noop: new GenericImpl(true) },

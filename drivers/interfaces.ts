@@ -238,6 +238,21 @@ export interface BiosInterface extends GenericInterface {
   readSettings?(ctx: DriverContext): Promise<BiosSetting[]>;
 }
 
+/** A firmware component's version as the BMC reports it (`bios`, `bmc`, `nic:<id>`). */
+export interface FirmwareComponentReading {
+  component: string;
+  currentVersion: string;
+}
+
+/** A firmware interface (Ironic's FirmwareInterface): its update steps, and what it reads of the node's firmware. */
+export interface FirmwareInterface extends GenericInterface {
+  /**
+   * Ironic's cache_firmware_components: the versions the BMC reports now, for the conductor to cache.
+   * @throws UnsupportedDriverExtension when the BMC reports none
+   */
+  readComponents?(ctx: DriverContext): Promise<FirmwareComponentReading[]>;
+}
+
 /** What a deploy interface's validation reads of its node. */
 export interface DeployValidation {
   uuid: string;
@@ -289,7 +304,7 @@ export interface InterfaceImplementations {
   boot: Record<string, BootInterface>;
   console: Record<string, ConsoleInterface>;
   deploy: Record<string, DeployInterface>;
-  firmware: Record<string, GenericInterface>;
+  firmware: Record<string, FirmwareInterface>;
   inspect: Record<string, InspectInterface>;
   management: Record<string, ManagementInterface>;
   network: Record<string, GenericInterface>;

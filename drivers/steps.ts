@@ -6,8 +6,8 @@
  */
 import type { Logger } from 'pino';
 import type { AgentSession } from './agent/session.js';
-import type { BootInterface, DriverContext, ManagementInterface, PowerInterface } from './interfaces.js';
 import type { BiosSetting } from '../common/bios.js';
+import type { BootInterface, DriverContext, FirmwareComponentReading, ManagementInterface, PowerInterface } from './interfaces.js';
 
 export type StepKind = 'deploy' | 'clean' | 'service';
 
@@ -62,6 +62,8 @@ export interface StepRecorder {
   /** The node's BIOS settings as just read: the conductor's cache of them becomes this. */
   biosSettings(settings: readonly BiosSetting[]): Promise<void>;
   raid(changes: RaidRecord): Promise<void>;
+  /** The node's firmware components as just read: cached now, as Ironic's cache_firmware_components. */
+  firmware(components: readonly FirmwareComponentReading[]): Promise<void>;
 }
 
 /** What a step's `run` gets: the node's interfaces and its agent, no database. */

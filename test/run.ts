@@ -72,6 +72,7 @@ const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
   'integration/cli.test.js': 25,
   'integration/redfish-raid.test.js': 25,
   'integration/operations-cli.test.js': 24,
+  'integration/redfish-firmware.test.js': 24,
   'integration/operations-provisioning.test.js': 23,
   'integration/redfish-bios.test.js': 23,
   'integration/redfish-driver.test.js': 22,

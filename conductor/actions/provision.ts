@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { ProvisionState, eventChanges, type ProvisionWork } from '../../common/states.js';
 import { HardwareInspectionFailure, InvalidDriverInfo, UnsupportedDriverExtension } from '../../common/errors.js';
+import { syncFirmware } from '../../db/firmware-components.js';
 import { storeInventory } from '../../db/inventory.js';
 import { syncBiosSettings } from '../../db/bios-settings.js';
 import type { BiosSetting } from '../../common/bios.js';
@@ -8,6 +9,7 @@ import type { Node, NodeChanges } from '../../db/nodes.js';
 import { applyInspectedPorts, createMissingPorts, portsOfNode } from '../../db/ports.js';
 import { describeNode, validateForDeploy, validateInspectionBoot, validateInterface } from '../../drivers/validate-node.js';
 import type { ExistingPort } from '../../drivers/inspection-hooks.js';
+import type { FirmwareComponentReading } from '../../drivers/interfaces.js';
 import type { UserStep } from '../../common/steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 import { argsOf, type ProvisionArgs } from '../../common/intent-kinds.js';
@@ -153,6 +155,7 @@ async function processInspection(ctx: ActionContext): Promise<{ changes: NodeCha
     }
     throw new HardwareInspectionFailure(`Failed to finish inspection: ${err.message}`);
   }
+  const firmware = await firmwareAtInspection(ctx);
   const changes: NodeChanges = { ...(await tearDownInspectionBoot(ctx, powerOff)), properties: outcome.properties, inspectionFinishedAt: new Date() };
   const bios = await biosSettingsToCache(ctx);
   const { logs: _logs, ...pluginData } = outcome.pluginData;
@@ -162,6 +165,7 @@ async function processInspection(ctx: ActionContext): Promise<{ changes: NodeCha
       await applyInspectedPorts(trx, held.id, outcome);
       await storeInventory(trx, held.id, { inventory, pluginData });
       if (bios) await syncBiosSettings(trx, held.id, bios);
+      await syncFirmware(trx, held.id, firmware);
     },
   };
 }
@@ -182,6 +186,22 @@ async function biosSettingsToCache(ctx: ActionContext): Promise<BiosSetting[] | 
   }
 }
 
+/**
+ * Ironic's node_cache_firmware_components at the end of an inspection: the versions the
+ * node's firmware interface reads, if it reads any. Never fails the inspection.
+ */
+async function firmwareAtInspection(ctx: ActionContext): Promise<FirmwareComponentReading[]> {
+  const iface = ctx.registry.impl('firmware', ctx.node.firmwareInterface);
+  if (!iface?.readComponents) return [];
+  try {
+    iface.validate(ctx.node.driverInfo);
+    return await iface.readComponents(ctx.driver);
+  } catch (err) {
+    ctx.log.warn({ node: ctx.node.uuid, err: (err as Error).message }, 'Caching of firmware components failed');
+    return [];
+  }
+}
+
 /** Out-of-band inspection: properties merged, ports created for new MACs, the inventory stored. */
 async function inspect(ctx: ActionContext): Promise<{ changes: NodeChanges; write?: ActionResult['write']; waiting?: boolean }> {
   const node = ctx.node;
@@ -197,12 +217,14 @@ async function inspect(ctx: ActionContext): Promise<{ changes: NodeChanges; writ
   };
   if (!found) return { changes, write: writeBios };
   changes.properties = { ...node.properties, ...found.properties };
+  const firmware = await firmwareAtInspection(ctx);
   return {
     changes,
     write: async (trx: Knex.Transaction, held: Node) => {
       await storeInventory(trx, held.id, { inventory: found.inventory, pluginData: found.pluginData });
       await createMissingPorts(trx, held.id, found.macs);
       await writeBios(trx, held);
+      await syncFirmware(trx, held.id, firmware);
     },
   };
 }

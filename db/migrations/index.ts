@@ -14,6 +14,7 @@ import * as m0013 from './0013_console_orphans.js';
 import * as m0014 from './0014_node_ring_hash.js';
 import * as m0015 from './0015_intents_due_idx.js';
 import * as m0016 from './0016_bios_settings.js';
+import * as m0017 from './0017_firmware_information.js';
 
 export interface Migration {
   name: string;
@@ -42,4 +43,5 @@ export const migrations: Migration[] = [
   { name: '0014_node_ring_hash', ...m0014 },
   { name: '0015_intents_due_idx', ...m0015 },
   { name: '0016_bios_settings', ...m0016 },
+  { name: '0017_firmware_information', ...m0017 },
 ];

@@ -4,6 +4,7 @@
  * deadline, authentication, retries with backoff and the 401 re-login. Built once by the
  * composition root and passed to the interfaces; nothing starts before the first call.
  */
+import type { FirmwareOptions } from './firmware.js';
 import { readFileSync } from 'node:fs';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
@@ -34,6 +35,8 @@ export interface RedfishOptions {
   vmediaRetry?: { attempts: number; intervalMs: number };
   /** How long a BMC's idle connection stays open, ms (default 30 s). */
   connectionKeepAliveMs?: number;
+  /** How the firmware interface follows an update's task (default DEFAULT_FIRMWARE_OPTIONS). */
+  firmware?: FirmwareOptions;
 }
 
 const MAX_RETRY_INTERVAL_MS = 30_000;

@@ -1,5 +1,6 @@
 /**
- * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media`, inspect, vendor, BIOS and RAID `redfish`.
+ * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media`, inspect, vendor, BIOS,
+ * RAID and firmware `redfish` (the last three where enabled).
  * `RedfishDriver` owns the client shared by both interfaces; constructing it opens nothing
  * (connections and sessions appear on the first call to a BMC), `close()` logs out and closes.
  */
@@ -10,6 +11,7 @@ import type { HardwareType } from '../interfaces.js';
 import { RedfishVirtualMediaBoot } from './boot.js';
 import { RedfishClient, type RedfishOptions } from './client.js';
 import { REDFISH_PROPERTIES } from './driver-info.js';
+import { DEFAULT_FIRMWARE_OPTIONS, RedfishFirmware } from './firmware.js';
 import { RedfishInspect } from './inspect.js';
 import { RedfishBios } from './bios.js';
 import { RedfishManagement } from './management.js';
@@ -24,7 +26,7 @@ export type { RedfishOptions } from './client.js';
 export const redfishHardware: HardwareType = {
   name: 'redfish',
   supported: {
-    bios: ['redfish', 'no-bios'], boot: ['redfish-virtual-media'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['no-firmware'],
+    bios: ['redfish', 'no-bios'], boot: ['redfish-virtual-media'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['redfish', 'no-firmware'],
     inspect: ['redfish', 'agent', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['redfish', 'no-raid'],
     rescue: ['no-rescue'], storage: ['noop'], vendor: ['redfish', 'no-vendor'],
   },
@@ -43,6 +45,7 @@ export function redfishOptions(config: Readonly<Config>): RedfishOptions {
     timeoutMs: r.request_timeout * 1000,
     powerStateChangeTimeoutMs: r.power_state_change_timeout * 1000,
     agentBoot: agentBootDefaults(config.conductor),
+    firmware: { statusIntervalMs: r.firmware_update_status_interval * 1000, overallTimeoutMs: r.firmware_update_overall_timeout * 1000 },
   };
 }
 
@@ -59,6 +62,7 @@ export class RedfishDriver {
   /** `redfish`: settings through the Bios resource and its registry. */
   readonly bios: RedfishBios;
   readonly raid: RedfishRaid;
+  readonly firmware: RedfishFirmware;
 
   constructor(options: RedfishOptions, log: Logger, budget?: BmcBudget) {
     this.client = new RedfishClient(options, log.child({ driver: 'redfish' }), budget);
@@ -69,6 +73,7 @@ export class RedfishDriver {
     this.vendor = new RedfishVendor(this.client);
     this.bios = new RedfishBios(this.client);
     this.raid = new RedfishRaid(this.client);
+    this.firmware = new RedfishFirmware(this.client, options.firmware ?? DEFAULT_FIRMWARE_OPTIONS);
   }
 
   /** Logs out every cached session and closes every connection pool. */

@@ -8,6 +8,7 @@ import { normalisePath, type SimModel } from './model.js';
 import { NO_QUIRKS, type VmediaQuirks } from './quirks.js';
 import { etagOf, parseJsonObject, redfishError, type RequestOrigin, type SimBmc, type SystemState } from './state.js';
 import { Storage, type StorageOptions } from './storage.js';
+import { UpdateService } from './update-service.js';
 import { VirtualMedia, type ImageCheck, type Reply } from './vmedia.js';
 import { EventService } from './events.js';
 import { Bios } from './bios.js';
@@ -74,6 +75,7 @@ export class RedfishHandler {
   readonly events: EventService;
   readonly bios: Bios;
   readonly storage: Storage;
+  readonly updates: UpdateService;
   /** Requests seen on each connection, for RequestOrigin.conn. */
   private readonly onSocket = new WeakMap<object, number>();
 
@@ -88,6 +90,7 @@ export class RedfishHandler {
     this.events = new EventService(model);
     this.bios = new Bios(model);
     this.storage = new Storage(model, storage);
+    this.updates = new UpdateService(model);
   }
 
   private system(bmc: SimBmc, p: string): SystemState {
@@ -173,7 +176,7 @@ export class RedfishHandler {
     if (this.model.systemPaths.has(p)) {
       if (method === 'GET') {
         const s = this.system(bmc, p);
-        return send(res, 200, this.model.systemBody(p, s, bmc.index), { etag: etagOf(s) });
+        return send(res, 200, this.updates.decorate(bmc, p, this.model.systemBody(p, s, bmc.index)), { etag: etagOf(s) });
       }
       if (method === 'PATCH') return this.patchSystem(bmc, req, res, p, body, origin);
       return send(res, 405, redfishError('OperationNotAllowed', `${method} is not allowed on ${url}`), { allow: 'GET, PATCH' });
@@ -184,6 +187,7 @@ export class RedfishHandler {
         return this.reset(bmc, res, sys, body, origin);
       }
     }
+    if (this.updates.owns(p)) return reply(res, await this.updates.route(bmc, method, p, body));
     const slot = this.model.mediaSlots.get(p);
     if (slot) {
       if (method === 'GET') return reply(res, this.vmedia.get(bmc, slot));
@@ -205,7 +209,7 @@ export class RedfishHandler {
     if (method !== 'GET') return send(res, 405, redfishError('OperationNotAllowed', `${method} is not allowed on ${url}`), { allow: 'GET' });
     const text = this.model.get(p, query, bmc.index);
     if (text === null) return send(res, 404, redfishError('ResourceMissingAtURI', `The resource at the URI ${url} was not found.`));
-    send(res, 200, text);
+    send(res, 200, this.updates.decorate(bmc, p, text));
   }
 
   private login(bmc: SimBmc, res: ServerResponse, body: string): void {
@@ -266,8 +270,11 @@ export class RedfishHandler {
       booted = true;
       return this.booting(bmc, sys, s);
     }, origin);
-    // Pending BIOS settings take effect at POST, as on a real server.
-    if (booted) this.bios.booted(bmc, s);
+    // Pending BIOS settings and firmware images waiting for a boot take effect at POST, as on a real server.
+    if (booted) {
+      this.bios.booted(bmc, s);
+      this.updates.booted(bmc);
+    }
     this.vmedia.checkBoot(bmc, s);
     send(res, 204);
   }

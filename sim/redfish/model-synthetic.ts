@@ -7,6 +7,7 @@
 import { defaultBoot, emptyMedia, STANDARD_BOOT_TARGETS, type MediaSlot, type SimModel } from './model.js';
 import { NO_QUIRKS, type VmediaQuirks } from './quirks.js';
 import type { MediaState, SystemState } from './state.js';
+import { SIM_BIOS_VERSION, SIM_BMC_VERSION } from './update-service.js';
 
 /** Which sensor resources the chassis offers: legacy Thermal/Power, the newer Sensors, or both. */
 export type ChassisModel = 'both' | 'legacy' | 'sensors';
@@ -279,6 +280,8 @@ function buildStatic(model: ChassisModel, expand: boolean, vmedia: string): Map<
     SessionService: ref(`${V1}/SessionService`),
     EventService: ref(`${V1}/EventService`),
     Registries: ref(`${V1}/Registries`),
+    UpdateService: ref(`${V1}/UpdateService`),
+    TaskService: ref(`${V1}/TaskService`),
     Links: { Sessions: ref(SESSIONS) },
   });
   put(`${V1}/Systems`, collection('ComputerSystem', `${V1}/Systems`, 'Computer System Collection', [SYSTEM]));
@@ -349,7 +352,7 @@ function buildStatic(model: ChassisModel, expand: boolean, vmedia: string): Map<
     Id: 'BMC',
     Name: 'Simulated BMC',
     ManagerType: 'BMC',
-    FirmwareVersion: '1.0.0-sim',
+    FirmwareVersion: SIM_BMC_VERSION,
     Status: status(),
     ...(vmedia.startsWith(MANAGER) ? { VirtualMedia: ref(vmedia) } : {}),
     Links: { ManagerForServers: [ref(SYSTEM)], ManagerForChassis: [ref(ENCLOSURE), ref(BOARD)] },
@@ -507,6 +510,7 @@ export class SyntheticModel implements SimModel {
       UUID: uuid,
       Status: status(),
       PowerState: state.power,
+      BiosVersion: SIM_BIOS_VERSION,
       Boot: {
         ...state.boot,
         'BootSourceOverrideTarget@Redfish.AllowableValues': this.bootTargetList,

@@ -129,7 +129,7 @@ export interface SimEvent {
   /** Epoch ms. */
   at: number;
   type: 'insert' | 'eject' | 'refused' | 'boot-override' | 'reset' | 'boot-started' | 'boot-finished' | 'boot-failed' | 'power-lost' | 'power-restored' | 'agent-started' | 'agent-stopped'
-    | 'subscription-created' | 'subscription-deleted' | 'bios' | 'volume';
+    | 'subscription-created' | 'subscription-deleted' | 'bios' | 'volume' | 'firmware-task' | 'firmware-activated';
   [detail: string]: unknown;
 }
 
