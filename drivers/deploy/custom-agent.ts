@@ -14,8 +14,9 @@ export class CustomAgentDeploy implements DeployInterface {
   readonly usesAgent = true;
   readonly steps: readonly StepDeclaration[];
 
-  constructor(opts: AgentDeployOptions) {
-    this.steps = [BOOT_AGENT_STEP, ...agentOobSteps(opts)];
+  /** `own`: the steps a deploy interface built on this one adds (Ironic's AgentDeploy adds write_image and prepare_instance_boot). */
+  constructor(opts: AgentDeployOptions, own: readonly StepDeclaration[] = []) {
+    this.steps = [BOOT_AGENT_STEP, ...own, ...agentOobSteps(opts)];
   }
 
   validate(): void {}

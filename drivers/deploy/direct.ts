@@ -6,9 +6,10 @@
 import { AgentStepFailed, InvalidParameterValue, MissingParameterValue } from '../../common/errors.js';
 import { parseCapabilities } from '../../common/capabilities.js';
 import { commandError } from '../agent/client.js';
-import type { DeployInterface, DeployValidation } from '../interfaces.js';
-import type { StepContext, StepDeclaration, StepNode } from '../steps.js';
-import { BOOT_AGENT_STEP, agentOobSteps, tearDownInstance, validateAgentBoot, type AgentDeployOptions } from './agent-base.js';
+import type { DeployValidation } from '../interfaces.js';
+import type { StepContext, StepNode } from '../steps.js';
+import { validateAgentBoot, type AgentDeployOptions } from './agent-base.js';
+import { CustomAgentDeploy } from './custom-agent.js';
 
 /**
  * Ironic's images.is_whole_disk_image for an image that is not Glance's: `image_type` says so,
@@ -112,15 +113,10 @@ function validateDirectDeploy(node: DeployValidation): void {
   }
 }
 
-export class DirectDeploy implements DeployInterface {
-  readonly supported = true;
-  readonly bootOption = 'local';
-  readonly usesAgent = true;
-  readonly steps: readonly StepDeclaration[];
-
+/** Ironic's AgentDeploy: CustomAgentDeploy with the image written by the agent, and its validation. */
+export class DirectDeploy extends CustomAgentDeploy {
   constructor(opts: AgentDeployOptions) {
-    this.steps = [
-      BOOT_AGENT_STEP,
+    super(opts, [
       {
         step: 'write_image', priority: { deploy: 80 }, sendsAgentStep: true,
         run: (ctx, args) => ctx.agent().executeStep('deploy', { ...ctx.step, args: { ...args, ...writeImageArgs(ctx.node) } }, ctx.info.agent_deploy_version, ctx.resume),
@@ -132,15 +128,10 @@ export class DirectDeploy implements DeployInterface {
           return 'done';
         },
       },
-      ...agentOobSteps(opts),
-    ];
+    ]);
   }
 
-  validate(): void {}
-
-  validateDeploy(node: DeployValidation): void {
+  override validateDeploy(node: DeployValidation): void {
     validateDirectDeploy(node);
   }
-
-  tearDown = tearDownInstance;
 }
