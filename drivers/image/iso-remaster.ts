@@ -9,7 +9,7 @@ import path from 'node:path';
 import { ImageCreationFailed, InvalidParameterValue } from '../../common/errors.js';
 import {
   GRUB_TEMPLATE, ISOLINUX_TEMPLATE, firstGrubEntry, firstSyslinuxEntry, loadTemplate, renderGrubConfig, renderIsolinuxConfig,
-  type BootEntry,
+  withEntryCommands, type BootEntry,
 } from './boot-config.js';
 import type { BuildContext } from './iso-builder.js';
 import { runTool, type BootMode } from './iso-tools.js';
@@ -116,7 +116,7 @@ export async function remasterIso(opts: RemasterOptions): Promise<void> {
     const file = path.join(opts.work, `config-${i}`);
     await fs.writeFile(file, r.loader === 'syslinux'
       ? renderIsolinuxConfig(isolinuxTemplate, r.entry.kernel, r.entry.initrd, opts.cmdline)
-      : renderGrubConfig(grubTemplate, r.entry.kernel, r.entry.initrd, opts.cmdline));
+      : withEntryCommands(renderGrubConfig(grubTemplate, r.entry.kernel, r.entry.initrd, opts.cmdline), r.entry));
     maps.push('-map', file, r.isoPath);
   }
   for (const f of opts.injected) maps.push('-map', f.local, `/${f.isoPath}`);
