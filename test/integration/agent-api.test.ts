@@ -184,6 +184,81 @@ describe('agent API: lookup, heartbeat and the agent token', function () {
     expect(await db('intents').where({ node_id: after.id }).count('* as n').first()).to.deep.equal({ n: 0 });
   });
 
+  describe('bodies as ironic-python-agent sends them', () => {
+    /** IPA's `requests` headers: its heartbeat and lookup name JSON; its 9.4 inspection post names nothing. */
+    const IPA = { 'user-agent': 'python-requests/2.28.1', 'accept-encoding': 'gzip, deflate', accept: 'application/json', 'content-type': 'application/json' };
+    const MAC_INSPECT = '52:54:00:aa:00:09';
+    let inspectUuid: string;
+
+    before(async () => {
+      const res = await call('POST', '/v1/nodes', { name: 'agent-inspect-wait', driver: 'redfish', driver_info: { redfish_address: 'http://127.0.0.1:9' } });
+      expect(res.statusCode, res.body).to.equal(201);
+      inspectUuid = res.json<{ uuid: string }>().uuid;
+      expect((await call('POST', '/v1/ports', { address: MAC_INSPECT, node_uuid: inspectUuid })).statusCode).to.equal(201);
+      await t.tdb.knex('nodes').where({ uuid: inspectUuid }).update({ provision_state: 'inspect wait', target_provision_state: 'manageable' });
+    });
+
+    const inventory = (vendor = 'Galvanic') => ({
+      inventory: { interfaces: [{ name: 'eth0', mac_address: MAC_INSPECT }], system_vendor: { manufacturer: vendor }, bmc_address: '' },
+      configuration: { collectors: ['default', 'logs'] }, error: null,
+    });
+
+    it('takes the inspection post of IPA 9.4 (no Content-Type, no version header) and answers as to ironic-inspector', async () => {
+      const res = await t.app.inject({
+        method: 'POST', url: '/v1/continue_inspection', payload: Buffer.from(JSON.stringify(inventory())),
+        headers: { 'user-agent': 'python-requests/2.28.1', 'accept-encoding': 'gzip, deflate', accept: '*/*' },
+      });
+      expect(res.statusCode, res.body).to.equal(202);
+      expect(res.json()).to.deep.equal({ uuid: inspectUuid });
+      const node = await t.tdb.knex('nodes').where({ uuid: inspectUuid }).first('provision_state');
+      expect(node.provision_state).to.equal('inspecting');
+    });
+
+    it('decodes a body by the charset its Content-Type names', async () => {
+      await t.tdb.knex('nodes').where({ uuid: inspectUuid }).update({ provision_state: 'inspect wait' });
+      const res = await t.app.inject({
+        method: 'POST', url: '/v1/continue_inspection', payload: Buffer.from(JSON.stringify(inventory('Café')), 'latin1'),
+        headers: { 'content-type': 'application/json; charset=ISO-8859-1', 'x-openstack-ironic-api-version': '1.84' },
+      });
+      expect(res.statusCode, res.body).to.equal(202);
+      const node = await t.tdb.knex('nodes').where({ uuid: inspectUuid }).first('id');
+      const intent = await t.tdb.knex('intents').where({ node_id: node.id, kind: 'provision' }).orderBy('seq', 'desc').first('args');
+      expect(JSON.stringify(intent.args)).to.include('"manufacturer":"Café"');
+    });
+
+    it('refuses an inspection post that is not JSON with Ironic\'s 400, whatever its Content-Type', async () => {
+      await t.tdb.knex('nodes').where({ uuid: inspectUuid }).update({ provision_state: 'inspect wait' });
+      const before = await snapshot(t.tdb.knex);
+      for (const headers of [{}, { 'content-type': 'text/plain' }, { 'content-type': 'application/json; charset=no-such-charset' }]) {
+        const res = await t.app.inject({ method: 'POST', url: '/v1/continue_inspection', payload: '{"inventory": ', headers });
+        expect(res.statusCode, `${JSON.stringify(headers)}: ${res.body}`).to.equal(400);
+        expect(faultOf(res.body).faultcode).to.equal('Client');
+      }
+      expect(await snapshot(t.tdb.knex)).to.deep.equal(before);
+    });
+
+    it('takes a lookup and a heartbeat with IPA\'s headers, with a charset, and without a Content-Type', async () => {
+      const res = await call('POST', '/v1/nodes', { name: 'agent-ipa-headers', driver: 'redfish', deploy_interface: 'direct', driver_info: { redfish_address: 'http://127.0.0.1:9' } });
+      const uuid = res.json<{ uuid: string }>().uuid;
+      await t.tdb.knex('nodes').where({ uuid }).update({ provision_state: 'wait call-back', target_provision_state: 'active' });
+      const lookup = await t.app.inject({ method: 'GET', url: `/v1/lookup?node_uuid=${uuid}`, headers: { ...IPA, 'x-openstack-ironic-api-version': '1.62' } });
+      expect(lookup.statusCode, lookup.body).to.equal(200);
+      const agentToken = lookup.json<{ config: { agent_token: string } }>().config.agent_token;
+      const hb = JSON.stringify({ callback_url: 'https://127.0.0.1:9/agent', agent_token: agentToken, agent_version: '9.4.3' });
+      const v68 = { 'x-openstack-ironic-api-version': '1.68' };
+      for (const headers of [{ ...IPA, ...v68 }, { ...IPA, ...v68, 'content-type': 'application/json; charset=UTF-8' }, v68]) {
+        const r = await t.app.inject({ method: 'POST', url: `/v1/heartbeat/${uuid}`, payload: hb, headers });
+        expect(r.statusCode, `${JSON.stringify(headers)}: ${r.body}`).to.equal(202);
+      }
+    });
+
+    it('other endpoints still take JSON only', async () => {
+      const res = await t.app.inject({ method: 'POST', url: '/v1/nodes', payload: JSON.stringify({ driver: 'fake-hardware' }), headers: { ...LATEST, 'content-type': 'text/plain' } });
+      expect(res.statusCode, res.body).to.equal(415);
+      expect(faultOf(res.body).faultcode).to.equal('Client');
+    });
+  });
+
   it(`refuses malformed lookups, heartbeats, clean_steps and deploy_steps with a 4xx and no change`, async () => {
     const hb = (extra: Record<string, unknown>) => ({ callback_url: 'http://127.0.0.1:9/agent', agent_token: token, agent_version: '10.1.0', ...extra });
     const without = (k: string) => {
