@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { TextDecoder } from 'node:util';
+import { boolFromString } from '../common/bool-string.js';
 import { InvalidParameterValue, NotAcceptable } from '../common/errors.js';
 import type { NodeField } from './node-fields.js';
 import { jsonDepthExceeds } from './routing.js';
@@ -91,10 +92,7 @@ export function checkName(value: string, what = 'name'): void {
  */
 export function ironicBoolean(value: unknown): unknown {
   if (typeof value !== 'string') return value;
-  const s = value.trim().toLowerCase();
-  if (['1', 't', 'true', 'on', 'y', 'yes'].includes(s)) return true;
-  if (['0', 'f', 'false', 'off', 'n', 'no'].includes(s)) return false;
-  return value;
+  return boolFromString(value) ?? value;
 }
 
 /** Type-checks one value against its field declaration. */

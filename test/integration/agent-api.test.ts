@@ -259,6 +259,53 @@ describe('agent API: lookup, heartbeat and the agent token', function () {
     });
   });
 
+  describe('automatic TLS (1.68 agent_verify_ca)', () => {
+    const PEM_A = '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n';
+    const PEM_B = '-----BEGIN CERTIFICATE-----\nBBBB\n-----END CERTIFICATE-----\n';
+
+    async function waitingNode(name: string, app: TestApp): Promise<{ uuid: string; token: string }> {
+      const res = await app.app.inject({ method: 'POST', url: '/v1/nodes', headers: LATEST, payload: { name, driver: 'redfish', deploy_interface: 'direct', driver_info: { redfish_address: 'http://127.0.0.1:9' } } });
+      const uuid = res.json<{ uuid: string }>().uuid;
+      await app.tdb.knex('nodes').where({ uuid }).update({ provision_state: 'clean wait', target_provision_state: 'available' });
+      const lookup = await app.app.inject({ method: 'GET', url: `/v1/lookup?node_uuid=${uuid}`, headers: LATEST });
+      return { uuid, token: lookup.json<{ config: { agent_token: string } }>().config.agent_token };
+    }
+
+    it('records the certificate the agent sent, and refuses another one for that agent with Ironic\'s 400', async () => {
+      const n = await waitingNode('agent-tls', t);
+      const hb = (ca: string) => call('POST', `/v1/heartbeat/${n.uuid}`, { callback_url: 'https://127.0.0.1:9/agent-tls', agent_token: n.token, agent_version: '9.4.3', agent_verify_ca: ca });
+      expect((await hb(PEM_A)).statusCode).to.equal(202);
+      // The same certificate again, with other white space at its end, is the same.
+      expect((await hb(PEM_A.trimEnd())).statusCode).to.equal(202);
+      const row = await t.tdb.knex('nodes').where({ uuid: n.uuid }).first('driver_internal_info', 'version');
+      expect(row.driver_internal_info.agent_verify_ca).to.equal(PEM_A.trimEnd());
+      const other = await hb(PEM_B);
+      expect(other.statusCode, other.body).to.equal(400);
+      expect(faultOf(other.body).faultstring).to.equal('Detected change in ramdisk provided "agent_verify_ca"');
+      expect(await t.tdb.knex('nodes').where({ uuid: n.uuid }).first('driver_internal_info', 'version')).to.deep.equal(row);
+    });
+
+    describe('[agent] require_tls', () => {
+      let strict: TestApp;
+      before(async () => {
+        strict = await buildTestApp({ GALVANIC_AGENT__REQUIRE_TLS: 'true' }, { conductor: false });
+      });
+      after(async () => {
+        await strict?.close();
+      });
+
+      it('refuses a heartbeat whose callback_url is not https', async () => {
+        const n = await waitingNode('agent-require-tls', strict);
+        const hb = (url: string) => strict.app.inject({ method: 'POST', url: `/v1/heartbeat/${n.uuid}`, headers: LATEST, payload: { callback_url: url, agent_token: n.token, agent_version: '9.4.3' } });
+        const plain = await hb('http://127.0.0.1:9/agent');
+        expect(plain.statusCode, plain.body).to.equal(400);
+        expect(faultOf(plain.body).faultstring).to.equal('TLS is required by configuration');
+        expect((await strict.tdb.knex('nodes').where({ uuid: n.uuid }).first('driver_internal_info')).driver_internal_info).to.not.have.property('agent_url');
+        expect((await hb('https://127.0.0.1:9/agent')).statusCode).to.equal(202);
+      });
+    });
+  });
+
   it(`refuses malformed lookups, heartbeats, clean_steps and deploy_steps with a 4xx and no change`, async () => {
     const hb = (extra: Record<string, unknown>) => ({ callback_url: 'http://127.0.0.1:9/agent', agent_token: token, agent_version: '10.1.0', ...extra });
     const without = (k: string) => {
