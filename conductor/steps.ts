@@ -99,6 +99,7 @@ export function agentOf(ctx: ActionContext): AgentSession {
     wipeToken: () => services.wipeToken(id),
     portsOf: () => services.portsOf(id),
     poll: { attempts, intervalMs: interval * 1000 },
+    verifyCa: services.config.agent.verify_ca,
   });
   return ctx.agentSession;
 }

@@ -41,7 +41,9 @@ ironic-python-agent simulation (docs/agent-simulator.md), off unless --agent-api
   --agent-write-mbps N    write_image writes at most N MB/s (10^6 bytes; default 200)
   --agent-heartbeat-min-gap-ms N  a forced heartbeat comes at least N ms after the previous (default 5000)
   --agent-lookup-retry-ms N  longest wait between lookup retries (default 2000)
-  --agent-port P          port of the agents' shared HTTP server (default: a free port)
+  --agent-port P          port of the agents' shared server (default: a free port)
+  --agent-no-auto-tls     the agents serve plain HTTP (IPA's enable_auto_tls = False); by default they
+                          serve HTTPS with a self-signed certificate against an API of 1.68 or later
 
 Control API per BMC: /_sim/stats, /_sim/reset, /_sim/expire-sessions, /_sim/faults, /_sim/state,
 /_sim/events, /_sim/totals, /_sim/chains (docs/operations.md), /_sim/agent, /_sim/agent/faults.`;
@@ -94,6 +96,7 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
       'agent-heartbeat-min-gap-ms': { type: 'string' },
       'agent-lookup-retry-ms': { type: 'string' },
       'agent-port': { type: 'string' },
+      'agent-no-auto-tls': { type: 'boolean' },
     },
     allowPositionals: false,
   });
@@ -178,7 +181,7 @@ function seconds(name: string, v: string | undefined): [number, number] | undefi
 function agentOptions(values: Record<string, string | boolean | undefined>): AgentSimOptions | undefined {
   const str = (k: string) => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
   const url = str('agent-api-url');
-  const others = ['agent-iso', 'agent-boot-seconds', 'agent-write-mbps', 'agent-heartbeat-min-gap-ms', 'agent-lookup-retry-ms', 'agent-port'].filter((k) => str(k) !== undefined);
+  const others = ['agent-iso', 'agent-boot-seconds', 'agent-write-mbps', 'agent-heartbeat-min-gap-ms', 'agent-lookup-retry-ms', 'agent-port', 'agent-no-auto-tls'].filter((k) => values[k] !== undefined);
   if (url === undefined) {
     if (others.length) throw new Error(`--${others[0]} needs --agent-api-url`);
     return undefined;
@@ -206,6 +209,7 @@ function agentOptions(values: Record<string, string | boolean | undefined>): Age
     heartbeatMinGapMs: count('agent-heartbeat-min-gap-ms', str('agent-heartbeat-min-gap-ms'), 0),
     lookupRetryMs: count('agent-lookup-retry-ms', str('agent-lookup-retry-ms'), 1),
     port,
+    autoTls: values['agent-no-auto-tls'] !== true,
   };
 }
 
@@ -224,7 +228,7 @@ export async function runRedfishSim(argv: string[]): Promise<number> {
   }
   const sim = await startRedfishSim(opts);
   const ports = sim.bmcs.map((b) => b.port);
-  process.stdout.write(`${JSON.stringify({ listening: sim.bmcs.length, host: '127.0.0.1', firstPort: ports[0], lastPort: ports[ports.length - 1], mockup: opts.mockup ?? null, agentUrl: sim.agentUrl ?? null })}\n`);
+  process.stdout.write(`${JSON.stringify({ listening: sim.bmcs.length, host: '127.0.0.1', firstPort: ports[0], lastPort: ports[ports.length - 1], mockup: opts.mockup ?? null, agentUrl: sim.agentUrl ?? null, agentCertificate: sim.agentCertificate ?? null })}\n`);
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', () => resolve());
     process.once('SIGINT', () => resolve());
