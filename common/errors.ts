@@ -399,6 +399,13 @@ export class BiosStepFailed extends DriverError {
 export class FirmwareUpdateFailed extends DriverError {
   readonly code = 'FIRMWARE_UPDATE_FAILED';
 }
+/** Ironic's ImageCreationFailed: an image the conductor makes (a config drive) could not be made. */
+export class ImageCreationFailed extends DriverError {
+  readonly code = 'IMAGE_CREATION_FAILED';
+  constructor(imageType: string, error: string) {
+    super(`Creating ${imageType} image failed: ${error}`);
+  }
+}
 /** A virtual media operation the BMC cannot do (no suitable slot, no action, …). */
 export class VirtualMediaUnavailable extends DriverError {
   readonly code = 'VIRTUAL_MEDIA_UNAVAILABLE';
