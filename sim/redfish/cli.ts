@@ -44,7 +44,7 @@ ironic-python-agent simulation (docs/agent-simulator.md), off unless --agent-api
   --agent-port P          port of the agents' shared HTTP server (default: a free port)
 
 Control API per BMC: /_sim/stats, /_sim/reset, /_sim/expire-sessions, /_sim/faults, /_sim/state,
-/_sim/events, /_sim/totals, /_sim/chains (docs/operations.md), /_sim/agent, /_sim/agent/faults.`;
+/_sim/events, /_sim/totals, /_sim/chains (docs/operations.md), /_sim/agent, /_sim/agent/faults, /_sim/agent/configdrive.`;
 
 function fraction(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
