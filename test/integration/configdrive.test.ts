@@ -9,7 +9,7 @@ import { expect } from 'chai';
 import { agentWitness } from '../helpers/agent-sim.js';
 import { AGENT_TEST_ENV, directNodeBody, galvanicAndSim, watchStates } from '../helpers/agent-deploy.js';
 import { readIso, requireXorriso } from '../helpers/iso.js';
-import { createNode, provision, provisionAndSettle } from '../helpers/provisioning.js';
+import { createNode, provision, provisionAndSettle, untilNode } from '../helpers/provisioning.js';
 
 describe('config drives built by the conductor (real processes)', function () {
   this.timeout(120_000);
@@ -68,5 +68,19 @@ describe('config drives built by the conductor (real processes)', function () {
     const stored = (await storedInstanceInfo(uuid)).configdrive;
     expect(stored).to.be.a('string').and.match(/^H4sI/);
     expect(witness.disk!.configdrive!.sha256).to.be.a('string');
+  });
+
+  it('direct, in a group operation: each node\'s config drive is built when its deploy runs', async () => {
+    const { uuid, name } = await availableDirectNode(1);
+    const configdrive = { meta_data: { hostname: 'op' }, user_data: { ignition: { version: '3.2.0' } } };
+    const res = await api('POST', '/v1/operations', { nodes: [uuid], steps: [{ action: 'deploy', args: { configdrive } }] });
+    expect(res.status, res.body).to.equal(201);
+    const deployed = await untilNode(api, uuid, (n) => ['active', 'deploy failed'].includes(n.provision_state) && n.target_provision_state === null, 'to be deployed', 60_000);
+    expect(deployed.provision_state, deployed.last_error ?? '').to.equal('active');
+    const image = await fetch(`${g.sim.bmcs[1].url}/_sim/agent/configdrive`);
+    expect(image.status).to.equal(200);
+    const iso = await readIso(Buffer.from(await image.arrayBuffer()));
+    expect(JSON.parse(iso.files.get('openstack/latest/meta_data.json')!.toString())).to.deep.equal({ hostname: 'op', uuid, name });
+    expect(iso.files.get('openstack/latest/user_data')!.toString()).to.equal('{"ignition": {"version": "3.2.0"}}');
   });
 });
