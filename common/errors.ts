@@ -415,13 +415,6 @@ export class BiosStepFailed extends DriverError {
 export class FirmwareUpdateFailed extends DriverError {
   readonly code = 'FIRMWARE_UPDATE_FAILED';
 }
-/** Ironic's ImageCreationFailed: an image the conductor makes (a config drive) could not be made. */
-export class ImageCreationFailed extends DriverError {
-  readonly code = 'IMAGE_CREATION_FAILED';
-  constructor(imageType: string, error: string) {
-    super(`Creating ${imageType} image failed: ${error}`);
-  }
-}
 /** A virtual media operation the BMC cannot do (no suitable slot, no action, …). */
 export class VirtualMediaUnavailable extends DriverError {
   readonly code = 'VIRTUAL_MEDIA_UNAVAILABLE';
@@ -562,4 +555,20 @@ export class RaidConfigError extends DriverError {
   constructor(error: string) {
     super(`Redfish exception occurred. Error: ${error}`);
   }
+}
+
+/**
+ * Ironic's ImageCreationFailed: a boot image (the agent's ISO, its EFI System Partition) or a
+ * config drive could not be built. `toolOutput` is the end of what the failing tool printed on stderr, kept for the
+ * log and the node's last_error.
+ */
+export class ImageCreationFailed extends DriverError {
+  readonly code: string = 'IMAGE_CREATION_FAILED';
+  constructor(imageType: string, error: string, readonly toolOutput?: string) {
+    super(`Creating ${imageType} image failed: ${error}`);
+  }
+}
+/** A program or file needed to build a boot image is not on this conductor; the message names its Debian package. */
+export class ImageToolMissing extends ImageCreationFailed {
+  override readonly code: string = 'IMAGE_TOOL_MISSING';
 }

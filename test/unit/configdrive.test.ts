@@ -43,8 +43,8 @@ const text = (files: Map<string, Buffer>, name: string) => files.get(name)?.toSt
 
 describe('config drive builder (Ironic build_configdrive, openstacksdk configdrive.build)', function () {
   this.timeout(30_000);
-  before(function () {
-    requireXorriso(this);
+  before(async function () {
+    await requireXorriso(this);
   });
 
   it('builds a gzipped, base64-encoded ISO 9660 image labelled config-2 with the files under openstack/2012-08-10 and openstack/latest', async () => {
