@@ -7,12 +7,10 @@
  * stays in instance_info as gzip + base64. A URL the user gave goes on as it is.
  */
 import { InvalidParameterValue } from '../common/errors.js';
-import { buildConfigdrive, decodeConfigdrive, isConfigdriveContent, type ConfigdriveBuildOptions } from '../drivers/image/configdrive.js';
+import { CONFIGDRIVE_FILE, buildConfigdrive, decodeConfigdrive, isConfigdriveContent } from '../drivers/image/configdrive.js';
+import type { IsoToolPaths } from '../drivers/image/iso-tools.js';
 import type { ActionContext } from './actions/types.js';
 import { deployOf } from './steps.js';
-
-/** The name of a node's config drive in the HTTP root (Ironic's `configdrive-<node uuid>`). */
-export const CONFIGDRIVE_FILE = 'configdrive';
 
 const URL = /^(https?|nfs|cifs):\/\//i;
 
@@ -34,7 +32,8 @@ export interface ConfigdriveServices {
   httpRoot: ConfigdrivePublisher | null;
   /** The root's URL as agents reach it (`[deploy] http_url`); the root's own (BMCs') when absent. */
   agentBaseUrl?: string;
-  build?: ConfigdriveBuildOptions;
+  /** Where xorriso and the temporary directory are (`[DEFAULT]` options). */
+  tools?: IsoToolPaths;
 }
 
 /**
@@ -51,7 +50,7 @@ export async function storeConfigdrive(ctx: ActionContext, services: Configdrive
   if (!json && (typeof given !== 'string' || given === '' || URL.test(given))) return;
   const root = services.httpRoot;
   try {
-    const encoded = json ? await buildConfigdrive({ uuid: node.uuid, name: node.name }, given, services.build) : (given as string);
+    const encoded = json ? await buildConfigdrive({ uuid: node.uuid, name: node.name }, given, services.tools) : (given as string);
     const size = Buffer.byteLength(encoded);
     if (!services.useObjectStore && size <= services.maxInlineSize) {
       // What an earlier deploy published is not this config drive.
