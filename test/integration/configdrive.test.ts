@@ -21,7 +21,7 @@ import { AGENT_TEST_ENV, directNodeBody, galvanicAndSim, watchStates } from '../
 import { suiteApp } from '../helpers/app.js';
 import { readIso, requireXorriso } from '../helpers/iso.js';
 import {
-  createNode, getNode, injector, provision, provisionAndSettle, redfishNodeBody, simState, untilNode, type ApiCall,
+  clearSimEvents, createNode, getNode, injector, provision, provisionAndSettle, redfishNodeBody, simEvents, simState, story, untilNode, type ApiCall,
 } from '../helpers/provisioning.js';
 
 /** The bound of these suites: a small JSON config drive stays under it, one with 8 KiB of random user_data does not. */
@@ -49,7 +49,7 @@ describe('config drives built by the conductor (real processes)', function () {
     images: true,
     precondition: (ctx) => requireXorriso(ctx),
     env: { ...AGENT_TEST_ENV, GALVANIC_DEPLOY__CONFIGDRIVE_MAX_INLINE_SIZE: String(BOUND), GALVANIC_DEPLOY__HTTP_ROOT: root },
-    sim: (apiUrl) => ({ count: 6, agent: { apiUrl, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 50 } }),
+    sim: (apiUrl) => ({ count: 7, agent: { apiUrl, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 50 } }),
   });
   const { api } = g;
   after(() => fs.rm(root, { recursive: true, force: true }));
@@ -193,6 +193,17 @@ describe('config drives built by the conductor (real processes)', function () {
     expect(await usbImage(4)).to.equal(url);
     expect((await fetchBytes(url)).status).to.equal(200);
     await provisionAndSettle(api, uuid, 'deleted');
+    expect(await publishedFiles(uuid)).to.deep.equal([]);
+  });
+
+  it('ramdisk: a config drive that is not gzip + base64 fails the deploy before the node is touched', async () => {
+    const { uuid } = await availableRamdiskNode(6);
+    await clearSimEvents(g.sim.bmcs[6].url);
+    const failed = await provisionAndSettle(api, uuid, 'active', { configdrive: 'bm90IGd6aXA=' });
+    expect(failed.provision_state).to.equal('deploy failed');
+    expect(failed.last_error).to.match(new RegExp(`^Failed to deploy node ${uuid}: Creating config drive image failed: the config drive is not a gzipped and base64-encoded image: `));
+    expect(story(await simEvents(g.sim.bmcs[6].url))).to.deep.equal([]);
+    expect(await storedInstanceInfo(uuid)).to.not.have.property('configdrive');
     expect(await publishedFiles(uuid)).to.deep.equal([]);
   });
 
