@@ -8,6 +8,7 @@ import type { Config } from '../common/config.js';
 import { HttpRoot } from '../drivers/http-root.js';
 import { BootImages } from '../drivers/image/boot-images.js';
 import { ImageCache } from '../drivers/image/image-cache.js';
+import { isoToolPathsFromConfig } from '../drivers/image/iso-tools.js';
 import { startHttpRootServer, type HttpRootServer } from './http-root-server.js';
 
 export interface BootMedia {
@@ -30,7 +31,7 @@ export async function startBootMedia(config: Readonly<Config>, log: Logger): Pro
     dir: d.iso_master_path, sizeBytes: d.iso_cache_size * 1024 * 1024, ttlMs: d.iso_cache_ttl * 60_000, log: log.child({ component: 'image-cache' }),
   });
   await cache.start();
-  const bootImages = new BootImages({ cache, httpRoot, log: log.child({ component: 'boot-images' }) });
+  const bootImages = new BootImages({ cache, httpRoot, tools: isoToolPathsFromConfig(config), log: log.child({ component: 'boot-images' }) });
   log.info({ root: httpRoot.root, url: baseUrl, cache: d.iso_master_path }, 'HTTP root ready');
   return {
     httpRoot, cache, bootImages, server,

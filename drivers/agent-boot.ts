@@ -179,14 +179,18 @@ function ramdiskParams(purpose: AgentBootPurpose, defaults: AgentBootDefaults): 
 
 /**
  * The kernel command line of a node's agent ISO (Ironic's _prepare_kernel_cmd_line): the append
- * parameters, `ir_pub_id` (here the same for every node that shares the ISO), the agent's.
+ * parameters, `ir_pub_id`, the agent's. Ironic draws the publisher id per build; here
+ * `publisherId` makes it of what the ISO is built from, so that it is the same for every node
+ * that shares the ISO.
  * @throws InvalidParameterValue
  */
-export function agentKernelCmdline(input: AgentCmdlineInput, defaults: AgentBootDefaults, publisherId: (withoutId: string) => string): string {
+export function agentKernelCmdline(
+  input: AgentCmdlineInput, defaults: AgentBootDefaults, publisherId: (withoutId: string) => string,
+): { cmdline: string; publisherId: string } {
   const append = kernelAppendParams(input, defaults.kernelAppendParams).trim();
   const params = [...ramdiskParams(input.purpose, defaults)].map(([k, v]) => `${k}=${v}`).join(' ');
   const id = publisherId(`${append}\n${params}`);
-  return [append, `ir_pub_id=${id}`, params].filter((p) => p !== '').join(' ');
+  return { cmdline: [append, `ir_pub_id=${id}`, params].filter((p) => p !== '').join(' '), publisherId: id };
 }
 
 /**

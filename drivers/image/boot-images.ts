@@ -11,21 +11,25 @@ import type { Logger } from 'pino';
 import type { HttpRoot } from '../http-root.js';
 import { Semaphore } from '../redfish/semaphore.js';
 import type { CachedFile, ImageCache, ImageRef } from './image-cache.js';
-import { buildAgentIso, type BuildAgentIsoRequest } from './iso-builder-interim.js';
+import { buildAgentIso, type BuildAgentIsoOptions } from './iso-builder.js';
+import type { IsoToolPaths } from './iso-tools.js';
 import { CONFIGDRIVE_FILE } from './configdrive.js';
 
 /** The ISO file name of a node in the HTTP root (Ironic's `boot-<uuid>.iso`). */
 export const BOOT_ISO = 'boot.iso';
 
 /** Bumped when what the builder writes changes, so that ISOs built before are not reused. */
-const BUILD_FORMAT = 1;
+const BUILD_FORMAT = 2;
 
 export interface AgentIsoRequest {
   kernel: ImageRef;
   ramdisk: ImageRef;
   /** The whole kernel command line. */
   cmdline: string;
-  bootMode: 'uefi' | 'bios';
+  /** Ironic's publisher_id: the ISO's publisher field (the command line's ir_pub_id). */
+  publisherId: string;
+  /** The node's boot mode; none: one ISO that boots both ways. */
+  bootMode?: 'uefi' | 'bios';
   /** driver_info external_http_url: the URL base the BMC gets instead of the conductor's. */
   baseUrl?: string;
 }
@@ -34,15 +38,17 @@ export interface BootImagesOptions {
   cache: ImageCache;
   httpRoot: HttpRoot;
   log: Logger;
+  /** The ISO builder's tools (`[DEFAULT] isolinux_bin`, …). */
+  tools?: IsoToolPaths;
   /** The ISO builder; the real one by default. */
-  build?: (req: BuildAgentIsoRequest) => Promise<void>;
+  build?: (req: BuildAgentIsoOptions) => Promise<void>;
   /** ISO builds run at once (each is a xorriso process); more wait. */
   concurrentBuilds?: number;
 }
 
 export class BootImages {
   private readonly builds: Semaphore;
-  private readonly build: (req: BuildAgentIsoRequest) => Promise<void>;
+  private readonly build: (req: BuildAgentIsoOptions) => Promise<void>;
 
   constructor(private readonly opts: BootImagesOptions) {
     this.builds = new Semaphore(opts.concurrentBuilds ?? 2);
@@ -50,7 +56,7 @@ export class BootImages {
   }
 
   /** The key of the ISO built from these inputs: the same for every node that boots the same. */
-  static isoKey(kernelSha256: string, ramdiskSha256: string, cmdline: string, bootMode: string): string {
+  static isoKey(kernelSha256: string, ramdiskSha256: string, cmdline: string, bootMode: string | undefined): string {
     return createHash('sha256').update(JSON.stringify([BUILD_FORMAT, kernelSha256, ramdiskSha256, cmdline, bootMode])).digest('hex');
   }
 
@@ -66,16 +72,19 @@ export class BootImages {
       for (const r of fetched) if (r.status === 'fulfilled') held.push(r.value);
       for (const r of fetched) if (r.status === 'rejected') throw r.reason;
       const [kernel, ramdisk] = held as [CachedFile, CachedFile];
-      const key = BootImages.isoKey(kernel.sha256, ramdisk.sha256, req.cmdline, req.bootMode);
+      const key = BootImages.isoKey(kernel.sha256, ramdisk.sha256, `${req.cmdline}\n${req.publisherId}`, req.bootMode ?? 'bios+uefi');
       const iso = await this.opts.cache.derive(key, '.iso', async (output) => {
         const release = await this.builds.acquire();
         const started = Date.now();
         try {
-          await this.build({ kernel: kernel.path, ramdisk: ramdisk.path, cmdline: req.cmdline, bootMode: req.bootMode, output });
+          await this.build({
+            kernel: kernel.path, ramdisk: ramdisk.path, cmdline: req.cmdline, output, publisherId: req.publisherId,
+            ...(req.bootMode ? { bootMode: req.bootMode } : {}), ...(this.opts.tools ? { tools: this.opts.tools } : {}),
+          });
         } finally {
           release();
         }
-        this.opts.log.info({ node: nodeUuid, iso: key.slice(0, 12), bootMode: req.bootMode, ms: Date.now() - started }, 'agent ISO built');
+        this.opts.log.info({ node: nodeUuid, iso: key.slice(0, 12), bootMode: req.bootMode ?? 'bios+uefi', ms: Date.now() - started }, 'agent ISO built');
       });
       held.push(iso);
       return await this.opts.httpRoot.publish(nodeUuid, BOOT_ISO, { path: iso.path }, req.baseUrl ? { baseUrl: req.baseUrl } : {});

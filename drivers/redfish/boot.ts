@@ -150,13 +150,15 @@ export class RedfishVirtualMediaBoot implements BootInterface {
     if (!this.images) throw new InvalidParameterValue('This process has no HTTP root to publish the agent ISO in: only a conductor boots the agent.');
     const baseUrl = bmcBaseUrl(ctx.driverInfo);
     if (image.kind === 'iso') return this.images.publishIso(ctx.nodeUuid, { url: image.url }, baseUrl);
-    const cmdline = agentKernelCmdline(
+    const { cmdline, publisherId: pubId } = agentKernelCmdline(
       { nodeUuid: ctx.nodeUuid, driverInfo: ctx.driverInfo, instanceKernelAppendParams: req.instanceKernelAppendParams, purpose: req.purpose ?? 'deploy' },
       this.agentBoot,
       (withoutId) => publisherId(image.kernel.url, image.ramdisk.url, withoutId),
     );
     ctx.log.info({ kernel: image.kernel.url, ramdisk: image.ramdisk.url, from: image.from, cmdline }, 'publishing the agent ISO');
-    return this.images.publishAgentIso(ctx.nodeUuid, { kernel: image.kernel, ramdisk: image.ramdisk, cmdline, bootMode: req.bootMode ?? 'bios', ...(baseUrl ? { baseUrl } : {}) });
+    return this.images.publishAgentIso(ctx.nodeUuid, {
+      kernel: image.kernel, ramdisk: image.ramdisk, cmdline, publisherId: pubId, ...(req.bootMode ? { bootMode: req.bootMode } : {}), ...(baseUrl ? { baseUrl } : {}),
+    });
   }
 
   /** Ironic's clean_up_ramdisk: what prepareRamdisk inserted ejected, the override cleared, the ISO withdrawn. */

@@ -67,15 +67,20 @@ describe('the agent ISO from deploy_kernel and deploy_ramdisk (real processes)',
   let mounted = false;
   const g = galvanicAndSim({
     precondition(ctx) {
-      if (!['/usr/bin/xorriso', '/usr/lib/ISOLINUX/isolinux.bin'].every((f) => existsSync(f))) ctx.skip();
+      const tools = ['/usr/bin/xorriso', '/usr/lib/ISOLINUX/isolinux.bin', '/usr/lib/grub/x86_64-efi'];
+      if (tools.every((f) => existsSync(f))) return;
+      // .ci/run installs them: missing there is a failure, not a skip.
+      if (process.env.CI === 'true') throw new Error(`the ISO tools are missing (${tools.join(', ')})`);
+      ctx.skip();
     },
     env: {
       ...AGENT_TEST_ENV,
       GALVANIC_DEPLOY__HTTP_ROOT: httpRoot, GALVANIC_DEPLOY__ISO_MASTER_PATH: cache,
       GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '20', GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '20',
+      GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'redfish,agent,no-inspect',
     },
     // The agents know no API but the one their ISO's kernel command line names.
-    sim: () => ({ count: 8, vmediaCheckImage: 'insert', agent: { apiUrl: 'http://127.0.0.1:9', bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } }),
+    sim: () => ({ count: 9, vmediaCheckImage: 'insert', agent: { apiUrl: 'http://127.0.0.1:9', bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } }),
     cleanExit: false,
   });
   const { api } = g;
@@ -154,6 +159,21 @@ describe('the agent ISO from deploy_kernel and deploy_ramdisk (real processes)',
     expect(states).to.include('clean wait');
     expect(await filesUnder(httpRoot)).to.deep.equal([]);
     expect(insertedMedia(await simState(g.sim.bmcs[3].url))).to.deep.equal([]);
+  });
+
+  it('inspects in-band with the inspection callback on the command line instead of the API URL, as Ironic\'s managed inspection', async () => {
+    const before = new Set(await filesUnder(path.join(cache, 'built')));
+    const node = await createNode(api, nodeBody('iso-inspect', 8, {}, { inspect_interface: 'agent' }));
+    expect((await provisionAndSettle(api, node.uuid, 'manage')).provision_state).to.equal('manageable');
+    const inspected = await provisionAndSettle(api, node.uuid, 'inspect', {}, 60_000);
+    expect(inspected.provision_state, inspected.last_error ?? '').to.equal('manageable');
+    expect((await agentWitness(g.sim.bmcs[8].url)).inspectionStatuses).to.have.property('202');
+    const built = (await filesUnder(path.join(cache, 'built'))).filter((f) => !before.has(f));
+    expect(built).to.have.length(1);
+    const text = (await fs.readFile(path.join(cache, 'built', built[0]!))).toString('latin1');
+    expect(text).to.include(` ipa-inspection-callback-url=${g.galvanic.url}/v1/continue_inspection boot_method=vmedia`);
+    expect(text).not.to.include('ipa-api-url=');
+    expect((await filesUnder(httpRoot)).filter((f) => f.includes(node.uuid))).to.deep.equal([]);
   });
 
   /** A deploy that fails before the BMC is touched: its last_error, and nothing published, inserted or half-written. */
