@@ -21,6 +21,7 @@ import { faultBody } from './ipa.js';
 import { hostFacts } from './inventory.js';
 import { generateAgentCertificate } from './tls.js';
 import { DEFAULT_ISO_PATTERN, type AgentEnv, type AgentSimOptions } from './types.js';
+import { IsoCmdlineReader } from './iso-cmdline.js';
 
 const BODY_LIMIT = 16 << 20;
 /** The first byte of a TLS handshake record. */
@@ -122,6 +123,7 @@ export class AgentFleet implements SystemHooks {
       writeBytesPerMs: ((opts.writeMBps ?? 200) * 1e6) / 1000,
       heartbeatMinGapMs: opts.heartbeatMinGapMs ?? 5000,
       lookupRetryMs: opts.lookupRetryMs ?? 2000,
+      isoReader: new IsoCmdlineReader(),
       power,
     };
     made.fleet = new AgentFleet(server, env, model, bmcAddress, opts.isoPattern ?? DEFAULT_ISO_PATTERN);

@@ -3,12 +3,17 @@
  */
 import type { Dispatcher } from 'undici';
 import type { SimBmc } from '../redfish/state.js';
+import type { IsoCmdlineReader } from './iso-cmdline.js';
 
 /** How the agents of a Redfish simulator fleet behave (`startRedfishSim({agent})`). */
 export interface AgentSimOptions {
   /** Galvanic's API, as IPA's `ipa-api-url` kernel argument: `http://127.0.0.1:6385`. */
   apiUrl: string;
-  /** A booted virtual-media image whose URL matches this is an agent ISO. */
+  /**
+   * A booted virtual-media image whose URL matches this is an agent ISO, which calls `apiUrl`.
+   * Any other http(s) image is read as a BMC reads it (byte ranges): an ISO whose boot loader
+   * passes `ipa-api-url` (or `ipa-inspection-callback-url`) is an agent ISO that calls that URL.
+   */
   isoPattern?: RegExp;
   /** An agent comes up this long (s, uniform in [min, max]) after its host booted the ISO (default [1, 2]). */
   bootSeconds?: [number, number];
@@ -41,6 +46,8 @@ export interface AgentEnv {
   writeBytesPerMs: number;
   heartbeatMinGapMs: number;
   lookupRetryMs: number;
+  /** Reads the kernel command line of the ISOs the hosts boot. */
+  isoReader: IsoCmdlineReader;
   /** Asks the host's BMC for a reset (ForceOff, ForceRestart), as the OS of the host would cause. */
   power(bmc: SimBmc, sysPath: string, type: 'ForceOff' | 'ForceRestart'): void;
 }
@@ -133,6 +140,11 @@ export interface DiskState {
   imageType: 'whole-disk' | 'partition';
   /** What image.install_bootloader installed, or null. */
   bootloader: { rootUuid: string; efiSystemPartUuid: string | null; targetBootMode: string } | null;
+  /**
+   * The config drive written with the image: handed inline (gzip + base64) or as a URL, and the
+   * size and SHA-256 of its image, which `GET /_sim/agent/configdrive` serves; null for none.
+   */
+  configdrive: { source: 'inline' | 'url'; url?: string; bytes: number; sha256: string } | null;
 }
 
 /** `GET /_sim/agent` on a BMC's port. */

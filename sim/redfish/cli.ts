@@ -46,7 +46,7 @@ ironic-python-agent simulation (docs/agent-simulator.md), off unless --agent-api
                           serve HTTPS with a self-signed certificate against an API of 1.68 or later
 
 Control API per BMC: /_sim/stats, /_sim/reset, /_sim/expire-sessions, /_sim/faults, /_sim/state,
-/_sim/events, /_sim/totals, /_sim/chains (docs/operations.md), /_sim/agent, /_sim/agent/faults.`;
+/_sim/events, /_sim/totals, /_sim/chains (docs/operations.md), /_sim/agent, /_sim/agent/faults, /_sim/agent/configdrive.`;
 
 function fraction(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
