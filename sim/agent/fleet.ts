@@ -55,6 +55,7 @@ export class AgentFleet implements SystemHooks {
       writeBytesPerMs: ((opts.writeMBps ?? 200) * 1e6) / 1000,
       heartbeatMinGapMs: opts.heartbeatMinGapMs ?? 5000,
       lookupRetryMs: opts.lookupRetryMs ?? 2000,
+      coreosInstaller: opts.coreosInstaller ?? false,
       power,
     };
     const fleet = new AgentFleet(server, env, model, bmcAddress, opts.isoPattern ?? DEFAULT_ISO_PATTERN);

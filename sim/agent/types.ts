@@ -18,6 +18,11 @@ export interface AgentSimOptions {
   heartbeatMinGapMs?: number;
   /** The longest wait between lookup retries (ms, default 2000); waits grow exponentially with jitter up to it. */
   lookupRetryMs?: number;
+  /**
+   * The ramdisk also carries OpenShift's CoreOSInstallHardwareManager (ironic-agent-image), whose
+   * `install_coreos` deploy step Metal3's custom deploy runs (default false).
+   */
+  coreosInstaller?: boolean;
   /** Address and port of the agents' shared HTTP server (default 127.0.0.1, a free port). */
   host?: string;
   port?: number;
@@ -33,6 +38,7 @@ export interface AgentEnv {
   writeBytesPerMs: number;
   heartbeatMinGapMs: number;
   lookupRetryMs: number;
+  coreosInstaller: boolean;
   /** Asks the host's BMC for a reset (ForceOff, ForceRestart), as the OS of the host would cause. */
   power(bmc: SimBmc, sysPath: string, type: 'ForceOff' | 'ForceRestart'): void;
 }
@@ -125,6 +131,8 @@ export interface DiskState {
   imageType: 'whole-disk' | 'partition';
   /** What image.install_bootloader installed, or null. */
   bootloader: { rootUuid: string; efiSystemPartUuid: string | null; targetBootMode: string } | null;
+  /** What install_coreos was given as the Ignition config (the config drive's user_data); absent for other writes. */
+  ignition?: string | null;
 }
 
 /** `GET /_sim/agent` on a BMC's port. */

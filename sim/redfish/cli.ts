@@ -42,6 +42,7 @@ ironic-python-agent simulation (docs/agent-simulator.md), off unless --agent-api
   --agent-heartbeat-min-gap-ms N  a forced heartbeat comes at least N ms after the previous (default 5000)
   --agent-lookup-retry-ms N  longest wait between lookup retries (default 2000)
   --agent-port P          port of the agents' shared HTTP server (default: a free port)
+  --agent-coreos-installer  the ramdisk also offers OpenShift's install_coreos deploy step
 
 Control API per BMC: /_sim/stats, /_sim/reset, /_sim/expire-sessions, /_sim/faults, /_sim/state,
 /_sim/events, /_sim/totals, /_sim/chains (docs/operations.md), /_sim/agent, /_sim/agent/faults.`;
@@ -94,6 +95,7 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
       'agent-heartbeat-min-gap-ms': { type: 'string' },
       'agent-lookup-retry-ms': { type: 'string' },
       'agent-port': { type: 'string' },
+      'agent-coreos-installer': { type: 'boolean' },
     },
     allowPositionals: false,
   });
@@ -178,7 +180,7 @@ function seconds(name: string, v: string | undefined): [number, number] | undefi
 function agentOptions(values: Record<string, string | boolean | undefined>): AgentSimOptions | undefined {
   const str = (k: string) => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
   const url = str('agent-api-url');
-  const others = ['agent-iso', 'agent-boot-seconds', 'agent-write-mbps', 'agent-heartbeat-min-gap-ms', 'agent-lookup-retry-ms', 'agent-port'].filter((k) => str(k) !== undefined);
+  const others = ['agent-iso', 'agent-boot-seconds', 'agent-write-mbps', 'agent-heartbeat-min-gap-ms', 'agent-lookup-retry-ms', 'agent-port', 'agent-coreos-installer'].filter((k) => values[k] !== undefined);
   if (url === undefined) {
     if (others.length) throw new Error(`--${others[0]} needs --agent-api-url`);
     return undefined;
@@ -206,6 +208,7 @@ function agentOptions(values: Record<string, string | boolean | undefined>): Age
     heartbeatMinGapMs: count('agent-heartbeat-min-gap-ms', str('agent-heartbeat-min-gap-ms'), 0),
     lookupRetryMs: count('agent-lookup-retry-ms', str('agent-lookup-retry-ms'), 1),
     port,
+    coreosInstaller: values['agent-coreos-installer'] === true,
   };
 }
 
