@@ -38,6 +38,16 @@ function own<T>(table: Record<string, T>, key: string): T | undefined {
   return Object.hasOwn(table, key) ? table[key] : undefined;
 }
 
+/**
+ * The config drive a request gives: Ironic tests it for truth (`if configdrive:`), so an empty
+ * string or dict is none at all: not checked, not stored (Metal3 sends `{}` with a live ISO).
+ */
+function givenConfigdrive(value: unknown): unknown {
+  if (value === undefined || value === null || value === '') return undefined;
+  if (typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0) return undefined;
+  return value;
+}
+
 /** Ironic's configdrive rules: a string (gzip+base64 ISO or URL) always, a dict from 1.56 (with vendor_data from 1.59). */
 function checkConfigdrive(value: unknown, req: FastifyRequest): void {
   if (value === null || value === undefined) return;
@@ -145,14 +155,15 @@ export function checkProvisionBody(body: Record<string, unknown>, req: FastifyRe
     throw new NotAcceptable(`The "${verb}" verb requires API version 1.${floor} or later.`);
   }
   const deploying = verb === 'active' || verb === 'deploy' || verb === 'rebuild';
-  if (body.configdrive !== undefined && body.configdrive !== null && body.configdrive !== '') {
+  const configdrive = givenConfigdrive(body.configdrive);
+  if (configdrive !== undefined) {
     // Ironic's check_allow_configdrive: `active`, and `rebuild` from 1.35 (not the 1.73 `deploy` alias).
     const allowed = req.apiVersion.atLeast(35) ? ['active', 'rebuild'] : ['active'];
     if (!allowed.includes(verb)) {
       throw new InvalidParameterValue(`Adding a config drive is only supported when setting provision state to ${allowed.join(', ')}`);
     }
   }
-  checkConfigdrive(body.configdrive, req);
+  checkConfigdrive(configdrive, req);
   let deploySteps: ReturnType<typeof checkSteps> | undefined;
   if (body.deploy_steps !== undefined && body.deploy_steps !== null && !deploying) {
     throw new InvalidParameterValue('"deploy_steps" is only valid when setting target provision state to active, deploy or rebuild');
@@ -177,7 +188,7 @@ export function checkProvisionBody(body: Record<string, unknown>, req: FastifyRe
     throw new InvalidParameterValue(`Invalid input for field/attribute disable_ramdisk. Value: ${JSON.stringify(body.disable_ramdisk)}. Expected a boolean.`);
   }
   return {
-    verb, deploying, configdrive: body.configdrive ?? undefined, runbook, cleanSteps, serviceSteps, deploySteps,
+    verb, deploying, configdrive, runbook, cleanSteps, serviceSteps, deploySteps,
     disableRamdisk: body.disable_ramdisk === true,
   };
 }
