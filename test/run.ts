@@ -74,6 +74,7 @@ const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
   'e2e/baremetal-cli-actions.test.js': 25,
   'integration/cli.test.js': 25,
   'integration/redfish-raid.test.js': 25,
+  'integration/bmo-flow.test.js': 16,
   'integration/operations-cli.test.js': 24,
   'integration/redfish-firmware.test.js': 24,
   'integration/operations-provisioning.test.js': 23,
