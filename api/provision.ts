@@ -75,7 +75,11 @@ function checkConfigdrive(value: unknown, req: FastifyRequest): void {
   }
 }
 
-/** clean_steps / deploy_steps: a list of {interface, step, args?, priority?}, as Ironic's schema. */
+/**
+ * clean_steps / deploy_steps: a list of {interface, step, args?}, as Ironic's _STEPS_SCHEMA, or
+ * for deploy steps {interface, step, args, priority} (DEPLOY_STEP_SCHEMA: both required, the
+ * priority an integer or a string of digits).
+ */
 function checkSteps(value: unknown, name: string, withPriority: boolean): Array<{ interface: string; step: string; args?: Record<string, unknown>; priority?: number }> {
   if (!Array.isArray(value)) throw new InvalidParameterValue(`Invalid ${name}: expected a list of steps.`);
   return value.map((s, i) => {
@@ -90,10 +94,15 @@ function checkSteps(value: unknown, name: string, withPriority: boolean): Array<
     if (step.args !== undefined && (typeof step.args !== 'object' || step.args === null || Array.isArray(step.args))) {
       throw new InvalidParameterValue(`Invalid ${name}: step ${i} 'args' must be an object.`);
     }
-    if (withPriority && step.priority !== undefined && !(Number.isInteger(step.priority) && (step.priority as number) >= 0)) {
-      throw new InvalidParameterValue(`Invalid ${name}: step ${i} 'priority' must be a non-negative integer.`);
+    let priority: number | undefined;
+    if (withPriority) {
+      if (step.priority === undefined) throw new InvalidParameterValue(`Invalid ${name}: step ${i}: 'priority' is a required property.`);
+      if (typeof step.priority === 'string' && /^[0-9]+$/.test(step.priority)) priority = Number(step.priority);
+      else if (Number.isInteger(step.priority) && (step.priority as number) >= 0) priority = step.priority as number;
+      else throw new InvalidParameterValue(`Invalid ${name}: step ${i} 'priority' must be a non-negative integer.`);
+      if (step.args === undefined) throw new InvalidParameterValue(`Invalid ${name}: step ${i}: 'args' is a required property.`);
     }
-    return { interface: step.interface, step: step.step, args: step.args as Record<string, unknown> | undefined, priority: step.priority as number | undefined };
+    return { interface: step.interface, step: step.step, args: step.args as Record<string, unknown> | undefined, priority };
   });
 }
 
