@@ -13,6 +13,21 @@ import {
   goDecodeErrors, type GoCall,
 } from './gophercloud.js';
 
+/** What Metal3's ironic-image enables, of what Galvanic has (its ironic.conf's enabled_*_interfaces). */
+export const METAL3_ENV: Record<string, string> = {
+  GALVANIC_DEFAULT__ENABLED_BIOS_INTERFACES: 'no-bios,redfish',
+  GALVANIC_DEFAULT__ENABLED_BOOT_INTERFACES: 'pxe,fake,redfish-virtual-media',
+  GALVANIC_DEFAULT__ENABLED_DEPLOY_INTERFACES: 'direct,fake,ramdisk,custom-agent',
+  GALVANIC_DEFAULT__DEFAULT_DEPLOY_INTERFACE: 'direct',
+  GALVANIC_DEFAULT__ENABLED_FIRMWARE_INTERFACES: 'no-firmware,fake,redfish',
+  GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'agent,fake,redfish,no-inspect',
+  GALVANIC_DEFAULT__ENABLED_RAID_INTERFACES: 'no-raid,fake,redfish',
+  GALVANIC_DEFAULT__ENABLED_VENDOR_INTERFACES: 'no-vendor,redfish,fake',
+  // Metal3 erases metadata only in automated cleaning.
+  GALVANIC_DEPLOY__ERASE_DEVICES_PRIORITY: '0',
+  GALVANIC_DEPLOY__ERASE_DEVICES_METADATA_PRIORITY: '10',
+};
+
 type Json = Record<string, unknown>;
 export type IronicNode = Json & {
   uuid: string; name: string | null; provision_state: string; target_provision_state: string | null; power_state: string | null;

@@ -12,7 +12,7 @@
 import { expect } from 'chai';
 import { agentWitness, resetHost, setAgentFaults } from '../helpers/agent-sim.js';
 import { AGENT_TEST_ENV, galvanicAndSim, startFirmwareServer } from '../helpers/agent-deploy.js';
-import { BmoHost, type BmoConfig, type HostData, type HostIdentity } from '../helpers/bmo.js';
+import { BmoHost, METAL3_ENV, type BmoConfig, type HostData, type HostIdentity } from '../helpers/bmo.js';
 import { simEvents, simState, story } from '../helpers/provisioning.js';
 import { until } from '../helpers/until.js';
 
@@ -21,21 +21,6 @@ type Json = Record<string, unknown>;
 const SYSTEM = '/redfish/v1/Systems/System.Embedded.1';
 const AUTH = { authorization: `Basic ${Buffer.from('admin:password').toString('base64')}` };
 const GIB = 2 ** 30;
-
-/** What Metal3's ironic-image enables, of what Galvanic has (its ironic.conf's enabled_*_interfaces). */
-const METAL3_ENV: Record<string, string> = {
-  GALVANIC_DEFAULT__ENABLED_BIOS_INTERFACES: 'no-bios,redfish',
-  GALVANIC_DEFAULT__ENABLED_BOOT_INTERFACES: 'pxe,fake,redfish-virtual-media',
-  GALVANIC_DEFAULT__ENABLED_DEPLOY_INTERFACES: 'direct,fake,ramdisk,custom-agent',
-  GALVANIC_DEFAULT__DEFAULT_DEPLOY_INTERFACE: 'direct',
-  GALVANIC_DEFAULT__ENABLED_FIRMWARE_INTERFACES: 'no-firmware,fake,redfish',
-  GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'agent,fake,redfish,no-inspect',
-  GALVANIC_DEFAULT__ENABLED_RAID_INTERFACES: 'no-raid,fake,redfish',
-  GALVANIC_DEFAULT__ENABLED_VENDOR_INTERFACES: 'no-vendor,redfish,fake',
-  // Metal3 erases metadata only in automated cleaning.
-  GALVANIC_DEPLOY__ERASE_DEVICES_PRIORITY: '0',
-  GALVANIC_DEPLOY__ERASE_DEVICES_METADATA_PRIORITY: '10',
-};
 
 describe('Metal3 BMO flow: a redfish-virtualmedia host through its life, as BMO asks it (real processes)', function () {
   this.timeout(120_000);
