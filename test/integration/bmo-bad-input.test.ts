@@ -84,7 +84,7 @@ const CASES: Case[] = [
   { name: 'aborting on a manageable node', method: 'PUT', path: 'nodes/{m}/states/provision', body: { target: 'abort' }, status: 400, message: 'manageable' },
   // Reading BIOS settings and firmware.
   { name: 'a BIOS setting the node does not have', method: 'GET', path: 'nodes/{m}/bios/NoSuchSetting', status: 404, message: 'NoSuchSetting' },
-  { name: 'BIOS details below 1.74', method: 'GET', path: 'nodes/{m}/bios?detail=True', version: '1.73', status: 400 },
+  { name: 'BIOS details below 1.74', method: 'GET', path: 'nodes/{m}/bios?detail=true', version: '1.73', status: 400 },
   { name: 'firmware below 1.86', method: 'GET', path: 'nodes/{m}/firmware', version: '1.85', status: 404 },
   // Power.
   { name: 'soft power off with a zero timeout', method: 'PUT', path: 'nodes/{a}/states/power', body: { target: 'soft power off', timeout: 0 }, status: 400, message: 'timeout' },

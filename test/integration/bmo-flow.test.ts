@@ -242,6 +242,19 @@ describe('Metal3 BMO flow: a redfish-virtualmedia host through its life, as BMO 
     expect((await bmo.getNode()).provision_state).to.equal('available');
   });
 
+  it('undoes a deploy waiting for its agent when a new preprovisioning image comes (forced reboot)', async () => {
+    await setAgentFaults(g.sim.bmcs[0].url, { noBoot: true });
+    await bmo.reconcile('provision until wait call-back', async () => {
+      await bmo.provision(imageData());
+      return { dirty: (await bmo.getNode()).provision_state !== 'wait call-back' };
+    });
+    await setAgentFaults(g.sim.bmcs[0].url, {});
+    expect((await bmo.provision(imageData(), true)).dirty).to.equal(true);
+    await bmo.reconcile('deprovision (forced reboot)', () => bmo.deprovision(true), { long: true });
+    const node = await bmo.getNode();
+    expect(node).to.include({ provision_state: 'available', instance_uuid: null, last_error: null });
+  });
+
   it('deploys with a custom deploy step (OpenShift\'s install_coreos), its Ignition in the config drive', async () => {
     const ignition = JSON.stringify({ ignition: { version: '3.2.0' } });
     const data: HostData = { ...base, customDeploy: 'install_coreos', userData: ignition };
