@@ -124,6 +124,7 @@ export class AgentFleet implements SystemHooks {
       heartbeatMinGapMs: opts.heartbeatMinGapMs ?? 5000,
       lookupRetryMs: opts.lookupRetryMs ?? 2000,
       isoReader: new IsoCmdlineReader(),
+      coreosInstaller: opts.coreosInstaller ?? false,
       power,
     };
     made.fleet = new AgentFleet(server, env, model, bmcAddress, opts.isoPattern ?? DEFAULT_ISO_PATTERN);

@@ -23,6 +23,11 @@ export interface AgentSimOptions {
   heartbeatMinGapMs?: number;
   /** The longest wait between lookup retries (ms, default 2000); waits grow exponentially with jitter up to it. */
   lookupRetryMs?: number;
+  /**
+   * The ramdisk also carries OpenShift's CoreOSInstallHardwareManager (ironic-agent-image), whose
+   * `install_coreos` deploy step Metal3's custom deploy runs (default false).
+   */
+  coreosInstaller?: boolean;
   /** Address and port of the agents' shared server (default 127.0.0.1, a free port). */
   host?: string;
   port?: number;
@@ -48,6 +53,7 @@ export interface AgentEnv {
   lookupRetryMs: number;
   /** Reads the kernel command line of the ISOs the hosts boot. */
   isoReader: IsoCmdlineReader;
+  coreosInstaller: boolean;
   /** Asks the host's BMC for a reset (ForceOff, ForceRestart), as the OS of the host would cause. */
   power(bmc: SimBmc, sysPath: string, type: 'ForceOff' | 'ForceRestart'): void;
 }
@@ -145,6 +151,8 @@ export interface DiskState {
    * size and SHA-256 of its image, which `GET /_sim/agent/configdrive` serves; null for none.
    */
   configdrive: { source: 'inline' | 'url'; url?: string; bytes: number; sha256: string } | null;
+  /** What install_coreos was given as the Ignition config (the config drive's user_data); absent for other writes. */
+  ignition?: string | null;
 }
 
 /** `GET /_sim/agent` on a BMC's port. */

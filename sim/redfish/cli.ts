@@ -44,6 +44,7 @@ ironic-python-agent simulation (docs/agent-simulator.md), off unless --agent-api
   --agent-port P          port of the agents' shared server (default: a free port)
   --agent-no-auto-tls     the agents serve plain HTTP (IPA's enable_auto_tls = False); by default they
                           serve HTTPS with a self-signed certificate against an API of 1.68 or later
+  --agent-coreos-installer  the ramdisk also offers OpenShift's install_coreos deploy step
 
 Control API per BMC: /_sim/stats, /_sim/reset, /_sim/expire-sessions, /_sim/faults, /_sim/state,
 /_sim/events, /_sim/totals, /_sim/chains (docs/operations.md), /_sim/agent, /_sim/agent/faults, /_sim/agent/configdrive.`;
@@ -97,6 +98,7 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
       'agent-lookup-retry-ms': { type: 'string' },
       'agent-port': { type: 'string' },
       'agent-no-auto-tls': { type: 'boolean' },
+      'agent-coreos-installer': { type: 'boolean' },
     },
     allowPositionals: false,
   });
@@ -181,7 +183,7 @@ function seconds(name: string, v: string | undefined): [number, number] | undefi
 function agentOptions(values: Record<string, string | boolean | undefined>): AgentSimOptions | undefined {
   const str = (k: string) => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
   const url = str('agent-api-url');
-  const others = ['agent-iso', 'agent-boot-seconds', 'agent-write-mbps', 'agent-heartbeat-min-gap-ms', 'agent-lookup-retry-ms', 'agent-port', 'agent-no-auto-tls'].filter((k) => values[k] !== undefined);
+  const others = ['agent-iso', 'agent-boot-seconds', 'agent-write-mbps', 'agent-heartbeat-min-gap-ms', 'agent-lookup-retry-ms', 'agent-port', 'agent-no-auto-tls', 'agent-coreos-installer'].filter((k) => values[k] !== undefined);
   if (url === undefined) {
     if (others.length) throw new Error(`--${others[0]} needs --agent-api-url`);
     return undefined;
@@ -210,6 +212,7 @@ function agentOptions(values: Record<string, string | boolean | undefined>): Age
     lookupRetryMs: count('agent-lookup-retry-ms', str('agent-lookup-retry-ms'), 1),
     port,
     autoTls: values['agent-no-auto-tls'] !== true,
+    coreosInstaller: values['agent-coreos-installer'] === true,
   };
 }
 

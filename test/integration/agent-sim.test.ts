@@ -776,6 +776,40 @@ describe('agent simulator', function () {
     });
   });
 
+  describe('install_coreos (coreosInstaller: OpenShift\'s CoreOSInstallHardwareManager)', () => {
+    let coreos: RedfishSim;
+    before(async () => {
+      coreos = await startAgentFleet(1, { apiUrl: peer.url, heartbeatMinGapMs: 300, lookupRetryMs: 100, coreosInstaller: true });
+    });
+    after(async () => coreos?.stop());
+
+    it('lists the second manager\'s step; needs the config drive as JSON, its user_data the Ignition', async () => {
+      const url = coreos.bmcs[0].url;
+      await bootIso(url, ISO);
+      const w = await waitForAgent(url);
+      const d = ((await agentCommand(w.callbackUrl, w.token, 'deploy.get_deploy_steps', { node: {}, ports: [] })).body as CommandResult).command_result as {
+        deploy_steps: Record<string, Array<Record<string, unknown>>>; hardware_manager_version: Record<string, string>;
+      };
+      expect(d.deploy_steps.CoreOSInstallHardwareManager).to.deep.equal([{ step: 'install_coreos', priority: 0, interface: 'deploy', reboot_requested: false, argsinfo: {} }]);
+      expect(d.hardware_manager_version).to.deep.equal({ GenericHardwareManager: '1.2', CoreOSInstallHardwareManager: '1' });
+      // The versions as the conductor sends them back, in another key order (a JSON column's).
+      const version = { CoreOSInstallHardwareManager: '1', GenericHardwareManager: '1.2' };
+      const run = async (instanceInfo: Record<string, unknown>) => ((await agentCommand(w.callbackUrl, w.token, 'deploy.execute_deploy_step', {
+        step: { interface: 'deploy', step: 'install_coreos', args: {}, priority: 80 }, node: { instance_info: instanceInfo }, ports: [], deploy_version: version,
+      }, true)).body as CommandResult);
+
+      const rendered = await run({ configdrive: 'H4sIAAAAAAAA' });
+      expect(rendered.command_status).to.equal('FAILED');
+      expect(rendered.command_error).to.include({ type: 'DeploymentError', details: 'Cannot use a pre-rendered configdrive, please pass it as JSON data' });
+      expect((await agentWitness(url)).disk).to.equal(null);
+
+      const ignition = '{"ignition":{"version":"3.2.0"}}';
+      const installed = await run({ image_source: 'http://images.example/rhcos.raw.gz', configdrive: { meta_data: { name: 'w0' }, user_data: ignition } });
+      expect(installed.command_status, JSON.stringify(installed.command_error)).to.equal('SUCCEEDED');
+      expect((await agentWitness(url)).disk).to.include({ imageUrl: 'http://images.example/rhcos.raw.gz', ignition });
+    });
+  });
+
   describe('CLI', () => {
     it('parses the agent options and lists them in --help', () => {
       const o = parseSimArgs(['--count', '2', '--agent-api-url', 'http://127.0.0.1:6385', '--agent-iso', 'deploy\\.iso$', '--agent-boot-seconds', '3-5', '--agent-write-mbps', '50', '--agent-heartbeat-min-gap-ms', '1000', '--agent-lookup-retry-ms', '500', '--agent-port', '7000']);
@@ -784,7 +818,9 @@ describe('agent simulator', function () {
       expect(() => parseSimArgs(['--agent-no-auto-tls'])).to.throw('--agent-no-auto-tls needs --agent-api-url');
       expect(o.agent!.isoPattern!.test('http://x/DEPLOY.iso')).to.equal(true);
       expect(parseSimArgs(['--count', '1']).agent).to.equal(undefined);
-      for (const flag of ['--agent-api-url', '--agent-iso', '--agent-boot-seconds', '--agent-write-mbps', '--agent-heartbeat-min-gap-ms', '--agent-lookup-retry-ms', '--agent-port', '--agent-no-auto-tls']) expect(SIM_REDFISH_USAGE).to.include(flag);
+      for (const flag of ['--agent-api-url', '--agent-iso', '--agent-boot-seconds', '--agent-write-mbps', '--agent-heartbeat-min-gap-ms', '--agent-lookup-retry-ms', '--agent-port', '--agent-no-auto-tls', '--agent-coreos-installer']) expect(SIM_REDFISH_USAGE).to.include(flag);
+      expect(o.agent!.coreosInstaller).to.equal(false);
+      expect(parseSimArgs(['--agent-api-url', 'http://x', '--agent-coreos-installer']).agent!.coreosInstaller).to.equal(true);
     });
 
     it('galvanic sim redfish --agent-api-url runs agents and prints their server', async () => {
@@ -806,6 +842,7 @@ describe('agent simulator', function () {
 
     it('refuses bad agent options', () => {
       expect(() => parseSimArgs(['--agent-boot-seconds', '1-2'])).to.throw('--agent-boot-seconds needs --agent-api-url');
+      expect(() => parseSimArgs(['--agent-coreos-installer'])).to.throw('--agent-coreos-installer needs --agent-api-url');
       expect(() => parseSimArgs(['--agent-api-url', 'ftp://x'])).to.throw('--agent-api-url must be an http(s) URL');
       expect(() => parseSimArgs(['--agent-api-url', 'http://x', '--agent-write-mbps', '0'])).to.throw('--agent-write-mbps');
       expect(() => parseSimArgs(['--agent-api-url', 'http://x', '--agent-iso', '('])).to.throw('--agent-iso');
