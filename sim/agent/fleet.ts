@@ -12,6 +12,8 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
+import os from 'node:os';
+import { randomBytes } from 'node:crypto';
 import { Agent } from 'undici';
 import { readBody } from '../redfish/handler.js';
 import type { SimModel } from '../redfish/model.js';
@@ -34,6 +36,8 @@ class DualServer {
   private readonly listener: net.Server;
   /** Connections that have not sent a byte yet, which neither server knows of. */
   private readonly pending = new Set<net.Socket>();
+  /** Every accepted connection: one handed to TLS mid-handshake is known to neither server's list. */
+  private readonly accepted = new Set<net.Socket>();
 
   constructor(tls: { key: string; cert: string } | undefined, onRequest: (req: IncomingMessage, res: ServerResponse) => void) {
     if (tls) this.secure = https.createServer({ key: tls.key, cert: tls.cert });
@@ -44,7 +48,11 @@ class DualServer {
     }
     this.listener = net.createServer((socket) => {
       this.pending.add(socket);
-      socket.once('close', () => this.pending.delete(socket));
+      this.accepted.add(socket);
+      socket.once('close', () => {
+        this.pending.delete(socket);
+        this.accepted.delete(socket);
+      });
       socket.once('data', (first: Buffer) => {
         this.pending.delete(socket);
         socket.pause();
@@ -72,9 +80,9 @@ class DualServer {
     return new Promise<void>((resolve) => {
       if (!this.listener.listening) return resolve();
       this.listener.close(() => resolve());
-      for (const socket of this.pending) socket.destroy();
       this.plain.closeAllConnections();
       this.secure?.closeAllConnections();
+      for (const socket of this.accepted) socket.destroy();
     });
   }
 }
@@ -100,7 +108,7 @@ export class AgentFleet implements SystemHooks {
   /** Starts the agents' shared server; `power` resets a system at its BMC (for power_off, reboot and faults). */
   static async start(opts: AgentSimOptions, model: SimModel, bmcAddress: string, power: AgentEnv['power']): Promise<AgentFleet> {
     const host = opts.host ?? '127.0.0.1';
-    const tls = opts.autoTls === false ? undefined : await generateAgentCertificate(host);
+    const tls = opts.autoTls === false ? undefined : await generateAgentCertificate(host, fleetHostName());
     // The server exists before the fleet it serves: requests find the fleet once it is made.
     const made: { fleet?: AgentFleet } = {};
     const server = new DualServer(tls, (req, res) => {
@@ -196,4 +204,12 @@ export class AgentFleet implements SystemHooks {
     await this.server.close();
     await this.env.dispatcher.destroy().catch(() => undefined);
   }
+}
+
+/**
+ * The CN of a fleet's certificate: each real ramdisk has its own host name, and two fleets'
+ * certificates with one subject would be mistaken for each other by a client trusting both.
+ */
+function fleetHostName(): string {
+  return `${os.hostname()}-${randomBytes(3).toString('hex')}`;
 }
