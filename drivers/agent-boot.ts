@@ -32,11 +32,13 @@ export interface AgentBootDefaults {
   debug: boolean;
   /** `[deploy] ramdisk_image_download_source`. */
   downloadSource: 'http' | 'local';
+  /** `[deploy] remaster_deploy_iso`. */
+  remasterDeployIso: boolean;
 }
 
 export const NO_AGENT_BOOT_DEFAULTS: AgentBootDefaults = {
   deployKernel: '', deployRamdisk: '', deployKernelChecksum: '', deployRamdiskChecksum: '', errorOnRamdiskConfigInconsistency: false,
-  kernelAppendParams: 'nofb nomodeset vga=normal', apiUrl: '', externalCallbackUrl: '', debug: false, downloadSource: 'http',
+  kernelAppendParams: 'nofb nomodeset vga=normal', apiUrl: '', externalCallbackUrl: '', debug: false, downloadSource: 'http', remasterDeployIso: false,
 };
 
 /** The node fields the agent's boot is found from. */
@@ -217,5 +219,6 @@ export function agentBootDefaults(config: Readonly<Pick<Config, 'conductor' | 'r
     externalCallbackUrl: config.deploy.external_callback_url,
     debug: config.DEFAULT.debug,
     downloadSource: config.deploy.ramdisk_image_download_source,
+    remasterDeployIso: config.deploy.remaster_deploy_iso,
   };
 }
