@@ -28,6 +28,12 @@ function publisherId(sources: string, cmdline: string): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
 }
 
+/** driver_info external_http_url: the base of the URLs its BMC gets, instead of the conductor's. */
+function bmcBaseUrl(driverInfo: Readonly<Record<string, unknown>>): string | undefined {
+  const url = driverInfo.external_http_url;
+  return typeof url === 'string' && url ? url : undefined;
+}
+
 /** Ironic's VMEDIA_DEVICES_MAP_REV (cdrom → CD, disk → USB stick); a CD may go where only DVD is offered. */
 const DEVICE_MEDIA: Readonly<Record<VirtualMediaDevice, MediaType>> = { cdrom: 'CD', disk: 'USBStick', floppy: 'Floppy' };
 /** What ejecting a device's medium covers: a CD slot may be a DVD-only one (sushy's Cisco workaround). */
@@ -138,7 +144,7 @@ export class RedfishVirtualMediaBoot implements BootInterface {
     const remaster = image.kind === 'iso' && fetchable && this.agentBoot.remasterDeployIso;
     if (image.kind === 'iso' && !remaster && (this.agentBoot.downloadSource === 'http' || !fetchable)) return image.url;
     if (!this.images) throw new InvalidParameterValue('This process has no HTTP root to publish the agent ISO in: only a conductor boots the agent.');
-    const baseUrl = typeof ctx.driverInfo.external_http_url === 'string' && ctx.driverInfo.external_http_url ? ctx.driverInfo.external_http_url : undefined;
+    const baseUrl = bmcBaseUrl(ctx.driverInfo);
     if (image.kind === 'iso' && !remaster) return this.images.publishIso(ctx.nodeUuid, { url: image.url }, baseUrl);
     const inputs = image.kind === 'iso' ? { baseIso: { url: image.url } } : { kernel: image.kernel, ramdisk: image.ramdisk };
     const { cmdline, publisherId: pubId } = agentKernelCmdline(
