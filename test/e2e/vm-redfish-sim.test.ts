@@ -78,6 +78,7 @@ describe('QEMU-backed Redfish BMC: a real VM boots a virtual CD (e2e)', function
           return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ node: { uuid: NODE, properties: {} }, config: { agent_token: 'tok-123', heartbeat_timeout: 300 } }));
         }
         if (url.startsWith(`/v1/heartbeat/${NODE}`)) return void res.writeHead(202).end();
+        if (url === '/v1/continue_inspection') return void res.writeHead(202, { 'content-type': 'application/json' }).end(JSON.stringify({ uuid: NODE }));
         res.writeHead(404).end();
       });
     });
@@ -85,7 +86,7 @@ describe('QEMU-backed Redfish BMC: a real VM boots a virtual CD (e2e)', function
     const port = (server.address() as AddressInfo).port;
     base = `http://127.0.0.1:${port}`;
     // The guest reaches the host's loopback as 10.0.2.2 (QEMU's user network).
-    await buildBootIso({ kernel: ramdisk.kernel, initrd: ramdisk.initrd, cmdline: `console=ttyS0 ipa-api-url=http://10.0.2.2:${port} ipa-global-request-id=req-vm-lab boot_method=vmedia`, out: path.join(dir, 'boot.iso') });
+    await buildBootIso({ kernel: ramdisk.kernel, initrd: ramdisk.initrd, cmdline: `console=ttyS0 ipa-api-url=http://10.0.2.2:${port} ipa-inspection-callback-url=http://10.0.2.2:${port}/v1/continue_inspection ipa-global-request-id=req-vm-lab boot_method=vmedia`, out: path.join(dir, 'boot.iso') });
     await buildConfigDrive({ metaData, userData, out: path.join(dir, 'config.iso') });
     sim = await startRedfishSim({ count: 1, qemu: { accel } });
     bmc = sim.bmcs[0].url;
@@ -107,14 +108,14 @@ describe('QEMU-backed Redfish BMC: a real VM boots a virtual CD (e2e)', function
     expect((await vmState(bmc)).mediaFiles).to.deep.equal([]);
   });
 
-  it('boots the ISO from the CD in BIOS mode: kernel parameters, USB config drive, lookup and heartbeats', async () => {
+  it('boots the ISO from the CD in BIOS mode: kernel parameters, USB config drive, lookup, heartbeats and inventory', async () => {
     const started = Date.now();
     await ok('POST', `${CD}/Actions/VirtualMedia.InsertMedia`, { Image: `${base}/files/boot.iso` });
     await ok('POST', `${USB}/Actions/VirtualMedia.InsertMedia`, { Image: `${base}/files/config.iso` });
     await ok('PATCH', SYSTEM, { Boot: { BootSourceOverrideTarget: 'Cd', BootSourceOverrideEnabled: 'Once', BootSourceOverrideMode: 'Legacy' } });
     await ok('POST', `${SYSTEM}/Actions/ComputerSystem.Reset`, { ResetType: 'On' });
-    const out = await waitForConsole(bmc, /vmlab: heartbeat 2 /, { what: 'the second heartbeat' });
-    process.stderr.write(`      BIOS boot to the second heartbeat: ${Date.now() - started} ms\n`);
+    const out = await waitForConsole(bmc, /vmlab: inspection /, { what: 'the inspection after the second heartbeat' });
+    process.stderr.write(`      BIOS: power on to the inspection (after two heartbeats): ${Date.now() - started} ms\n`);
 
     const vm = await vmState(bmc);
     expect(vm).to.deep.include({ running: true, firmware: 'bios', boot: 'cd' });
@@ -138,6 +139,18 @@ describe('QEMU-backed Redfish BMC: a real VM boots a virtual CD (e2e)', function
     expect(beat?.method).to.equal('POST');
     expect(beat?.headers['content-type']).to.equal('application/json');
     expect(JSON.parse(beat?.body ?? '{}')).to.deep.equal({ callback_url: 'http://10.0.2.15:9999', agent_version: 'vmlab-1', agent_token: 'tok-123' });
+    const inspection = seen.find((s) => s.url === '/v1/continue_inspection');
+    expect(inspection?.headers['content-type']).to.equal('application/json');
+    const { inventory } = JSON.parse(inspection?.body ?? '{}') as { inventory: Record<string, unknown> };
+    expect(inventory.interfaces).to.deep.equal([
+      { name: 'eth0', mac_address: vm.macs[0], ipv4_address: '10.0.2.15', has_carrier: true },
+      { name: 'eth1', mac_address: vm.macs[1], ipv4_address: null, has_carrier: true },
+    ]);
+    expect(inventory.cpu).to.deep.include({ count: 1, architecture: 'x86_64' });
+    expect(inventory.memory).to.deep.include({ physical_mb: 256 });
+    expect(inventory.disks).to.deep.equal([{ name: '/dev/vda', size: 1024 * 1024 * 1024, rotational: false, model: null, vendor: null, serial: null }]);
+    expect(inventory.boot).to.deep.equal({ current_boot_mode: 'bios', pxe_interface: vm.macs[0] });
+    expect(inventory.system_vendor).to.deep.equal({ manufacturer: 'Galvanic', product_name: 'QEMU virtual machine', serial_number: 'SIM000000' });
     // The Once override was used up.
     const system = JSON.parse(await ok('GET', SYSTEM)) as { PowerState: string; Boot: { BootSourceOverrideEnabled: string } };
     expect(system.PowerState).to.equal('On');
@@ -175,14 +188,15 @@ describe('QEMU-backed Redfish BMC: a real VM boots a virtual CD (e2e)', function
     await ok('PATCH', SYSTEM, { Boot: { BootSourceOverrideTarget: 'Cd', BootSourceOverrideEnabled: 'Once', BootSourceOverrideMode: 'UEFI' } });
     const started = Date.now();
     await ok('POST', `${SYSTEM}/Actions/ComputerSystem.Reset`, { ResetType: 'ForceRestart' });
-    const out = await waitForConsole(bmc, /vmlab: lookup ok/, { from: before.serialBytes, what: 'the lookup under UEFI' });
-    process.stderr.write(`      UEFI boot to the lookup: ${Date.now() - started} ms\n`);
+    const out = await waitForConsole(bmc, /vmlab: inspection /, { from: before.serialBytes, what: 'the inspection under UEFI' });
+    process.stderr.write(`      UEFI: restart to the inspection (after two heartbeats): ${Date.now() - started} ms\n`);
     const boot = lastBoot(out);
     expect(boot).to.include('power on: boot cd (uefi)');
     expect(boot).to.include('BdsDxe');
     const report = ramdiskReport(boot);
     expect(report.params['ipa-api-url']).to.equal(`http://10.0.2.2:${new URL(base).port}`);
     expect(report.files['openstack/latest/user_data']).to.equal(userData);
+    expect(report.inspection?.boot).to.deep.include({ current_boot_mode: 'uefi' });
     const vm = await vmState(bmc);
     expect(vm).to.deep.include({ running: true, firmware: 'uefi', boot: 'cd' });
     expect(vm.pid).to.not.equal(before.pid);

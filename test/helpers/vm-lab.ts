@@ -68,10 +68,13 @@ export interface RamdiskReport {
   files: Record<string, string | null>;
   lookups: string[];
   heartbeats: Array<{ n: number; ok: boolean; text: string }>;
+  /** The inventory posted to ipa-inspection-callback-url, when it was taken. */
+  inspection: Record<string, unknown> | null;
+  inspectionError: string | null;
 }
 
 export function ramdiskReport(output: string): RamdiskReport {
-  const r: RamdiskReport = { cmdline: null, params: {}, nic: null, configDrive: null, files: {}, lookups: [], heartbeats: [] };
+  const r: RamdiskReport = { cmdline: null, params: {}, nic: null, configDrive: null, files: {}, lookups: [], heartbeats: [], inspection: null, inspectionError: null };
   for (const raw of output.split('\n')) {
     const at = raw.indexOf('vmlab: ');
     if (at < 0) continue;
@@ -91,6 +94,9 @@ export function ramdiskReport(output: string): RamdiskReport {
       r.files[rest[0]] = rest[1] === 'missing' ? null : Buffer.from(rest[2] ?? '', 'base64').toString('utf8');
     } else if (word === 'lookup') {
       r.lookups.push(rest.join(' '));
+    } else if (word === 'inspection') {
+      if (rest[0] === 'ok') r.inspection = (JSON.parse(Buffer.from(rest[1], 'base64').toString('utf8')) as { inventory: Record<string, unknown> }).inventory;
+      else r.inspectionError = rest.slice(1).join(' ');
     } else if (word === 'heartbeat') {
       r.heartbeats.push({ n: Number(rest[0]), ok: rest[1] === 'ok', text: rest.slice(1).join(' ') });
     }
