@@ -61,6 +61,8 @@ export class AgentHost implements ApiAgent {
   hwVersion = HARDWARE_MANAGER_VERSION;
   faults: AgentFaults = {};
   private readonly extensions: Record<string, Extension>;
+  /** The API this run of the agent calls (its ISO's ipa-api-url, or the fleet's). */
+  private apiUrl: string;
 
   constructor(
     readonly env: AgentEnv,
@@ -71,6 +73,7 @@ export class AgentHost implements ApiAgent {
     readonly facts: HostFacts,
     private readonly isAgentIso: (url: string) => boolean,
   ) {
+    this.apiUrl = env.apiUrl;
     this.extensions = {
       clean: cleanExtension(this),
       deploy: deployExtension(this),
@@ -90,21 +93,38 @@ export class AgentHost implements ApiAgent {
     return this.life !== null;
   }
 
-  /** The host finished booting: the agent ISO starts an agent, the disk starts the instance. */
+  /**
+   * The host finished booting: the agent ISO starts an agent, the disk starts the instance. An
+   * ISO the pattern does not name is read: its kernel command line says whether it boots an
+   * agent, and which API that agent calls.
+   */
   booted(system: SystemState): void {
     this.stopped();
     const r = system.running;
     if (!r || r.phase !== 'up') return;
-    if (r.image && r.device !== 'Hdd' && this.isAgentIso(r.image)) {
-      if (this.faults.noBoot) return;
-      const [lo, hi] = this.faults.bootSeconds ? [this.faults.bootSeconds[0] * 1000, this.faults.bootSeconds[1] * 1000] : this.env.bootMs;
-      this.bootTimer = timer(() => {
-        this.bootTimer = undefined;
-        this.start();
-      }, uniform(lo, hi));
+    if (r.image && r.device !== 'Hdd') {
+      if (this.isAgentIso(r.image)) {
+        this.startAfterBoot(null);
+        return;
+      }
+      void this.env.isoReader.read(r.image).then((params) => {
+        // Still the same boot: the host was not stopped or booted again meanwhile.
+        if (params && system.running === r && r.phase === 'up' && !this.life && !this.bootTimer) this.startAfterBoot(params.apiUrl);
+      });
     } else if (r.device === 'Hdd' && this.disk) {
       this.instanceRunning = true;
     }
+  }
+
+  /** The agent starts after the ramdisk's boot time; `apiUrl` is the one its command line gave, if any. */
+  private startAfterBoot(apiUrl: string | null): void {
+    if (this.faults.noBoot) return;
+    const [lo, hi] = this.faults.bootSeconds ? [this.faults.bootSeconds[0] * 1000, this.faults.bootSeconds[1] * 1000] : this.env.bootMs;
+    this.bootTimer = timer(() => {
+      this.bootTimer = undefined;
+      this.apiUrl = apiUrl ?? this.env.apiUrl;
+      this.start();
+    }, uniform(lo, hi));
   }
 
   /** The host powered off, restarted or lost power: whatever ran on it is gone. */
@@ -158,7 +178,7 @@ export class AgentHost implements ApiAgent {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (version) headers['x-openstack-ironic-api-version'] = vstr(version);
     if (body !== undefined) headers['content-type'] = 'application/json';
-    const res = await request(`${this.env.apiUrl}${path}`, {
+    const res = await request(`${this.apiUrl}${path}`, {
       method,
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
