@@ -106,6 +106,11 @@ export class ConductorService {
         portsOf: (id) => portAddressesOfNode(deps.db, id),
         config: { agent: deps.config.agent, deploy: deps.config.deploy },
       },
+      configdrive: {
+        useObjectStore: deps.config.deploy.configdrive_use_object_store,
+        maxInlineSize: deps.config.deploy.configdrive_max_inline_size,
+        httpRoot: null,
+      },
       hostname: this.hostname,
       workers: c.workers_pool_size,
       retryInitialDelayMs: c.intent_retry_initial_delay * 1000,

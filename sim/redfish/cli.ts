@@ -53,7 +53,7 @@ QEMU-backed hosts (docs/vm-lab.md), off unless --qemu is given: each BMC's syste
 
 Control API per BMC: /_sim/stats, /_sim/reset, /_sim/expire-sessions, /_sim/faults, /_sim/state,
 /_sim/events, /_sim/totals, /_sim/chains (docs/operations.md), /_sim/agent, /_sim/agent/faults,
-/_sim/vm, /_sim/vm/console.`;
+/_sim/agent/configdrive, /_sim/vm, /_sim/vm/console.`;
 
 function fraction(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;

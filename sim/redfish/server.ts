@@ -18,6 +18,7 @@
  *                              BMC's chain, by port
  *   GET  /_sim/agent           with `agent`: what the host's agent did and holds (docs/agent-simulator.md)
  *   GET|POST /_sim/agent/faults  read or set the agent's faults ({} clears them)
+ *   GET  /_sim/agent/configdrive  the image of the config drive the agent wrote to the disk (404: none)
  *   GET  /_sim/vm              with `qemu`: the host's virtual machine (docs/vm-lab.md)
  *   GET  /_sim/vm/console[?from=N]  with `qemu`: its serial console log, from byte N
  */
@@ -157,6 +158,12 @@ function agentControl(bmc: SimBmc, model: SimModel, agents: AgentFleet | null, r
   const sysPath = [...model.systemPaths][0];
   const host = agents.host(bmc, sysPath, systemOf(bmc, model, sysPath));
   if (pathname === '/_sim/agent') return send(res, 200, JSON.stringify(host.witness()));
+  if (pathname === '/_sim/agent/configdrive') {
+    const image = host.configdriveImage;
+    if (!image) return send(res, 404, JSON.stringify({ error: 'the disk holds no config drive' }));
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': image.length }).end(image);
+    return;
+  }
   if (write) {
     const unknown = Object.keys(input).filter((k) => !AGENT_FAULT_KEYS.has(k));
     if (unknown.length) return send(res, 400, JSON.stringify({ error: `unknown agent fault keys: ${unknown.join(', ')}` }));
@@ -195,6 +202,7 @@ async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: Virt
       return send(res, 200, JSON.stringify(chainSummary(all, write, url.searchParams.get('all') === '1' ? handles : undefined)));
     case '/_sim/agent':
     case '/_sim/agent/faults':
+    case '/_sim/agent/configdrive':
       return agentControl(bmc, model, agents, res, url.pathname, write, input);
     case '/_sim/vm':
     case '/_sim/vm/console':

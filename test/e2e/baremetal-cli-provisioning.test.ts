@@ -91,7 +91,8 @@ describe('baremetal CLI: provisioning (e2e)', function () {
     await settle('deploy', 'cli-rf', '--config-drive', JSON.stringify(configdrive));
     const active = await show<Record<string, unknown>>('cli-rf', 'provision_state', 'power_state', 'last_error', 'instance_info');
     expect(active).to.deep.equal({ provision_state: 'active', power_state: 'power on', last_error: null, instance_info: { boot_iso: ISO, configdrive: '******' } });
-    expect((await storedInstanceInfo('cli-rf')).configdrive).to.deep.equal(configdrive);
+    // Built when the deploy ran, and kept as gzip + base64 (Ironic's build_configdrive).
+    expect((await storedInstanceInfo('cli-rf')).configdrive).to.be.a('string').and.match(/^H4sI/);
     const deployed = story(await simEvents(bmc));
     expectInOrder(deployed, [/^reset ForceOff$/, /^insert live\.iso$/, /^boot-override Cd\/Continuous$/, /^reset On$/, /^boot-started Cd live\.iso$/]);
     const running = Object.values((await simState(bmc)).systems)[0].running as { device: string; image: string; phase: string };

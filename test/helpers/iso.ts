@@ -1,8 +1,9 @@
 /**
- * Reading the ISOs the builder makes, with the same distribution tools a user would use
- * (xorriso, mtools), independently of the builder's own parsing.
+ * Reading the ISOs the builder makes and the config drives, with the same distribution tools a
+ * user would use (xorriso, mtools), independently of the builder's own parsing: the files an
+ * image holds and its volume id, so that a test checks what a machine would mount.
  */
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -53,4 +54,52 @@ export async function fatFileList(image: string): Promise<string[]> {
 /** A fresh directory under the system's temporary directory. */
 export function scratchDir(prefix: string): Promise<string> {
   return fs.mkdtemp(path.join(os.tmpdir(), prefix));
+}
+
+function hasXorriso(): boolean {
+  try {
+    execFileSync('xorriso', ['-version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Skips the suite when xorriso is missing, or fails it under CI (CI=true). */
+export function requireXorriso(ctx: Mocha.Context): void {
+  if (hasXorriso()) return;
+  const msg = 'xorriso is not on PATH (apt-get install xorriso)';
+  if (process.env.CI === 'true') throw new Error(`${msg}; CI=true, so this is a failure, not a skip`);
+  process.stderr.write(`      skipped: ${msg}\n`);
+  ctx.skip();
+}
+
+async function walk(dir: string, prefix = ''): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await fs.readdir(dir, { withFileTypes: true })) {
+    const rel = prefix ? `${prefix}/${e.name}` : e.name;
+    if (e.isDirectory()) out.push(...(await walk(path.join(dir, e.name), rel)));
+    else out.push(rel);
+  }
+  return out.sort();
+}
+
+/** What an ISO image holds: its volume id, and its files by path (Rock Ridge names). */
+export async function readIso(image: Buffer): Promise<{ volumeId: string; files: Map<string, Buffer> }> {
+  const work = await fs.mkdtemp(path.join(os.tmpdir(), 'iso-test-'));
+  try {
+    const iso = path.join(work, 'image.iso');
+    const tree = path.join(work, 'tree');
+    await fs.writeFile(iso, image);
+    const info = await run('xorriso', ['-indev', iso, '-pvd_info'], { maxBuffer: 1 << 20 });
+    const volumeId = /^Volume Id\s*:\s*(.*)$/m.exec(info.stdout + info.stderr)?.[1].trim() ?? '';
+    await run('xorriso', ['-osirrox', 'on', '-indev', iso, '-extract', '/', tree], { maxBuffer: 1 << 20 });
+    // The extracted tree is read-only, as the image is.
+    await run('chmod', ['-R', 'u+w', tree]);
+    const files = new Map<string, Buffer>();
+    for (const rel of await walk(tree)) files.set(rel, await fs.readFile(path.join(tree, rel)));
+    return { volumeId, files };
+  } finally {
+    await fs.rm(work, { recursive: true, force: true });
+  }
 }
