@@ -1,7 +1,8 @@
 /**
  * The QEMU-backed Redfish BMC (sim/qemu) with a real virtual machine, driven over Redfish as a
- * conductor drives a server, with a boot ISO and a config drive this test builds itself (the
- * Galvanic-built ones are the other vm-*.test.ts files' business): the machine boots the ISO
+ * conductor drives a server, with a boot ISO and a config drive this test builds with Galvanic's
+ * image builders (a conductor's building and publishing them is the other vm-*.test.ts files'
+ * business): the machine boots the ISO
  * from the virtual CD in BIOS mode, the test ramdisk shows its kernel parameters, reads the
  * config drive on the virtual USB stick and looks itself up and heartbeats at a recorder that
  * stands where ipa-api-url points; a restart without an override boots the disk through a QMP
@@ -16,7 +17,8 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { requireVmLab, testRamdisk } from '../helpers/vm-ramdisk.js';
-import { buildBootIso, buildConfigDrive } from '../helpers/vm-iso.js';
+import { buildAgentIso } from '../../drivers/image/iso-builder.js';
+import { buildConfigdriveImage } from '../../drivers/image/configdrive.js';
 import { lastBoot, ramdiskReport, vmAccel, vmConsole, vmState, waitForConsole } from '../helpers/vm-lab.js';
 import { until } from '../helpers/until.js';
 
@@ -57,7 +59,7 @@ describe('QEMU-backed Redfish BMC: a real VM boots a virtual CD (e2e)', function
   before(async function () {
     requireVmLab(this, 'QEMU-backed BMC tests');
     const ramdisk = await testRamdisk();
-    const accel = await vmAccel(ramdisk.kernel);
+    const { accel } = await vmAccel(ramdisk.kernel);
     dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'vm-sim-test-'));
     // One server is the image server (GET /files/…) and stands for the API the ramdisk calls.
     server = http.createServer((req, res) => {
@@ -86,8 +88,8 @@ describe('QEMU-backed Redfish BMC: a real VM boots a virtual CD (e2e)', function
     const port = (server.address() as AddressInfo).port;
     base = `http://127.0.0.1:${port}`;
     // The guest reaches the host's loopback as 10.0.2.2 (QEMU's user network).
-    await buildBootIso({ kernel: ramdisk.kernel, initrd: ramdisk.initrd, cmdline: `console=ttyS0 ipa-api-url=http://10.0.2.2:${port} ipa-inspection-callback-url=http://10.0.2.2:${port}/v1/continue_inspection ipa-global-request-id=req-vm-lab boot_method=vmedia`, out: path.join(dir, 'boot.iso') });
-    await buildConfigDrive({ metaData, userData, out: path.join(dir, 'config.iso') });
+    await buildAgentIso({ kernel: ramdisk.kernel, ramdisk: ramdisk.initrd, output: path.join(dir, 'boot.iso'), cmdline: `console=ttyS0 ipa-api-url=http://10.0.2.2:${port} ipa-inspection-callback-url=http://10.0.2.2:${port}/v1/continue_inspection ipa-global-request-id=req-vm-lab boot_method=vmedia` });
+    await fs.promises.writeFile(path.join(dir, 'config.iso'), await buildConfigdriveImage({ uuid: NODE, name: 'vm-lab' }, { meta_data: metaData, user_data: userData }));
     sim = await startRedfishSim({ count: 1, qemu: { accel } });
     bmc = sim.bmcs[0].url;
   });

@@ -5,16 +5,24 @@
 import { probeKvm } from '../../sim/qemu/index.js';
 import { until } from './until.js';
 
+export type Accel = 'kvm' | 'tcg';
+
 let reported = false;
 
-/** KVM when this host's KVM boots the test kernel, else TCG (the probe runs once per process). */
-export async function vmAccel(kernel: string): Promise<'kvm' | 'tcg'> {
-  const probe = await probeKvm(kernel);
+/**
+ * KVM when this host's KVM boots `kernel`, else TCG (the probe runs once per process);
+ * GALVANIC_QEMU_ACCEL=kvm|tcg skips the probe.
+ */
+export async function vmAccel(kernel: string): Promise<{ accel: Accel; detail: string }> {
+  const forced = process.env.GALVANIC_QEMU_ACCEL;
+  const chosen: { accel: Accel; detail: string } = forced === 'kvm' || forced === 'tcg'
+    ? { accel: forced, detail: 'GALVANIC_QEMU_ACCEL' }
+    : await probeKvm(kernel).then((p) => ({ accel: p.kvm ? ('kvm' as const) : ('tcg' as const), detail: p.detail }));
   if (!reported) {
     reported = true;
-    process.stderr.write(`      VM lab: ${probe.kvm ? 'KVM' : 'TCG'} (${probe.detail})\n`);
+    process.stderr.write(`      VM lab: ${chosen.accel.toUpperCase()} (${chosen.detail})\n`);
   }
-  return probe.kvm ? 'kvm' : 'tcg';
+  return chosen;
 }
 
 export interface VmState {

@@ -3,8 +3,9 @@
  * Debian's cloud kernel (linux-image-cloud-amd64's versioned package) and busybox-static, with
  * the init of test/fixtures/vm-ramdisk/ and the kernel modules a QEMU machine of sim/qemu needs
  * (virtio NIC and SCSI, IDE CD-ROM, ISO 9660). Packages come through apt-get download and
- * dpkg-deb; everything is cached under $XDG_CACHE_HOME (else ~/.cache)/galvanic-vm-lab, keyed
- * by the packages' versions and the init's content, so that a build happens once per machine.
+ * dpkg-deb, unpacked once per version into a cache outside the repository (GALVANIC_TEST_CACHE,
+ * else $XDG_CACHE_HOME or ~/.cache, /galvanic-test); the ramdisk is cached there too, keyed by the
+ * packages' versions and the init's content, so that a build happens once per machine.
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -34,7 +35,7 @@ export interface TestRamdisk {
 }
 
 export function cacheDir(): string {
-  return path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'galvanic-vm-lab');
+  return process.env.GALVANIC_TEST_CACHE || path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'galvanic-test');
 }
 
 /** Why the VM tests cannot run here (a tool missing), or null. */
@@ -58,6 +59,7 @@ export function requireVmLab(ctx: Mocha.Context, what: string): void {
   ctx.skip();
 }
 
+/** The version apt would install. */
 async function candidate(pkg: string): Promise<string> {
   const { stdout } = await run('apt-cache', ['show', '--no-all-versions', pkg]);
   const m = /^Version: (\S+)$/m.exec(stdout);
@@ -73,13 +75,27 @@ async function kernelPackage(): Promise<string> {
   return m[1];
 }
 
+/** Downloads and unpacks a package's candidate version once; returns the directory it is unpacked in. */
+export async function debianPackage(pkg: string): Promise<string> {
+  return unpacked(pkg, await candidate(pkg));
+}
+
+/** The current Debian cloud kernel's image (/boot/vmlinuz-*), by the metapackage's dependency. */
+export async function debianKernel(): Promise<string> {
+  const boot = path.join(await debianPackage(await kernelPackage()), 'boot');
+  const image = (await fs.promises.readdir(boot)).find((f) => f.startsWith('vmlinuz-'));
+  if (image === undefined) throw new Error(`the kernel package has no ${boot}/vmlinuz-*`);
+  return path.join(boot, image);
+}
+
 /** Downloads and unpacks a package once; returns the directory it is unpacked in. */
 async function unpacked(pkg: string, version: string): Promise<string> {
   const dir = path.join(cacheDir(), 'debs', `${pkg}_${version.replace(/[^\w.+~-]/g, '_')}`);
   if (fs.existsSync(path.join(dir, '.done'))) return dir;
+  await fs.promises.mkdir(cacheDir(), { recursive: true });
   const work = await fs.promises.mkdtemp(path.join(cacheDir(), 'tmp-'));
   try {
-    await run('apt-get', ['download', `${pkg}=${version}`], { cwd: work, maxBuffer: 1 << 24 });
+    await run('apt-get', ['download', `${pkg}=${version}`], { cwd: work, maxBuffer: 1 << 24, timeout: 300_000 });
     const deb = (await fs.promises.readdir(work)).find((f) => f.endsWith('.deb'));
     if (!deb) throw new Error(`apt-get download ${pkg}=${version} left no .deb`);
     const into = path.join(work, 'root');
