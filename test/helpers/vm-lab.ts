@@ -1,9 +1,20 @@
 /**
  * Shared by the VM tests: which accelerator boots the test kernel here, the serial console of a
- * QEMU-backed BMC (GET /_sim/vm/console) and what the test ramdisk said on it.
+ * QEMU-backed BMC (GET /_sim/vm/console), what the test ramdisk said on it, and a suite's
+ * Galvanic with a QEMU-backed BMC.
  */
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { probeKvm } from '../../sim/qemu/index.js';
+import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
+import { startGalvanicOnFreshDatabase, type GalvanicOnFreshDatabase } from './app.js';
+import { freePort } from './net.js';
+import { httpClient, type ApiCall } from './provisioning.js';
 import { until } from './until.js';
+import { requireVmLab, testRamdisk, type TestRamdisk } from './vm-ramdisk.js';
 
 export type Accel = 'kvm' | 'tcg';
 
@@ -116,4 +127,103 @@ export function ramdiskReport(output: string): RamdiskReport {
 export function lastBoot(output: string): string {
   const at = output.lastIndexOf('[galvanic-sim]');
   return at < 0 ? output : output.slice(at);
+}
+
+/** Every file under `dir`, relative to it (none when it does not exist). */
+export async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await fs.promises.readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
+  return entries.filter((e) => e.isFile()).map((e) => path.relative(dir, path.join(e.parentPath, e.name))).sort();
+}
+
+export interface VmLabGalvanic {
+  readonly galvanic: GalvanicOnFreshDatabase;
+  readonly api: ApiCall;
+  readonly sim: RedfishSim;
+  /** The QEMU-backed BMC. */
+  readonly bmc: string;
+  readonly ramdisk: TestRamdisk;
+  /** Where the test's files are served (`<url>/vmlinuz`, `<url>/initrd.gz`, and what `serve` adds). */
+  readonly files: string;
+  /** Galvanic's HTTP root. */
+  readonly httpRoot: string;
+  /** Galvanic's API as the guest reaches it (ipa-api-url). */
+  readonly guestApi: string;
+  /** Serves `data` at `<files>/<name>`. */
+  serve(name: string, data: Buffer): void;
+}
+
+/**
+ * The hooks of a suite that drives a real `galvanic all-in-one` against one QEMU-backed BMC:
+ * the test ramdisk built, a file server for it, Galvanic with an HTTP root and image cache of
+ * the suite's own and `[deploy] external_callback_url` the API's address from the guest
+ * (10.0.2.2, QEMU's user network), and the simulator. Call it inside `describe`.
+ */
+export function vmLabGalvanic(what: string, env: Record<string, string> = {}): VmLabGalvanic {
+  const served = new Map<string, Buffer>();
+  let server: http.Server | undefined;
+  let files = '';
+  let work = '';
+  let galvanic: GalvanicOnFreshDatabase | undefined;
+  let sim: RedfishSim | undefined;
+  let ramdisk: TestRamdisk | undefined;
+  let port = 0;
+  before(async function () {
+    requireVmLab(this, what);
+    ramdisk = await testRamdisk();
+    const { accel } = await vmAccel(ramdisk.kernel);
+    served.set('vmlinuz', await fs.promises.readFile(ramdisk.kernel));
+    served.set('initrd.gz', await fs.promises.readFile(ramdisk.initrd));
+    server = http.createServer((req, res) => {
+      const body = served.get((req.url ?? '').replace(/^\//, ''));
+      if (!body) return void res.writeHead(404).end();
+      res.writeHead(200, { 'content-length': String(body.length) }).end(req.method === 'HEAD' ? undefined : body);
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    files = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    work = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'vm-lab-'));
+    port = await freePort();
+    galvanic = await startGalvanicOnFreshDatabase({
+      port,
+      env: {
+        GALVANIC_DEPLOY__HTTP_ROOT: path.join(work, 'httpboot'),
+        GALVANIC_DEPLOY__ISO_MASTER_PATH: path.join(work, 'cache'),
+        GALVANIC_DEPLOY__EXTERNAL_CALLBACK_URL: `http://10.0.2.2:${port}`,
+        GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
+        GALVANIC_REDFISH__CONNECTION_RETRY_INTERVAL: '0.1',
+        ...env,
+      },
+    });
+    sim = await startRedfishSim({ count: 1, qemu: { accel } });
+  });
+  after(async () => {
+    await galvanic?.shutdownCleanly();
+    await sim?.stop();
+    if (server) {
+      server.closeAllConnections();
+      await new Promise((resolve) => server!.close(resolve));
+    }
+    if (work) await fs.promises.rm(work, { recursive: true, force: true });
+  });
+  const started = <T>(name: string, v: T | undefined): T => {
+    if (v === undefined) throw new Error(`${name} is not started (outside the suite's hooks and tests?)`);
+    return v;
+  };
+  const api = (() => {
+    let client: ApiCall | undefined;
+    return (...args: Parameters<ApiCall>) => {
+      client ??= httpClient(started('galvanic', galvanic).url);
+      return client(...args);
+    };
+  })();
+  return {
+    get galvanic() { return started('galvanic', galvanic); },
+    get sim() { return started('the simulator', sim); },
+    get bmc() { return started('the simulator', sim).bmcs[0].url; },
+    get ramdisk() { return started('the test ramdisk', ramdisk); },
+    get files() { return files; },
+    get httpRoot() { return path.join(work, 'httpboot'); },
+    get guestApi() { return `http://10.0.2.2:${port}`; },
+    api,
+    serve: (name, data) => void served.set(name, data),
+  };
 }
