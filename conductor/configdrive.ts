@@ -7,12 +7,10 @@
  * stays in instance_info as gzip + base64. A URL the user gave goes on as it is.
  */
 import { InvalidParameterValue } from '../common/errors.js';
-import { buildConfigdrive, decodeConfigdrive, isConfigdriveContent, type ConfigdriveBuildOptions } from '../drivers/image/configdrive.js';
+import { CONFIGDRIVE_FILE, buildConfigdrive, decodeConfigdrive, isConfigdriveContent } from '../drivers/image/configdrive.js';
+import type { IsoToolPaths } from '../drivers/image/iso-tools.js';
 import type { ActionContext } from './actions/types.js';
 import { deployOf } from './steps.js';
-
-/** The name of a node's config drive in the HTTP root (Ironic's `configdrive-<node uuid>`). */
-export const CONFIGDRIVE_FILE = 'configdrive';
 
 const URL = /^(https?|nfs|cifs):\/\//i;
 
@@ -34,7 +32,8 @@ export interface ConfigdriveServices {
   httpRoot: ConfigdrivePublisher | null;
   /** The root's URL as agents reach it (`[deploy] http_url`); the root's own (BMCs') when absent. */
   agentBaseUrl?: string;
-  build?: ConfigdriveBuildOptions;
+  /** Where xorriso and the temporary directory are (`[DEFAULT]` options). */
+  tools?: IsoToolPaths;
 }
 
 /**
@@ -51,8 +50,10 @@ export async function storeConfigdrive(ctx: ActionContext, services: Configdrive
   if (!json && (typeof given !== 'string' || given === '' || URL.test(given))) return;
   const root = services.httpRoot;
   try {
-    const encoded = json ? await buildConfigdrive({ uuid: node.uuid, name: node.name }, given, services.build) : (given as string);
+    const encoded = json ? await buildConfigdrive({ uuid: node.uuid, name: node.name }, given, services.tools) : (given as string);
     const size = Buffer.byteLength(encoded);
+    // What a BMC attaches (ramdisk) is decoded now: a bad one fails before the node is touched.
+    const image = deployOf(ctx).bootOption === 'ramdisk' ? decodeConfigdrive(encoded) : undefined;
     if (!services.useObjectStore && size <= services.maxInlineSize) {
       // What an earlier deploy published is not this config drive.
       await root?.remove(node.uuid, CONFIGDRIVE_FILE);
@@ -63,9 +64,9 @@ export async function storeConfigdrive(ctx: ActionContext, services: Configdrive
       const why = services.useObjectStore ? '[deploy] configdrive_use_object_store is set' : `it is ${size} bytes gzipped and base64-encoded, above [deploy] configdrive_max_inline_size (${services.maxInlineSize})`;
       throw new InvalidParameterValue(`The config drive of node ${node.uuid} must be published in the conductor's HTTP root (${why}), and this conductor has none ([deploy] http_root).`);
     }
-    const media = deployOf(ctx).bootOption === 'ramdisk';
-    const url = media
-      ? await root.publish(node.uuid, CONFIGDRIVE_FILE, { data: decodeConfigdrive(encoded) })
+    const external = node.driverInfo.external_http_url;
+    const url = image
+      ? await root.publish(node.uuid, CONFIGDRIVE_FILE, { data: image }, typeof external === 'string' && external ? { baseUrl: external } : {})
       : await root.publish(node.uuid, CONFIGDRIVE_FILE, { data: encoded }, services.agentBaseUrl ? { baseUrl: services.agentBaseUrl } : {});
     await ctx.task.progress({ instanceInfo: { ...ctx.node.instanceInfo, configdrive: url } });
     ctx.log.info({ node: node.uuid, bytes: size, url }, 'config drive published in the HTTP root');

@@ -28,6 +28,7 @@ import { PeriodicRunner, type IterationReport } from './periodic.js';
 import { provisionChecksTask } from './periodics/provision-timeouts.js';
 import { httpRootSweepTask } from './periodics/http-root-sweep.js';
 import type { HttpRoot } from '../drivers/http-root.js';
+import { isoToolPathsFromConfig } from '../drivers/image/iso-tools.js';
 import { TaskManager } from './task-manager.js';
 import { powerSyncTask, type PowerSyncStats, type PowerSyncTask } from './periodics/power-sync.js';
 import { sensorDataTask, type SensorDataTask, type SensorStats } from './periodics/sensor-data.js';
@@ -109,7 +110,10 @@ export class ConductorService {
       configdrive: {
         useObjectStore: deps.config.deploy.configdrive_use_object_store,
         maxInlineSize: deps.config.deploy.configdrive_max_inline_size,
-        httpRoot: null,
+        httpRoot: deps.httpRoot ?? null,
+        // The agent reaches the root at http_url; what the root hands BMCs may be external_http_url.
+        ...(deps.config.deploy.http_url ? { agentBaseUrl: deps.config.deploy.http_url } : {}),
+        tools: isoToolPathsFromConfig(deps.config),
       },
       hostname: this.hostname,
       workers: c.workers_pool_size,

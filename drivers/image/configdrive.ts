@@ -3,18 +3,19 @@
  * configdrive_utils.build_configdrive fills in the node's uuid and name, and openstacksdk's
  * baremetal/configdrive.py `build` writes `openstack/<version>/` for versions 2012-08-10 and
  * latest, packs them into an ISO 9660 image labelled `config-2` (the label cloud-init and
- * Ignition look for) with the distribution's ISO tool, then gzips and base64-encodes it, the
+ * Ignition look for) with the distribution's xorriso, then gzips and base64-encodes it, the
  * form instance_info and the agent take. Knows nothing of the database.
  */
-import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { ImageCreationFailed } from '../../common/errors.js';
+import { resolveIsoTools, runTool, tempRoot, type IsoToolPaths } from './iso-tools.js';
 
-const run = promisify(execFile);
+const IMAGE_TYPE = 'config drive';
+
+/** The name of a node's config drive in the HTTP root (Ironic's `configdrive-<node uuid>`). */
+export const CONFIGDRIVE_FILE = 'configdrive';
 
 /** The JSON form of a config drive (the API's checks have passed: the parts are objects, user_data also a string or list). */
 export interface ConfigdriveContent {
@@ -26,14 +27,6 @@ export interface ConfigdriveContent {
 
 /** openstacksdk's default metadata versions: each gets the same files. */
 const VERSIONS = ['2012-08-10', 'latest'];
-
-/** How the image is made. */
-export interface ConfigdriveBuildOptions {
-  /** Where the files and the image are put while they are made (default: the OS's). */
-  tempDir?: string;
-  /** The ISO tool, invoked with genisoimage's arguments (default `xorrisofs`, Debian's xorriso). */
-  isoTool?: string;
-}
 
 /** Whether instance_info's configdrive is the JSON form, to be built (a string is a URL or a built image). */
 export function isConfigdriveContent(value: unknown): value is ConfigdriveContent {
@@ -77,20 +70,15 @@ export function configdriveFiles(node: { uuid: string; name: string | null }, co
 
 /**
  * openstacksdk's `pack`: the ISO 9660 image (Joliet and Rock Ridge, label `config-2`) of the
- * directory, made with genisoimage's arguments, which xorrisofs understands too.
- * @throws ImageCreationFailed when the tool is missing or fails
+ * directory, made with genisoimage's arguments, which xorriso understands as mkisofs (Debian's
+ * xorrisofs is `xorriso -as mkisofs`).
+ * @throws ImageCreationFailed | ImageToolMissing
  */
-async function packIso(dir: string, out: string, tool: string): Promise<Buffer> {
-  const args = ['-o', out, '-ldots', '-allow-lowercase', '-allow-multidot', '-l', '-publisher', 'metalsmith', '-quiet', '-J', '-r', '-V', 'config-2', dir];
-  try {
-    await run(tool, args, { maxBuffer: 1024 * 1024 });
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException & { stderr?: string };
-    if (e.code === 'ENOENT') {
-      throw new ImageCreationFailed('config drive', `Make sure the "${tool}" tool is installed (Debian's xorriso package). Error: ${e.message}`);
-    }
-    throw new ImageCreationFailed('config drive', `${tool} failed: ${(e.stderr ?? e.message).trim()}`);
-  }
+async function packIso(dir: string, out: string, tools: IsoToolPaths): Promise<Buffer> {
+  const { xorriso } = await resolveIsoTools(tools, { remaster: true });
+  await runTool(xorriso, [
+    '-as', 'mkisofs', '-o', out, '-ldots', '-allow-lowercase', '-allow-multidot', '-l', '-publisher', 'metalsmith', '-quiet', '-J', '-r', '-V', 'config-2', dir,
+  ], IMAGE_TYPE, tools.timeoutMs);
   return readFile(out);
 }
 
@@ -98,18 +86,18 @@ async function packIso(dir: string, out: string, tool: string): Promise<Buffer> 
  * The config drive image (raw ISO 9660) of the JSON form, for the node.
  * @throws ImageCreationFailed
  */
-export async function buildConfigdriveImage(node: { uuid: string; name: string | null }, content: ConfigdriveContent, opts: ConfigdriveBuildOptions = {}): Promise<Buffer> {
-  const work = await mkdtemp(path.join(opts.tempDir ?? os.tmpdir(), 'configdrive-'));
+export async function buildConfigdriveImage(node: { uuid: string; name: string | null }, content: ConfigdriveContent, tools: IsoToolPaths = {}): Promise<Buffer> {
+  const work = await mkdtemp(path.join(tempRoot(tools), 'configdrive-'));
   try {
     const tree = path.join(work, 'tree');
     for (const [name, data] of configdriveFiles(node, content)) {
       await mkdir(path.join(tree, path.dirname(name)), { recursive: true });
       await writeFile(path.join(tree, name), data);
     }
-    return await packIso(tree, path.join(work, 'configdrive.iso'), opts.isoTool ?? 'xorrisofs');
+    return await packIso(tree, path.join(work, 'configdrive.iso'), tools);
   } catch (err) {
     if (err instanceof ImageCreationFailed) throw err;
-    throw new ImageCreationFailed('config drive', (err as Error).message);
+    throw new ImageCreationFailed(IMAGE_TYPE, (err as Error).message);
   } finally {
     await rm(work, { recursive: true, force: true });
   }
@@ -124,8 +112,8 @@ export function encodeConfigdrive(image: Buffer): string {
  * Ironic's build_configdrive: the JSON form built into a gzipped, base64-encoded ISO image.
  * @throws ImageCreationFailed
  */
-export async function buildConfigdrive(node: { uuid: string; name: string | null }, content: ConfigdriveContent, opts: ConfigdriveBuildOptions = {}): Promise<string> {
-  return encodeConfigdrive(await buildConfigdriveImage(node, content, opts));
+export async function buildConfigdrive(node: { uuid: string; name: string | null }, content: ConfigdriveContent, tools: IsoToolPaths = {}): Promise<string> {
+  return encodeConfigdrive(await buildConfigdriveImage(node, content, tools));
 }
 
 /**
@@ -137,6 +125,6 @@ export function decodeConfigdrive(encoded: string): Buffer {
   try {
     return gunzipSync(Buffer.from(encoded, 'base64'));
   } catch (err) {
-    throw new ImageCreationFailed('config drive', `the config drive is not a gzipped and base64-encoded image: ${(err as Error).message}`);
+    throw new ImageCreationFailed(IMAGE_TYPE, `the config drive is not a gzipped and base64-encoded image: ${(err as Error).message}`);
   }
 }

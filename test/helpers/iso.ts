@@ -1,9 +1,9 @@
 /**
- * Reading the ISOs the builder makes and the config drives, with the same distribution tools a
- * user would use (xorriso, mtools), independently of the builder's own parsing: the files an
- * image holds and its volume id, so that a test checks what a machine would mount.
+ * Reading the ISOs the builders make (the agent's boot ISO, config drives), with the same
+ * distribution tools a user would use (xorriso, mtools), independently of the builders' own
+ * parsing.
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,6 +11,15 @@ import { promisify } from 'node:util';
 import { probeIsoTools } from '../../drivers/image/iso-tools.js';
 
 const run = promisify(execFile);
+
+/** Skips the calling suite when xorriso is missing (all a config drive needs), or fails it under CI=true. */
+export async function requireXorriso(ctx: Mocha.Context): Promise<void> {
+  const { missing, message } = await probeIsoTools({}, { remaster: true });
+  if (missing.length === 0) return;
+  if (process.env.CI === 'true') throw new Error(`${message} CI=true, so this is a failure, not a skip`);
+  console.warn(`      skipped: ${message}`);
+  ctx.skip();
+}
 
 /**
  * Skips the calling suite when the ISO tools are missing, saying which Debian packages to
@@ -56,24 +65,6 @@ export function scratchDir(prefix: string): Promise<string> {
   return fs.mkdtemp(path.join(os.tmpdir(), prefix));
 }
 
-function hasXorriso(): boolean {
-  try {
-    execFileSync('xorriso', ['-version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Skips the suite when xorriso is missing, or fails it under CI (CI=true). */
-export function requireXorriso(ctx: Mocha.Context): void {
-  if (hasXorriso()) return;
-  const msg = 'xorriso is not on PATH (apt-get install xorriso)';
-  if (process.env.CI === 'true') throw new Error(`${msg}; CI=true, so this is a failure, not a skip`);
-  process.stderr.write(`      skipped: ${msg}\n`);
-  ctx.skip();
-}
-
 async function walk(dir: string, prefix = ''): Promise<string[]> {
   const out: string[] = [];
   for (const e of await fs.readdir(dir, { withFileTypes: true })) {
@@ -84,16 +75,15 @@ async function walk(dir: string, prefix = ''): Promise<string[]> {
   return out.sort();
 }
 
-/** What an ISO image holds: its volume id, and its files by path (Rock Ridge names). */
+/** What an ISO image (its bytes) holds: its volume id, and its files by path (Rock Ridge names). */
 export async function readIso(image: Buffer): Promise<{ volumeId: string; files: Map<string, Buffer> }> {
-  const work = await fs.mkdtemp(path.join(os.tmpdir(), 'iso-test-'));
+  const work = await scratchDir('iso-read-');
   try {
     const iso = path.join(work, 'image.iso');
-    const tree = path.join(work, 'tree');
     await fs.writeFile(iso, image);
     const info = await run('xorriso', ['-indev', iso, '-pvd_info'], { maxBuffer: 1 << 20 });
     const volumeId = /^Volume Id\s*:\s*(.*)$/m.exec(info.stdout + info.stderr)?.[1].trim() ?? '';
-    await run('xorriso', ['-osirrox', 'on', '-indev', iso, '-extract', '/', tree], { maxBuffer: 1 << 20 });
+    const tree = await extractIso(iso, path.join(work, 'tree'));
     // The extracted tree is read-only, as the image is.
     await run('chmod', ['-R', 'u+w', tree]);
     const files = new Map<string, Buffer>();

@@ -6,7 +6,7 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
-import { ImageCreationFailed } from '../../common/errors.js';
+import { ImageCreationFailed, ImageToolMissing } from '../../common/errors.js';
 import { buildConfigdrive, buildConfigdriveImage, decodeConfigdrive, pythonJson, type ConfigdriveContent } from '../../drivers/image/configdrive.js';
 import { readIso, requireXorriso } from '../helpers/iso.js';
 
@@ -43,8 +43,8 @@ const text = (files: Map<string, Buffer>, name: string) => files.get(name)?.toSt
 
 describe('config drive builder (Ironic build_configdrive, openstacksdk configdrive.build)', function () {
   this.timeout(30_000);
-  before(function () {
-    requireXorriso(this);
+  before(async function () {
+    await requireXorriso(this);
   });
 
   it('builds a gzipped, base64-encoded ISO 9660 image labelled config-2 with the files under openstack/2012-08-10 and openstack/latest', async () => {
@@ -103,10 +103,10 @@ describe('config drive builder (Ironic build_configdrive, openstacksdk configdri
     expect(pythonJson({ a: [1, 'é', null, false], b: { c: '\u007f' } })).to.equal('{"a": [1, "\\u00e9", null, false], "b": {"c": "\\u007f"}}');
   });
 
-  it('fails with ImageCreationFailed when the ISO tool is missing, and on a config drive that is not gzip and base64', async () => {
-    const err = await buildConfigdrive(NODE, {}, { isoTool: 'no-such-xorrisofs' }).catch((e: unknown) => e);
-    expect(err).to.be.instanceOf(ImageCreationFailed);
-    expect((err as Error).message).to.match(/^Creating config drive image failed: Make sure the "no-such-xorrisofs" tool is installed/);
+  it('fails with ImageToolMissing when xorriso is missing, naming its Debian package, and on a config drive that is not gzip and base64', async () => {
+    const err = await buildConfigdrive(NODE, {}, { xorriso: '/nonexistent/xorriso' }).catch((e: unknown) => e);
+    expect(err).to.be.instanceOf(ImageToolMissing);
+    expect((err as Error).message).to.match(/^Creating iso image failed: xorriso not found \(looked in \/nonexistent\/xorriso\): install the Debian package xorriso/);
     expect(() => decodeConfigdrive('not a config drive')).to.throw(ImageCreationFailed, /not a gzipped and base64-encoded image/);
   });
 });
