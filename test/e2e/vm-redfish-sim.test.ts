@@ -1,13 +1,13 @@
 /**
  * The QEMU-backed Redfish BMC (sim/qemu) with a real virtual machine, driven over Redfish as a
- * conductor drives a server, with a boot ISO and a config drive this test builds with Galvanic's
- * image builders (a conductor's building and publishing them is the other vm-*.test.ts files'
- * business): the machine boots the ISO
- * from the virtual CD in BIOS mode, the test ramdisk shows its kernel parameters, reads the
- * config drive on the virtual USB stick and looks itself up and heartbeats at a recorder that
- * stands where ipa-api-url points; a restart without an override boots the disk through a QMP
- * reset of the same QEMU; a restart in UEFI mode starts OVMF; an eject empties the drive and
- * removes the BMC's download. Skipped when QEMU or apt are missing, except under CI.
+ * conductor drives a server, with a boot ISO and a config drive made here with Galvanic's image
+ * builders (a conductor building and publishing them is the other vm-*.test.ts files' business):
+ * the machine boots the ISO from the virtual CD in BIOS mode; the test ramdisk shows its kernel
+ * parameters, reads the config drive on the virtual USB stick, looks itself up, heartbeats and
+ * posts its inventory at a recorder that stands where ipa-api-url points; an eject empties the
+ * drive and removes the BMC's download; a restart without an override boots the disk through a
+ * QMP reset of the same QEMU; a restart in UEFI mode starts OVMF in a new QEMU. Skipped when
+ * QEMU or apt are missing, except under CI.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -188,17 +188,10 @@ describe('QEMU-backed Redfish BMC: a real VM boots a virtual CD (e2e)', function
     const before = await vmState(bmc);
     await ok('POST', `${CD}/Actions/VirtualMedia.InsertMedia`, { Image: `${base}/files/boot.iso` });
     await ok('PATCH', SYSTEM, { Boot: { BootSourceOverrideTarget: 'Cd', BootSourceOverrideEnabled: 'Once', BootSourceOverrideMode: 'UEFI' } });
-    const started = Date.now();
     await ok('POST', `${SYSTEM}/Actions/ComputerSystem.Reset`, { ResetType: 'ForceRestart' });
-    const out = await waitForConsole(bmc, /vmlab: inspection /, { from: before.serialBytes, what: 'the inspection under UEFI' });
-    process.stderr.write(`      UEFI: restart to the inspection (after two heartbeats): ${Date.now() - started} ms\n`);
-    const boot = lastBoot(out);
-    expect(boot).to.include('power on: boot cd (uefi)');
-    expect(boot).to.include('BdsDxe');
-    const report = ramdiskReport(boot);
-    expect(report.params['ipa-api-url']).to.equal(`http://10.0.2.2:${new URL(base).port}`);
-    expect(report.files['openstack/latest/user_data']).to.equal(userData);
-    expect(report.inspection?.boot).to.deep.include({ current_boot_mode: 'uefi' });
+    // OVMF booting the CD is enough here: the kernel under OVMF is vm-agent-inspect's.
+    const out = await waitForConsole(bmc, /BdsDxe: starting .*DVD-ROM/, { from: before.serialBytes, what: 'OVMF booting the CD' });
+    expect(lastBoot(out)).to.include('power on: boot cd (uefi)');
     const vm = await vmState(bmc);
     expect(vm).to.deep.include({ running: true, firmware: 'uefi', boot: 'cd' });
     expect(vm.pid).to.not.equal(before.pid);
