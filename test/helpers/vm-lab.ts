@@ -3,6 +3,7 @@
  * QEMU-backed BMC (GET /_sim/vm/console), what the test ramdisk said on it, and a suite's
  * Galvanic with a QEMU-backed BMC.
  */
+import { expect } from 'chai';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -12,7 +13,7 @@ import { probeKvm } from '../../sim/qemu/index.js';
 import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
 import { startGalvanicOnFreshDatabase, type GalvanicOnFreshDatabase } from './app.js';
 import { freePort } from './net.js';
-import { httpClient, type ApiCall } from './provisioning.js';
+import { getNode, httpClient, type ApiCall } from './provisioning.js';
 import { until } from './until.js';
 import { requireVmLab, testRamdisk, type TestRamdisk } from './vm-ramdisk.js';
 
@@ -226,4 +227,24 @@ export function vmLabGalvanic(what: string, env: Record<string, string> = {}): V
     api,
     serve: (name, data) => void served.set(name, data),
   };
+}
+
+/**
+ * What a torn-down node leaves, checked: its machine powered off with nothing in its drives
+ * and no download kept, the BMC's slots empty, the HTTP root holding no file, the node off.
+ */
+export async function expectNothingLeft(lab: VmLabGalvanic, nodeUuid: string): Promise<void> {
+  const off = await until('the machine to be powered off', async () => {
+    const s = await vmState(lab.bmc);
+    return s.running ? null : s;
+  }, 60_000, 500);
+  expect(off.media).to.deep.equal({ cd: null, usb: null });
+  expect(off.mediaFiles).to.deep.equal([]);
+  const auth = { authorization: `Basic ${Buffer.from('admin:password').toString('base64')}` };
+  for (const slot of ['Cd', 'USB']) {
+    const body = (await (await fetch(`${lab.bmc}/redfish/v1/Managers/BMC/VirtualMedia/${slot}`, { headers: auth })).json()) as { Inserted: boolean; Image: string };
+    expect(body, slot).to.deep.include({ Inserted: false, Image: '' });
+  }
+  expect(await filesUnder(lab.httpRoot)).to.deep.equal([]);
+  expect((await getNode(lab.api, nodeUuid)).power_state).to.equal('power off');
 }
