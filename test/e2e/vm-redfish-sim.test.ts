@@ -6,8 +6,9 @@
  * parameters, reads the config drive on the virtual USB stick, looks itself up, heartbeats and
  * posts its inventory at a recorder that stands where ipa-api-url points; an eject empties the
  * drive and removes the BMC's download; a restart without an override boots the disk through a
- * QMP reset of the same QEMU; a restart in UEFI mode starts OVMF in a new QEMU. Skipped when
- * QEMU or apt are missing, except under CI.
+ * QMP reset of the same QEMU; a restart in UEFI mode starts OVMF in a new QEMU; a graceful
+ * shutdown the guest ignores ends after the grace period; a QEMU that dies is a system off.
+ * Skipped when QEMU or apt are missing, except under CI.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -27,6 +28,7 @@ const SYSTEM = '/redfish/v1/Systems/System.Embedded.1';
 const CD = '/redfish/v1/Managers/BMC/VirtualMedia/Cd';
 const USB = '/redfish/v1/Managers/BMC/VirtualMedia/USB';
 const NODE = '1be26c0b-03f2-4d2d-ae87-c02d7f33c123';
+const GRACE_SECONDS = 2;
 
 interface Seen {
   method: string;
@@ -90,7 +92,7 @@ describe('QEMU-backed Redfish BMC: a real VM boots a virtual CD (e2e)', function
     // The guest reaches the host's loopback as 10.0.2.2 (QEMU's user network).
     await buildAgentIso({ kernel: ramdisk.kernel, ramdisk: ramdisk.initrd, output: path.join(dir, 'boot.iso'), cmdline: `console=ttyS0 ipa-api-url=http://10.0.2.2:${port} ipa-inspection-callback-url=http://10.0.2.2:${port}/v1/continue_inspection ipa-global-request-id=req-vm-lab boot_method=vmedia` });
     await fs.promises.writeFile(path.join(dir, 'config.iso'), await buildConfigdriveImage({ uuid: NODE, name: 'vm-lab' }, { meta_data: metaData, user_data: userData }));
-    sim = await startRedfishSim({ count: 1, qemu: { accel } });
+    sim = await startRedfishSim({ count: 1, qemu: { accel, shutdownGraceSeconds: GRACE_SECONDS } });
     bmc = sim.bmcs[0].url;
   });
 
@@ -205,5 +207,36 @@ describe('QEMU-backed Redfish BMC: a real VM boots a virtual CD (e2e)', function
     expect(() => process.kill(vm.pid ?? 0, 0)).to.throw();
     expect((JSON.parse(await ok('GET', SYSTEM)) as { PowerState: string }).PowerState).to.equal('Off');
     expect(await vmConsole(bmc, off.serialBytes - 200)).to.include('power off (ForceOff)');
+  });
+
+  it('a graceful shutdown the guest ignores ends in a power off after the grace period', async () => {
+    await ok('POST', `${SYSTEM}/Actions/ComputerSystem.Reset`, { ResetType: 'On' });
+    const on = await until('the machine to start', async () => {
+      const s = await vmState(bmc);
+      return s.running ? s : null;
+    });
+    // Firmware that waits for a boot device takes no ACPI power button.
+    const started = Date.now();
+    await ok('POST', `${SYSTEM}/Actions/ComputerSystem.Reset`, { ResetType: 'GracefulShutdown' });
+    const off = await until('the machine to stop', async () => {
+      const s = await vmState(bmc);
+      return s.running ? null : s;
+    }, 30_000, 200);
+    expect(Date.now() - started).to.be.at.least(GRACE_SECONDS * 1000);
+    expect(() => process.kill(on.pid ?? 0, 0)).to.throw();
+    expect(await vmConsole(bmc, off.serialBytes - 200)).to.include('power off (GracefulShutdown)');
+  });
+
+  it('a QEMU that dies turns the system off', async () => {
+    await ok('POST', `${SYSTEM}/Actions/ComputerSystem.Reset`, { ResetType: 'On' });
+    const on = await until('the machine to start', async () => {
+      const s = await vmState(bmc);
+      return s.running ? s : null;
+    });
+    process.kill(on.pid ?? 0, 'SIGKILL');
+    await until('the BMC to see the system off', async () => (JSON.parse(await ok('GET', SYSTEM)) as { PowerState: string }).PowerState === 'Off');
+    const events = (await (await fetch(`${bmc}/_sim/events`)).json()) as { events: Array<{ type: string; what?: string; signal?: string }> };
+    expect(events.events.filter((e) => e.type === 'vm' && e.what === 'off').map((e) => e.signal)).to.deep.equal(['SIGKILL']);
+    expect((await vmState(bmc)).running).to.equal(false);
   });
 });
