@@ -116,6 +116,9 @@ export function renderGrubConfig(template: { text: string; source: string }, lin
 export interface BootEntry {
   kernel: string;
   initrd: string;
+  /** GRUB's commands for them: `linuxefi`/`initrdefi` where the configuration used those. */
+  linuxCommand?: string;
+  initrdCommand?: string;
 }
 
 /**
@@ -150,12 +153,25 @@ export function firstSyslinuxEntry(text: string): BootEntry | undefined {
  */
 export function firstGrubEntry(text: string): BootEntry | undefined {
   let kernel: string | undefined;
+  let linuxCommand: string | undefined;
   for (const raw of text.split(/\r?\n/)) {
     const [keyword = '', first] = raw.trim().split(/\s+/);
-    if ((keyword === 'linux' || keyword === 'linuxefi' || keyword === 'linux16') && first !== undefined) kernel = first;
-    else if ((keyword === 'initrd' || keyword === 'initrdefi' || keyword === 'initrd16') && first !== undefined && kernel !== undefined) {
-      return { kernel, initrd: first };
+    if (/^linux(efi|16)?$/.test(keyword) && first !== undefined) {
+      kernel = first;
+      linuxCommand = keyword;
+    } else if (/^initrd(efi|16)?$/.test(keyword) && first !== undefined && kernel !== undefined) {
+      return { kernel, initrd: first, linuxCommand, initrdCommand: keyword };
     }
   }
   return undefined;
+}
+
+/**
+ * A rendered GRUB configuration that loads the kernel and initrd with the commands `entry` used:
+ * the GRUB of some distributions' signed images (RHEL 7's) has `linuxefi` and `initrdefi` only,
+ * so a re-mastered ISO keeps them.
+ */
+export function withEntryCommands(config: string, entry: BootEntry): string {
+  return config.replace(/^(\s*)(linux|initrd)(?=\s)/gm, (_m, indent: string, cmd: string) =>
+    `${indent}${(cmd === 'linux' ? entry.linuxCommand : entry.initrdCommand) ?? cmd}`);
 }

@@ -7,7 +7,7 @@
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { runTool, type ResolvedIsoTools } from './iso-tools.js';
+import { runTool, type ResolvedIsoTools, type ToolRun } from './iso-tools.js';
 
 /**
  * What the built-in configuration and the menu need: file systems and partitions to find the
@@ -23,7 +23,7 @@ export interface EspOptions {
   marker: string;
   /** The menu on the ISO. */
   grubConfigPath: string;
-  timeoutMs: number;
+  run: ToolRun;
 }
 
 /**
@@ -43,16 +43,16 @@ export async function buildEsp(tools: ResolvedIsoTools, work: string, opts: EspO
   ].join('\n'));
   await runTool(tools.grubMkimage!, [
     '-O', 'x86_64-efi', '-d', tools.grubEfiDir!, '-o', efi, '-p', prefix, '-c', embedded, ...GRUB_MODULES,
-  ], 'ESP', opts.timeoutMs);
+  ], 'ESP', opts.run);
 
   // FAT12 holds up to about 32 MiB: the size of GRUB, a margin for the file system's own
   // structures, rounded up to a whole MiB (mkfs.vfat counts in KiB).
   const { size } = await fs.stat(efi);
   const kib = Math.ceil((size * 1.1 + 512 * 1024) / (1024 * 1024)) * 1024;
-  await runTool(tools.mkfsVfat!, ['-C', '-n', 'EFIBOOT', image, String(kib)], 'ESP', opts.timeoutMs);
+  await runTool(tools.mkfsVfat!, ['-C', '-n', 'EFIBOOT', image, String(kib)], 'ESP', opts.run);
   // mtools checks a disk's geometry against its BIOS parameter block; an image file has none to match.
   const mtoolsEnv = { MTOOLS_SKIP_CHECK: '1' };
-  await runTool(tools.mmd!, ['-i', image, '::/EFI', '::/EFI/BOOT'], 'ESP', opts.timeoutMs, mtoolsEnv);
-  await runTool(tools.mcopy!, ['-i', image, efi, '::/EFI/BOOT/BOOTX64.EFI'], 'ESP', opts.timeoutMs, mtoolsEnv);
+  await runTool(tools.mmd!, ['-i', image, '::/EFI', '::/EFI/BOOT'], 'ESP', opts.run, mtoolsEnv);
+  await runTool(tools.mcopy!, ['-i', image, efi, '::/EFI/BOOT/BOOTX64.EFI'], 'ESP', opts.run, mtoolsEnv);
   return image;
 }

@@ -4,25 +4,20 @@
  * each boot configuration that boots a kernel is replaced by Ironic's template for that kernel
  * and initrd, with the new command line.
  */
-import path from 'node:path';
 import fs from 'node:fs/promises';
-import { ImageCreationFailed } from '../../common/errors.js';
+import path from 'node:path';
+import { ImageCreationFailed, InvalidParameterValue } from '../../common/errors.js';
 import {
   GRUB_TEMPLATE, ISOLINUX_TEMPLATE, firstGrubEntry, firstSyslinuxEntry, loadTemplate, renderGrubConfig, renderIsolinuxConfig,
-  type BootEntry,
+  withEntryCommands, type BootEntry,
 } from './boot-config.js';
-import { DEFAULT_TOOL_TIMEOUT_MS, runTool, type BootMode, type IsoToolPaths, type ResolvedIsoTools } from './iso-tools.js';
+import type { BuildContext } from './iso-builder.js';
+import { runTool, type BootMode } from './iso-tools.js';
 
-export interface RemasterOptions {
+export interface RemasterOptions extends BuildContext {
   baseIso: string;
   cmdline: string;
   bootMode?: BootMode;
-  tools: ResolvedIsoTools;
-  paths: IsoToolPaths;
-  /** A private temporary directory. */
-  work: string;
-  /** The file to write. */
-  target: string;
 }
 
 /** The El Torito boot images of an ISO: platform per entry ('BIOS', 'UEFI', …) and their paths. */
@@ -63,16 +58,18 @@ interface Rewrite {
  */
 export async function remasterIso(opts: RemasterOptions): Promise<void> {
   const { xorriso } = opts.tools;
-  const timeoutMs = opts.paths.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
-  const xorrisoRun = (args: string[]) => runTool(xorriso, args, 'iso', timeoutMs);
+  const xorrisoRun = (args: string[]) => runTool(xorriso, args, 'iso', opts.run);
   const source = `The deploy ISO ${opts.baseIso}`;
 
   const { stdout: report, stderr } = await xorrisoRun(['-indev', opts.baseIso, '-report_el_torito', 'plain']);
   // xorriso takes any other file for an empty image and carries on.
   if (/No ISO 9660 image at LBA 0/.test(stderr)) throw new ImageCreationFailed('iso', `${source} is not an ISO 9660 image.`);
   const platforms = new Set(parseElTorito(report).map((e) => e.platform));
-  const { stdout: found } = await xorrisoRun(['-indev', opts.baseIso, '-find', '/', '-type', 'f', '-name', '*.cfg']);
-  const cfgs = parseFindOutput(found);
+  const { stdout: found } = await xorrisoRun(['-indev', opts.baseIso, '-find', '/', '-type', 'f']);
+  const files = parseFindOutput(found);
+  const clash = opts.injected.find((f) => files.includes(`/${f.isoPath}`));
+  if (clash) throw new InvalidParameterValue(`Cannot inject ${clash.isoPath}: the deploy ISO has a file of its own there.`);
+  const cfgs = files.filter((f) => f.toLowerCase().endsWith('.cfg'));
 
   const extracted = path.join(opts.work, 'extracted');
   await fs.mkdir(extracted);
@@ -119,8 +116,12 @@ export async function remasterIso(opts: RemasterOptions): Promise<void> {
     const file = path.join(opts.work, `config-${i}`);
     await fs.writeFile(file, r.loader === 'syslinux'
       ? renderIsolinuxConfig(isolinuxTemplate, r.entry.kernel, r.entry.initrd, opts.cmdline)
-      : renderGrubConfig(grubTemplate, r.entry.kernel, r.entry.initrd, opts.cmdline));
+      : withEntryCommands(renderGrubConfig(grubTemplate, r.entry.kernel, r.entry.initrd, opts.cmdline), r.entry));
     maps.push('-map', file, r.isoPath);
   }
-  await xorrisoRun(['-indev', opts.baseIso, '-outdev', opts.target, '-boot_image', 'any', 'replay', ...maps, '-commit']);
+  for (const f of opts.injected) maps.push('-map', f.local, `/${f.isoPath}`);
+  await xorrisoRun([
+    '-indev', opts.baseIso, '-outdev', opts.target, '-boot_image', 'any', 'replay',
+    ...(opts.volumeId !== undefined ? ['-volid', opts.volumeId] : []), ...maps, '-commit',
+  ]);
 }

@@ -208,36 +208,50 @@ function tail(text: string): string {
   return t.length <= ERROR_TAIL_CHARS ? t : `…${t.slice(-ERROR_TAIL_CHARS)}`;
 }
 
+/** How a tool runs: killed after `timeoutMs`, or when `signal` aborts. */
+export interface ToolRun {
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
 /**
- * Runs one tool (no shell), killed after `timeoutMs`.
+ * Runs one tool (no shell).
  * @throws ImageToolMissing (the program vanished) | ImageCreationFailed (non-zero exit, killed,
- *   too much output), with the end of its stderr
+ *   aborted, too much output), with the end of its stderr
  */
 export function runTool(
   program: string,
   args: readonly string[],
   imageType: string,
-  timeoutMs = DEFAULT_TOOL_TIMEOUT_MS,
+  run: ToolRun,
   env: Readonly<Record<string, string>> = {},
 ): Promise<{ stdout: string; stderr: string }> {
   const name = path.basename(program);
+  const { timeoutMs, signal } = run;
+  if (signal?.aborted) return Promise.reject(new ImageCreationFailed(imageType, `The build was stopped before ${name} ran.`));
   return new Promise((resolvePromise, reject) => {
-    execFile(program, args, { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: MAX_OUTPUT_BYTES, encoding: 'utf8', env: { ...process.env, LC_ALL: 'C', ...env } }, (err, stdout, stderr) => {
+    execFile(program, args, {
+      timeout: timeoutMs, signal, killSignal: 'SIGKILL', maxBuffer: MAX_OUTPUT_BYTES, encoding: 'utf8', env: { ...process.env, LC_ALL: 'C', ...env },
+    }, (err, stdout, stderr) => {
       if (err === null) {
         resolvePromise({ stdout, stderr });
         return;
       }
       const e = err as NodeJS.ErrnoException & { killed?: boolean; code?: string | number; signal?: string | null };
       const output = tail(stderr);
+      const quoted = output ? `: ${output}` : '.';
       if (e.code === 'ENOENT') {
         reject(new ImageToolMissing(imageType, `${program} not found.`));
+      } else if (e.name === 'AbortError' || signal?.aborted) {
+        reject(new ImageCreationFailed(imageType, `The build was stopped while ${name} ran.`, output));
       } else if (e.code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER') {
         reject(new ImageCreationFailed(imageType, `${name} printed more than ${MAX_OUTPUT_BYTES} bytes and was stopped.`, output));
-      } else if (e.killed === true || e.signal != null) {
-        const why = e.killed === true && e.signal === 'SIGKILL' ? `timed out after ${timeoutMs / 1000} s` : `was killed by ${e.signal}`;
-        reject(new ImageCreationFailed(imageType, `${name} ${why}${output ? `: ${output}` : '.'}`, output));
+      } else if (e.killed === true && e.signal === 'SIGKILL') {
+        reject(new ImageCreationFailed(imageType, `${name} timed out after ${timeoutMs / 1000} s${quoted}`, output));
+      } else if (e.signal != null) {
+        reject(new ImageCreationFailed(imageType, `${name} was killed by ${e.signal}${quoted}`, output));
       } else {
-        reject(new ImageCreationFailed(imageType, `${name} exited with status ${String(e.code)}${output ? `: ${output}` : '.'}`, output));
+        reject(new ImageCreationFailed(imageType, `${name} exited with status ${String(e.code)}${quoted}`, output));
       }
     });
   });

@@ -88,9 +88,16 @@ export async function bootIso(iso: string, firmware: 'bios' | 'uefi', accel: Acc
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    // A machine stuck at GRUB's prompt or in a kernel panic will not power off: stop waiting.
+    const watch = setInterval(() => {
+      fs.readFile(serialLog, 'latin1').then((text) => {
+        if (/grub> |Kernel panic/.test(text)) child.kill('SIGKILL');
+      }, () => undefined);
+    }, 1000);
     child.once('error', reject);
     child.once('close', (code, signal) => {
       clearTimeout(timer);
+      clearInterval(watch);
       if (code !== 0 && signal !== 'SIGKILL') reject(new Error(`qemu exited with ${code ?? signal}: ${stderr}`));
       else resolve();
     });

@@ -8,10 +8,12 @@ import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { loadConfig } from '../../common/config.js';
 import { ImageCreationFailed, ImageToolMissing, InvalidParameterValue } from '../../common/errors.js';
 import { buildAgentIso, type BuildAgentIsoOptions } from '../../drivers/image/iso-builder.js';
-import { probeIsoTools } from '../../drivers/image/iso-tools.js';
+import { isoToolPathsFromConfig, probeIsoTools } from '../../drivers/image/iso-tools.js';
 import { elToritoPlatforms, extractIso, fatFileList, isoFileList, requireIsoTools, scratchDir } from '../helpers/iso.js';
 
 const run = promisify(execFile);
@@ -214,7 +216,8 @@ describe('agent ISO builder', function () {
       const x = await extractIso(output, path.join(dir, 'x'));
       expect(await fs.readFile(path.join(x, 'isolinux/isolinux.cfg'), 'utf8')).to.equal(
         `default boot\n\nlabel boot\nkernel /casper/vmlinuz\nappend initrd=/casper/initrd.gz text ${CMDLINE} --\n`);
-      expect(await fs.readFile(path.join(x, 'boot/grub/grub.cfg'), 'utf8')).to.contain(`linux /casper/vmlinuz ${CMDLINE} --\ninitrd /casper/initrd.gz\n`);
+      // The first entry's commands are kept: some signed GRUBs know only linuxefi and initrdefi.
+      expect(await fs.readFile(path.join(x, 'boot/grub/grub.cfg'), 'utf8')).to.contain(`linuxefi /casper/vmlinuz ${CMDLINE} --\ninitrdefi /casper/initrd.gz\n`);
       expect(await fs.readFile(path.join(x, 'boot/grub/x86_64-efi/grub.cfg'), 'utf8')).to.equal(stub);
       expect(await fs.readFile(path.join(x, 'isolinux/txt.cfg'), 'utf8')).to.contain('boot=casper');
       expect(await fs.readFile(path.join(x, 'casper/vmlinuz'))).to.deep.equal(await fs.readFile(kernel));
@@ -235,6 +238,65 @@ describe('agent ISO builder', function () {
     it('refuses a kernel and ramdisk given with a deploy ISO', async () => {
       const err = await expectRejects(buildAgentIso({ baseIso: kernel, kernel, ramdisk, cmdline: CMDLINE, output: path.join(dir, 'x.iso') } as unknown as BuildAgentIsoOptions), InvalidParameterValue);
       expect(err.message).to.contain('not both');
+    });
+  });
+
+  describe('injected files (Ironic inject_files)', () => {
+    const networkData = JSON.stringify({ links: [], networks: [], services: [] });
+
+    it('puts files and contents on the ISO, labelled config-2 when they carry OpenStack metadata', async () => {
+      const ca = path.join(dir, 'ca.crt');
+      await fs.writeFile(ca, '-----BEGIN CERTIFICATE-----\n');
+      const output = path.join(dir, 'boot.iso');
+      await build({ output, injectFiles: {
+        'openstack/latest/network_data.json': { content: networkData },
+        '/etc/ironic-python-agent/ironic.crt': { file: ca },
+      } });
+      const x = await extractIso(output, path.join(dir, 'x'));
+      expect(await fs.readFile(path.join(x, 'openstack/latest/network_data.json'), 'utf8')).to.equal(networkData);
+      expect(await fs.readFile(path.join(x, 'etc/ironic-python-agent/ironic.crt'), 'utf8')).to.equal('-----BEGIN CERTIFICATE-----\n');
+      const { stdout } = await run('xorriso', ['-indev', output, '-pvd_info']);
+      expect(stdout).to.match(/^Volume Id\s*: config-2$/m);
+
+      await build({ output: path.join(dir, 'plain.iso'), injectFiles: { 'etc/agent.conf': { content: Buffer.from('[DEFAULT]\n') } } });
+      expect((await run('xorriso', ['-indev', path.join(dir, 'plain.iso'), '-pvd_info'])).stdout).to.match(/^Volume Id\s*: VMEDIA_BOOT_ISO$/m);
+    });
+
+    it("refuses a path outside the ISO or onto the ISO's own files, writing nothing", async () => {
+      const output = path.join(dir, 'boot.iso');
+      for (const bad of ['../outside', '/', 'vmlinuz', 'isolinux/isolinux.cfg', 'EFI/BOOT/grub.cfg']) {
+        await expectRejects(build({ output, injectFiles: { [bad]: { content: 'x' } } }), InvalidParameterValue);
+      }
+      await expectRejects(build({ output, injectFiles: { 'a/b': { file: path.join(dir, 'missing') } } }), ImageCreationFailed);
+      await expectNothingLeft();
+    });
+
+    it('adds files to a re-mastered ISO, never over its own', async () => {
+      const base = path.join(dir, 'deploy.iso');
+      await build({ output: base });
+      const output = path.join(dir, 'boot.iso');
+      await buildAgentIso({ baseIso: base, cmdline: CMDLINE, output, tools: { tempDir }, injectFiles: { 'openstack/latest/network_data.json': { content: networkData } } });
+      const x = await extractIso(output, path.join(dir, 'x'));
+      expect(await fs.readFile(path.join(x, 'openstack/latest/network_data.json'), 'utf8')).to.equal(networkData);
+      expect((await run('xorriso', ['-indev', output, '-pvd_info'])).stdout).to.match(/^Volume Id\s*: config-2$/m);
+      expect((await elToritoPlatforms(output)).platforms).to.deep.equal(['BIOS', 'UEFI']);
+
+      const err = await expectRejects(buildAgentIso({ baseIso: base, cmdline: CMDLINE, output: path.join(dir, 'other.iso'), tools: { tempDir }, injectFiles: { initrd: { content: 'x' } } }), InvalidParameterValue);
+      expect(err.message).to.equal('Cannot inject initrd: the deploy ISO has a file of its own there.');
+      await fs.rm(x, { recursive: true });
+      await expectNothingLeft(['deploy.iso', 'boot.iso']);
+    });
+  });
+
+  it("takes Ironic's [DEFAULT] options from the configuration", () => {
+    const config = loadConfig({ path: fileURLToPath(new URL('../../../etc/galvanic.conf.sample', import.meta.url)), env: {
+      GALVANIC_DEFAULT__ISOLINUX_BIN: '/opt/isolinux.bin', GALVANIC_DEFAULT__LDLINUX_C32: '/opt/ldlinux.c32',
+      GALVANIC_DEFAULT__ESP_IMAGE: '/opt/esp.img', GALVANIC_DEFAULT__TEMPDIR: '/var/tmp/galvanic',
+      GALVANIC_DEFAULT__GRUB_CONFIG_TEMPLATE: '/etc/galvanic/grub.template',
+    } });
+    expect(isoToolPathsFromConfig(config)).to.deep.equal({
+      isolinuxBin: '/opt/isolinux.bin', ldlinuxC32: '/opt/ldlinux.c32', isolinuxConfigTemplate: undefined,
+      grubConfigTemplate: '/etc/galvanic/grub.template', grubConfigPath: 'EFI/BOOT/grub.cfg', espImage: '/opt/esp.img', tempDir: '/var/tmp/galvanic',
     });
   });
 
@@ -274,6 +336,24 @@ describe('agent ISO builder', function () {
       expect(err.message).to.equal('Creating ESP image failed: mkfs.vfat timed out after 0.3 s.');
       expect(Date.now() - started).to.be.below(10_000);
       await expectNothingLeft(['mkfs.vfat']);
+    });
+
+    it('stops a build when its signal aborts, leaving nothing', async () => {
+      const slow = path.join(dir, 'xorriso');
+      await fs.writeFile(slow, '#!/bin/sh\nexec sleep 30\n', { mode: 0o755 });
+      const controller = new AbortController();
+      const building = build({ output: path.join(dir, 'boot.iso'), tools: { xorriso: slow }, signal: controller.signal });
+      setTimeout(() => controller.abort(), 300);
+      const err = await expectRejects(building, ImageCreationFailed);
+      expect(err.message).to.equal('Creating iso image failed: The build was stopped while xorriso ran.');
+      await expectNothingLeft(['xorriso']);
+    });
+
+    it('reports a temporary directory or an output directory it cannot write to', async () => {
+      const noTmp = await expectRejects(build({ output: path.join(dir, 'boot.iso'), tools: { tempDir: path.join(dir, 'no-such-dir') } }), ImageCreationFailed);
+      expect(noTmp.message).to.match(/^Creating iso image failed: Cannot create a work directory in .*no-such-dir: ENOENT/);
+      await expectRejects(build({ output: path.join(dir, 'no-such-dir', 'boot.iso') }), ImageCreationFailed);
+      await expectNothingLeft();
     });
 
     it('refuses a kernel or ramdisk that is missing or not a file', async () => {
