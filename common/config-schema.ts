@@ -590,6 +590,11 @@ export const SCHEMA = {
       default: 'http',
       help: "How a given agent ISO (driver_info deploy_iso) reaches the BMC: http hands its http(s) URL to the BMC as it is; local downloads it once into iso_master_path and publishes it, unchanged, in http_root (Ironic's default). An ISO built from deploy_kernel and deploy_ramdisk is always published in http_root.",
     },
+    remaster_deploy_iso: {
+      type: 'bool',
+      default: false,
+      help: "Galvanic's: whether a given http(s) deploy_iso is re-mastered with the agent's kernel command line (kernel_append_params, ipa-api-url, boot_method=vmedia), cached per ISO and published in http_root, as an ISO built from deploy_kernel and deploy_ramdisk is. Ironic hands a deploy_iso over unchanged (ramdisk_image_download_source), so that it must carry its own parameters.",
+    },
     iso_master_path: {
       type: 'string',
       default: 'var/master_iso_images',

@@ -32,11 +32,24 @@ export interface AgentBootDefaults {
   debug: boolean;
   /** `[deploy] ramdisk_image_download_source`. */
   downloadSource: 'http' | 'local';
+  /** `[deploy] remaster_deploy_iso`. */
+  remasterDeployIso: boolean;
 }
 
 export const NO_AGENT_BOOT_DEFAULTS: AgentBootDefaults = {
   deployKernel: '', deployRamdisk: '', deployKernelChecksum: '', deployRamdiskChecksum: '', errorOnRamdiskConfigInconsistency: false,
-  kernelAppendParams: 'nofb nomodeset vga=normal', apiUrl: '', externalCallbackUrl: '', debug: false, downloadSource: 'http',
+  kernelAppendParams: 'nofb nomodeset vga=normal', apiUrl: '', externalCallbackUrl: '', debug: false, downloadSource: 'http', remasterDeployIso: false,
+};
+
+/** The driver_info keys of the agent's boot over virtual media (Ironic's redfish boot properties, and Galvanic's checksums). */
+export const AGENT_BOOT_PROPERTIES: Readonly<Record<string, string>> = {
+  deploy_kernel: 'URL (http, https or file) of the deployment kernel. Required if deploy_iso is not set.',
+  deploy_ramdisk: 'URL (http, https or file) of the ramdisk that is mounted at boot time. Required if deploy_iso is not set.',
+  deploy_iso: 'URL of the deployment ISO to use. Required if deploy_kernel/deploy_ramdisk are not set.',
+  deploy_kernel_checksum: 'Checksum the downloaded deploy_kernel must match: <algorithm>:<hex> or bare md5, sha256 or sha512 hex. Optional.',
+  deploy_ramdisk_checksum: 'Checksum the downloaded deploy_ramdisk must match, as deploy_kernel_checksum. Optional.',
+  kernel_append_params: 'Additional kernel parameters to pass down to the agent kernel. Mind severe cmdline size limit. Overrides [redfish]/kernel_append_params ("%default%" stands for it). Optional.',
+  external_http_url: 'External URL that is used when the image could be served outside of the provisioning network. If set it will have priority over [deploy] external_http_url and [deploy] http_url. Optional.',
 };
 
 /** The node fields the agent's boot is found from. */
@@ -217,5 +230,6 @@ export function agentBootDefaults(config: Readonly<Pick<Config, 'conductor' | 'r
     externalCallbackUrl: config.deploy.external_callback_url,
     debug: config.DEFAULT.debug,
     downloadSource: config.deploy.ramdisk_image_download_source,
+    remasterDeployIso: config.deploy.remaster_deploy_iso,
   };
 }

@@ -21,9 +21,10 @@ export const BOOT_ISO = 'boot.iso';
 /** Bumped when what the builder writes changes, so that ISOs built before are not reused. */
 const BUILD_FORMAT = 2;
 
-export interface AgentIsoRequest {
-  kernel: ImageRef;
-  ramdisk: ImageRef;
+/** What the agent ISO is made of: a kernel and ramdisk, or a given ISO to re-master. */
+export type AgentIsoInputs = { kernel: ImageRef; ramdisk: ImageRef; baseIso?: undefined } | { baseIso: ImageRef; kernel?: undefined; ramdisk?: undefined };
+
+export type AgentIsoRequest = AgentIsoInputs & {
   /** The whole kernel command line. */
   cmdline: string;
   /** Ironic's publisher_id: the ISO's publisher field (the command line's ir_pub_id). */
@@ -32,7 +33,7 @@ export interface AgentIsoRequest {
   bootMode?: 'uefi' | 'bios';
   /** driver_info external_http_url: the URL base the BMC gets instead of the conductor's. */
   baseUrl?: string;
-}
+};
 
 export interface BootImagesOptions {
   cache: ImageCache;
@@ -55,9 +56,9 @@ export class BootImages {
     this.build = opts.build ?? buildAgentIso;
   }
 
-  /** The key of the ISO built from these inputs: the same for every node that boots the same. */
-  static isoKey(kernelSha256: string, ramdiskSha256: string, cmdline: string, bootMode: string | undefined): string {
-    return createHash('sha256').update(JSON.stringify([BUILD_FORMAT, kernelSha256, ramdiskSha256, cmdline, bootMode])).digest('hex');
+  /** The key of the ISO built from these inputs (digests of the files, the rest as given): the same for every node that boots the same. */
+  static isoKey(...inputs: Array<string | undefined>): string {
+    return createHash('sha256').update(JSON.stringify([BUILD_FORMAT, ...inputs])).digest('hex');
   }
 
   /**
@@ -67,24 +68,26 @@ export class BootImages {
   async publishAgentIso(nodeUuid: string, req: AgentIsoRequest): Promise<string> {
     const held: CachedFile[] = [];
     try {
-      // Both downloads run at once; each one that ends is held, so that both are released.
-      const fetched = await Promise.allSettled([this.opts.cache.fetch(req.kernel), this.opts.cache.fetch(req.ramdisk)]);
+      // The downloads run at once; each one that ends is held, so that all are released.
+      const refs = req.baseIso ? [req.baseIso] : [req.kernel, req.ramdisk];
+      const fetched = await Promise.allSettled(refs.map((r) => this.opts.cache.fetch(r)));
       for (const r of fetched) if (r.status === 'fulfilled') held.push(r.value);
       for (const r of fetched) if (r.status === 'rejected') throw r.reason;
-      const [kernel, ramdisk] = held as [CachedFile, CachedFile];
-      const key = BootImages.isoKey(kernel.sha256, ramdisk.sha256, `${req.cmdline}\n${req.publisherId}`, req.bootMode ?? 'bios+uefi');
+      const inputs = held.map((f) => f.sha256);
+      const key = BootImages.isoKey(req.baseIso ? 'remaster' : 'build', ...inputs, req.cmdline, req.publisherId, req.bootMode ?? 'bios+uefi');
+      const sources = req.baseIso ? { baseIso: held[0]!.path } : { kernel: held[0]!.path, ramdisk: held[1]!.path };
       const iso = await this.opts.cache.derive(key, '.iso', async (output) => {
         const release = await this.builds.acquire();
         const started = Date.now();
         try {
           await this.build({
-            kernel: kernel.path, ramdisk: ramdisk.path, cmdline: req.cmdline, output, publisherId: req.publisherId,
+            ...sources, cmdline: req.cmdline, output, publisherId: req.publisherId,
             ...(req.bootMode ? { bootMode: req.bootMode } : {}), ...(this.opts.tools ? { tools: this.opts.tools } : {}),
           });
         } finally {
           release();
         }
-        this.opts.log.info({ node: nodeUuid, iso: key.slice(0, 12), bootMode: req.bootMode ?? 'bios+uefi', ms: Date.now() - started }, 'agent ISO built');
+        this.opts.log.info({ node: nodeUuid, iso: key.slice(0, 12), remastered: Boolean(req.baseIso), bootMode: req.bootMode ?? 'bios+uefi', ms: Date.now() - started }, 'agent ISO built');
       });
       held.push(iso);
       return await this.opts.httpRoot.publish(nodeUuid, BOOT_ISO, { path: iso.path }, req.baseUrl ? { baseUrl: req.baseUrl } : {});

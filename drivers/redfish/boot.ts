@@ -24,8 +24,8 @@ const IMAGE_URL = /^(https?|nfs|cifs):\/\//i;
  * The ISO's `ir_pub_id`: Ironic draws a UUID per build; here it names what the ISO is built
  * from, so that it is the same for every node sharing the ISO, and differs between images.
  */
-function publisherId(kernelUrl: string, ramdiskUrl: string, cmdline: string): string {
-  const h = BootImages.isoKey(kernelUrl, ramdiskUrl, cmdline, 'ir_pub_id');
+function publisherId(sources: string, cmdline: string): string {
+  const h = BootImages.isoKey('ir_pub_id', sources, cmdline);
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
 }
 
@@ -141,23 +141,27 @@ export class RedfishVirtualMediaBoot implements BootInterface {
   /**
    * The URL the BMC gets for the agent: an ISO built from the kernel and ramdisk and published
    * in the HTTP root (Ironic's prepare_deploy_iso); a given deploy_iso as it is, or, with
-   * `ramdisk_image_download_source = local`, published unchanged (Ironic does not re-master it).
+   * `ramdisk_image_download_source = local`, published unchanged (Ironic does not re-master it),
+   * or with `[deploy] remaster_deploy_iso` re-mastered with the same command line.
    * @throws MissingParameterValue | InvalidParameterValue | ImageDownloadFailed | ImageChecksumError | ImagePublishFailed
    */
   private async agentIsoUrl(ctx: DriverContext, req: RamdiskBootRequest): Promise<string> {
     const image = agentImage({ uuid: ctx.nodeUuid, driverInfo: ctx.driverInfo }, this.agentBoot);
-    if (image.kind === 'iso' && (this.agentBoot.downloadSource === 'http' || !/^https?:/i.test(image.url))) return image.url;
+    const fetchable = image.kind === 'kernel' || /^https?:/i.test(image.url);
+    const remaster = image.kind === 'iso' && fetchable && this.agentBoot.remasterDeployIso;
+    if (image.kind === 'iso' && !remaster && (this.agentBoot.downloadSource === 'http' || !fetchable)) return image.url;
     if (!this.images) throw new InvalidParameterValue('This process has no HTTP root to publish the agent ISO in: only a conductor boots the agent.');
     const baseUrl = bmcBaseUrl(ctx.driverInfo);
-    if (image.kind === 'iso') return this.images.publishIso(ctx.nodeUuid, { url: image.url }, baseUrl);
+    if (image.kind === 'iso' && !remaster) return this.images.publishIso(ctx.nodeUuid, { url: image.url }, baseUrl);
+    const inputs = image.kind === 'iso' ? { baseIso: { url: image.url } } : { kernel: image.kernel, ramdisk: image.ramdisk };
     const { cmdline, publisherId: pubId } = agentKernelCmdline(
       { nodeUuid: ctx.nodeUuid, driverInfo: ctx.driverInfo, instanceKernelAppendParams: req.instanceKernelAppendParams, purpose: req.purpose ?? 'deploy' },
       this.agentBoot,
-      (withoutId) => publisherId(image.kernel.url, image.ramdisk.url, withoutId),
+      (withoutId) => publisherId(Object.values(inputs).map((r) => r.url).join('\n'), withoutId),
     );
-    ctx.log.info({ kernel: image.kernel.url, ramdisk: image.ramdisk.url, from: image.from, cmdline }, 'publishing the agent ISO');
+    ctx.log.info({ ...Object.fromEntries(Object.entries(inputs).map(([k, r]) => [k, r.url])), cmdline }, 'publishing the agent ISO');
     return this.images.publishAgentIso(ctx.nodeUuid, {
-      kernel: image.kernel, ramdisk: image.ramdisk, cmdline, publisherId: pubId, ...(req.bootMode ? { bootMode: req.bootMode } : {}), ...(baseUrl ? { baseUrl } : {}),
+      ...inputs, cmdline, publisherId: pubId, ...(req.bootMode ? { bootMode: req.bootMode } : {}), ...(baseUrl ? { baseUrl } : {}),
     });
   }
 

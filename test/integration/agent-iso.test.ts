@@ -15,6 +15,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { buildAgentIso } from '../../drivers/image/iso-builder.js';
 import { agentWitness } from '../helpers/agent-sim.js';
 import { AGENT_TEST_ENV, galvanicAndSim, watchStates } from '../helpers/agent-deploy.js';
 import { createNode, insertedMedia, provision, provisionAndSettle, simState, type NodeView } from '../helpers/provisioning.js';
@@ -24,7 +25,7 @@ const RAMDISK = Buffer.from('a ramdisk, as far as this test goes\n'.repeat(300))
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 /** Serves the kernel and ramdisk (and a disk image), counting GETs per path. */
-async function startKernelServer(): Promise<{ url: string; gets: Map<string, number>; close(): Promise<void> }> {
+async function startKernelServer(): Promise<{ url: string; gets: Map<string, number>; files: Record<string, Buffer>; close(): Promise<void> }> {
   const gets = new Map<string, number>();
   const files: Record<string, Buffer> = { '/ipa.kernel': KERNEL, '/ipa.initramfs': RAMDISK, '/disk.raw': Buffer.alloc(1024 * 1024, 1) };
   const server = http.createServer((req, res) => {
@@ -38,7 +39,7 @@ async function startKernelServer(): Promise<{ url: string; gets: Map<string, num
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, gets,
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, gets, files,
     close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
   };
 }
@@ -58,6 +59,14 @@ function mount(args: string[]): boolean {
   }
 }
 
+function needIsoTools(ctx: Mocha.Context): void {
+  const tools = ['/usr/bin/xorriso', '/usr/lib/ISOLINUX/isolinux.bin', '/usr/lib/grub/x86_64-efi'];
+  if (tools.every((f) => existsSync(f))) return;
+  // .ci/run installs them: missing there is a failure, not a skip.
+  if (process.env.CI === 'true') throw new Error(`the ISO tools are missing (${tools.join(', ')})`);
+  ctx.skip();
+}
+
 describe('the agent ISO from deploy_kernel and deploy_ramdisk (real processes)', function () {
   this.timeout(180_000);
   const work = path.join(os.tmpdir(), `galvanic-agent-iso-${process.pid}`);
@@ -66,20 +75,15 @@ describe('the agent ISO from deploy_kernel and deploy_ramdisk (real processes)',
   let images: Awaited<ReturnType<typeof startKernelServer>>;
   let mounted = false;
   const g = galvanicAndSim({
-    precondition(ctx) {
-      const tools = ['/usr/bin/xorriso', '/usr/lib/ISOLINUX/isolinux.bin', '/usr/lib/grub/x86_64-efi'];
-      if (tools.every((f) => existsSync(f))) return;
-      // .ci/run installs them: missing there is a failure, not a skip.
-      if (process.env.CI === 'true') throw new Error(`the ISO tools are missing (${tools.join(', ')})`);
-      ctx.skip();
-    },
+    precondition: needIsoTools,
     env: {
       ...AGENT_TEST_ENV,
       GALVANIC_DEPLOY__HTTP_ROOT: httpRoot, GALVANIC_DEPLOY__ISO_MASTER_PATH: cache,
       GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: '20', GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: '20',
+      GALVANIC_DEFAULT__ENABLED_INSPECT_INTERFACES: 'redfish,agent,no-inspect',
     },
     // The agents know no API but the one their ISO's kernel command line names.
-    sim: () => ({ count: 8, vmediaCheckImage: 'insert', agent: { apiUrl: 'http://127.0.0.1:9', bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } }),
+    sim: () => ({ count: 9, vmediaCheckImage: 'insert', agent: { apiUrl: 'http://127.0.0.1:9', bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } }),
     cleanExit: false,
   });
   const { api } = g;
@@ -160,6 +164,21 @@ describe('the agent ISO from deploy_kernel and deploy_ramdisk (real processes)',
     expect(insertedMedia(await simState(g.sim.bmcs[3].url))).to.deep.equal([]);
   });
 
+  it('inspects in-band with the inspection callback on the command line instead of the API URL, as Ironic\'s managed inspection', async () => {
+    const before = new Set(await filesUnder(path.join(cache, 'built')));
+    const node = await createNode(api, nodeBody('iso-inspect', 8, {}, { inspect_interface: 'agent' }));
+    expect((await provisionAndSettle(api, node.uuid, 'manage')).provision_state).to.equal('manageable');
+    const inspected = await provisionAndSettle(api, node.uuid, 'inspect', {}, 60_000);
+    expect(inspected.provision_state, inspected.last_error ?? '').to.equal('manageable');
+    expect((await agentWitness(g.sim.bmcs[8].url)).inspectionStatuses).to.have.property('202');
+    const built = (await filesUnder(path.join(cache, 'built'))).filter((f) => !before.has(f));
+    expect(built).to.have.length(1);
+    const text = (await fs.readFile(path.join(cache, 'built', built[0]!))).toString('latin1');
+    expect(text).to.include(` ipa-inspection-callback-url=${g.galvanic.url}/v1/continue_inspection boot_method=vmedia`);
+    expect(text).not.to.include('ipa-api-url=');
+    expect((await filesUnder(httpRoot)).filter((f) => f.includes(node.uuid))).to.deep.equal([]);
+  });
+
   /** A deploy that fails before the BMC is touched: its last_error, and nothing published, inserted or half-written. */
   async function failedDeploy(name: string, i: number, driverInfo: Record<string, unknown>): Promise<string> {
     const uuid = await availableNode(name, i, driverInfo);
@@ -213,5 +232,55 @@ describe('the agent ISO from deploy_kernel and deploy_ramdisk (real processes)',
         mount(['-o', 'remount,rw', httpRoot]);
       }
     });
+  });
+});
+
+describe('a deploy_iso re-mastered with the agent\'s command line ([deploy] remaster_deploy_iso, real processes)', function () {
+  this.timeout(120_000);
+  const work = path.join(os.tmpdir(), `galvanic-remaster-${process.pid}`);
+  let images: Awaited<ReturnType<typeof startKernelServer>>;
+  const g = galvanicAndSim({
+    precondition: needIsoTools,
+    env: {
+      ...AGENT_TEST_ENV, GALVANIC_DEPLOY__REMASTER_DEPLOY_ISO: 'true',
+      GALVANIC_DEPLOY__HTTP_ROOT: path.join(work, 'httpboot'), GALVANIC_DEPLOY__ISO_MASTER_PATH: path.join(work, 'cache'),
+    },
+    sim: () => ({ count: 1, vmediaCheckImage: 'insert', agent: { apiUrl: 'http://127.0.0.1:9', bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } }),
+    cleanExit: false,
+  });
+
+  before(async () => {
+    images = await startKernelServer();
+    // A deploy ISO that names no API: only the re-mastered command line tells the agent where to call.
+    await fs.mkdir(work, { recursive: true });
+    await fs.writeFile(path.join(work, 'k'), KERNEL);
+    await fs.writeFile(path.join(work, 'r'), RAMDISK);
+    await buildAgentIso({ kernel: path.join(work, 'k'), ramdisk: path.join(work, 'r'), cmdline: 'console=ttyS0 boot_method=vmedia', output: path.join(work, 'ipa.iso') });
+    images.files['/ipa.iso'] = await fs.readFile(path.join(work, 'ipa.iso'));
+  });
+  after(async () => {
+    await images?.close();
+    await fs.rm(work, { recursive: true, force: true });
+  });
+
+  it('deploys through an agent that finds the API on the re-mastered ISO, published per node', async () => {
+    const node = await createNode(g.api, {
+      name: 'remaster', driver: 'redfish', boot_interface: 'redfish-virtual-media', deploy_interface: 'direct', inspect_interface: 'redfish', automated_clean: false,
+      driver_info: { redfish_address: g.sim.bmcs[0].url, redfish_username: 'admin', redfish_password: 'password', deploy_iso: `${images.url}/ipa.iso` },
+      instance_info: { image_source: `${images.url}/disk.raw`, image_os_hash_algo: 'sha256', image_os_hash_value: sha256(images.files['/disk.raw']!) },
+    });
+    for (const verb of ['manage', 'inspect', 'provide']) await provisionAndSettle(g.api, node.uuid, verb, {}, 60_000);
+    await provision(g.api, node.uuid, 'active');
+    const { node: end } = await watchStates(g.api, node.uuid, 60_000);
+    expect(end.provision_state, end.last_error ?? '').to.equal('active');
+    const calls = (await agentWitness(g.sim.bmcs[0].url)).calls.map((c) => c[0]);
+    expect(calls.some((c) => c.startsWith('api POST /v1/heartbeat'))).to.equal(true);
+    const events = (await (await fetch(`${g.sim.bmcs[0].url}/_sim/events`)).json()) as { events: Array<{ type: string; image?: string }> };
+    const inserted = events.events.filter((e) => e.type === 'insert').map((e) => e.image);
+    expect(inserted).to.deep.equal([`${inserted[0]!.replace(/\/redfish\/.*$/, '')}/redfish/boot-${node.uuid}.iso`]);
+    const built = await filesUnder(path.join(work, 'cache', 'built'));
+    expect(built).to.have.length(1);
+    const text = (await fs.readFile(path.join(work, 'cache', 'built', built[0]!))).toString('latin1');
+    expect(text).to.include(`ipa-api-url=${g.galvanic.url} boot_method=vmedia`);
   });
 });
