@@ -7,7 +7,8 @@
  * stays in instance_info as gzip + base64. A URL the user gave goes on as it is.
  */
 import { InvalidParameterValue } from '../common/errors.js';
-import { CONFIGDRIVE_FILE, buildConfigdrive, decodeConfigdrive, isConfigdriveContent } from '../drivers/image/configdrive.js';
+import { CONFIGDRIVE_FILE, buildConfigdrive, decodeConfigdrive, isConfigdriveContent, type ConfigdriveContent } from '../drivers/image/configdrive.js';
+import type { Semaphore } from '../drivers/redfish/semaphore.js';
 import type { IsoToolPaths } from '../drivers/image/iso-tools.js';
 import type { ActionContext } from './actions/types.js';
 import { deployOf } from './steps.js';
@@ -34,6 +35,8 @@ export interface ConfigdriveServices {
   agentBaseUrl?: string;
   /** Where xorriso and the temporary directory are (`[DEFAULT]` options). */
   tools?: IsoToolPaths;
+  /** Builds at once (each a xorriso process): a group deploy of a thousand nodes queues here. */
+  builds?: Semaphore;
 }
 
 /**
@@ -50,7 +53,7 @@ export async function storeConfigdrive(ctx: ActionContext, services: Configdrive
   if (!json && (typeof given !== 'string' || given === '' || URL.test(given))) return;
   const root = services.httpRoot;
   try {
-    const encoded = json ? await buildConfigdrive({ uuid: node.uuid, name: node.name }, given, services.tools) : (given as string);
+    const encoded = json ? await build(services, { uuid: node.uuid, name: node.name }, given) : (given as string);
     const size = Buffer.byteLength(encoded);
     // What a BMC attaches (ramdisk) is decoded now: a bad one fails before the node is touched.
     const image = deployOf(ctx).bootOption === 'ramdisk' ? decodeConfigdrive(encoded) : undefined;
@@ -75,6 +78,15 @@ export async function storeConfigdrive(ctx: ActionContext, services: Configdrive
     await ctx.task.progress({ instanceInfo: rest });
     await root?.remove(node.uuid, CONFIGDRIVE_FILE).catch((e: Error) => ctx.log.warn({ node: node.uuid, err: e.message }, 'config drive not withdrawn'));
     throw err;
+  }
+}
+
+async function build(services: ConfigdriveServices, node: { uuid: string; name: string | null }, content: ConfigdriveContent): Promise<string> {
+  const release = await services.builds?.acquire();
+  try {
+    return await buildConfigdrive(node, content, services.tools);
+  } finally {
+    release?.();
   }
 }
 

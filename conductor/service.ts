@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
@@ -29,6 +30,7 @@ import { provisionChecksTask } from './periodics/provision-timeouts.js';
 import { httpRootSweepTask } from './periodics/http-root-sweep.js';
 import type { HttpRoot } from '../drivers/http-root.js';
 import { isoToolPathsFromConfig } from '../drivers/image/iso-tools.js';
+import { Semaphore } from '../drivers/redfish/semaphore.js';
 import { TaskManager } from './task-manager.js';
 import { powerSyncTask, type PowerSyncStats, type PowerSyncTask } from './periodics/power-sync.js';
 import { sensorDataTask, type SensorDataTask, type SensorStats } from './periodics/sensor-data.js';
@@ -114,6 +116,7 @@ export class ConductorService {
         // The agent reaches the root at http_url; what the root hands BMCs may be external_http_url.
         ...(deps.config.deploy.http_url ? { agentBaseUrl: deps.config.deploy.http_url } : {}),
         tools: isoToolPathsFromConfig(deps.config),
+        builds: new Semaphore(Math.max(1, availableParallelism())),
       },
       hostname: this.hostname,
       workers: c.workers_pool_size,

@@ -10,7 +10,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { ImageCreationFailed } from '../../common/errors.js';
-import { resolveIsoTools, runTool, tempRoot, type IsoToolPaths } from './iso-tools.js';
+import { DEFAULT_TOOL_TIMEOUT_MS, resolveIsoTools, runTool, tempRoot, type IsoToolPaths } from './iso-tools.js';
 
 const IMAGE_TYPE = 'config drive';
 
@@ -78,7 +78,7 @@ async function packIso(dir: string, out: string, tools: IsoToolPaths): Promise<B
   const { xorriso } = await resolveIsoTools(tools, { remaster: true });
   await runTool(xorriso, [
     '-as', 'mkisofs', '-o', out, '-ldots', '-allow-lowercase', '-allow-multidot', '-l', '-publisher', 'metalsmith', '-quiet', '-J', '-r', '-V', 'config-2', dir,
-  ], IMAGE_TYPE, tools.timeoutMs);
+  ], IMAGE_TYPE, { timeoutMs: tools.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS });
   return readFile(out);
 }
 
