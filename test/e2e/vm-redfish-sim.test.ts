@@ -29,6 +29,8 @@ const CD = '/redfish/v1/Managers/BMC/VirtualMedia/Cd';
 const USB = '/redfish/v1/Managers/BMC/VirtualMedia/USB';
 const NODE = '1be26c0b-03f2-4d2d-ae87-c02d7f33c123';
 const GRACE_SECONDS = 2;
+/** Waits for QEMU to start or stop: seconds alone, more beside other files' machines under TCG. */
+const WAIT_MS = 60_000;
 
 interface Seen {
   method: string;
@@ -167,7 +169,7 @@ describe('QEMU-backed Redfish BMC: a real VM boots a virtual CD (e2e)', function
     const after = await until('the CD to be ejected', async () => {
       const vm = await vmState(bmc);
       return vm.media.cd === null ? vm : null;
-    });
+    }, WAIT_MS);
     expect(after.media.usb).to.equal(`${base}/files/config.iso`);
     const cdFiles = before.mediaFiles.filter((f) => !after.mediaFiles.includes(f));
     expect(cdFiles).to.have.length(1);
@@ -202,7 +204,7 @@ describe('QEMU-backed Redfish BMC: a real VM boots a virtual CD (e2e)', function
     const off = await until('the machine to stop', async () => {
       const s = await vmState(bmc);
       return s.running ? null : s;
-    });
+    }, WAIT_MS);
     expect(off.pid).to.equal(null);
     expect(() => process.kill(vm.pid ?? 0, 0)).to.throw();
     expect((JSON.parse(await ok('GET', SYSTEM)) as { PowerState: string }).PowerState).to.equal('Off');
@@ -210,18 +212,19 @@ describe('QEMU-backed Redfish BMC: a real VM boots a virtual CD (e2e)', function
   });
 
   it('a graceful shutdown the guest ignores ends in a power off after the grace period', async () => {
+    // SeaBIOS waiting for a boot device takes no ACPI power button.
+    await ok('PATCH', SYSTEM, { Boot: { BootSourceOverrideMode: 'Legacy' } });
     await ok('POST', `${SYSTEM}/Actions/ComputerSystem.Reset`, { ResetType: 'On' });
     const on = await until('the machine to start', async () => {
       const s = await vmState(bmc);
       return s.running ? s : null;
-    });
-    // Firmware that waits for a boot device takes no ACPI power button.
+    }, WAIT_MS);
     const started = Date.now();
     await ok('POST', `${SYSTEM}/Actions/ComputerSystem.Reset`, { ResetType: 'GracefulShutdown' });
     const off = await until('the machine to stop', async () => {
       const s = await vmState(bmc);
       return s.running ? null : s;
-    }, 30_000, 200);
+    }, WAIT_MS, 200);
     expect(Date.now() - started).to.be.at.least(GRACE_SECONDS * 1000);
     expect(() => process.kill(on.pid ?? 0, 0)).to.throw();
     expect(await vmConsole(bmc, off.serialBytes - 200)).to.include('power off (GracefulShutdown)');
@@ -232,9 +235,9 @@ describe('QEMU-backed Redfish BMC: a real VM boots a virtual CD (e2e)', function
     const on = await until('the machine to start', async () => {
       const s = await vmState(bmc);
       return s.running ? s : null;
-    });
+    }, WAIT_MS);
     process.kill(on.pid ?? 0, 'SIGKILL');
-    await until('the BMC to see the system off', async () => (JSON.parse(await ok('GET', SYSTEM)) as { PowerState: string }).PowerState === 'Off');
+    await until('the BMC to see the system off', async () => (JSON.parse(await ok('GET', SYSTEM)) as { PowerState: string }).PowerState === 'Off', WAIT_MS);
     const events = (await (await fetch(`${bmc}/_sim/events`)).json()) as { events: Array<{ type: string; what?: string; signal?: string }> };
     expect(events.events.filter((e) => e.type === 'vm' && e.what === 'off').map((e) => e.signal)).to.deep.equal(['SIGKILL']);
     expect((await vmState(bmc)).running).to.equal(false);
