@@ -197,13 +197,17 @@ export function vmLabGalvanic(what: string, env: Record<string, string> = {}): V
     sim = await startRedfishSim({ count: 1, qemu: { accel } });
   });
   after(async () => {
-    await galvanic?.shutdownCleanly();
-    await sim?.stop();
-    if (server) {
-      server.closeAllConnections();
-      await new Promise((resolve) => server!.close(resolve));
+    try {
+      await galvanic?.shutdownCleanly();
+    } finally {
+      // The machines go whatever Galvanic's exit was.
+      await sim?.stop();
+      if (server) {
+        server.closeAllConnections();
+        await new Promise((resolve) => server!.close(resolve));
+      }
+      if (work) await fs.promises.rm(work, { recursive: true, force: true });
     }
-    if (work) await fs.promises.rm(work, { recursive: true, force: true });
   });
   const started = <T>(name: string, v: T | undefined): T => {
     if (v === undefined) throw new Error(`${name} is not started (outside the suite's hooks and tests?)`);
