@@ -23,6 +23,7 @@ import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type 
 import { syncBiosSettings } from '../db/bios-settings.js';
 import { syncFirmware } from '../db/firmware-components.js';
 import type { ActionContext } from './actions/types.js';
+import { configdriveImage } from './configdrive.js';
 
 
 export { stepId, type PlannedStep } from '../drivers/steps.js';
@@ -152,6 +153,7 @@ export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit
       return enabled(ctx, 'management') as ManagementInterface;
     },
     agent: () => agentOf(ctx),
+    configdrive: () => configdriveImage(ctx, ctx.configdrive),
     record: stepRecorder(ctx),
   };
 }
