@@ -498,6 +498,33 @@ export const SCHEMA = {
     },
   },
 
+  dhcp: {
+    dhcp_provider: {
+      type: 'enum',
+      choices: ['none', 'dnsmasq'],
+      default: 'none',
+      help: 'Who tells network-booting nodes where to boot from: dnsmasq writes per-node host and option files that a dnsmasq reads ([dnsmasq]); none writes nothing, for a DHCP server set up by hand. Galvanic runs no DHCP server of its own.',
+    },
+  },
+
+  dnsmasq: {
+    dhcp_optsdir: {
+      type: 'string',
+      default: '/etc/dnsmasq.d/optsdir.d',
+      help: 'Directory where the dnsmasq provider writes option files (ironic-<node uuid>.conf) for an external dnsmasq to read. Use the same path for the dhcp-optsdir dnsmasq directive.',
+    },
+    dhcp_hostsdir: {
+      type: 'string',
+      default: '/etc/dnsmasq.d/hostsdir.d',
+      help: 'Directory where the dnsmasq provider writes host files (ironic-<mac>.conf) for an external dnsmasq to read. Use the same path for the dhcp-hostsdir dnsmasq directive.',
+    },
+    dhcp_leasefile: {
+      type: 'string',
+      default: '/var/lib/dnsmasq/dnsmasq.leases',
+      help: "dnsmasq's lease file, read to find the IP addresses of a node's ports (GRUB's per-address configuration). Use the same path for the dhcp-leasefile dnsmasq directive.",
+    },
+  },
+
   notifications: {
     driver: {
       type: 'enum',

@@ -12,6 +12,7 @@ import { isDatabaseUnavailable } from '../db/transaction.js';
 import type { PgNotifyBatcher } from '../db/notify.js';
 import type { AccessOptions } from '../db/nodes.js';
 import type { DriverRegistry } from '../drivers/registry.js';
+import type { BootPort, NodeAccess } from '../drivers/interfaces.js';
 import type { Action, ActionContext, ActionResult } from './actions/types.js';
 import { nodePayload } from './node-payload.js';
 import { LockLost, type Task, type TaskManager } from './task-manager.js';
@@ -31,10 +32,23 @@ export interface RunnerOptions {
   update?: AccessOptions;
   /** What actions use to talk to agents. */
   agent?: AgentServices;
+  /** A node's ports as network boot sees them (the drivers' NodeAccess.ports). */
+  bootPortsOf?: (nodeId: number) => Promise<BootPort[]>;
   /** Conductors on the hash ring, this one included (1 when absent): claim pacing waits longer with more. */
   conductors?: () => number;
   /** The clock claim pacing reads (performance.now when absent). */
   clock?: Clock;
+}
+
+/** What the task's drivers may read of its node beyond driver_info, and write back. */
+function nodeAccess(task: Task, portsOf: RunnerOptions['bootPortsOf']): NodeAccess {
+  return {
+    get node() {
+      return task.node;
+    },
+    ports: () => (portsOf ? portsOf(task.node.id) : Promise.resolve([])),
+    saveInternalInfo: async (patch) => void (await task.saveInternalInfo(patch)),
+  };
 }
 
 function isTransient(err: unknown): boolean {
@@ -379,7 +393,10 @@ export class IntentRunner {
       get node() {
         return task.node;
       },
-      driver: { nodeUuid: node.uuid, driverInfo: node.driverInfo, log, trace: `${intent.uuid}#${intent.attempts}`, attempt: intent.attempts },
+      driver: {
+        nodeUuid: node.uuid, driverInfo: node.driverInfo, log, trace: `${intent.uuid}#${intent.attempts}`, attempt: intent.attempts,
+        access: nodeAccess(task, this.opts.bootPortsOf),
+      },
     };
     // How long it waited once due: a wake-up that reaches no claim shows here.
     log.debug({ dueMs: Date.now() - (intent.notBefore ?? intent.createdAt).getTime() }, 'intent started');

@@ -25,6 +25,43 @@ export interface DriverContext {
   attempt?: number;
   /** Its place when it waits for the BMC's budget (bmc-budget.ts); `intent` unless a periodic task says otherwise. */
   priority?: BmcPriority;
+  /** The node beyond driver_info, where the caller holds it (the conductor's tasks); network boot needs it. */
+  access?: NodeAccess;
+}
+
+/** A port as network boot sees it. */
+export interface BootPort {
+  /** The MAC address, lower case. */
+  address: string;
+  pxeEnabled: boolean;
+  /** extra `client-id`: an InfiniBand port, whose PXELINUX configuration is named 20-<mac>. */
+  clientId?: string;
+}
+
+/** The node fields a boot interface reads beyond driver_info; the conductor's node fits as it is. */
+export interface BootNodeView {
+  readonly uuid: string;
+  readonly provisionState: string;
+  readonly properties: Readonly<Record<string, unknown>>;
+  readonly instanceInfo: Readonly<Record<string, unknown>>;
+  readonly driverInfo: Readonly<Record<string, unknown>>;
+  readonly driverInternalInfo: Readonly<Record<string, unknown>> | null;
+}
+
+/**
+ * What the conductor lets a driver read of its node beyond driver_info, and write back
+ * (drivers know no database): Ironic's `task.node`, `task.ports` and `node.save()`.
+ */
+export interface NodeAccess {
+  /** The node as the task last wrote it. */
+  readonly node: BootNodeView;
+  /** The node's ports, read when asked. */
+  ports(): Promise<readonly BootPort[]>;
+  /**
+   * Merges `patch` into driver_internal_info at once, and into every later write of the task,
+   * so that a step's own copy of driver_internal_info does not undo it; `null` removes a key.
+   */
+  saveInternalInfo(patch: Readonly<Record<string, unknown>>): Promise<void>;
 }
 
 export interface PowerInterface {
