@@ -227,12 +227,22 @@ export const SCHEMA = {
     deploy_kernel: {
       type: 'string',
       default: '',
-      help: "http:// or file:// URL of the kernel of the default deploy image, for nodes whose driver_info names no deploy_iso nor deploy_kernel and deploy_ramdisk. Galvanic builds no ISO from a kernel and ramdisk: such nodes are refused until they name a deploy_iso; the option is read so that Ironic's validation messages and ironic.conf carry over.",
+      help: "http://, https:// or file:// URL of the kernel of the default deploy image, for nodes whose driver_info names no deploy_iso nor deploy_kernel and deploy_ramdisk; the agent ISO is built from it and deploy_ramdisk.",
     },
     deploy_ramdisk: {
       type: 'string',
       default: '',
-      help: 'http:// or file:// URL of the initramfs of the default deploy image (see deploy_kernel).',
+      help: 'http://, https:// or file:// URL of the initramfs of the default deploy image (see deploy_kernel).',
+    },
+    deploy_kernel_checksum: {
+      type: 'string',
+      default: '',
+      help: 'Checksum deploy_kernel must match once downloaded, as <algorithm>:<hex> (md5, sha256, sha512) or bare hex (the algorithm told by its length). Empty: not checked.',
+    },
+    deploy_ramdisk_checksum: {
+      type: 'string',
+      default: '',
+      help: 'Checksum deploy_ramdisk must match, as deploy_kernel_checksum.',
     },
     error_on_ramdisk_config_inconsistency: {
       type: 'bool',
@@ -496,6 +506,72 @@ export const SCHEMA = {
       min: -1,
       help: "Priority of the agent's erase_devices_metadata clean step in automated cleaning; 0 disables it, -1 keeps the agent's own (99).",
     },
+    http_root: {
+      type: 'string',
+      default: 'var/httpboot',
+      help: "This conductor's HTTP root: the directory of the files it publishes for BMCs to fetch (the agent ISO it builds, as redfish/boot-<node uuid>.iso). Relative to the working directory unless absolute; each conductor has its own (Ironic's default is /httpboot).",
+    },
+    http_url: {
+      type: 'string',
+      default: '',
+      help: "URL at which http_root is served, e.g. http://192.0.2.10:6180. Empty means the embedded server's, http://<http_server_host>:<http_server_port>.",
+    },
+    external_http_url: {
+      type: 'string',
+      default: '',
+      help: "URL of this conductor's HTTP server for BMCs outside the provisioning network (virtual media): the URL handed to BMCs. A node's driver_info external_http_url overrides it. Empty means http_url.",
+    },
+    external_callback_url: {
+      type: 'string',
+      default: '',
+      help: "URL of the bare metal API the agent calls back (its ipa-api-url), for agents outside the provisioning network. Empty means [api] public_endpoint, else http://<[api] host_ip>:<[api] port>.",
+    },
+    http_server: {
+      type: 'bool',
+      default: true,
+      help: 'Whether the conductor serves http_root itself on http_server_host:http_server_port (GET and HEAD, with byte ranges, as BMCs fetch ISOs). Turn it off when an nginx or httpd serves http_root at http_url.',
+    },
+    http_server_host: {
+      type: 'string',
+      default: '127.0.0.1',
+      help: 'IP address the embedded HTTP server listens on; BMCs must reach it (0.0.0.0 or :: listens on every interface, and then http_url must be set).',
+    },
+    http_server_port: {
+      type: 'int',
+      default: 6180,
+      min: 0,
+      max: 65535,
+      help: 'TCP port of the embedded HTTP server; 0 takes a free port at each start (for tests: a URL handed to a BMC does not survive a restart).',
+    },
+    http_root_sweep_interval: {
+      type: 'int',
+      default: 600,
+      min: 0,
+      help: 'Seconds between two sweeps of http_root, which remove the files of nodes that no longer boot from them (deleted, or out of deploying, cleaning, inspecting, servicing and their wait states, and not active) and files a conductor that died left half-written. 0 disables the sweep.',
+    },
+    ramdisk_image_download_source: {
+      type: 'enum',
+      choices: ['http', 'local'],
+      default: 'http',
+      help: "How a given agent ISO (driver_info deploy_iso) reaches the BMC: http hands its http(s) URL to the BMC as it is; local downloads it once into iso_master_path and publishes it, unchanged, in http_root (Ironic's default). An ISO built from deploy_kernel and deploy_ramdisk is always published in http_root.",
+    },
+    iso_master_path: {
+      type: 'string',
+      default: 'var/master_iso_images',
+      help: 'Directory of the image cache: the deploy kernels and ramdisks downloaded once, and the agent ISOs built from them, each shared by every node that boots the same. Keep it on the file system of http_root, so that publishing is a hard link, not a copy. Relative to the working directory unless absolute.',
+    },
+    iso_cache_size: {
+      type: 'int',
+      default: 20480,
+      min: 1,
+      help: 'Size of the image cache in MiB, files in use (published) included; the least recently used files that no node uses go first.',
+    },
+    iso_cache_ttl: {
+      type: 'int',
+      default: 10080,
+      min: 0,
+      help: 'Minutes an image that no node uses is kept in the cache.',
+    },
   },
 
   dhcp: {
@@ -752,6 +828,11 @@ export const SCHEMA = {
       default: 'auto',
       help: "Redfish authentication when driver_info has no redfish_auth_type: session, basic, or auto (a session, falling back to Basic when the BMC has no session service or refuses to open one).",
     },
+    kernel_append_params: {
+      type: 'string',
+      default: 'nofb nomodeset vga=normal',
+      help: "Kernel parameters put first on the command line of the agent ISO built for redfish-virtual-media, before ipa-api-url and boot_method=vmedia; a node's instance_info or driver_info kernel_append_params replaces them ('%default%' in it stands for these). Mind the command line's size limit.",
+    },
   },
 
   operations: {
@@ -932,6 +1013,16 @@ export const CROSS_CHECKS: readonly CrossCheck[] = [
   {
     options: [['exporter', 'source'], ['notifications', 'log_file']],
     check: (config) => (config.exporter.source === 'log' && config.notifications.log_file === '' ? 'log follows [notifications] log_file, which is empty.' : undefined),
+  },
+  {
+    // The URL handed to BMCs must name a host they can reach: a wildcard address is none.
+    options: [['deploy', 'http_url'], ['deploy', 'http_server_host']],
+    check: (config) => (config.deploy.http_url === '' && config.deploy.http_server && /^(0\.0\.0\.0|::|\[::\])$/.test(config.deploy.http_server_host)
+      ? `http_server_host ${config.deploy.http_server_host} listens on every interface: set http_url to the URL BMCs reach it at.` : undefined),
+  },
+  {
+    options: [['deploy', 'http_url'], ['deploy', 'http_server']],
+    check: (config) => (config.deploy.http_url === '' && !config.deploy.http_server ? 'with http_server off, http_url must say where http_root is served.' : undefined),
   },
   {
     options: [['api', 'http_basic_auth_user_file'], ['api', 'auth_strategy']],

@@ -332,6 +332,22 @@ export class UnsupportedDriverExtension extends DriverError {
   override readonly httpStatus: number = 400;
 }
 
+/** Ironic's ImageDownloadFailed: an image the conductor needs (a deploy kernel or ramdisk) could not be fetched. */
+export class ImageDownloadFailed extends DriverError {
+  readonly code = 'IMAGE_DOWNLOAD_FAILED';
+  constructor(imageHref: string, reason: string) {
+    super(`Failed to download image ${imageHref}, reason: ${reason}`);
+  }
+}
+/** Ironic's ImageChecksumError: a downloaded image does not match the checksum it was given with. */
+export class ImageChecksumError extends DriverError {
+  readonly code = 'IMAGE_CHECKSUM_ERROR';
+}
+/** A file could not be written into the conductor's HTTP root (not writable, full). */
+export class ImagePublishFailed extends DriverError {
+  readonly code = 'IMAGE_PUBLISH_FAILED';
+}
+
 /** Traits, allocations and deploy templates (Ironic's messages). */
 export class NodeTraitNotFound extends NotFoundError {
   readonly code = 'NODE_TRAIT_NOT_FOUND';
