@@ -436,7 +436,7 @@ export async function abortCleaning(ctx: ActionContext): Promise<NodeChanges> {
  * interface must be able to boot it.
  */
 export async function bootAgentForInspection(ctx: ActionContext): Promise<void> {
-  await bootAgent(taskInterfaces(ctx));
+  await bootAgent(taskInterfaces(ctx), 'inspect');
 }
 
 /** Ironic's tear_down_managed_boot: the agent's boot undone, its token wiped. */

@@ -7,7 +7,8 @@ import { IpmitoolSolConsole } from './ipmi/console.js';
 import { INTERFACE_KINDS, type HardwareType, type InterfaceImplementations, type InterfaceKind } from './interfaces.js';
 import { createIpmiInterfaces, ipmiHardware, ipmiRunnerOptions } from './ipmi/hardware.js';
 import { RedfishDriver, redfishHardware, redfishOptions } from './redfish/index.js';
-import { GenericImpl, NoInspect, PxeBoot, fakeAndNone } from './generic.js';
+import { GenericImpl, NoInspect, fakeAndNone } from './generic.js';
+import { netbootInterfaces } from './netboot/index.js';
 import { AgentInspect } from './agent-inspect.js';
 import { deployInterfaces } from './deploy/index.js';
 import { parseHooks, type AddPorts, type KeepPorts } from './inspection-hooks.js';
@@ -36,7 +37,7 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
   });
   const impls: InterfaceImplementations = {
     bios: { ...fakeAndNone('bios'), redfish: redfish.bios },
-    boot: { fake: new FakeBoot(bmcs), 'redfish-virtual-media': redfish.boot, pxe: new PxeBoot() },
+    boot: { fake: new FakeBoot(bmcs), 'redfish-virtual-media': redfish.boot, ...netbootInterfaces(config) },
     console: { fake: new FakeConsole(), 'no-console': new NoConsole(), 'ipmitool-sol': new IpmitoolSolConsole() },
     deploy: deployInterfaces(config),
     firmware: { ...fakeAndNone('firmware'), redfish: redfish.firmware },

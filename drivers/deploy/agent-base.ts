@@ -6,7 +6,8 @@
 import { InvalidParameterValue } from '../../common/errors.js';
 import { parseCapabilities } from '../../common/capabilities.js';
 import { backoffCeilingMs } from '../../common/backoff.js';
-import type { BootInterface, DeployValidation } from '../interfaces.js';
+import type { BootInterface, BootValidation } from '../interfaces.js';
+import { validateBoot } from '../validate-node.js';
 import type { StepContext, StepDeclaration } from '../steps.js';
 
 /** `[agent]` options the agent's deploy steps read. */
@@ -28,21 +29,23 @@ export function capabilityBootMode(properties: Readonly<Record<string, unknown>>
  * old one and the old agent URL are forgotten first; the boot interface sets the agent's
  * image up for the next boot; the node is powered on (or restarted).
  */
-export async function bootAgent(ctx: Pick<StepContext, 'node' | 'driver' | 'boot' | 'power' | 'agent'>): Promise<void> {
+export async function bootAgent(ctx: Pick<StepContext, 'node' | 'driver' | 'boot' | 'power' | 'agent'>, purpose: 'deploy' | 'inspect' = 'deploy'): Promise<void> {
   await ctx.agent().wipeToken();
   if (!ctx.boot.prepareRamdisk) throw new InvalidParameterValue(AGENT_BOOT_UNSUPPORTED);
   const mode = capabilityBootMode(ctx.node.properties);
-  await ctx.boot.prepareRamdisk(ctx.driver, mode ? { bootMode: mode } : {});
+  await ctx.boot.prepareRamdisk(ctx.driver, {
+    purpose, instanceKernelAppendParams: ctx.node.instanceInfo?.kernel_append_params, ...(mode ? { bootMode: mode } : {}),
+  });
   const state = await ctx.power.getPowerState(ctx.driver);
   await ctx.power.setPowerState(ctx.driver, state === 'power on' ? 'rebooting' : 'power on');
 }
 
-const AGENT_BOOT_UNSUPPORTED = 'Invalid configuration: the boot interface cannot boot the agent ISO; use a boot interface with virtual media (redfish-virtual-media).';
+const AGENT_BOOT_UNSUPPORTED = 'Invalid configuration: the boot interface cannot boot the agent; use one that can (redfish-virtual-media, ipxe, pxe).';
 
 /** The boot interface can boot the agent, and finds the agent's image. @throws InvalidParameterValue | MissingParameterValue */
-export function validateAgentBoot(node: Pick<DeployValidation, 'uuid' | 'driverInfo'>, boot: BootInterface | undefined): void {
+export function validateAgentBoot(node: BootValidation, boot: BootInterface | undefined): void {
   if (!boot?.prepareRamdisk || !boot.validateRamdisk) throw new InvalidParameterValue(AGENT_BOOT_UNSUPPORTED);
-  boot.validate(node.driverInfo);
+  validateBoot(boot, node);
   boot.validateRamdisk(node.uuid, node.driverInfo);
 }
 

@@ -1,0 +1,86 @@
+/**
+ * The `ipxe` and `pxe` boot interfaces of a process, built from its configuration: `[pxe]`,
+ * `[deploy] http_root` / `http_url`, `[dhcp]` and `[dnsmasq]`, `[conductor] deploy_kernel` /
+ * `deploy_ramdisk`. Templates named in `[pxe]` are read here, once, so that a broken one stops
+ * the start instead of a node's boot.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Config } from '../../common/config.js';
+import { ConfigError, GalvanicError } from '../../common/errors.js';
+import { dhcpProvider, type DhcpProvider } from '../dhcp.js';
+import { DownloadImageSource, type BootImageRef, type BootImageSource } from './images.js';
+import { NetworkBoot, myIp, type NetbootOptions } from './pxe-boot.js';
+import { Template } from './template.js';
+import { BOOT_IPXE, GRUB_CONFIG, IPXE_CONFIG, PXELINUX_CONFIG } from './templates.js';
+
+export { NetworkBoot } from './pxe-boot.js';
+
+/** A `[pxe]` template option: its file, or Galvanic's template when empty. @throws ConfigError */
+function template(option: string, file: string, builtIn: string): Template {
+  if (!file) return new Template(`(built-in ${option})`, builtIn);
+  try {
+    return new Template(file, readFileSync(file, 'utf8'));
+  } catch (err) {
+    const why = err instanceof GalvanicError ? err.message : (err as Error).message;
+    throw new ConfigError([`[pxe] ${option}: ${why}`]);
+  }
+}
+
+function imageRef(url: string, checksum: string): BootImageRef | null {
+  if (!url) return null;
+  return checksum ? { url, checksum } : { url };
+}
+
+/** The bare metal API's URL the agent calls back: `[deploy] external_callback_url`, `[api] public_endpoint`, or where the API listens. */
+function agentApiUrl(config: Readonly<Config>): string {
+  if (config.deploy.external_callback_url) return config.deploy.external_callback_url;
+  if (config.api.public_endpoint) return config.api.public_endpoint;
+  const host = config.api.host_ip;
+  if (/^(0\.0\.0\.0|::)$/.test(host)) return '';
+  return `http://${host.includes(':') ? `[${host}]` : host}:${config.api.port}`;
+}
+
+/** `[deploy] http_url`, else the embedded server's address. */
+function httpUrl(config: Readonly<Config>): string {
+  const d = config.deploy;
+  if (d.http_url) return d.http_url;
+  const host = d.http_server_host.includes(':') ? `[${d.http_server_host}]` : d.http_server_host;
+  return `http://${host}:${d.http_server_port}`;
+}
+
+/** The options both interfaces share. */
+export function netbootOptions(config: Readonly<Config>, deps: { dhcp?: DhcpProvider; images?: BootImageSource } = {}): NetbootOptions {
+  const p = config.pxe;
+  const c = config.conductor;
+  return {
+    httpRoot: path.resolve(config.deploy.http_root),
+    httpUrl: () => httpUrl(config),
+    tftpRoot: path.resolve(p.tftp_root),
+    tftpServer: p.tftp_server || myIp(),
+    subdir: p.pxe_config_subdir,
+    bootFiles: { pxe: p.pxe_bootfile_name, uefiPxe: p.uefi_pxe_bootfile_name, ipxe: p.ipxe_bootfile_name, uefiIpxe: p.uefi_ipxe_bootfile_name },
+    templates: {
+      pxe: template('pxe_config_template', p.pxe_config_template, PXELINUX_CONFIG),
+      uefiPxe: template('uefi_pxe_config_template', p.uefi_pxe_config_template, GRUB_CONFIG),
+      ipxe: template('ipxe_config_template', p.ipxe_config_template, IPXE_CONFIG),
+      bootScript: template('ipxe_boot_script', p.ipxe_boot_script, BOOT_IPXE),
+    },
+    fallbackScript: p.ipxe_fallback_script,
+    ipxeTimeoutS: p.ipxe_timeout,
+    kernelAppendParams: p.kernel_append_params,
+    debug: config.DEFAULT.debug,
+    apiUrl: agentApiUrl(config),
+    deployKernel: imageRef(c.deploy_kernel, c.deploy_kernel_checksum),
+    deployRamdisk: imageRef(c.deploy_ramdisk, c.deploy_ramdisk_checksum),
+    errorOnRamdiskConfigInconsistency: c.error_on_ramdisk_config_inconsistency,
+    dhcp: deps.dhcp ?? dhcpProvider(config),
+    images: deps.images ?? new DownloadImageSource(),
+  };
+}
+
+/** `ipxe` and `pxe`, sharing their options. */
+export function netbootInterfaces(config: Readonly<Config>): { ipxe: NetworkBoot; pxe: NetworkBoot } {
+  const opts = netbootOptions(config);
+  return { ipxe: new NetworkBoot(true, opts), pxe: new NetworkBoot(false, opts) };
+}
