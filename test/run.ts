@@ -57,6 +57,7 @@ const SERIAL: ReadonlySet<string> = new Set([
  * less what single-file runs showed for the files whose waits were shortened since.
  */
 const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
+  'e2e/baremetal-cli-ipmi-netboot.test.js': 85,
   'e2e/tempest.test.js': 75,
   'integration/console-races.test.js': 74,
   'e2e/baremetal-cli.test.js': 68,

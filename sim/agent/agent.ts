@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { request } from 'undici';
-import type { SimBmc, SystemState } from '../redfish/state.js';
+import type { SystemState } from '../redfish/state.js';
 import { serveApi, type ApiAgent } from './api.js';
 import { executeCommand, type Command, type Extension } from './extensions/base.js';
 import { cleanExtension } from './extensions/clean.js';
@@ -37,7 +37,23 @@ const cmp = (a: Version, b: Version) => a[0] - b[0] || a[1] - b[1];
 const minV = (a: Version, b: Version): Version => (cmp(a, b) <= 0 ? a : b);
 const vstr = (v: Version) => `${v[0]}.${v[1]}`;
 
-/** The agent of one system of one simulated BMC. */
+/** What an agent reaches of its host's machine: the BMC's event log and power (a reset the host's OS causes). */
+export interface HostLink {
+  event(type: 'agent-started' | 'agent-stopped', detail: Record<string, unknown>): void;
+  power(type: 'ForceOff' | 'ForceRestart'): void;
+}
+
+/**
+ * Where a booted agent calls (IPA's kernel parameters): `ipa-api-url` for its lookup and
+ * heartbeats, `ipa-inspection-callback-url` for its inventory. Without the first it only
+ * inspects; without the second it does not inspect.
+ */
+export interface AgentUrls {
+  apiUrl: string | null;
+  inspectionUrl: string | null;
+}
+
+/** The agent of one simulated host. */
 export class AgentHost implements ApiAgent {
   life: Life | null = null;
   lastCommands: Command[] = [];
@@ -64,8 +80,7 @@ export class AgentHost implements ApiAgent {
 
   constructor(
     readonly env: AgentEnv,
-    private readonly bmc: SimBmc,
-    readonly sysPath: string,
+    private readonly link: HostLink,
     /** The path prefix of this agent on the shared server. */
     readonly id: string,
     readonly facts: HostFacts,
@@ -90,21 +105,37 @@ export class AgentHost implements ApiAgent {
     return this.life !== null;
   }
 
-  /** The host finished booting: the agent ISO starts an agent, the disk starts the instance. */
+  /**
+   * The host finished booting from virtual media or its disk: the agent ISO starts an agent
+   * (which calls the fleet's API URL, as an ISO built with ipa-api-url does), the disk starts
+   * the instance.
+   */
   booted(system: SystemState): void {
     this.stopped();
     const r = system.running;
     if (!r || r.phase !== 'up') return;
     if (r.image && r.device !== 'Hdd' && this.isAgentIso(r.image)) {
-      if (this.faults.noBoot) return;
-      const [lo, hi] = this.faults.bootSeconds ? [this.faults.bootSeconds[0] * 1000, this.faults.bootSeconds[1] * 1000] : this.env.bootMs;
-      this.bootTimer = timer(() => {
-        this.bootTimer = undefined;
-        this.start();
-      }, uniform(lo, hi));
-    } else if (r.device === 'Hdd' && this.disk) {
-      this.instanceRunning = true;
+      this.bootRamdisk({ apiUrl: this.env.apiUrl, inspectionUrl: `${this.env.apiUrl}/v1/continue_inspection` });
+    } else if (r.device === 'Hdd') {
+      this.bootDisk();
     }
+  }
+
+  /** The host booted the agent's kernel and ramdisk with these parameters: an agent comes up after the boot delay. */
+  bootRamdisk(urls: AgentUrls): void {
+    this.stopped();
+    if (this.faults.noBoot) return;
+    const [lo, hi] = this.faults.bootSeconds ? [this.faults.bootSeconds[0] * 1000, this.faults.bootSeconds[1] * 1000] : this.env.bootMs;
+    this.bootTimer = timer(() => {
+      this.bootTimer = undefined;
+      this.start(urls);
+    }, uniform(lo, hi));
+  }
+
+  /** The host booted its disk: the instance runs when an image was written to it. */
+  bootDisk(): void {
+    this.stopped();
+    if (this.disk) this.instanceRunning = true;
   }
 
   /** The host powered off, restarted or lost power: whatever ran on it is gone. */
@@ -120,7 +151,7 @@ export class AgentHost implements ApiAgent {
     if (!life) return;
     life.end();
     this.life = null;
-    this.bmc.event('agent-stopped', { agent: this.id, why });
+    this.link.event('agent-stopped', { agent: this.id, why });
   }
 
   shutdown(): void {
@@ -129,7 +160,7 @@ export class AgentHost implements ApiAgent {
 
   /** The host's OS asks its BMC for a reset. */
   power(type: 'ForceOff' | 'ForceRestart'): void {
-    this.env.power(this.bmc, this.sysPath, type);
+    this.link.power(type);
   }
 
   /** Records one of the agent's calls, served requests or command runs: what, from, to (epoch ms). */
@@ -138,8 +169,8 @@ export class AgentHost implements ApiAgent {
     this.calls.push([what, from, Date.now()]);
   }
 
-  private start(): void {
-    const life = new Life();
+  private start(urls: AgentUrls): void {
+    const life = new Life(urls.apiUrl?.replace(/\/+$/, '') ?? null, urls.inspectionUrl);
     this.life = life;
     this.lastCommands = [];
     this.lockedDown = false;
@@ -147,18 +178,20 @@ export class AgentHost implements ApiAgent {
     this.boots++;
     this.lastToken = null;
     this.lastNodeUuid = null;
-    this.bmc.event('agent-started', { agent: this.id });
+    this.link.event('agent-started', { agent: this.id });
     void this.run(life).catch(() => undefined);
   }
 
   // ---- talking to Galvanic ----
 
+  /** A call to Galvanic: `path` under the agent's API URL, or a whole URL. */
   private async call(life: Life, method: 'GET' | 'POST', path: string, version: Version | null, body?: unknown): Promise<{ status: number; json: unknown }> {
     const from = Date.now();
     const headers: Record<string, string> = { accept: 'application/json' };
     if (version) headers['x-openstack-ironic-api-version'] = vstr(version);
     if (body !== undefined) headers['content-type'] = 'application/json';
-    const res = await request(`${this.env.apiUrl}${path}`, {
+    const url = /^https?:/.test(path) ? path : `${life.apiUrl ?? ''}${path}`;
+    const res = await request(url, {
       method,
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -168,7 +201,7 @@ export class AgentHost implements ApiAgent {
       bodyTimeout: REQUEST_TIMEOUT_MS,
     });
     const text = await res.body.text();
-    this.record(`api ${method} ${path.replace(/\?.*$/, '').replace(/[0-9a-f]{8}-[0-9a-f-]{27}/, '{node}')} ${res.statusCode}`, from);
+    this.record(`api ${method} ${new URL(url).pathname.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/, '{node}')} ${res.statusCode}`, from);
     let json: unknown = null;
     try {
       json = text ? JSON.parse(text) : null;
@@ -178,11 +211,12 @@ export class AgentHost implements ApiAgent {
     return { status: res.statusCode, json };
   }
 
+  /** IPA's run: the API version, the inventory (with an inspection callback), then lookup and heartbeats (with an API URL). */
   private async run(life: Life): Promise<void> {
     life.version = await this.discoverVersion(life);
     if (life.dead) return;
-    await this.inspect(life);
-    if (life.dead) return;
+    if (life.inspectionUrl) await this.inspect(life, life.inspectionUrl);
+    if (life.dead || !life.apiUrl) return;
     await this.lookup(life);
     if (life.dead) return;
     life.heartbeating = true;
@@ -191,8 +225,10 @@ export class AgentHost implements ApiAgent {
   }
 
   private async discoverVersion(life: Life): Promise<Version> {
+    // An agent told only where to post its inventory asks the API that URL is under.
+    const root = life.apiUrl ? '/' : `${(life.inspectionUrl ?? '').replace(/\/v1\/continue_inspection$/, '')}/`;
     try {
-      const { json } = await this.call(life, 'GET', '/', null);
+      const { json } = await this.call(life, 'GET', root, null);
       const v = String((json as { default_version?: { version?: string } })?.default_version?.version ?? '').split('.');
       const parsed: Version = [Number(v[0]), Number(v[1])];
       if (Number.isInteger(parsed[0]) && Number.isInteger(parsed[1])) return parsed;
@@ -208,7 +244,7 @@ export class AgentHost implements ApiAgent {
     return uniform(cap / 2, cap);
   }
 
-  private async inspect(life: Life): Promise<void> {
+  private async inspect(life: Life, url: string): Promise<void> {
     const data = {
       inventory: this.facts.inventory,
       ...(this.facts.rootDisk ? { root_disk: this.facts.rootDisk } : {}),
@@ -221,7 +257,7 @@ export class AgentHost implements ApiAgent {
       let status: number | 'error';
       let json: unknown = null;
       try {
-        ({ status, json } = await this.call(life, 'POST', '/v1/continue_inspection', minV(life.version, V_INSPECTION), data));
+        ({ status, json } = await this.call(life, 'POST', url, minV(life.version, V_INSPECTION), data));
       } catch {
         status = 'error';
       }
