@@ -134,6 +134,32 @@ describe('baremetal CLI: an ipmi node booting from the network (ipxe, dnsmasq) (
     expect(m.host.agent.witness().inspectionStatuses).to.deep.equal({ 202: 1 });
     await expectNothingLeft([m.macs[0]]);
 
+    // Cleaning's files, held in clean wait the same way: the tag survives the cleaning's own
+    // writes of driver_internal_info, and the agent is told the API's URL.
+    m.host.agent.faults = { noBoot: true };
+    await ok('node', 'provide', uuid);
+    await until(() => `clean wait and a network boot: ${describeBoot(m.host.lastBoot)}`, async () => {
+      await m.settled();
+      return (await show<{ provision_state: string }>(uuid, 'provision_state')).provision_state === 'clean wait' && m.host.boots.length === 3;
+    }, 60_000, 100);
+    const cleaning = await show<{ driver_internal_info: Record<string, unknown> }>(uuid, 'driver_internal_info');
+    const cleaningTag = cleaning.driver_internal_info.dnsmasq_tag as string;
+    expect(cleaningTag).to.be.a('string').and.not.equal(tag);
+    const cleaningFiles = await written();
+    expect(cleaningFiles.http[`${uuid}/config`]).to.equal(ironicIpxeConfig({
+      deployKernel: `${http}/${uuid}/deploy_kernel`, deployRamdisk: `${http}/${uuid}/deploy_ramdisk`, akiPath: 'no_kernel', ariPath: 'no_ramdisk',
+      appendParams: `nofb vga=normal ipa-api-url=${galvanic!.url}`,
+    }));
+    expect(cleaningFiles.hosts).to.deep.equal(ironicDnsmasqFiles({ nodeUuid: uuid, macs: [m.macs[0]], tag: cleaningTag, ipxe: true, bootFile: 'snponly.efi', tftpServer: '127.0.0.1', scriptUrl: `${http}/boot.ipxe` }).hosts);
+    await ok('node', 'abort', uuid);
+    await until('the aborted cleaning to be torn down', async () => {
+      const n = await show<{ provision_state: string; target_provision_state: string | null; reservation: string | null }>(uuid, 'provision_state', 'target_provision_state', 'reservation');
+      return n.provision_state === 'clean failed' && n.target_provision_state === null && n.reservation === null;
+    }, 30_000, 100);
+    await expectNothingLeft([m.macs[0]]);
+    m.host.agent.faults = {};
+    await ok('node', 'manage', uuid, '--wait', '60');
+
     expect(await settle('provide', uuid)).to.deep.include({ provision_state: 'available', last_error: null });
     expect(m.host.lastBoot!.cmdline).to.include(`ipa-api-url=${galvanic!.url}`);
     expect(m.host.agent.witness().received).to.have.property('clean.execute_clean_step/erase_devices_metadata');
@@ -158,6 +184,7 @@ describe('baremetal CLI: an ipmi node booting from the network (ipxe, dnsmasq) (
     expect(m.host.boots.map((b) => `${b.device} → ${b.outcome}`)).to.deep.equal([
       'pxe → agent', // the inspection whose agent never came up
       'pxe → agent', // the inspection
+      'pxe → agent', // the cleaning whose agent never came up
       'pxe → agent', // cleaning (provide)
       'pxe → agent', // the deploy
       'default → disk', // the instance
