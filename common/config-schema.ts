@@ -118,6 +118,41 @@ export const SCHEMA = {
     ['storage', 'Storage', ['noop']],
     ['vendor', 'Vendor', ['fake', 'redfish', 'no-vendor']],
     ]),
+    tempdir: {
+      type: 'string',
+      default: '',
+      help: "Directory for temporary work files (an ISO being built, its EFI System Partition). Empty means the system's temporary directory (TMPDIR, else /tmp).",
+    },
+    isolinux_bin: {
+      type: 'string',
+      default: '',
+      help: 'Path to isolinux.bin, the BIOS boot loader of the ISOs Galvanic builds. Empty means the first of /usr/lib/ISOLINUX/isolinux.bin (Debian package isolinux), /usr/lib/syslinux/isolinux.bin and /usr/share/syslinux/isolinux.bin that exists.',
+    },
+    isolinux_config_template: {
+      type: 'string',
+      default: '',
+      help: "Template file for the isolinux configuration of the ISOs Galvanic builds, as Ironic's: {{ kernel }}, {{ ramdisk }} and {{ kernel_params }} are replaced (no other Jinja is understood). Empty means the built-in one, Ironic's.",
+    },
+    grub_config_path: {
+      type: 'string',
+      default: 'EFI/BOOT/grub.cfg',
+      help: 'GRUB2 configuration file location on the UEFI ISO images Galvanic builds.',
+    },
+    grub_config_template: {
+      type: 'string',
+      default: '',
+      help: "Template file for the GRUB configuration of the ISOs Galvanic builds, as Ironic's: {{ linux }}, {{ initrd }} and {{ kernel_params }} are replaced (no other Jinja is understood). Empty means the built-in one, Ironic's.",
+    },
+    ldlinux_c32: {
+      type: 'string',
+      default: '',
+      help: 'Path to ldlinux.c32, which isolinux 5.0 or later loads. Empty means the first of /usr/lib/syslinux/modules/bios/ldlinux.c32 (Debian package syslinux-common) and /usr/share/syslinux/ldlinux.c32 that exists.',
+    },
+    esp_image: {
+      type: 'string',
+      default: '',
+      help: "Path to an EFI System Partition image (FAT12/16/32, holding EFI boot loaders that find the ISO's grub.cfg themselves) put into the UEFI ISOs Galvanic builds. Empty means Galvanic builds one with GRUB (Debian packages grub-efi-amd64-bin, mtools and dosfstools).",
+    },
   },
 
   api: {

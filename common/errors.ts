@@ -572,3 +572,19 @@ export class RaidConfigError extends DriverError {
     super(`Redfish exception occurred. Error: ${error}`);
   }
 }
+
+/**
+ * Ironic's ImageCreationFailed: a boot image (the agent's ISO, its EFI System Partition) could
+ * not be built. `toolOutput` is the end of what the failing tool printed on stderr, kept for the
+ * log and the node's last_error.
+ */
+export class ImageCreationFailed extends DriverError {
+  readonly code: string = 'IMAGE_CREATION_FAILED';
+  constructor(imageType: string, error: string, readonly toolOutput?: string) {
+    super(`Creating ${imageType} image failed: ${error}`);
+  }
+}
+/** A program or file needed to build a boot image is not on this conductor; the message names its Debian package. */
+export class ImageToolMissing extends ImageCreationFailed {
+  override readonly code: string = 'IMAGE_TOOL_MISSING';
+}

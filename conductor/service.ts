@@ -27,6 +27,8 @@ import { ALLOCATION_CHANNEL } from '../db/allocations.js';
 import { OperationAdvancer } from './operations.js';
 import { PeriodicRunner, type IterationReport } from './periodic.js';
 import { provisionChecksTask } from './periodics/provision-timeouts.js';
+import { httpRootSweepTask } from './periodics/http-root-sweep.js';
+import type { HttpRoot } from '../drivers/http-root.js';
 import { TaskManager } from './task-manager.js';
 import { powerSyncTask, type PowerSyncStats, type PowerSyncTask } from './periodics/power-sync.js';
 import { sensorDataTask, type SensorDataTask, type SensorStats } from './periodics/sensor-data.js';
@@ -49,6 +51,8 @@ export interface ConductorDeps {
   registry: DriverRegistry;
   notifier: Notifier;
   log: Logger;
+  /** This conductor's HTTP root, swept of what its nodes no longer boot (cli starts it with the embedded server). */
+  httpRoot?: HttpRoot;
 }
 
 /**
@@ -146,6 +150,9 @@ export class ConductorService {
     this.periodic.register(provisionChecksTask({
       db: deps.db, config: deps.config, hostname: this.hostname, log: this.log, owns: (uuid) => this.owns(uuid),
     }));
+    if (deps.httpRoot && deps.config.deploy.http_root_sweep_interval > 0) {
+      this.periodic.register(httpRootSweepTask({ db: deps.db, httpRoot: deps.httpRoot, log: this.log, spacingSeconds: deps.config.deploy.http_root_sweep_interval }));
+    }
     this.consoles = new ConsoleManager({
       config: deps.config, db: deps.db, connectionString: deps.connectionString, registry: deps.registry, log: this.log,
       hostname: this.hostname, drivers: this.drivers, owns: (uuid) => this.owns(uuid),

@@ -9,8 +9,11 @@ import { createIpmiInterfaces, ipmiHardware, ipmiRunnerOptions } from './ipmi/ha
 import { RedfishDriver, redfishHardware, redfishOptions } from './redfish/index.js';
 import { GenericImpl, NoInspect, fakeAndNone } from './generic.js';
 import { netbootInterfaces } from './netboot/index.js';
+import { CachedImageSource } from './netboot/images.js';
+import type { ImageCache } from './image/image-cache.js';
 import { AgentInspect } from './agent-inspect.js';
 import { deployInterfaces } from './deploy/index.js';
+import type { BootImages } from './image/boot-images.js';
 import { parseHooks, type AddPorts, type KeepPorts } from './inspection-hooks.js';
 
 /** Every hardware type this build of Galvanic knows; the config enables a subset. */
@@ -19,14 +22,18 @@ export const KNOWN_HARDWARE_TYPES: readonly HardwareType[] = [fakeHardware, redf
 /**
  * Builds the registry for one process from its config. Drivers whose hardware type is not
  * enabled are still constructed cheaply (no pools or workers start until first use).
+ * `bootImages`, `imageCache` and `httpUrl` are a conductor's: what it builds and publishes for its
+ * nodes' BMCs, the images it downloads once, and where its HTTP root is served.
  */
-export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverRegistry {
+export function buildRegistry(
+  config: Readonly<Config>, log?: Logger, deps: { bootImages?: BootImages; imageCache?: ImageCache; httpUrl?: () => string } = {},
+): DriverRegistry {
   const bmcs = new FakeBmcs(config.fake.record_file);
   // One budget per BMC for every driver and path of this process (bmc-budget.ts).
   const budget = new BmcBudget(config.conductor.per_bmc_concurrency);
   const ipmi = createIpmiInterfaces(ipmiRunnerOptions(config, log, budget));
   // No pool or session exists until the first call to a Redfish BMC.
-  const redfish = new RedfishDriver(redfishOptions(config), log ?? pino({ level: 'silent' }), budget);
+  const redfish = new RedfishDriver(redfishOptions(config), log ?? pino({ level: 'silent' }), budget, deps.bootImages);
   const inspector = config.inspector;
   const agentInspect = new AgentInspect({
     hooks: parseHooks(inspector.hooks, inspector.default_hooks),
@@ -37,7 +44,10 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
   });
   const impls: InterfaceImplementations = {
     bios: { ...fakeAndNone('bios'), redfish: redfish.bios },
-    boot: { fake: new FakeBoot(bmcs), 'redfish-virtual-media': redfish.boot, ...netbootInterfaces(config) },
+    boot: {
+      fake: new FakeBoot(bmcs), 'redfish-virtual-media': redfish.boot,
+      ...netbootInterfaces(config, { ...(deps.imageCache ? { images: new CachedImageSource(deps.imageCache) } : {}), ...(deps.httpUrl ? { httpUrl: deps.httpUrl } : {}) }),
+    },
     console: { fake: new FakeConsole(), 'no-console': new NoConsole(), 'ipmitool-sol': new IpmitoolSolConsole() },
     deploy: deployInterfaces(config),
     firmware: { ...fakeAndNone('firmware'), redfish: redfish.firmware },

@@ -194,9 +194,16 @@ export class HttpRoot {
     return out;
   }
 
-  /** Removes a file `list` or `temporaries` returned. */
-  async removeFile(file: { path: string }): Promise<void> {
-    await fs.rm(path.join(this.dir, path.basename(file.path)), { force: true });
+  /**
+   * Removes a file `list` or `temporaries` returned, unless it changed since (published again):
+   * whether it was removed.
+   */
+  async removeFile(file: { path: string; changedMs: number }): Promise<boolean> {
+    const p = path.join(this.dir, path.basename(file.path));
+    const stat = await fs.lstat(p).catch(() => null);
+    if (!stat || stat.ctimeMs !== file.changedMs) return false;
+    await fs.rm(p, { force: true });
+    return true;
   }
 
   private async entries(): Promise<string[]> {

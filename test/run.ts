@@ -58,6 +58,9 @@ const SERIAL: ReadonlySet<string> = new Set([
  */
 const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
   'e2e/baremetal-cli-ipmi-netboot.test.js': 85,
+  // Four QEMU boots, under TCG where KVM boots no kernel (OVMF about 20 s each, after a 10 s KVM probe); the
+  // first run also downloads a Debian kernel.
+  'integration/iso-boot.test.js': 80,
   'e2e/tempest.test.js': 75,
   'integration/console-races.test.js': 74,
   'e2e/baremetal-cli.test.js': 68,

@@ -1,50 +1,43 @@
 /**
  * How network boot gets the images a node boots (the agent's kernel and ramdisk, a ramdisk
  * deploy's kernel, ramdisk or ISO) into the node's directory of the TFTP or HTTP root: Ironic's
- * cache_ramdisk_kernel. Each appears whole or not at all.
+ * cache_ramdisk_kernel. Each is downloaded once into the conductor's image cache and linked
+ * from there (a link keeps the cache from evicting it while a node boots it); each appears
+ * whole or not at all.
  */
-import { createWriteStream } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
-import { pipeline } from 'node:stream/promises';
-import { fileURLToPath } from 'node:url';
-import { request, type Dispatcher } from 'undici';
 import { BootFilesFailed } from '../../common/errors.js';
-
-/** An image to place: its URL (http, https, file) and, when known, its checksum. */
-export interface BootImageRef {
-  url: string;
-  checksum?: string;
-}
+import type { ImageCache, ImageRef } from '../image/image-cache.js';
 
 export interface BootImageSource {
-  /** Puts the image at `dest`. @throws BootFilesFailed (unreachable, an HTTP error, a disk that refuses) */
-  place(ref: BootImageRef, dest: string, signal?: AbortSignal): Promise<void>;
+  /** Puts the image at `dest`. @throws ImageDownloadFailed | ImageChecksumError | InvalidParameterValue | BootFilesFailed */
+  place(ref: ImageRef, dest: string): Promise<void>;
 }
 
-/** Downloads each image for each node (the conductor's image cache, where it has one, shares them). */
-export class DownloadImageSource implements BootImageSource {
-  constructor(private readonly dispatcher?: Dispatcher) {}
+/** Through the conductor's image cache (`[deploy] iso_master_path`). */
+export class CachedImageSource implements BootImageSource {
+  constructor(private readonly cache: ImageCache) {}
 
-  async place(ref: BootImageRef, dest: string, signal?: AbortSignal): Promise<void> {
+  async place(ref: ImageRef, dest: string): Promise<void> {
+    const file = await this.cache.fetch(ref);
     const tmp = path.join(path.dirname(dest), `.${path.basename(dest)}.${randomBytes(6).toString('hex')}.tmp`);
     try {
-      if (/^file:\/\//i.test(ref.url)) {
-        await fs.copyFile(fileURLToPath(ref.url), tmp);
-      } else {
-        const res = await request(ref.url, { signal, ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}) });
-        if (res.statusCode !== 200) {
-          await res.body.dump();
-          throw new Error(`HTTP ${res.statusCode}`);
-        }
-        await pipeline(res.body, createWriteStream(tmp, { mode: 0o644, flags: 'wx' }));
+      try {
+        await fs.link(file.path, tmp);
+      } catch (err) {
+        // Another file system than the cache's: a copy.
+        if (!['EXDEV', 'EPERM', 'EMLINK'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
+        await fs.copyFile(file.path, tmp);
+        await fs.chmod(tmp, 0o644);
       }
-      await fs.chmod(tmp, 0o644);
       await fs.rename(tmp, dest);
     } catch (err) {
       await fs.rm(tmp, { force: true });
-      throw new BootFilesFailed(`Failed to download image ${ref.url} to ${dest}: ${(err as Error).message}`);
+      throw new BootFilesFailed(`Failed to place image ${ref.url} at ${dest}: ${(err as Error).message}`);
+    } finally {
+      this.cache.release(file);
     }
   }
 }

@@ -1,15 +1,17 @@
 /**
  * The `ipxe` and `pxe` boot interfaces of a process, built from its configuration: `[pxe]`,
  * `[deploy] http_root` / `http_url`, `[dhcp]` and `[dnsmasq]`, `[conductor] deploy_kernel` /
- * `deploy_ramdisk`. Templates named in `[pxe]` are read here, once, so that a broken one stops
- * the start instead of a node's boot.
+ * `deploy_ramdisk` and the API's URL (found as virtual media's agent boot finds them). Templates
+ * named in `[pxe]` are read here, once, so that a broken one stops the start instead of a
+ * node's boot.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../../common/config.js';
 import { ConfigError, GalvanicError } from '../../common/errors.js';
 import { dhcpProvider, type DhcpProvider } from '../dhcp.js';
-import { DownloadImageSource, type BootImageRef, type BootImageSource } from './images.js';
+import type { BootImageSource } from './images.js';
+import { agentBootDefaults } from '../agent-boot.js';
 import { NetworkBoot, myIp, type NetbootOptions } from './pxe-boot.js';
 import { Template } from './template.js';
 import { BOOT_IPXE, GRUB_CONFIG, IPXE_CONFIG, PXELINUX_CONFIG } from './templates.js';
@@ -27,20 +29,6 @@ function template(option: string, file: string, builtIn: string): Template {
   }
 }
 
-function imageRef(url: string, checksum: string): BootImageRef | null {
-  if (!url) return null;
-  return checksum ? { url, checksum } : { url };
-}
-
-/** The bare metal API's URL the agent calls back: `[deploy] external_callback_url`, `[api] public_endpoint`, or where the API listens. */
-function agentApiUrl(config: Readonly<Config>): string {
-  if (config.deploy.external_callback_url) return config.deploy.external_callback_url;
-  if (config.api.public_endpoint) return config.api.public_endpoint;
-  const host = config.api.host_ip;
-  if (/^(0\.0\.0\.0|::)$/.test(host)) return '';
-  return `http://${host.includes(':') ? `[${host}]` : host}:${config.api.port}`;
-}
-
 /** `[deploy] http_url`, else the embedded server's address. */
 function httpUrl(config: Readonly<Config>): string {
   const d = config.deploy;
@@ -49,13 +37,19 @@ function httpUrl(config: Readonly<Config>): string {
   return `http://${host}:${d.http_server_port}`;
 }
 
+/** What a conductor gives network boot: its image cache, and its HTTP root's URL once its server listens. */
+export interface NetbootDeps {
+  dhcp?: DhcpProvider;
+  images?: BootImageSource;
+  httpUrl?: () => string;
+}
+
 /** The options both interfaces share. */
-export function netbootOptions(config: Readonly<Config>, deps: { dhcp?: DhcpProvider; images?: BootImageSource } = {}): NetbootOptions {
+export function netbootOptions(config: Readonly<Config>, deps: NetbootDeps = {}): NetbootOptions {
   const p = config.pxe;
-  const c = config.conductor;
   return {
     httpRoot: path.resolve(config.deploy.http_root),
-    httpUrl: () => httpUrl(config),
+    httpUrl: deps.httpUrl ?? (() => httpUrl(config)),
     tftpRoot: path.resolve(p.tftp_root),
     tftpServer: p.tftp_server || myIp(),
     subdir: p.pxe_config_subdir,
@@ -69,18 +63,14 @@ export function netbootOptions(config: Readonly<Config>, deps: { dhcp?: DhcpProv
     fallbackScript: p.ipxe_fallback_script,
     ipxeTimeoutS: p.ipxe_timeout,
     kernelAppendParams: p.kernel_append_params,
-    debug: config.DEFAULT.debug,
-    apiUrl: agentApiUrl(config),
-    deployKernel: imageRef(c.deploy_kernel, c.deploy_kernel_checksum),
-    deployRamdisk: imageRef(c.deploy_ramdisk, c.deploy_ramdisk_checksum),
-    errorOnRamdiskConfigInconsistency: c.error_on_ramdisk_config_inconsistency,
+    agentBoot: agentBootDefaults(config),
     dhcp: deps.dhcp ?? dhcpProvider(config),
-    images: deps.images ?? new DownloadImageSource(),
+    ...(deps.images ? { images: deps.images } : {}),
   };
 }
 
 /** `ipxe` and `pxe`, sharing their options. */
-export function netbootInterfaces(config: Readonly<Config>): { ipxe: NetworkBoot; pxe: NetworkBoot } {
-  const opts = netbootOptions(config);
+export function netbootInterfaces(config: Readonly<Config>, deps: NetbootDeps = {}): { ipxe: NetworkBoot; pxe: NetworkBoot } {
+  const opts = netbootOptions(config, deps);
   return { ipxe: new NetworkBoot(true, opts), pxe: new NetworkBoot(false, opts) };
 }

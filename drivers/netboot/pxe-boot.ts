@@ -25,7 +25,9 @@ import type {
   BootInterface, BootNodeView, BootPort, BootValidation, DriverContext, InstanceBootRequest, NodeAccess, RamdiskBootRequest,
 } from '../interfaces.js';
 import { bootFileOf, dhcpOptions, type BootFiles } from './dhcp-options.js';
-import type { BootImageRef, BootImageSource } from './images.js';
+import type { BootImageSource } from './images.js';
+import type { ImageRef } from '../image/image-cache.js';
+import { agentKernelAndRamdisk, inspectionCallback, kernelAppendParams, type AgentBootDefaults } from '../agent-boot.js';
 import { BootLayout, type ImageLabel } from './layout.js';
 import type { Template } from './template.js';
 
@@ -49,16 +51,13 @@ export interface NetbootOptions {
   templates: NetbootTemplates;
   fallbackScript: string;
   ipxeTimeoutS: number;
+  /** `[pxe] kernel_append_params`. */
   kernelAppendParams: string;
-  debug: boolean;
-  /** The bare metal API's URL as the agent calls it back (ipa-api-url). */
-  apiUrl: string;
-  /** `[conductor] deploy_kernel` / `deploy_ramdisk` and their checksums. */
-  deployKernel: BootImageRef | null;
-  deployRamdisk: BootImageRef | null;
-  errorOnRamdiskConfigInconsistency: boolean;
+  /** Where the agent's kernel and ramdisk come from, the API's URL, `[DEFAULT] debug`. */
+  agentBoot: AgentBootDefaults;
   dhcp: DhcpProvider;
-  images: BootImageSource;
+  /** Absent where no conductor runs (the API only validates). */
+  images?: BootImageSource;
 }
 
 /** The boot loader configuration's labels (Ironic's switch_pxe_config targets). */
@@ -133,29 +132,11 @@ export class NetworkBoot implements BootInterface {
     this.agentImages(nodeUuid, driverInfo);
   }
 
-  /**
-   * Ironic's get_agent_kernel_ramdisk: driver_info's pair, else `[conductor]`'s; one of a pair
-   * alone is ambiguous (refused with `error_on_ramdisk_config_inconsistency`, else ignored).
-   */
-  private agentImages(nodeUuid: string, driverInfo: Readonly<Record<string, unknown>>): { deploy_kernel: BootImageRef; deploy_ramdisk: BootImageRef } {
-    const kernel = field(driverInfo, 'deploy_kernel');
-    const ramdisk = field(driverInfo, 'deploy_ramdisk');
-    const ref = (url: unknown, what: string): BootImageRef => {
-      if (typeof url !== 'string' || !/^(https?|file):\/\/\S+$/i.test(url)) {
-        throw new InvalidParameterValue(`${what} must be an http://, https:// or file:// URL, got ${JSON.stringify(url)}.`);
-      }
-      return { url };
-    };
-    if (kernel && ramdisk) return { deploy_kernel: ref(kernel, 'driver_info deploy_kernel'), deploy_ramdisk: ref(ramdisk, 'driver_info deploy_ramdisk') };
-    if ((kernel || ramdisk) && this.opts.errorOnRamdiskConfigInconsistency) {
-      const [solo, missing] = kernel ? ['deploy_kernel', 'deploy_ramdisk'] : ['deploy_ramdisk', 'deploy_kernel'];
-      throw new MissingParameterValue(`Node ${nodeUuid} driver_info has an override for ${solo}, but not for ${missing}. This configuration is ambiguous. Node ${nodeUuid} cannot boot a ramdisk.`);
-    }
-    const missing = [['deploy_kernel', this.opts.deployKernel], ['deploy_ramdisk', this.opts.deployRamdisk]].filter(([, v]) => !v).map(([k]) => `'${k as string}'`);
-    if (missing.length) {
-      throw new MissingParameterValue(`Cannot validate PXE bootloader. Some parameters were missing in node's driver_info and configuration. Missing are: [${missing.join(', ')}]`);
-    }
-    return { deploy_kernel: this.opts.deployKernel!, deploy_ramdisk: this.opts.deployRamdisk! };
+  /** Ironic's get_agent_kernel_ramdisk with pxe_utils.parse_driver_info's message. */
+  private agentImages(nodeUuid: string, driverInfo: Readonly<Record<string, unknown>>): Partial<Record<ImageLabel, ImageRef>> {
+    const pair = agentKernelAndRamdisk({ uuid: nodeUuid, driverInfo }, this.opts.agentBoot,
+      "Cannot validate PXE bootloader. Some parameters were missing in node's driver_info and configuration");
+    return { deploy_kernel: pair.kernel, deploy_ramdisk: pair.ramdisk };
   }
 
   /**
@@ -185,12 +166,12 @@ export class NetworkBoot implements BootInterface {
    * DHCP entries once they were written (the provider takes back its own partial write).
    */
   private async prepare(
-    ctx: DriverContext, a: NodeAccess, ports: readonly BootPort[], mode: 'uefi' | 'bios', images: Partial<Record<ImageLabel, BootImageRef>>,
+    ctx: DriverContext, a: NodeAccess, ports: readonly BootPort[], mode: 'uefi' | 'bios', images: Partial<Record<ImageLabel, ImageRef>>,
     target: BootTarget, pxeOptions: () => Record<string, unknown>, persistent: boolean | null,
   ): Promise<void> {
     let dhcpWritten = false;
     try {
-      await this.placeImages(a.node.uuid, images, ctx.signal);
+      await this.placeImages(a.node.uuid, images);
       await this.writeConfig(a.node, mode, ports, pxeOptions(), target);
       await this.opts.dhcp.update(a, this.dhcpOptions(mode));
       dhcpWritten = true;
@@ -239,7 +220,7 @@ export class NetworkBoot implements BootInterface {
   }
 
   /** The instance's images of a ramdisk deploy (Ironic's get_instance_image_info): an ISO, or a kernel and ramdisk. */
-  private instanceImages(req: InstanceBootRequest): Partial<Record<ImageLabel, BootImageRef>> {
+  private instanceImages(req: InstanceBootRequest): Partial<Record<ImageLabel, ImageRef>> {
     if (req.bootIso) return { boot_iso: { url: req.bootIso } };
     if (req.kernel && req.ramdisk) return { kernel: { url: req.kernel }, ramdisk: { url: req.ramdisk } };
     throw new MissingParameterValue("Some parameters were missing in node's instance_info. Missing are: ['boot_iso']");
@@ -266,10 +247,12 @@ export class NetworkBoot implements BootInterface {
     }
   }
 
-  private async placeImages(nodeUuid: string, images: Partial<Record<ImageLabel, BootImageRef>>, signal?: AbortSignal): Promise<void> {
+  private async placeImages(nodeUuid: string, images: Partial<Record<ImageLabel, ImageRef>>): Promise<void> {
+    const source = this.opts.images;
+    if (!source) throw new BootFilesFailed(`Node ${nodeUuid} cannot boot from the network through this process: it has no image cache (only a conductor has).`);
     await this.mkdir(this.layout.nodeDir(nodeUuid));
-    for (const [label, ref] of Object.entries(images) as Array<[ImageLabel, BootImageRef]>) {
-      await this.opts.images.place(ref, this.layout.imagePath(nodeUuid, label), signal);
+    for (const [label, ref] of Object.entries(images) as Array<[ImageLabel, ImageRef]>) {
+      await source.place(ref, this.layout.imagePath(nodeUuid, label));
     }
   }
 
@@ -312,14 +295,8 @@ export class NetworkBoot implements BootInterface {
    * debug`; the agent's parameters), the TFTP server, iPXE's timeout in ms.
    */
   private extraPxeOptions(node: BootNodeView, req: Partial<RamdiskBootRequest>): Record<string, unknown> {
-    let append = this.opts.kernelAppendParams;
-    for (const value of [node.instanceInfo.kernel_append_params, node.driverInfo.kernel_append_params]) {
-      if (value === undefined || value === null) continue;
-      if (typeof value !== 'string' || /[\r\n\0]/.test(value)) throw new InvalidParameterValue("node's kernel_append_params contains malformed kernel command line");
-      append = value.replaceAll('%default%', this.opts.kernelAppendParams);
-      break;
-    }
-    if (this.opts.debug && !append.includes('ipa-debug')) append += ' ipa-debug=1';
+    let append = kernelAppendParams({ driverInfo: node.driverInfo, instanceKernelAppendParams: node.instanceInfo.kernel_append_params }, this.opts.kernelAppendParams);
+    if (this.opts.agentBoot.debug && !append.includes('ipa-debug')) append += ' ipa-debug=1';
     const params = this.ramdiskParams(req);
     if (params.length) append += ` ${params.join(' ')}`;
     return { pxe_append_params: append, tftp_server: this.opts.tftpServer, ipxe_timeout: this.opts.ipxeTimeoutS * 1000 };
@@ -331,12 +308,11 @@ export class NetworkBoot implements BootInterface {
    */
   private ramdiskParams(req: Partial<RamdiskBootRequest>): string[] {
     if (req.purpose === undefined) return [];
-    const api = this.opts.apiUrl.replace(/\/+$/, '');
+    const api = (this.opts.agentBoot.apiUrl || this.opts.agentBoot.externalCallbackUrl).replace(/\/+$/, '');
     if (!api) {
       throw new InvalidParameterValue("Couldn't get the URL of the bare metal API service from the configuration: set [deploy] external_callback_url or [api] public_endpoint (the agent calls it back).");
     }
-    if (req.purpose === 'inspect') return [`ipa-inspection-callback-url=${api.endsWith('/v1') ? api : `${api}/v1`}/continue_inspection`];
-    return [`ipa-api-url=${api}`];
+    return [req.purpose === 'inspect' ? `ipa-inspection-callback-url=${inspectionCallback(api)}` : `ipa-api-url=${api}`];
   }
 
   private httpUrl(): string {

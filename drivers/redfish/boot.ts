@@ -6,7 +6,8 @@
  */
 import { BmcRejected, InvalidParameterValue, VirtualMediaUnavailable } from '../../common/errors.js';
 import type { BootInterface, DriverContext, InstanceBootRequest, RamdiskBootRequest, VirtualMediaDevice, VirtualMediaSlot } from '../interfaces.js';
-import { NO_AGENT_BOOT_DEFAULTS, agentIso, type AgentBootDefaults } from '../agent-boot.js';
+import { NO_AGENT_BOOT_DEFAULTS, agentImage, agentKernelCmdline, type AgentBootDefaults } from '../agent-boot.js';
+import { BootImages } from '../image/boot-images.js';
 import { statusError, type RedfishCall, type RedfishClient } from './client.js';
 import { patchSystem } from './management.js';
 import { isObject, prop, str, type Json } from './odata.js';
@@ -17,6 +18,15 @@ import { DEFAULT_VMEDIA_RETRY, ejectAll, findCollections, insertImage, slotsFor,
 const OWN_MEDIA: readonly MediaType[] = ['CD', 'DVD', 'USBStick'];
 const REDFISH_BOOT_MODE = { uefi: 'UEFI', bios: 'Legacy' } as const;
 const IMAGE_URL = /^(https?|nfs|cifs):\/\//i;
+
+/**
+ * The ISO's `ir_pub_id`: Ironic draws a UUID per build; here it names what the ISO is built
+ * from, so that it is the same for every node sharing the ISO, and differs between images.
+ */
+function publisherId(kernelUrl: string, ramdiskUrl: string, cmdline: string): string {
+  const h = BootImages.isoKey(kernelUrl, ramdiskUrl, cmdline, 'ir_pub_id');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
 
 /** Ironic's VMEDIA_DEVICES_MAP_REV (cdrom → CD, disk → USB stick); a CD may go where only DVD is offered. */
 const DEVICE_MEDIA: Readonly<Record<VirtualMediaDevice, MediaType>> = { cdrom: 'CD', disk: 'USBStick', floppy: 'Floppy' };
@@ -52,11 +62,15 @@ function cdTarget(call: RedfishCall, system: Json, boot: Json): string {
 export class RedfishVirtualMediaBoot implements BootInterface {
   readonly ramdiskBoot = true;
 
-  /** `retry` paces the waits for a slot to eject and the retries of an insert refused with 5xx. */
+  /**
+   * `retry` paces the waits for a slot to eject and the retries of an insert refused with 5xx.
+   * `images` builds and publishes the agent's ISO; a process without it (the API) only validates.
+   */
   constructor(
     private readonly client: RedfishClient,
     private readonly retry: VirtualMediaRetry = DEFAULT_VMEDIA_RETRY,
     private readonly agentBoot: AgentBootDefaults = NO_AGENT_BOOT_DEFAULTS,
+    private readonly images?: BootImages,
   ) {}
 
   /** @throws InvalidDriverInfo */
@@ -97,18 +111,45 @@ export class RedfishVirtualMediaBoot implements BootInterface {
     }, this.extraMs);
   }
 
-  /** The agent's ISO is found (driver_info deploy_iso, see agent-boot.ts). @throws MissingParameterValue | InvalidParameterValue */
+  /** The agent's image is found (driver_info deploy_iso, or a kernel and ramdisk: see agent-boot.ts). @throws MissingParameterValue | InvalidParameterValue */
   validateRamdisk(nodeUuid: string, driverInfo: Readonly<Record<string, unknown>>): void {
-    agentIso({ uuid: nodeUuid, driverInfo }, this.agentBoot);
+    agentImage({ uuid: nodeUuid, driverInfo }, this.agentBoot);
   }
 
-  /** Ironic's prepare_ramdisk: the agent's ISO inserted and booted once (the boot device is not kept). */
+  /**
+   * Ironic's prepare_ramdisk: the agent's ISO (built from a kernel and ramdisk, or given, see
+   * agentIsoUrl) inserted and booted once (the boot device is not kept). The ISO is ready
+   * before the BMC is touched: an image that cannot be had changes nothing at the node.
+   */
   async prepareRamdisk(ctx: DriverContext, req: RamdiskBootRequest): Promise<void> {
-    const iso = agentIso({ uuid: ctx.nodeUuid, driverInfo: ctx.driverInfo }, this.agentBoot);
+    const iso = await this.agentIsoUrl(ctx, req);
     await this.prepareInstance(ctx, { bootIso: iso, forcePersistentBootDevice: 'Never', ...(req.bootMode ? { bootMode: req.bootMode } : {}) });
   }
 
-  /** Ironic's clean_up_ramdisk: what prepareRamdisk inserted ejected, the override cleared. */
+  /**
+   * The URL the BMC gets for the agent: an ISO built from the kernel and ramdisk and published
+   * in the HTTP root (Ironic's prepare_deploy_iso); a given deploy_iso as it is, or, with
+   * `ramdisk_image_download_source = local`, published unchanged (Ironic does not re-master it).
+   * @throws MissingParameterValue | InvalidParameterValue | ImageDownloadFailed | ImageChecksumError | ImagePublishFailed
+   */
+  private async agentIsoUrl(ctx: DriverContext, req: RamdiskBootRequest): Promise<string> {
+    const image = agentImage({ uuid: ctx.nodeUuid, driverInfo: ctx.driverInfo }, this.agentBoot);
+    if (image.kind === 'iso' && (this.agentBoot.downloadSource === 'http' || !/^https?:/i.test(image.url))) return image.url;
+    if (!this.images) throw new InvalidParameterValue('This process has no HTTP root to publish the agent ISO in: only a conductor boots the agent.');
+    const baseUrl = typeof ctx.driverInfo.external_http_url === 'string' && ctx.driverInfo.external_http_url ? ctx.driverInfo.external_http_url : undefined;
+    if (image.kind === 'iso') return this.images.publishIso(ctx.nodeUuid, { url: image.url }, baseUrl);
+    const { cmdline, publisherId: pubId } = agentKernelCmdline(
+      { nodeUuid: ctx.nodeUuid, driverInfo: ctx.driverInfo, instanceKernelAppendParams: req.instanceKernelAppendParams, purpose: req.purpose ?? 'deploy' },
+      this.agentBoot,
+      (withoutId) => publisherId(image.kernel.url, image.ramdisk.url, withoutId),
+    );
+    ctx.log.info({ kernel: image.kernel.url, ramdisk: image.ramdisk.url, from: image.from, cmdline }, 'publishing the agent ISO');
+    return this.images.publishAgentIso(ctx.nodeUuid, {
+      kernel: image.kernel, ramdisk: image.ramdisk, cmdline, publisherId: pubId, ...(req.bootMode ? { bootMode: req.bootMode } : {}), ...(baseUrl ? { baseUrl } : {}),
+    });
+  }
+
+  /** Ironic's clean_up_ramdisk: what prepareRamdisk inserted ejected, the override cleared, the ISO withdrawn. */
   cleanUpRamdisk(ctx: DriverContext): Promise<void> {
     return this.cleanUpInstance(ctx);
   }
@@ -119,6 +160,7 @@ export class RedfishVirtualMediaBoot implements BootInterface {
    * @throws VirtualMediaUnavailable | BmcRejected | BmcTimeout | BmcUnreachable | BmcAuthFailed
    */
   async cleanUpInstance(ctx: DriverContext): Promise<void> {
+    await this.images?.withdraw(ctx.nodeUuid);
     await this.client.run(ctx, async (call) => {
       await ejectAll(call, await findCollections(call), OWN_MEDIA, this.retry);
       const system = await getSystem(call);

@@ -22,6 +22,7 @@ import type { HostFacts } from './inventory.js';
 import { AGENT_VERSION, HARDWARE_MANAGER, HARDWARE_MANAGER_VERSION, systemLogs } from './ipa.js';
 import { Life, MIN_IRONIC_VERSION, bump, sleep, timer, uniform, type Version } from './life.js';
 import type { AgentEnv, AgentFaults, AgentWitness, DiskState } from './types.js';
+import { agentUrls, kernelParams } from './kernel-params.js';
 
 const V_AGENT_VERSION: Version = [1, 36];
 const V_TOKEN: Version = [1, 62];
@@ -106,16 +107,24 @@ export class AgentHost implements ApiAgent {
   }
 
   /**
-   * The host finished booting from virtual media or its disk: the agent ISO starts an agent
-   * (which calls the fleet's API URL, as an ISO built with ipa-api-url does), the disk starts
-   * the instance.
+   * The host finished booting from virtual media or its disk: an agent ISO starts an agent, the
+   * disk starts the instance. An ISO the pattern names calls the fleet's API URL (as one built
+   * with ipa-api-url does); any other is read, and its kernel command line says whether it boots
+   * an agent and where that agent calls.
    */
   booted(system: SystemState): void {
     this.stopped();
     const r = system.running;
     if (!r || r.phase !== 'up') return;
-    if (r.image && r.device !== 'Hdd' && this.isAgentIso(r.image)) {
-      this.bootRamdisk({ apiUrl: this.env.apiUrl, inspectionUrl: `${this.env.apiUrl}/v1/continue_inspection` });
+    if (r.image && r.device !== 'Hdd') {
+      if (this.isAgentIso(r.image)) {
+        this.bootRamdisk(agentUrls(new Map([['ipa-api-url', this.env.apiUrl]])));
+        return;
+      }
+      void this.env.isoReader.read(r.image).then((params) => {
+        // Still the same boot: the host was not stopped or booted again meanwhile.
+        if (params && system.running === r && r.phase === 'up' && !this.life && !this.bootTimer) this.bootRamdisk(agentUrls(kernelParams(params.cmdline)));
+      });
     } else if (r.device === 'Hdd') {
       this.bootDisk();
     }

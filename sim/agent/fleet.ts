@@ -13,6 +13,7 @@ import { AgentHost, type HostLink } from './agent.js';
 import { faultBody } from './ipa.js';
 import { hostFacts, type HostFacts } from './inventory.js';
 import { DEFAULT_ISO_PATTERN, type AgentEnv, type AgentSimOptions } from './types.js';
+import { IsoCmdlineReader } from './iso-cmdline.js';
 
 const BODY_LIMIT = 16 << 20;
 
@@ -55,6 +56,7 @@ export class AgentFleet implements SystemHooks {
       writeBytesPerMs: ((opts.writeMBps ?? 200) * 1e6) / 1000,
       heartbeatMinGapMs: opts.heartbeatMinGapMs ?? 5000,
       lookupRetryMs: opts.lookupRetryMs ?? 2000,
+      isoReader: new IsoCmdlineReader(),
       power,
     };
     const fleet = new AgentFleet(server, env, model, bmcAddress, opts.isoPattern ?? DEFAULT_ISO_PATTERN);

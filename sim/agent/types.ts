@@ -3,12 +3,17 @@
  */
 import type { Dispatcher } from 'undici';
 import type { SimBmc } from '../redfish/state.js';
+import type { IsoCmdlineReader } from './iso-cmdline.js';
 
 /** How the agents of a Redfish simulator fleet behave (`startRedfishSim({agent})`). */
 export interface AgentSimOptions {
   /** Galvanic's API, as IPA's `ipa-api-url` kernel argument: `http://127.0.0.1:6385`. */
   apiUrl: string;
-  /** A booted virtual-media image whose URL matches this is an agent ISO. */
+  /**
+   * A booted virtual-media image whose URL matches this is an agent ISO, which calls `apiUrl`.
+   * Any other http(s) image is read as a BMC reads it (byte ranges): an ISO whose boot loader
+   * passes `ipa-api-url` (or `ipa-inspection-callback-url`) is an agent ISO that calls that URL.
+   */
   isoPattern?: RegExp;
   /** An agent comes up this long (s, uniform in [min, max]) after its host booted the ISO (default [1, 2]). */
   bootSeconds?: [number, number];
@@ -33,6 +38,8 @@ export interface AgentEnv {
   writeBytesPerMs: number;
   heartbeatMinGapMs: number;
   lookupRetryMs: number;
+  /** Reads the kernel command line of the ISOs the hosts boot. */
+  isoReader: IsoCmdlineReader;
   /** Asks the host's BMC for a reset (ForceOff, ForceRestart), as the OS of the host would cause. */
   power(bmc: SimBmc, sysPath: string, type: 'ForceOff' | 'ForceRestart'): void;
 }

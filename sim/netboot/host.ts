@@ -12,7 +12,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { request, type Dispatcher } from 'undici';
-import type { AgentFleet, AgentHost, HostFacts } from '../agent/index.js';
+import { agentUrls, kernelParams, type AgentFleet, type AgentHost, type HostFacts } from '../agent/index.js';
 import { dnsmasqOffer, type DnsmasqDirs } from './dnsmasq.js';
 import { IpxeRunner, type IpxeOutcome } from './ipxe.js';
 import { grubEntry, pxelinuxEntry, type LoaderOutcome } from './loaders.js';
@@ -61,16 +61,6 @@ function isPxelinux(file: string): boolean {
 
 function isGrub(file: string): boolean {
   return /(bootx64|grubx64|grubnetx64|shimx64)\.efi$/i.test(file);
-}
-
-/** IPA's reading of its kernel command line. */
-export function kernelParams(cmdline: string): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const word of cmdline.split(/\s+/).filter(Boolean)) {
-    const i = word.indexOf('=');
-    out.set(i < 0 ? word : word.slice(0, i), i < 0 ? '' : word.slice(i + 1));
-  }
-  return out;
 }
 
 export class NetbootHost {
@@ -127,9 +117,8 @@ export class NetbootHost {
       case 'kernel': {
         const params = kernelParams(ending.cmdline);
         rec.cmdline = ending.cmdline;
-        const apiUrl = params.get('ipa-api-url') ?? null;
-        const inspectionUrl = params.get('ipa-inspection-callback-url') ?? null;
-        if (!apiUrl && !inspectionUrl) {
+        const urls = agentUrls(params);
+        if (!urls.apiUrl && !urls.inspectionUrl) {
           rec.outcome = 'failed';
           rec.reason = 'the kernel booted, but its command line tells the agent neither ipa-api-url nor ipa-inspection-callback-url';
           return;
@@ -138,7 +127,7 @@ export class NetbootHost {
         const boot = this.opts.facts.inventory.boot as Record<string, unknown> | undefined;
         if (boot) boot.pxe_interface = bootif ?? null;
         rec.outcome = 'agent';
-        this.agent.bootRamdisk({ apiUrl, inspectionUrl });
+        this.agent.bootRamdisk(urls);
         return;
       }
       case 'sanboot':

@@ -3,8 +3,8 @@
  * machine (test/helpers/ipmi-sim.ts), a simulated network-booting machine behind it
  * (sim/netboot: DHCP from dnsmasq's files, TFTP, iPXE/PXELINUX/GRUB, the agent), the
  * directories Galvanic writes (dnsmasq's hosts and options, the TFTP and HTTP roots, with the
- * loaders a distribution ships in the TFTP root), and an HTTP server for the HTTP root, as an
- * operator's nginx would serve it.
+ * loaders a distribution ships in the TFTP root); Galvanic's own server serves the HTTP root on
+ * a port chosen here.
  *
  * The machine follows its BMC: every IPMI chassis action ipmi_sim carries out is appended to
  * the BMC's chassis.log by its chassis-control hook; the lab reads each new line and does what
@@ -15,13 +15,12 @@
  */
 import fs from 'node:fs/promises';
 import { watch, type FSWatcher } from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { AgentFleet } from '../../sim/agent/index.js';
 import { NetbootHost, netbootFacts, type BootRecord } from '../../sim/netboot/index.js';
 import { SimBmc, type ChassisEvent } from './ipmi-sim.js';
+import { freePort } from './net.js';
 
 export const LOADERS = ['undionly.kpxe', 'snponly.efi', 'ipxe.efi', 'pxelinux.0', 'bootx64.efi'];
 
@@ -60,26 +59,6 @@ export interface LabOptions {
   /** The agents' boot delay (s). */
   bootSeconds?: [number, number];
   heartbeatMinGapMs?: number;
-}
-
-/** Serves a directory as nginx's `root` would: GET and HEAD, links followed, no listings, no dot-files. */
-async function serveDir(dir: string): Promise<{ url: string; close(): Promise<void> }> {
-  const server = http.createServer((req, res) => {
-    void (async () => {
-      const rel = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname).replace(/^\/+/, '');
-      const file = path.join(dir, rel);
-      if (rel.split('/').some((p) => p.startsWith('.')) || !file.startsWith(dir)) return res.writeHead(404).end();
-      const st = await fs.stat(file).catch(() => null);
-      if (!st?.isFile()) return res.writeHead(404).end();
-      res.writeHead(200, { 'content-length': st.size });
-      res.end(req.method === 'HEAD' ? undefined : await fs.readFile(file));
-    })().catch(() => res.writeHead(500).end());
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
-  };
 }
 
 /**
@@ -169,8 +148,7 @@ export async function startIpmiNetbootLab(opts: LabOptions = {}): Promise<IpmiNe
     for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
   };
   try {
-    const served = await serveDir(dirs.httpRoot);
-    cleanups.push(() => served.close());
+    const httpPort = await freePort();
     const fleet = await AgentFleet.start({
       apiUrl: '', bootSeconds: opts.bootSeconds ?? [0.2, 0.5], heartbeatMinGapMs: opts.heartbeatMinGapMs ?? 200, lookupRetryMs: 300,
     }, null, '127.0.0.1', () => undefined);
@@ -198,14 +176,15 @@ export async function startIpmiNetbootLab(opts: LabOptions = {}): Promise<IpmiNe
       GALVANIC_DNSMASQ__DHCP_OPTSDIR: dirs.optsDir,
       GALVANIC_DNSMASQ__DHCP_LEASEFILE: dirs.leaseFile,
       GALVANIC_DEPLOY__HTTP_ROOT: dirs.httpRoot,
-      GALVANIC_DEPLOY__HTTP_URL: served.url,
-      GALVANIC_DEPLOY__HTTP_SERVER: 'false',
+      GALVANIC_DEPLOY__HTTP_SERVER_HOST: '127.0.0.1',
+      GALVANIC_DEPLOY__HTTP_SERVER_PORT: String(httpPort),
+      GALVANIC_DEPLOY__ISO_MASTER_PATH: path.join(root, 'image-cache'),
       GALVANIC_PXE__TFTP_ROOT: dirs.tftpRoot,
       GALVANIC_PXE__TFTP_SERVER: '127.0.0.1',
       // ipmi_sim answers at once; Ironic's 1 s between commands only slows the test.
       GALVANIC_IPMI__MIN_COMMAND_INTERVAL: '0.05',
     };
-    return { dirs, machines, fleet, httpUrl: served.url, env, stop };
+    return { dirs, machines, fleet, httpUrl: `http://127.0.0.1:${httpPort}`, env, stop };
   } catch (err) {
     await stop();
     throw err;

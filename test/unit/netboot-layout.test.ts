@@ -10,10 +10,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
 import { pathToFileURL } from 'node:url';
-import { BootFilesFailed, DhcpUpdateFailed, InvalidParameterValue, MissingParameterValue } from '../../common/errors.js';
+import { BootFilesFailed, DhcpUpdateFailed, ImageDownloadFailed, InvalidParameterValue, MissingParameterValue } from '../../common/errors.js';
 import { DnsmasqDhcp } from '../../drivers/dhcp.js';
 import type { BootPort, DriverContext, NodeAccess } from '../../drivers/interfaces.js';
-import { DownloadImageSource } from '../../drivers/netboot/images.js';
+import { CachedImageSource } from '../../drivers/netboot/images.js';
+import { ImageCache } from '../../drivers/image/image-cache.js';
+import { NO_AGENT_BOOT_DEFAULTS } from '../../drivers/agent-boot.js';
 import { NetworkBoot, type NetbootOptions } from '../../drivers/netboot/pxe-boot.js';
 import { Template } from '../../drivers/netboot/template.js';
 import { BOOT_IPXE, GRUB_CONFIG, IPXE_CONFIG, PXELINUX_CONFIG } from '../../drivers/netboot/templates.js';
@@ -37,6 +39,7 @@ interface Fixture {
   images: string;
   opts: NetbootOptions;
   dhcp: DnsmasqDhcp;
+  cache: ImageCache;
 }
 
 async function fixture(): Promise<Fixture> {
@@ -50,16 +53,20 @@ async function fixture(): Promise<Fixture> {
   await fs.writeFile(path.join(dirs.images, 'os.initramfs'), 'os ramdisk');
   await fs.writeFile(path.join(dirs.images, 'os.iso'), 'os iso');
   const dhcp = new DnsmasqDhcp({ hostsDir: dirs.hostsDir, optsDir: dirs.optsDir, leaseFile: path.join(root, 'dnsmasq.leases') });
+  const cache = new ImageCache({ dir: path.join(root, 'cache'), sizeBytes: 1 << 30, ttlMs: 60_000, log: pino({ level: 'silent' }) });
+  await cache.start();
   const opts: NetbootOptions = {
     httpRoot: dirs.httpRoot, httpUrl: () => HTTP, tftpRoot: dirs.tftpRoot, tftpServer: TFTP, subdir: 'pxelinux.cfg',
     bootFiles: { pxe: 'pxelinux.0', uefiPxe: 'bootx64.efi', ipxe: 'undionly.kpxe', uefiIpxe: 'snponly.efi' },
     templates: { pxe: new Template('p', PXELINUX_CONFIG), uefiPxe: new Template('g', GRUB_CONFIG), ipxe: new Template('i', IPXE_CONFIG), bootScript: new Template('b', BOOT_IPXE) },
-    fallbackScript: '', ipxeTimeoutS: 0, kernelAppendParams: 'nofb vga=normal', debug: false, apiUrl: API,
-    deployKernel: { url: pathToFileURL(path.join(dirs.images, 'ipa.kernel')).href },
-    deployRamdisk: { url: pathToFileURL(path.join(dirs.images, 'ipa.initramfs')).href },
-    errorOnRamdiskConfigInconsistency: false, dhcp, images: new DownloadImageSource(),
+    fallbackScript: '', ipxeTimeoutS: 0, kernelAppendParams: 'nofb vga=normal',
+    agentBoot: {
+      ...NO_AGENT_BOOT_DEFAULTS, apiUrl: API,
+      deployKernel: pathToFileURL(path.join(dirs.images, 'ipa.kernel')).href, deployRamdisk: pathToFileURL(path.join(dirs.images, 'ipa.initramfs')).href,
+    },
+    dhcp, images: new CachedImageSource(cache),
   };
-  return { root, ...dirs, opts, dhcp };
+  return { root, ...dirs, opts, dhcp, cache };
 }
 
 /** The conductor's side, in memory: the node, its ports, driver_internal_info saves, boot device calls. */
@@ -90,7 +97,10 @@ const LOADERS: Tree = { 'bootx64.efi': 'loader bootx64.efi', 'pxelinux.0': 'load
 describe('network boot file layout (ipxe, pxe) against Ironic\'s', () => {
   let f: Fixture;
   beforeEach(async () => { f = await fixture(); });
-  afterEach(async () => { await fs.rm(f.root, { recursive: true, force: true }); });
+  afterEach(async () => {
+    await f.cache.close();
+    await fs.rm(f.root, { recursive: true, force: true });
+  });
 
   it('ipxe, BIOS, the agent: boot.ipxe, <uuid>/config, the images, the MAC links, dnsmasq\'s files; cleaned up to nothing', async () => {
     const boot = new NetworkBoot(true, f.opts);
@@ -244,17 +254,17 @@ describe('network boot file layout (ipxe, pxe) against Ironic\'s', () => {
     expect(bootDevices).to.deep.equal([]);
   });
 
-  it('a deploy kernel that cannot be had: BootFilesFailed, nothing written', async () => {
-    const boot = new NetworkBoot(true, { ...f.opts, deployKernel: { url: pathToFileURL(path.join(f.images, 'missing')).href } });
+  it('a deploy kernel that cannot be had: ImageDownloadFailed, nothing written', async () => {
+    const boot = new NetworkBoot(true, { ...f.opts, agentBoot: { ...f.opts.agentBoot, deployKernel: pathToFileURL(path.join(f.images, 'missing')).href } });
     const { ctx } = nodeAccess({}, PORTS);
     const err = await boot.prepareRamdisk(ctx, { purpose: 'deploy' }).then(() => null, (e: unknown) => e);
-    expect(err).to.be.instanceOf(BootFilesFailed);
+    expect(err).to.be.instanceOf(ImageDownloadFailed);
     expect(await readTree(f.httpRoot)).to.deep.equal({});
     expect(await readTree(f.hostsDir)).to.deep.equal({});
   });
 
   it('Ironic\'s message when no deploy kernel and ramdisk are known', () => {
-    const boot = new NetworkBoot(true, { ...f.opts, deployKernel: null, deployRamdisk: null });
+    const boot = new NetworkBoot(true, { ...f.opts, agentBoot: { ...f.opts.agentBoot, deployKernel: '', deployRamdisk: '' } });
     expect(() => boot.validateRamdisk(UUID, {})).to.throw(MissingParameterValue,
       "Cannot validate PXE bootloader. Some parameters were missing in node's driver_info and configuration. Missing are: ['deploy_kernel', 'deploy_ramdisk']");
     expect(() => boot.validateRamdisk(UUID, { deploy_kernel: 'http://x/k', deploy_ramdisk: 'http://x/r' })).to.not.throw();

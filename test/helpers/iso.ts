@@ -1,0 +1,56 @@
+/**
+ * Reading the ISOs the builder makes, with the same distribution tools a user would use
+ * (xorriso, mtools), independently of the builder's own parsing.
+ */
+import { execFile } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { probeIsoTools } from '../../drivers/image/iso-tools.js';
+
+const run = promisify(execFile);
+
+/**
+ * Skips the calling suite when the ISO tools are missing, saying which Debian packages to
+ * install; under CI=true a missing tool is a failure, so the suite cannot silently vanish.
+ */
+export async function requireIsoTools(ctx: Mocha.Context): Promise<void> {
+  const { missing, message } = await probeIsoTools();
+  if (missing.length === 0) return;
+  if (process.env.CI === 'true') throw new Error(`${message} CI=true, so this is a failure, not a skip`);
+  console.warn(`      skipped: ${message}`);
+  ctx.skip();
+}
+
+/** The regular files of an ISO, by their path on it. */
+export async function isoFileList(iso: string): Promise<string[]> {
+  const { stdout } = await run('xorriso', ['-indev', iso, '-find', '/', '-type', 'f'], { maxBuffer: 16 << 20 });
+  return stdout.split('\n').filter((l) => l.startsWith("'")).map((l) => l.slice(1, -1)).sort();
+}
+
+/** Extracts the whole ISO into a new directory and returns it. */
+export async function extractIso(iso: string, into: string): Promise<string> {
+  await fs.mkdir(into, { recursive: true });
+  await run('xorriso', ['-osirrox', 'on', '-indev', iso, '-extract', '/', into], { maxBuffer: 16 << 20 });
+  return into;
+}
+
+/** `xorriso -report_el_torito plain`: the platforms of the boot images, in catalog order, and their paths. */
+export async function elToritoPlatforms(iso: string): Promise<{ platforms: string[]; paths: string[]; report: string }> {
+  const { stdout } = await run('xorriso', ['-indev', iso, '-report_el_torito', 'plain']);
+  const platforms = [...stdout.matchAll(/^El Torito boot img :\s+\d+\s+(\S+)/gm)].map((m) => m[1]);
+  const paths = [...stdout.matchAll(/^El Torito img path :\s+\d+\s+(\S+)/gm)].map((m) => m[1]);
+  return { platforms, paths, report: stdout };
+}
+
+/** The files of a FAT image (mtools), by their path in it. */
+export async function fatFileList(image: string): Promise<string[]> {
+  const { stdout } = await run('mdir', ['-/', '-b', '-i', image, '::/'], { env: { ...process.env, MTOOLS_SKIP_CHECK: '1' } });
+  return stdout.split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.endsWith('/')).map((l) => l.replace(/^::/, '')).sort();
+}
+
+/** A fresh directory under the system's temporary directory. */
+export function scratchDir(prefix: string): Promise<string> {
+  return fs.mkdtemp(path.join(os.tmpdir(), prefix));
+}
