@@ -607,6 +607,17 @@ export const SCHEMA = {
       min: 0,
       help: 'Minutes an image that no node uses is kept in the cache.',
     },
+    configdrive_use_object_store: {
+      type: 'bool',
+      default: false,
+      help: "Whether every config drive is published in the conductor's HTTP root and instance_info keeps only its URL (Ironic uploads it to Swift). When false, only a config drive above configdrive_max_inline_size is; a smaller one stays in instance_info, gzipped and base64-encoded.",
+    },
+    configdrive_max_inline_size: {
+      type: 'int',
+      default: 65536,
+      min: 1024,
+      help: "Largest config drive, in bytes once gzipped and base64-encoded (a JSON one once built), kept whole in the node's instance_info; a larger one is published in the HTTP root and instance_info keeps its URL, and without an HTTP root its deploy fails.",
+    },
   },
 
   dhcp: {

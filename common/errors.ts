@@ -574,8 +574,8 @@ export class RaidConfigError extends DriverError {
 }
 
 /**
- * Ironic's ImageCreationFailed: a boot image (the agent's ISO, its EFI System Partition) could
- * not be built. `toolOutput` is the end of what the failing tool printed on stderr, kept for the
+ * Ironic's ImageCreationFailed: a boot image (the agent's ISO, its EFI System Partition) or a
+ * config drive could not be built. `toolOutput` is the end of what the failing tool printed on stderr, kept for the
  * log and the node's last_error.
  */
 export class ImageCreationFailed extends DriverError {

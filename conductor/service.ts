@@ -29,6 +29,7 @@ import { PeriodicRunner, type IterationReport } from './periodic.js';
 import { provisionChecksTask } from './periodics/provision-timeouts.js';
 import { httpRootSweepTask } from './periodics/http-root-sweep.js';
 import type { HttpRoot } from '../drivers/http-root.js';
+import { isoToolPathsFromConfig } from '../drivers/image/iso-tools.js';
 import { TaskManager } from './task-manager.js';
 import { powerSyncTask, type PowerSyncStats, type PowerSyncTask } from './periodics/power-sync.js';
 import { sensorDataTask, type SensorDataTask, type SensorStats } from './periodics/sensor-data.js';
@@ -108,6 +109,14 @@ export class ConductorService {
         config: { agent: deps.config.agent, deploy: deps.config.deploy },
       },
       bootPortsOf: async (id) => (await portsOfNode(deps.db, id)).map(bootPort),
+      configdrive: {
+        useObjectStore: deps.config.deploy.configdrive_use_object_store,
+        maxInlineSize: deps.config.deploy.configdrive_max_inline_size,
+        httpRoot: deps.httpRoot ?? null,
+        // The agent reaches the root at http_url; what the root hands BMCs may be external_http_url.
+        ...(deps.config.deploy.http_url ? { agentBaseUrl: deps.config.deploy.http_url } : {}),
+        tools: isoToolPathsFromConfig(deps.config),
+      },
       hostname: this.hostname,
       workers: c.workers_pool_size,
       retryInitialDelayMs: c.intent_retry_initial_delay * 1000,

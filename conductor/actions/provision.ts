@@ -19,6 +19,7 @@ import {
 } from '../steps.js';
 import { cleanStepToAbortAfter } from '../../drivers/provision-checks.js';
 import { agentStepFailureChanges } from './agent-continue.js';
+import { storeConfigdrive, withdrawConfigdrive } from '../configdrive.js';
 
 function provisionArgsOf(ctx: Pick<ActionContext, 'intent'>): ProvisionArgs {
   return argsOf(ctx.intent, 'provision');
@@ -38,12 +39,13 @@ async function verify(ctx: ActionContext): Promise<NodeChanges> {
 }
 
 /**
- * A deploy (Ironic's do_node_deploy): the node's deploy steps planned and run, from its deploy
- * interface's core `deploy` step on. An agent deploy then waits in `wait call-back` for the
- * agent's heartbeats; the others end here.
+ * A deploy (Ironic's do_node_deploy): the config drive built and kept, then the node's deploy
+ * steps planned and run, from its deploy interface's core `deploy` step on. An agent deploy
+ * then waits in `wait call-back` for the agent's heartbeats; the others end here.
  */
 async function deploy(ctx: ActionContext): Promise<NodeChanges> {
   validateForDeploy(ctx.registry, describeNode(ctx.node));
+  if (ctx.configdrive) await storeConfigdrive(ctx, ctx.configdrive);
   const outcome = await startDeploy(ctx, provisionArgsOf(ctx).deploySteps);
   if (outcome.wait) return { ...outcome.changes, powerState: 'power on' };
   return { ...endOfRunChanges(ctx.node, 'deploy'), ...(outcome.powerState ? { powerState: outcome.powerState } : {}) };
@@ -51,11 +53,13 @@ async function deploy(ctx: ActionContext): Promise<NodeChanges> {
 
 /**
  * Ironic's _do_node_tear_down: the deploy interface undoes the instance's boot and powers the
- * node off (unless disable_power_off), and instance_info and instance_uuid are wiped.
+ * node off (unless disable_power_off), the config drive published for it is withdrawn, and
+ * instance_info and instance_uuid are wiped.
  */
 async function tearDown(ctx: ActionContext): Promise<NodeChanges> {
   const changes: NodeChanges = { instanceInfo: {}, instanceUuid: null, deployStep: {} };
   const { poweredOff } = await deployOf(ctx).tearDown(taskInterfaces(ctx));
+  await withdrawConfigdrive(ctx, ctx.configdrive);
   if (poweredOff) changes.powerState = 'power off';
   return changes;
 }

@@ -4,13 +4,16 @@
  * file goes when its node is gone or rests in a state that boots nothing from this root
  * (enroll, manageable, available, or a failure after which the boot was torn down); files of
  * nodes in any other state stay, whichever conductor now owns the node, since the BMC may boot
- * them again (an agent's reboot). Half-written temporaries of a dead publish go too.
+ * them again (an agent's reboot). A config drive is the instance's, not a boot's: it stays
+ * until the instance is torn down (instance_info, which holds its URL, survives a failed deploy,
+ * and a deploy again uses it). Half-written temporaries of a dead publish go too.
  */
 import type { Logger } from 'pino';
 import type { Knex } from 'knex';
 import { ProvisionState as S } from '../../common/states.js';
 import { provisionStatesByUuid } from '../../db/nodes.js';
 import type { HttpRoot } from '../../drivers/http-root.js';
+import { CONFIGDRIVE_FILE } from '../../drivers/image/configdrive.js';
 import type { PeriodicTask } from '../periodic.js';
 
 /** States in which a node boots nothing from the HTTP root. */
@@ -18,6 +21,9 @@ const RESTING: ReadonlySet<string> = new Set([
   S.ENROLL, S.VERIFYING, S.MANAGEABLE, S.AVAILABLE,
   S.INSPECTFAIL, S.CLEANFAIL, S.DEPLOYFAIL, S.ERROR, S.SERVICEFAIL, S.ADOPTFAIL, S.RESCUEFAIL, S.UNRESCUEFAIL,
 ]);
+
+/** States in which a node has no instance, whose config drive could be used again. */
+const NO_INSTANCE: ReadonlySet<string> = new Set([S.ENROLL, S.VERIFYING, S.MANAGEABLE, S.AVAILABLE]);
 
 /** A file younger than this is left alone: its node may have left a resting state since it was read. */
 const GRACE_MS = 60_000;
@@ -38,7 +44,8 @@ export async function sweepHttpRoot(deps: Pick<HttpRootSweepDeps, 'db' | 'httpRo
   let removed = 0;
   for (const file of files) {
     const state = states.get(file.nodeUuid);
-    if (state !== undefined && !RESTING.has(state)) continue;
+    const idle = file.name === CONFIGDRIVE_FILE ? NO_INSTANCE : RESTING;
+    if (state !== undefined && !idle.has(state)) continue;
     // A file published again since it was listed (a new boot) is not the one judged: removeFile leaves it.
     if (file.changedMs > now - GRACE_MS || !(await deps.httpRoot.removeFile(file))) continue;
     removed++;

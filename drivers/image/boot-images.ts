@@ -13,6 +13,7 @@ import { Semaphore } from '../redfish/semaphore.js';
 import type { CachedFile, ImageCache, ImageRef } from './image-cache.js';
 import { buildAgentIso, type BuildAgentIsoOptions } from './iso-builder.js';
 import type { IsoToolPaths } from './iso-tools.js';
+import { CONFIGDRIVE_FILE } from './configdrive.js';
 
 /** The ISO file name of a node in the HTTP root (Ironic's `boot-<uuid>.iso`). */
 export const BOOT_ISO = 'boot.iso';
@@ -104,6 +105,15 @@ export class BootImages {
     } finally {
       this.opts.cache.release(file);
     }
+  }
+
+  /**
+   * A node's config drive image (raw, as the BMC attaches it) published; its URL. It stays
+   * until the instance is torn down (the conductor withdraws it): a rebuild boots it again.
+   * @throws ImagePublishFailed
+   */
+  publishConfigdrive(nodeUuid: string, image: Buffer, baseUrl?: string): Promise<string> {
+    return this.opts.httpRoot.publish(nodeUuid, CONFIGDRIVE_FILE, { data: image }, baseUrl ? { baseUrl } : {});
   }
 
   /** Withdraws the node's ISO (Ironic's cleanup_iso_image); a failure is only logged. */

@@ -8,6 +8,7 @@ import { BmcRejected, InvalidParameterValue, VirtualMediaUnavailable } from '../
 import type { BootInterface, DriverContext, InstanceBootRequest, RamdiskBootRequest, VirtualMediaDevice, VirtualMediaSlot } from '../interfaces.js';
 import { NO_AGENT_BOOT_DEFAULTS, agentImage, agentKernelCmdline, type AgentBootDefaults } from '../agent-boot.js';
 import { BootImages } from '../image/boot-images.js';
+import { decodeConfigdrive } from '../image/configdrive.js';
 import { statusError, type RedfishCall, type RedfishClient } from './client.js';
 import { patchSystem } from './management.js';
 import { isObject, prop, str, type Json } from './odata.js';
@@ -26,6 +27,12 @@ const IMAGE_URL = /^(https?|nfs|cifs):\/\//i;
 function publisherId(kernelUrl: string, ramdiskUrl: string, cmdline: string): string {
   const h = BootImages.isoKey(kernelUrl, ramdiskUrl, cmdline, 'ir_pub_id');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
+
+/** driver_info external_http_url: the base of the URLs its BMC gets, instead of the conductor's. */
+function bmcBaseUrl(driverInfo: Readonly<Record<string, unknown>>): string | undefined {
+  const url = driverInfo.external_http_url;
+  return typeof url === 'string' && url ? url : undefined;
 }
 
 /** Ironic's VMEDIA_DEVICES_MAP_REV (cdrom → CD, disk → USB stick); a CD may go where only DVD is offered. */
@@ -85,15 +92,17 @@ export class RedfishVirtualMediaBoot implements BootInterface {
 
   /**
    * Ejects the CD/DVD (and the USB stick when a config drive comes), syncs the boot mode,
-   * inserts the ISO, attaches the config drive where there is a USB slot, and sets the next
-   * boots to the CD. Does not power on.
-   * @throws InvalidParameterValue | VirtualMediaUnavailable | BmcRejected | BmcTimeout | BmcUnreachable | BmcAuthFailed
+   * inserts the ISO, attaches the config drive as a USB stick (Ironic's _attach_configdrive),
+   * and sets the next boots to the CD. Does not power on. The config drive's image is published
+   * and a USB slot found before anything is ejected: a deploy that cannot attach it changes nothing.
+   * @throws InvalidParameterValue | VirtualMediaUnavailable | ImageCreationFailed | ImagePublishFailed | BmcRejected | BmcTimeout | BmcUnreachable | BmcAuthFailed
    */
   async prepareInstance(ctx: DriverContext, req: InstanceBootRequest): Promise<void> {
     const iso = req.bootIso;
     if (iso === undefined || !IMAGE_URL.test(iso)) {
       throw new InvalidParameterValue(`instance_info/boot_iso ${JSON.stringify(iso)} is not a URL the BMC can fetch (http, https, nfs or cifs).`);
     }
+    const configdrive = req.configdrive ? await this.configdriveUrl(ctx, req.configdrive) : undefined;
     await this.client.run(ctx, async (call) => {
       const collections = await findCollections(call);
       if (!collections.length) {
@@ -101,10 +110,14 @@ export class RedfishVirtualMediaBoot implements BootInterface {
           `No suitable virtual media device found for node ${ctx.nodeUuid} to mount image ${req.bootIso}: the BMC at ${call.info.origin} has no VirtualMedia on the system or its managers.`,
         );
       }
-      await ejectAll(call, collections, req.configdrive ? OWN_MEDIA : ['CD', 'DVD'], this.retry);
+      if (configdrive) {
+        const usb = (await Promise.all(collections.map((c) => readSlots(call, c)))).flatMap((slots) => slotsFor(slots, 'USBStick'));
+        if (!usb.length) throw new VirtualMediaUnavailable(`Cannot attach configdrive for node ${ctx.nodeUuid}: no suitable virtual USB slot has been found`);
+      }
+      await ejectAll(call, collections, configdrive ? OWN_MEDIA : ['CD', 'DVD'], this.retry);
       await this.syncBootMode(call, req.bootMode);
       await insertImage(call, ctx.nodeUuid, collections, 'CD', iso, this.retry);
-      if (req.configdrive) await this.attachConfigdrive(call, ctx.nodeUuid, collections, req.configdrive);
+      if (configdrive) await insertImage(call, ctx.nodeUuid, collections, 'USBStick', configdrive, this.retry);
       const system = await this.setCdBoot(call, req.forcePersistentBootDevice !== 'Never');
       // Some Supermicro BMCs reset the mode when the device is set (Ironic management.py).
       if (isSupermicro(system)) await this.syncBootMode(call, req.bootMode);
@@ -136,7 +149,7 @@ export class RedfishVirtualMediaBoot implements BootInterface {
     const image = agentImage({ uuid: ctx.nodeUuid, driverInfo: ctx.driverInfo }, this.agentBoot);
     if (image.kind === 'iso' && (this.agentBoot.downloadSource === 'http' || !/^https?:/i.test(image.url))) return image.url;
     if (!this.images) throw new InvalidParameterValue('This process has no HTTP root to publish the agent ISO in: only a conductor boots the agent.');
-    const baseUrl = typeof ctx.driverInfo.external_http_url === 'string' && ctx.driverInfo.external_http_url ? ctx.driverInfo.external_http_url : undefined;
+    const baseUrl = bmcBaseUrl(ctx.driverInfo);
     if (image.kind === 'iso') return this.images.publishIso(ctx.nodeUuid, { url: image.url }, baseUrl);
     const { cmdline, publisherId: pubId } = agentKernelCmdline(
       { nodeUuid: ctx.nodeUuid, driverInfo: ctx.driverInfo, instanceKernelAppendParams: req.instanceKernelAppendParams, purpose: req.purpose ?? 'deploy' },
@@ -262,19 +275,13 @@ export class RedfishVirtualMediaBoot implements BootInterface {
   }
 
   /**
-   * Inserts the config drive as a USB stick. Only a URL can be handed to a BMC; a gzip+base64
-   * image would need an HTTP server of the conductor's to publish it, which Galvanic has not.
+   * The URL the BMC gets for the config drive: a URL as it is (as the ISO's); gzip + base64
+   * decoded into the raw image, published in the HTTP root (Ironic's prepare_configdrive_image).
+   * @throws InvalidParameterValue (no HTTP root) | ImageCreationFailed (not gzip + base64) | ImagePublishFailed
    */
-  private async attachConfigdrive(call: RedfishCall, nodeUuid: string, collections: string[], configdrive: string): Promise<void> {
-    if (!IMAGE_URL.test(configdrive)) {
-      call.log.warn({ bmc: call.info.origin }, 'The config drive is not a URL and cannot be handed to the BMC; not attaching it');
-      return;
-    }
-    const usb = (await Promise.all(collections.map((c) => readSlots(call, c)))).flatMap((slots) => slotsFor(slots, 'USBStick'));
-    if (!usb.length) {
-      call.log.warn({ bmc: call.info.origin }, 'The BMC has no virtual USB stick slot; not attaching the config drive');
-      return;
-    }
-    await insertImage(call, nodeUuid, collections, 'USBStick', configdrive, this.retry);
+  private async configdriveUrl(ctx: DriverContext, configdrive: string): Promise<string> {
+    if (IMAGE_URL.test(configdrive)) return configdrive;
+    if (!this.images) throw new InvalidParameterValue('This process has no HTTP root to publish the config drive in: only a conductor deploys.');
+    return this.images.publishConfigdrive(ctx.nodeUuid, decodeConfigdrive(configdrive), bmcBaseUrl(ctx.driverInfo));
   }
 }

@@ -74,6 +74,7 @@ export class AgentHost implements ApiAgent {
   private lastNodeUuid: string | null = null;
   lockedDown = false;
   disk: DiskState | null = null;
+  configdriveImage: Buffer | null = null;
   private instanceRunning = false;
   hwVersion = HARDWARE_MANAGER_VERSION;
   faults: AgentFaults = {};

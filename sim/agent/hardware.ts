@@ -3,7 +3,7 @@
  * steps' dispatch (`dispatch_to_managers`), with the faults a host's agent may be given.
  */
 import type { ExtensionAgent } from './extensions/base.js';
-import { downloadImage, partitionsOf, validateImageInfo } from './image.js';
+import { diskAfter, validateImageInfo, writeImage } from './image.js';
 import {
   CLEAN_STEPS,
   DEPLOY_STEPS,
@@ -62,19 +62,20 @@ export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy
   const started = Date.now();
   if (name === 'write_image') {
     const info = validateImageInfo(args.image_info);
-    const written = await downloadImage(info, agent.env.dispatcher, life.signal);
+    const w = await writeImage(info, args.configdrive, agent.env.dispatcher, life.signal);
     if (life.dead) return null;
     // The write takes its time: at least the size over the write rate.
-    busyMs = Math.max(0, written.bytes / agent.env.writeBytesPerMs - (Date.now() - started));
-    const parts = partitionsOf(info);
+    busyMs = Math.max(0, w.written.bytes / agent.env.writeBytesPerMs - (Date.now() - started));
     work = () => {
-      agent.disk = { imageUrl: written.url, bytes: written.bytes, sha256: written.sha256, writtenAt: Date.now(), imageType: parts.imageType, bootloader: null };
-      life.partitionUuids = parts.uuids;
+      agent.disk = diskAfter(w);
+      agent.configdriveImage = w.configdrive?.image ?? null;
+      life.partitionUuids = w.parts.uuids;
     };
-    result = { result: `prepare_image: image (${info.id}) written to device /dev/sda root_uuid=${parts.uuids['root uuid']}` };
+    result = { result: `prepare_image: image (${info.id}) written to device /dev/sda root_uuid=${w.parts.uuids['root uuid']}` };
   } else if (name.startsWith('erase_devices')) {
     work = () => {
       agent.disk = null;
+      agent.configdriveImage = null;
     };
     result = name === 'erase_devices' ? Object.fromEntries(((agent.facts.inventory.disks as Array<{ name: string }>) ?? []).map((d) => [d.name, null])) : null;
   }

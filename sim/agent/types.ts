@@ -132,6 +132,11 @@ export interface DiskState {
   imageType: 'whole-disk' | 'partition';
   /** What image.install_bootloader installed, or null. */
   bootloader: { rootUuid: string; efiSystemPartUuid: string | null; targetBootMode: string } | null;
+  /**
+   * The config drive written with the image: handed inline (gzip + base64) or as a URL, and the
+   * size and SHA-256 of its image, which `GET /_sim/agent/configdrive` serves; null for none.
+   */
+  configdrive: { source: 'inline' | 'url'; url?: string; bytes: number; sha256: string } | null;
 }
 
 /** `GET /_sim/agent` on a BMC's port. */

@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { parseQuirks, QUIRK_NAMES } from './quirks.js';
 import { DEFAULT_ISO_PATTERN, type AgentSimOptions } from '../agent/types.js';
 import { startRedfishSim, type RedfishSimOptions } from './server.js';
+import type { QemuOptions } from '../qemu/hosts.js';
 
 export const SIM_REDFISH_USAGE = `Usage: galvanic sim redfish --count N --base-port P [options]
 
@@ -43,8 +44,16 @@ ironic-python-agent simulation (docs/agent-simulator.md), off unless --agent-api
   --agent-lookup-retry-ms N  longest wait between lookup retries (default 2000)
   --agent-port P          port of the agents' shared HTTP server (default: a free port)
 
+QEMU-backed hosts (docs/vm-lab.md), off unless --qemu is given: each BMC's system is a QEMU VM
+  --qemu                  power, boot override and virtual media act on a QEMU virtual machine
+  --qemu-accel A          tcg (default) or kvm
+  --qemu-memory MIB       guest memory (default 256)
+  --qemu-dir DIR          where the machines live (default: a new temporary directory, removed at exit)
+  --qemu-agent-port       forward a free 127.0.0.1 port to each guest's 9999 (shown in /_sim/vm)
+
 Control API per BMC: /_sim/stats, /_sim/reset, /_sim/expire-sessions, /_sim/faults, /_sim/state,
-/_sim/events, /_sim/totals, /_sim/chains (docs/operations.md), /_sim/agent, /_sim/agent/faults.`;
+/_sim/events, /_sim/totals, /_sim/chains (docs/operations.md), /_sim/agent, /_sim/agent/faults,
+/_sim/agent/configdrive, /_sim/vm, /_sim/vm/console.`;
 
 function fraction(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -94,6 +103,11 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
       'agent-heartbeat-min-gap-ms': { type: 'string' },
       'agent-lookup-retry-ms': { type: 'string' },
       'agent-port': { type: 'string' },
+      qemu: { type: 'boolean' },
+      'qemu-accel': { type: 'string' },
+      'qemu-memory': { type: 'string' },
+      'qemu-dir': { type: 'string' },
+      'qemu-agent-port': { type: 'boolean' },
     },
     allowPositionals: false,
   });
@@ -162,6 +176,24 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
     username: values.username,
     password: values.password,
     agent: agentOptions(values),
+    qemu: qemuOptions(values),
+  };
+}
+
+function qemuOptions(values: Record<string, string | boolean | undefined>): QemuOptions | undefined {
+  const others = ['qemu-accel', 'qemu-memory', 'qemu-dir', 'qemu-agent-port'].filter((k) => values[k] !== undefined);
+  if (!values.qemu) {
+    if (others.length) throw new Error(`--${others[0]} needs --qemu`);
+    return undefined;
+  }
+  const accel = values['qemu-accel'];
+  if (accel !== undefined && accel !== 'tcg' && accel !== 'kvm') throw new Error(`--qemu-accel must be tcg or kvm, got "${String(accel)}"`);
+  const memory = typeof values['qemu-memory'] === 'string' ? count('qemu-memory', values['qemu-memory'], 64) : undefined;
+  return {
+    ...(accel ? { accel } : {}),
+    ...(memory ? { memoryMiB: memory } : {}),
+    ...(typeof values['qemu-dir'] === 'string' ? { workDir: values['qemu-dir'] } : {}),
+    ...(values['qemu-agent-port'] ? { agentPort: true } : {}),
   };
 }
 

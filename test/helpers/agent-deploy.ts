@@ -102,7 +102,7 @@ export interface GalvanicAndSimOptions {
   /** Start an image server first (default false). */
   images?: boolean;
   /** Runs first in `before`, e.g. to skip the suite when a tool is missing. */
-  precondition?(ctx: Mocha.Context): void;
+  precondition?(ctx: Mocha.Context): void | Promise<void>;
   /** In `after`, expect `galvanic` to exit 0 (default true). */
   cleanExit?: boolean;
 }
@@ -127,7 +127,7 @@ export function galvanicAndSim(opts: GalvanicAndSimOptions): GalvanicAndSim {
   let images: ImageServer | undefined;
   let client: ApiCall | undefined;
   before(async function () {
-    opts.precondition?.(this);
+    await opts.precondition?.(this);
     if (opts.images) images = await startImageServer();
     galvanic = await startGalvanicOnFreshDatabase({ env: opts.env });
     sim = await startRedfishSim(opts.sim(galvanic.url));

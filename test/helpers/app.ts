@@ -211,9 +211,12 @@ export function ownBootMediaEnv(): { env: Record<string, string>; remove(): Prom
   };
 }
 
-/** Starts `galvanic <command>` against a database URL and waits until the API answers. */
-export async function startGalvanic(opts: { databaseUrl: string; command?: string; env?: Record<string, string> }): Promise<RunningGalvanic> {
-  const port = await freePort();
+/**
+ * Starts `galvanic <command>` against a database URL and waits until the API answers; on `port`
+ * when given (a test that must hand out the API's URL before it starts), else a free one.
+ */
+export async function startGalvanic(opts: { databaseUrl: string; command?: string; env?: Record<string, string>; port?: number }): Promise<RunningGalvanic> {
+  const port = opts.port ?? (await freePort());
   let out = '';
   const media = ownBootMediaEnv();
   const proc = spawn(process.execPath, [path.join(ROOT, 'dist/cli/main.js'), ...(opts.command ?? 'all-in-one').split(' '), '--config', path.join(ROOT, 'etc/galvanic.conf.sample')], {
@@ -268,7 +271,7 @@ export interface GalvanicOnFreshDatabase extends RunningGalvanic {
 }
 
 /** startGalvanic on a database of its own, which goes with it. */
-export async function startGalvanicOnFreshDatabase(opts: { command?: string; env?: Record<string, string> } = {}): Promise<GalvanicOnFreshDatabase> {
+export async function startGalvanicOnFreshDatabase(opts: { command?: string; env?: Record<string, string>; port?: number } = {}): Promise<GalvanicOnFreshDatabase> {
   const tdb = await freshDatabase();
   let galvanic: RunningGalvanic;
   try {

@@ -1,6 +1,7 @@
 /**
- * Reading the ISOs the builder makes, with the same distribution tools a user would use
- * (xorriso, mtools), independently of the builder's own parsing.
+ * Reading the ISOs the builders make (the agent's boot ISO, config drives), with the same
+ * distribution tools a user would use (xorriso, mtools), independently of the builders' own
+ * parsing.
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
@@ -10,6 +11,15 @@ import { promisify } from 'node:util';
 import { probeIsoTools } from '../../drivers/image/iso-tools.js';
 
 const run = promisify(execFile);
+
+/** Skips the calling suite when xorriso is missing (all a config drive needs), or fails it under CI=true. */
+export async function requireXorriso(ctx: Mocha.Context): Promise<void> {
+  const { missing, message } = await probeIsoTools({}, { remaster: true });
+  if (missing.length === 0) return;
+  if (process.env.CI === 'true') throw new Error(`${message} CI=true, so this is a failure, not a skip`);
+  console.warn(`      skipped: ${message}`);
+  ctx.skip();
+}
 
 /**
  * Skips the calling suite when the ISO tools are missing, saying which Debian packages to
@@ -53,4 +63,33 @@ export async function fatFileList(image: string): Promise<string[]> {
 /** A fresh directory under the system's temporary directory. */
 export function scratchDir(prefix: string): Promise<string> {
   return fs.mkdtemp(path.join(os.tmpdir(), prefix));
+}
+
+async function walk(dir: string, prefix = ''): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await fs.readdir(dir, { withFileTypes: true })) {
+    const rel = prefix ? `${prefix}/${e.name}` : e.name;
+    if (e.isDirectory()) out.push(...(await walk(path.join(dir, e.name), rel)));
+    else out.push(rel);
+  }
+  return out.sort();
+}
+
+/** What an ISO image (its bytes) holds: its volume id, and its files by path (Rock Ridge names). */
+export async function readIso(image: Buffer): Promise<{ volumeId: string; files: Map<string, Buffer> }> {
+  const work = await scratchDir('iso-read-');
+  try {
+    const iso = path.join(work, 'image.iso');
+    await fs.writeFile(iso, image);
+    const info = await run('xorriso', ['-indev', iso, '-pvd_info'], { maxBuffer: 1 << 20 });
+    const volumeId = /^Volume Id\s*:\s*(.*)$/m.exec(info.stdout + info.stderr)?.[1].trim() ?? '';
+    const tree = await extractIso(iso, path.join(work, 'tree'));
+    // The extracted tree is read-only, as the image is.
+    await run('chmod', ['-R', 'u+w', tree]);
+    const files = new Map<string, Buffer>();
+    for (const rel of await walk(tree)) files.set(rel, await fs.readFile(path.join(tree, rel)));
+    return { volumeId, files };
+  } finally {
+    await fs.rm(work, { recursive: true, force: true });
+  }
 }

@@ -1,14 +1,15 @@
 /**
  * The ironic-python-agent simulator against a small stand-in for Galvanic's agent-facing API
  * (root, lookup, heartbeat, continue_inspection) and an image server: boot and death, lookup,
- * tokens, heartbeats, every command's shape, the API's errors, write_image and the faults.
+ * tokens, heartbeats, every command's shape, the API's errors, write_image (and its config
+ * drive, taken as IPA takes it) and the faults.
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { gunzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { parseSimArgs, SIM_REDFISH_USAGE } from '../../sim/redfish/cli.js';
@@ -531,6 +532,47 @@ describe('agent simulator', function () {
       expect(ok.command_status).to.equal('SUCCEEDED');
       expect((ok.command_result as { result: string }).result).to.match(/^prepare_image: image \(img-2\) written to device \/dev\/sda root_uuid=0x/);
       expect((await agentWitness(bmc)).disk).to.include({ bytes: small.length, sha256: sha256(small) });
+    });
+
+    it('takes the config drive as IPA does: gzip + base64 inline or from a URL, kept on the disk; a dict, bad base64 or gzip fail with IPA\'s errors', async () => {
+      const image = Buffer.concat([Buffer.from('CD001 config-2 '), Buffer.alloc(64 * 1024, 3)]);
+      const encoded = gzipSync(image).toString('base64');
+      peer.images.set('/configdrive/cd.b64', Buffer.from(encoded));
+      const w = await booted();
+      const withDrive = (configdrive: unknown, imageInfo: object = {}) => {
+        const s = writeStep({ urls: [`${peer.url}/images/small.img`], os_hash_algo: 'sha256', os_hash_value: sha256(small), node_uuid: 'n-1', ...imageInfo });
+        return { ...s, step: { ...s.step, args: { ...s.step.args, configdrive } } };
+      };
+      const write = async (configdrive: unknown, imageInfo: object = {}) =>
+        (await agentCommand(w.callbackUrl, w.token, 'deploy.execute_deploy_step', withDrive(configdrive, imageInfo), true)).body as CommandResult;
+      const served = async () => {
+        const res = await fetch(`${bmc}/_sim/agent/configdrive`);
+        return res.status === 200 ? Buffer.from(await res.arrayBuffer()) : res.status;
+      };
+
+      expect((await write(encoded)).command_status).to.equal('SUCCEEDED');
+      expect((await agentWitness(bmc)).disk!.configdrive).to.deep.equal({ source: 'inline', bytes: image.length, sha256: sha256(image) });
+      expect(await served()).to.deep.equal(image);
+
+      const url = `${peer.url}/configdrive/cd.b64`;
+      expect((await write(url, { image_type: 'partition' })).command_status).to.equal('SUCCEEDED');
+      expect((await agentWitness(bmc)).disk!.configdrive).to.deep.equal({ source: 'url', url, bytes: image.length, sha256: sha256(image) });
+
+      // The JSON form, as a conductor that does not build it hands it on.
+      const dict = await write({ meta_data: { hostname: 'h' }, user_data: '#cloud-config' });
+      expect(dict.command_error).to.deep.equal({ type: 'CommandExecutionError', code: 500, message: 'Command execution failed', details: "'dict' object has no attribute 'lower'" });
+      expect((await write('this is not base64!')).command_error).to.deep.equal({
+        type: 'DeploymentError', code: 500, message: 'Deploy step failed',
+        details: 'Config drive for node n-1 is not base64 encoded or the content is malformed. Error: Incorrect padding.',
+      });
+      expect((await write(Buffer.from('plain text').toString('base64'))).command_error!.details)
+        .to.equal("Encountered error while decompressing and writing config drive for node n-1. Error: Not a gzipped file (b'pl')");
+      const gone = await write(`${peer.url}/configdrive/gone`);
+      expect(gone.command_error!.details).to.match(/^Can't download the configdrive content for node n-1 from 'http:\/\/127\.0\.0\.1:\d+\/configdrive\/gone'\. Got status code 404/);
+      // Without one, the disk holds none.
+      expect((await write(null)).command_status).to.equal('SUCCEEDED');
+      expect((await agentWitness(bmc)).disk!.configdrive).to.equal(null);
+      expect(await served()).to.equal(404);
     });
 
     it('erase_devices_metadata empties the disk', async () => {

@@ -9,7 +9,8 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { buildAgentIso } from '../../drivers/image/iso-builder.js';
-import { bootIso, chooseAccel, debianKernel, missingBootProbeTools, probeInitrd, type Accel, type BootResult } from '../helpers/boot-probe.js';
+import { bootIso, debianKernel, missingBootProbeTools, probeInitrd, type Accel, type BootResult } from '../helpers/boot-probe.js';
+import { vmAccel } from '../helpers/vm-lab.js';
 import { requireIsoTools, scratchDir } from '../helpers/iso.js';
 
 /** Under TCG on a busy 2-core machine OVMF alone takes tens of seconds to reach GRUB. */
@@ -40,9 +41,7 @@ describe('agent ISO boot', function () {
     await fs.writeFile(ramdisk, await probeInitrd());
     hybrid = path.join(dir, 'hybrid.iso');
     await buildAgentIso({ kernel, ramdisk, cmdline, output: hybrid });
-    const chosen = await chooseAccel(hybrid, dir);
-    accel = chosen.accel;
-    console.log(`      accelerator: ${accel}${chosen.probe ? ` (KVM probe: ${chosen.probe.cmdline !== undefined ? 'booted' : 'no kernel output'} in ${chosen.probe.seconds.toFixed(1)} s)` : ''}`);
+    accel = (await vmAccel(kernel)).accel;
   });
 
   after(async () => {

@@ -37,6 +37,8 @@ export interface ExtensionAgent {
   faults: AgentFaults;
   /** What the host's disk holds; it outlives the agent. */
   disk: DiskState | null;
+  /** The image of the config drive on the disk, or null. */
+  configdriveImage: Buffer | null;
   /** The version the hardware manager reports. */
   hwVersion: string;
   /** The commands of the current (or last) agent. */
