@@ -61,21 +61,27 @@ export interface LabOptions {
   heartbeatMinGapMs?: number;
 }
 
+/** A machine behind a BMC: what powering it on with a boot device, and off, does. */
+export interface ChassisMachine {
+  boot(device: string): Promise<unknown>;
+  stop(): void | Promise<unknown>;
+}
+
 /**
  * Follows one BMC's chassis.log and drives its machine. Lines are handled one at a time, in
  * order: a boot finishes (or is stopped) before the next action is looked at.
  */
-class ChassisFollower {
+export class ChassisFollower {
   private seen = 0;
   private chain: Promise<void> = Promise.resolve();
   private watcher?: FSWatcher;
   private poll?: NodeJS.Timeout;
   private on = false;
-  private host!: NetbootHost;
+  private host!: ChassisMachine;
 
   constructor(private readonly bmc: SimBmc) {}
 
-  start(host: NetbootHost): void {
+  start(host: ChassisMachine): void {
     this.host = host;
     const file = path.join(this.bmc.dir, 'chassis.log');
     this.watcher = watch(file, () => this.read());
@@ -112,11 +118,11 @@ class ChassisFollower {
         await this.host.boot(await this.bmc.bootDevice());
       } else if (value === '0') {
         this.on = false;
-        this.host.stop();
+        await this.host.stop();
       }
     } else if (what === 'shutdown') {
       this.on = false;
-      this.host.stop();
+      await this.host.stop();
     } else if (what === 'reset' && this.on) {
       await this.host.boot(await this.bmc.bootDevice());
     }
@@ -126,7 +132,7 @@ class ChassisFollower {
   async osPower(type: 'ForceOff' | 'ForceRestart'): Promise<void> {
     if (type === 'ForceOff') {
       this.on = false;
-      this.host.stop();
+      await this.host.stop();
       await this.bmc.setPower(0);
     } else if (this.on) {
       await this.host.boot(await this.bmc.bootDevice());
