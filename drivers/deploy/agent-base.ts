@@ -4,7 +4,7 @@
  * booting the agent, its core `deploy` step, and the out-of-band steps that end a deploy.
  */
 import { InvalidParameterValue } from '../../common/errors.js';
-import { parseCapabilities } from '../../common/capabilities.js';
+import { bootModeOf, parseCapabilities } from '../../common/capabilities.js';
 import { backoffCeilingMs } from '../../common/backoff.js';
 import type { BootInterface, BootValidation } from '../interfaces.js';
 import { validateBoot } from '../validate-node.js';
@@ -83,6 +83,26 @@ export const BOOT_AGENT_STEP: StepDeclaration = {
   async run(ctx) {
     await bootAgent(ctx);
     return 'wait';
+  },
+};
+
+/**
+ * The instance boots from its disk (Ironic's prepare_instance for a local boot): the agent's
+ * boot undone (its medium ejected, its network boot files and DHCP entries gone) and the disk
+ * made the boot device for good, in the node's boot mode.
+ */
+export async function bootFromDisk(ctx: Pick<StepContext, 'node' | 'driver' | 'boot' | 'management'>): Promise<void> {
+  await ctx.boot.cleanUpInstance(ctx.driver);
+  const mode = bootModeOf(ctx.node);
+  await ctx.management.setBootDevice(ctx.driver, 'disk', true, mode === 'uefi' || mode === 'bios' ? { bootMode: mode } : {});
+}
+
+/** CustomAgentDeploy.prepare_instance_boot: the instance's boot prepared (from the disk). */
+export const PREPARE_INSTANCE_BOOT_STEP: StepDeclaration = {
+  step: 'prepare_instance_boot', priority: { deploy: 60 },
+  async run(ctx) {
+    await bootFromDisk(ctx);
+    return 'done';
   },
 };
 

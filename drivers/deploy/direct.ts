@@ -8,7 +8,7 @@ import { bootModeOf, parseCapabilities } from '../../common/capabilities.js';
 import { commandError } from '../agent/client.js';
 import type { DeployValidation } from '../interfaces.js';
 import type { StepContext, StepNode } from '../steps.js';
-import { validateAgentBoot, type AgentDeployOptions } from './agent-base.js';
+import { bootFromDisk, validateAgentBoot, type AgentDeployOptions } from './agent-base.js';
 import { CustomAgentDeploy } from './custom-agent.js';
 
 /**
@@ -78,8 +78,7 @@ async function prepareInstanceBoot(ctx: StepContext): Promise<void> {
       throw new AgentStepFailed(`Failed to install a bootloader when deploying node ${ctx.node.uuid}: ${commandError(result)}`);
     }
   }
-  await ctx.boot.cleanUpInstance(ctx.driver);
-  await ctx.management.setBootDevice(ctx.driver, 'disk', true);
+  await bootFromDisk(ctx);
 }
 
 /**
