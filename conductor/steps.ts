@@ -287,7 +287,7 @@ export async function startCleaning(ctx: ActionContext, manual: readonly UserSte
     if (manual) info.clean_steps_requested = manual;
     else delete info.clean_steps_requested;
     await ctx.task.progress({ ...pending, cleanStep: {}, driverInternalInfo: info });
-    await bootAgent(taskInterfaces(ctx), 'inspect');
+    await bootAgent(taskInterfaces(ctx));
     return { wait: true, changes: { ...waitChanges(ctx, 'clean', info), powerState: 'power on' } };
   }
   info[DII_STEPS.clean] = cleanSteps(ctx.node, ctx.registry, [], manual);

@@ -57,6 +57,9 @@ const SERIAL: ReadonlySet<string> = new Set([
  * less what single-file runs showed for the files whose waits were shortened since.
  */
 const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
+  // Two boots of a VM under TCG where KVM boots no kernel (about 40 s each, network boot included).
+  'e2e/vm-ipmi-netboot.test.js': 95,
+  'e2e/baremetal-cli-ipmi-netboot.test.js': 85,
   // Four QEMU boots, under TCG where KVM boots no kernel (OVMF about 20 s each, after a 10 s KVM probe); the
   // first run also downloads a Debian kernel.
   'integration/iso-boot.test.js': 80,

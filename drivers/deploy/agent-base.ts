@@ -4,9 +4,10 @@
  * booting the agent, its core `deploy` step, and the out-of-band steps that end a deploy.
  */
 import { InvalidParameterValue } from '../../common/errors.js';
-import { parseCapabilities } from '../../common/capabilities.js';
+import { bootModeOf, parseCapabilities } from '../../common/capabilities.js';
 import { backoffCeilingMs } from '../../common/backoff.js';
-import type { BootInterface, DeployValidation } from '../interfaces.js';
+import type { BootInterface, BootValidation } from '../interfaces.js';
+import { validateBoot } from '../validate-node.js';
 import type { StepContext, StepDeclaration } from '../steps.js';
 
 /** `[agent]` options the agent's deploy steps read. */
@@ -39,12 +40,12 @@ export async function bootAgent(ctx: Pick<StepContext, 'node' | 'driver' | 'boot
   await ctx.power.setPowerState(ctx.driver, state === 'power on' ? 'rebooting' : 'power on');
 }
 
-const AGENT_BOOT_UNSUPPORTED = 'Invalid configuration: the boot interface cannot boot the agent ISO; use a boot interface with virtual media (redfish-virtual-media).';
+const AGENT_BOOT_UNSUPPORTED = 'Invalid configuration: the boot interface cannot boot the agent; use one that can (redfish-virtual-media, ipxe, pxe).';
 
 /** The boot interface can boot the agent, and finds the agent's image. @throws InvalidParameterValue | MissingParameterValue */
-export function validateAgentBoot(node: Pick<DeployValidation, 'uuid' | 'driverInfo'>, boot: BootInterface | undefined): void {
+export function validateAgentBoot(node: BootValidation, boot: BootInterface | undefined): void {
   if (!boot?.prepareRamdisk || !boot.validateRamdisk) throw new InvalidParameterValue(AGENT_BOOT_UNSUPPORTED);
-  boot.validate(node.driverInfo);
+  validateBoot(boot, node);
   boot.validateRamdisk(node.uuid, node.driverInfo);
 }
 
@@ -82,6 +83,26 @@ export const BOOT_AGENT_STEP: StepDeclaration = {
   async run(ctx) {
     await bootAgent(ctx);
     return 'wait';
+  },
+};
+
+/**
+ * The instance boots from its disk (Ironic's prepare_instance for a local boot): the agent's
+ * boot undone (its medium ejected, its network boot files and DHCP entries gone) and the disk
+ * made the boot device for good, in the node's boot mode.
+ */
+export async function bootFromDisk(ctx: Pick<StepContext, 'node' | 'driver' | 'boot' | 'management'>): Promise<void> {
+  await ctx.boot.cleanUpInstance(ctx.driver);
+  const mode = bootModeOf(ctx.node);
+  await ctx.management.setBootDevice(ctx.driver, 'disk', true, mode === 'uefi' || mode === 'bios' ? { bootMode: mode } : {});
+}
+
+/** CustomAgentDeploy.prepare_instance_boot: the instance's boot prepared (from the disk). */
+export const PREPARE_INSTANCE_BOOT_STEP: StepDeclaration = {
+  step: 'prepare_instance_boot', priority: { deploy: 60 },
+  async run(ctx) {
+    await bootFromDisk(ctx);
+    return 'done';
   },
 };
 
