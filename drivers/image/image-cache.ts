@@ -91,6 +91,8 @@ export class ImageCache {
   private readonly inFlight = new Map<string, Promise<CachedFile>>();
   /** The sha256 of files already read, by path and ctime. */
   private readonly digests = new Map<string, { ctimeMs: number; sha256: string }>();
+  /** When each file was last handed out, by this process (eviction's age, beside the file's times). */
+  private readonly lastUsed = new Map<string, number>();
   /** Files callers hold (between fetch/derive and release): eviction skips them. */
   private readonly held = new Map<string, number>();
   private cleaning: Promise<void> | null = null;
@@ -142,7 +144,8 @@ export class ImageCache {
     if (!/^[0-9a-f]{16,128}$/.test(key) || !/^(\.[a-z0-9]+)?$/.test(suffix)) throw new InvalidParameterValue(`Not a cache key: ${key}${suffix}`);
     const dest = path.join(this.derivedDir, `${key}${suffix}`);
     return this.once(`d:${key}${suffix}`, async () => {
-      if (await this.touch(dest)) return this.hold(dest);
+      const cached = await this.holdIfPresent(dest);
+      if (cached) return cached;
       await this.produce(dest, async (tmp) => {
         await build(tmp);
         await fs.access(tmp);
@@ -177,14 +180,20 @@ export class ImageCache {
     return { path: file, sha256: await this.digest(file) };
   }
 
-  /** Marks a cached file used now (its age for the TTL); false when it is not there. */
-  private async touch(file: string): Promise<boolean> {
-    const now = new Date();
+  /**
+   * Holds a cached file and marks it used now (its age for the TTL), or null when it is not
+   * there. Held first: an eviction running meanwhile passes it by. The file's own times are
+   * left alone: a download's mtime is when it was fetched, which staleness is judged by.
+   */
+  private async holdIfPresent(file: string): Promise<CachedFile | null> {
+    this.held.set(file, (this.held.get(file) ?? 0) + 1);
     try {
-      await fs.utimes(file, now, now);
-      return true;
+      const found = { path: file, sha256: await this.digest(file) };
+      this.lastUsed.set(file, Date.now());
+      return found;
     } catch {
-      return false;
+      this.release({ path: file, sha256: '' });
+      return null;
     }
   }
 
@@ -202,8 +211,8 @@ export class ImageCache {
   private async fetchMaster(ref: ImageRef, master: string): Promise<CachedFile> {
     const stat = await fs.stat(master).catch(() => null);
     if (stat && (ref.checksum || !(await this.stale(ref.url, stat.mtimeMs)))) {
-      await this.touch(master);
-      return this.hold(master);
+      const cached = await this.holdIfPresent(master);
+      if (cached) return cached;
     }
     this.opts.log.info({ image: ref.url }, stat ? 'image changed at its source; downloading it again' : 'image not cached; downloading it');
     const started = Date.now();
@@ -301,7 +310,7 @@ export class ImageCache {
         const file = path.join(dir, name);
         const s = await fs.stat(file).catch(() => null);
         if (!s?.isFile()) continue;
-        files.push({ file, size: s.size, usedMs: Math.max(s.mtimeMs, s.ctimeMs), removable: s.nlink === 1 && !this.held.has(file) });
+        files.push({ file, size: s.size, usedMs: Math.max(s.mtimeMs, s.ctimeMs, this.lastUsed.get(file) ?? 0), removable: s.nlink === 1 && !this.held.has(file) });
       }
     }
     let total = files.reduce((n, f) => n + f.size, 0);
@@ -312,6 +321,7 @@ export class ImageCache {
       if (f.usedMs >= threshold && total <= this.opts.sizeBytes) break;
       await fs.rm(f.file, { force: true });
       this.digests.delete(f.file);
+      this.lastUsed.delete(f.file);
       total -= f.size;
       removed++;
     }

@@ -176,7 +176,6 @@ export class RedfishVirtualMediaBoot implements BootInterface {
    * @throws VirtualMediaUnavailable | BmcRejected | BmcTimeout | BmcUnreachable | BmcAuthFailed
    */
   async cleanUpInstance(ctx: DriverContext): Promise<void> {
-    await this.images?.withdraw(ctx.nodeUuid);
     await this.client.run(ctx, async (call) => {
       await ejectAll(call, await findCollections(call), OWN_MEDIA, this.retry);
       const system = await getSystem(call);
@@ -190,6 +189,8 @@ export class RedfishVirtualMediaBoot implements BootInterface {
         call.log.warn({ bmc: call.info.origin, err: statusError(r, 'PATCH').message }, 'Redfish boot override not cleared');
       }
     }, this.extraMs);
+    // Withdrawn once ejected, as Ironic's _eject_all then cleanup_iso_image; an eject that fails leaves it to the sweep.
+    await this.images?.withdraw(ctx.nodeUuid);
   }
 
   /**
