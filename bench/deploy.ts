@@ -9,7 +9,8 @@
  *     [--cpu-prof DIR]   (the conductors write CPU profiles there)
  *     [--log-dir DIR [--log-level info]]   (every Galvanic process's output to DIR/<label>.log)
  *     [--deploy-interface direct [--agent-image kernel|iso] [--image-mib 1] [--agent-boot-seconds 1-2]
- *      [--agent-write-mbps 3] [--heartbeat-gap-ms 1000] [--heartbeat-timeout 60]]
+ *      [--agent-write-mbps 3] [--heartbeat-gap-ms 1000] [--heartbeat-timeout 60]
+ *      [--agent-no-auto-tls]]
  *     [--pg-stat-statements]   (embedded Postgres with pg_stat_statements: statements per node by kind)
  *
  * With `--deploy-interface direct` the nodes deploy through the simulated agent (its ISO over
@@ -68,6 +69,8 @@ interface Options {
   agentWriteMBps: number;
   heartbeatGapMs: number;
   heartbeatTimeout: number;
+  /** The agents serve plain HTTP instead of IPA's automatic TLS (to measure what TLS costs). */
+  agentNoAutoTls: boolean;
   logDir?: string;
   logLevel: string;
   pgStatStatements: boolean;
@@ -79,7 +82,7 @@ function parseOptions(): Options {
       nodes: { type: 'string' }, conductors: { type: 'string' }, 'max-parallel': { type: 'string' }, latency: { type: 'string' },
       'boot-seconds': { type: 'string' }, 'api-port': { type: 'string' }, workers: { type: 'string' }, 'cpu-prof': { type: 'string' },
       'deploy-interface': { type: 'string' }, 'agent-image': { type: 'string' }, 'image-mib': { type: 'string' }, 'agent-boot-seconds': { type: 'string' },
-      'agent-write-mbps': { type: 'string' }, 'heartbeat-gap-ms': { type: 'string' }, 'heartbeat-timeout': { type: 'string' },
+      'agent-write-mbps': { type: 'string' }, 'heartbeat-gap-ms': { type: 'string' }, 'heartbeat-timeout': { type: 'string' }, 'agent-no-auto-tls': { type: 'boolean' },
       'log-dir': { type: 'string' }, 'log-level': { type: 'string' }, 'pg-stat-statements': { type: 'boolean' },
     },
   });
@@ -107,6 +110,7 @@ function parseOptions(): Options {
     agentWriteMBps: positiveInt('agent-write-mbps', values['agent-write-mbps'], 3),
     heartbeatGapMs: positiveInt('heartbeat-gap-ms', values['heartbeat-gap-ms'], 1000),
     heartbeatTimeout: positiveInt('heartbeat-timeout', values['heartbeat-timeout'], 60),
+    agentNoAutoTls: values['agent-no-auto-tls'] ?? false,
     logDir: values['log-dir'],
     logLevel: values['log-level'] ?? 'warn',
     pgStatStatements: values['pg-stat-statements'] ?? false,
@@ -124,6 +128,7 @@ async function startSim(opts: Options, log: (m: string) => void): Promise<Sim> {
   if (opts.deployInterface === 'direct') {
     args.push('--agent-api-url', `http://127.0.0.1:${opts.apiPort}`, '--agent-boot-seconds', opts.agentBootSeconds,
       '--agent-write-mbps', String(opts.agentWriteMBps), '--agent-heartbeat-min-gap-ms', String(opts.heartbeatGapMs));
+    if (opts.agentNoAutoTls) args.push('--agent-no-auto-tls');
   }
   const { proc, ready } = await spawnSim(args, 'simulator');
   log(`simulator: ${ready.listening} BMCs`);

@@ -526,6 +526,16 @@ export const SCHEMA = {
       max: 16,
       help: 'Connections the conductor keeps open to each agent.',
     },
+    verify_ca: {
+      type: 'string',
+      default: 'True',
+      help: "Path to the TLS CA to validate connections to the ramdisk. True uses the system's CAs, False disables validation. Ignored when the agent sent its own certificate (automatic TLS, API 1.68 agent_verify_ca): that one is pinned. A node's driver_info/agent_verify_ca overrides it.",
+    },
+    require_tls: {
+      type: 'bool',
+      default: false,
+      help: 'Whether heartbeats whose callback URL is not https:// are refused.',
+    },
   },
 
   deploy: {

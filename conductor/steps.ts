@@ -23,6 +23,7 @@ import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type 
 import { syncBiosSettings } from '../db/bios-settings.js';
 import { syncFirmware } from '../db/firmware-components.js';
 import type { ActionContext } from './actions/types.js';
+import { configdriveImage } from './configdrive.js';
 
 
 export { stepId, type PlannedStep } from '../drivers/steps.js';
@@ -99,6 +100,7 @@ export function agentOf(ctx: ActionContext): AgentSession {
     wipeToken: () => services.wipeToken(id),
     portsOf: () => services.portsOf(id),
     poll: { attempts, intervalMs: interval * 1000 },
+    verifyCa: services.config.agent.verify_ca,
   });
   return ctx.agentSession;
 }
@@ -151,6 +153,7 @@ export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit
       return enabled(ctx, 'management') as ManagementInterface;
     },
     agent: () => agentOf(ctx),
+    configdrive: () => configdriveImage(ctx, ctx.configdrive),
     record: stepRecorder(ctx),
   };
 }

@@ -79,11 +79,17 @@ async function clean(ctx: ActionContext, manual: UserStep[] | undefined, pending
 /**
  * Adoption (Ironic's _do_adoption): a node that already runs its instance becomes active
  * without a deploy. The boot interface is validated when the instance boots from a ramdisk it
- * serves; the deploy interface's take-over has nothing to do for the interfaces Galvanic has;
- * the power state is read from the BMC, so that the node shows what it is doing.
+ * serves, with the image it boots (Ironic's boot.validate checks a ramdisk instance's image,
+ * which is the ramdisk deploy's own check here); the deploy interface's take-over has nothing
+ * to do for the interfaces Galvanic has; the power state is read from the BMC, so that the
+ * node shows what it is doing.
  */
 async function adopt(ctx: ActionContext): Promise<NodeChanges> {
-  if (deployOf(ctx).bootOption !== 'local') validateInterface(ctx.registry, describeNode(ctx.node), 'boot');
+  if (deployOf(ctx).bootOption !== 'local') {
+    const desc = describeNode(ctx.node);
+    validateInterface(ctx.registry, desc, 'boot');
+    validateInterface(ctx.registry, desc, 'deploy');
+  }
   const state = await taskInterfaces(ctx).power.getPowerState(ctx.driver);
   return { powerState: state === 'error' ? null : state };
 }

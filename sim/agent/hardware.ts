@@ -2,6 +2,7 @@
  * IPA's `hardware.py`, for the GenericHardwareManager alone: its version, its steps, and the
  * steps' dispatch (`dispatch_to_managers`), with the faults a host's agent may be given.
  */
+import { COREOS_DEPLOY_STEPS, COREOS_MANAGER, COREOS_MANAGER_VERSION, installCoreos } from './coreos.js';
 import type { ExtensionAgent } from './extensions/base.js';
 import { diskAfter, validateImageInfo, writeImage } from './image.js';
 import {
@@ -23,17 +24,31 @@ export const DEFAULT_STEP_MS = 50;
 
 /** `get_current_versions`: the hardware managers and their versions. */
 export function hardwareVersions(agent: ExtensionAgent): Record<string, string> {
-  return { [HARDWARE_MANAGER]: agent.hwVersion };
+  return { [HARDWARE_MANAGER]: agent.hwVersion, ...(agent.env.coreosInstaller ? { [COREOS_MANAGER]: COREOS_MANAGER_VERSION } : {}) };
 }
 
 /** `get_clean_steps` / `get_deploy_steps` of every manager, with the agent's versions. */
 export function listSteps(agent: ExtensionAgent, kind: 'clean' | 'deploy'): unknown {
+  const coreos = kind === 'deploy' && agent.env.coreosInstaller ? { [COREOS_MANAGER]: COREOS_DEPLOY_STEPS.map((s) => ({ ...s })) } : {};
   return {
     [`${kind}_steps`]: {
       [HARDWARE_MANAGER]: (kind === 'clean' ? CLEAN_STEPS : DEPLOY_STEPS).map((s) => (kind === 'clean' && s.step === agent.faults.unabortableStep ? { ...s, abortable: false } : { ...s })),
+      ...coreos,
     },
     hardware_manager_version: hardwareVersions(agent),
   };
+}
+
+/** A JSON value with its object keys sorted: IPA compares the versions as dicts, in any order. */
+function canonical(v: unknown): string {
+  if (v === null || typeof v !== 'object') return JSON.stringify(v);
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}`;
+}
+
+function isKnownStep(agent: ExtensionAgent, name: string): boolean {
+  if (CLEAN_STEPS.some((s) => s.step === name) || DEPLOY_STEPS.some((s) => s.step === name)) return true;
+  return agent.env.coreosInstaller && COREOS_DEPLOY_STEPS.some((s) => s.step === name);
 }
 
 /** `execute_clean_step` / `execute_deploy_step`, with the step faults. */
@@ -45,12 +60,12 @@ export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy
       agent.hwVersion = `${agent.hwVersion}.1`;
       agent.faults = { ...agent.faults, versionMismatch: false };
     }
-    if (JSON.stringify(given) !== JSON.stringify(hardwareVersions(agent))) throw versionMismatch(hardwareVersions(agent), given);
+    if (canonical(given) !== canonical(hardwareVersions(agent))) throw versionMismatch(hardwareVersions(agent), given);
   }
   const step = params.step as Record<string, unknown> | null;
   if (!step || typeof step !== 'object' || !('step' in step)) throw executionError(`Malformed ${kind}_step, no "step" key: ${pyRepr(step)}`);
   const name = String(step.step);
-  if (!CLEAN_STEPS.some((s) => s.step === name) && !DEPLOY_STEPS.some((s) => s.step === name)) throw methodNotFound(name);
+  if (!isKnownStep(agent, name)) throw methodNotFound(name);
   const args: Record<string, unknown> = { ...params, ...((step.args as Record<string, unknown> | undefined) ?? {}) };
   const fail = kind === 'clean' ? cleaningError : deploymentError;
   const f = agent.faults;
@@ -72,6 +87,11 @@ export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy
       life.partitionUuids = w.parts.uuids;
     };
     result = { result: `prepare_image: image (${info.id}) written to device /dev/sda root_uuid=${w.parts.uuids['root uuid']}` };
+  } else if (name === 'install_coreos') {
+    const installed = installCoreos(args.node);
+    work = () => {
+      agent.disk = installed;
+    };
   } else if (name.startsWith('erase_devices')) {
     work = () => {
       agent.disk = null;

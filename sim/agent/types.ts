@@ -23,16 +23,29 @@ export interface AgentSimOptions {
   heartbeatMinGapMs?: number;
   /** The longest wait between lookup retries (ms, default 2000); waits grow exponentially with jitter up to it. */
   lookupRetryMs?: number;
-  /** Address and port of the agents' shared HTTP server (default 127.0.0.1, a free port). */
+  /**
+   * The ramdisk also carries OpenShift's CoreOSInstallHardwareManager (ironic-agent-image), whose
+   * `install_coreos` deploy step Metal3's custom deploy runs (default false).
+   */
+  coreosInstaller?: boolean;
+  /** Address and port of the agents' shared server (default 127.0.0.1, a free port). */
   host?: string;
   port?: number;
+  /**
+   * IPA's `enable_auto_tls` (default true, as IPA >= 7): against an API of 1.68 or later the
+   * agents serve HTTPS with a self-signed certificate for `host` and send it as agent_verify_ca.
+   */
+  autoTls?: boolean;
 }
 
 /** What every agent of a fleet shares: its options, resolved. */
 export interface AgentEnv {
   apiUrl: string;
-  /** `http://host:port` of the agents' shared server. */
-  baseUrl: string;
+  /** `http://host:port` and `https://host:port` of the agents' shared server. */
+  plainUrl: string;
+  tlsUrl: string;
+  /** The PEM certificate of automatic TLS, or null when it is off. */
+  certificate: string | null;
   dispatcher: Dispatcher;
   bootMs: [number, number];
   writeBytesPerMs: number;
@@ -40,6 +53,7 @@ export interface AgentEnv {
   lookupRetryMs: number;
   /** Reads the kernel command line of the ISOs the hosts boot. */
   isoReader: IsoCmdlineReader;
+  coreosInstaller: boolean;
   /** Asks the host's BMC for a reset (ForceOff, ForceRestart), as the OS of the host would cause. */
   power(bmc: SimBmc, sysPath: string, type: 'ForceOff' | 'ForceRestart'): void;
 }
@@ -137,6 +151,8 @@ export interface DiskState {
    * size and SHA-256 of its image, which `GET /_sim/agent/configdrive` serves; null for none.
    */
   configdrive: { source: 'inline' | 'url'; url?: string; bytes: number; sha256: string } | null;
+  /** What install_coreos was given as the Ignition config (the config drive's user_data); absent for other writes. */
+  ignition?: string | null;
 }
 
 /** `GET /_sim/agent` on a BMC's port. */
@@ -146,8 +162,10 @@ export interface AgentWitness {
   bootedAt: number | null;
   /** Agents started on this host so far. */
   boots: number;
-  /** `http://<host>:<port>/<id>`: the agent's callback_url (also when it is not running). */
+  /** `https://<host>:<port>/<id>` (http:// without automatic TLS): the agent's callback_url (also when it is not running). */
   callbackUrl: string;
+  /** The certificate (PEM) the agent serves and sends as agent_verify_ca; null when it runs plain HTTP. */
+  verifyCa: string | null;
   /** The node UUID the last lookup gave, else null. */
   nodeUuid: string | null;
   lookups: number;

@@ -96,8 +96,10 @@ export interface RedfishSim {
   bmcs: SimBmcHandle[];
   /** Counters summed over every BMC. */
   totals(): BmcCounters & { bmcs: number };
-  /** With `agent`: `http://127.0.0.1:<port>` of the agents' shared server, else undefined. */
+  /** With `agent`: `https://127.0.0.1:<port>` of the agents' shared server (http:// without automatic TLS), else undefined. */
   agentUrl?: string;
+  /** With `agent` and automatic TLS: the agents' self-signed certificate (PEM), which they send as agent_verify_ca. */
+  agentCertificate?: string;
   stop(): Promise<void>;
 }
 
@@ -375,6 +377,7 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
     bmcs: handles,
     totals: () => sumCounters(bmcs),
     ...(agents ? { agentUrl: agents.url } : {}),
+    ...(agents?.certificate ? { agentCertificate: agents.certificate } : {}),
     async stop() {
       for (const b of bmcs) b?.stop();
       await agents?.stop();
