@@ -72,7 +72,7 @@ const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
   'integration/power-sync-fleet.test.js': 50,
   'integration/operations-races.test.js': 45,
   'e2e/baremetal-cli-agent.test.js': 45,
-  'e2e/vm-agent-inspect.test.js': 65,
+  'e2e/vm-agent-inspect.test.js': 45,
   'e2e/vm-redfish-sim.test.js': 30,
   'e2e/vm-ramdisk-deploy.test.js': 25,
   'integration/agent-deploy.test.js': 44,

@@ -64,6 +64,7 @@ export interface BootSetup {
 const DEFAULT_ORDER: readonly BootDevice[] = ['disk', 'cd', 'usb', 'nic0'];
 const QMP_TIMEOUT_MS = 10_000;
 const QUIT_GRACE_MS = 5_000;
+const RESET_TIMEOUT_MS = 10_000;
 
 /** Boot indexes: `first` at 0, the rest in the default order after it. */
 export function bootOrder(first: BootDevice): Record<BootDevice, number> {
@@ -211,9 +212,30 @@ export class Machine extends EventEmitter<{ exit: [MachineExit] }> {
     await this.qmp.execute('blockdev-change-medium', { id: device, filename: file, format: 'raw', 'read-only-mode': 'read-only' });
   }
 
-  /** A hard reset (the reset button): the firmware runs again with the boot order in force. */
+  /**
+   * A hard reset (the reset button): the firmware runs again with the boot order in force.
+   * Resolves once QEMU has reset the machine (its RESET event), which is when it reads the boot
+   * order: a change made after that is for the next reset.
+   */
   async reset(): Promise<void> {
-    await this.qmp.execute('system_reset');
+    let onEvent: (name: string) => void = () => {};
+    let timer: NodeJS.Timeout | undefined;
+    const done = new Promise<void>((resolve, reject) => {
+      timer = setTimeout(() => reject(new Error('QEMU did not report the reset')), RESET_TIMEOUT_MS);
+      onEvent = (name) => {
+        if (name === 'RESET') resolve();
+      };
+      this.qmp.on('event', onEvent);
+    });
+    // Handled here too: it may time out while system_reset is still being answered.
+    done.catch(() => {});
+    try {
+      await this.qmp.execute('system_reset');
+      await done;
+    } finally {
+      clearTimeout(timer);
+      this.qmp.off('event', onEvent);
+    }
   }
 
   /** Presses the power button (ACPI): the guest may shut down, or not. */
