@@ -91,6 +91,7 @@ const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
   'integration/agent-sim.test.js': 21,
   'e2e/baremetal-cli-microversions.test.js': 20,
   'integration/provisioning-bmcs.test.js': 19,
+  'integration/agent-reboot.test.js': 19,
   'integration/agent-takeover.test.js': 18,
   'integration/agent-inspect.test.js': 16,
   'integration/bmo-flow.test.js': 16,

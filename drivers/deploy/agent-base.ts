@@ -25,19 +25,18 @@ export function capabilityBootMode(properties: Readonly<Record<string, unknown>>
 }
 
 /**
- * Boots the agent (Ironic's prepare_ramdisk + reboot): a new agent gets a new token, so the
- * old one and the old agent URL are forgotten first; the boot interface sets the agent's
- * image up for the next boot; the node is powered on (or restarted).
+ * Boots the agent (Ironic's prepare_agent_boot + REBOOT): the boot interface sets the agent's
+ * image up for the next boot, and the node is rebooted (powered on when it is off). The reboot
+ * is what forgets the old agent's URL and token (the conductor's power path), so that the new
+ * agent gets a token of its own.
  */
-export async function bootAgent(ctx: Pick<StepContext, 'node' | 'driver' | 'boot' | 'power' | 'agent'>, purpose: 'deploy' | 'inspect' = 'deploy'): Promise<void> {
-  await ctx.agent().wipeToken();
+export async function bootAgent(ctx: Pick<StepContext, 'node' | 'driver' | 'boot' | 'power'>, purpose: 'deploy' | 'inspect' = 'deploy'): Promise<void> {
   if (!ctx.boot.prepareRamdisk) throw new InvalidParameterValue(AGENT_BOOT_UNSUPPORTED);
   const mode = capabilityBootMode(ctx.node.properties);
   await ctx.boot.prepareRamdisk(ctx.driver, {
     purpose, instanceKernelAppendParams: ctx.node.instanceInfo?.kernel_append_params, ...(mode ? { bootMode: mode } : {}),
   });
-  const state = await ctx.power.getPowerState(ctx.driver);
-  await ctx.power.setPowerState(ctx.driver, state === 'power on' ? 'rebooting' : 'power on');
+  await ctx.power.setPowerState(ctx.driver, 'rebooting');
 }
 
 const AGENT_BOOT_UNSUPPORTED = 'Invalid configuration: the boot interface cannot boot the agent; use one that can (redfish-virtual-media, ipxe, pxe).';

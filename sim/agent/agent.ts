@@ -21,7 +21,8 @@ import { pollExtension } from './extensions/poll.js';
 import { standbyExtension } from './extensions/standby.js';
 import { systemExtension } from './extensions/system.js';
 import type { HostFacts } from './inventory.js';
-import { AGENT_VERSION, HARDWARE_MANAGER, HARDWARE_MANAGER_VERSION, systemLogs } from './ipa.js';
+import { hardwareVersions } from './hardware.js';
+import { AGENT_VERSION, HARDWARE_MANAGER_VERSION, systemLogs } from './ipa.js';
 import { Life, MIN_IRONIC_VERSION, bump, sleep, timer, uniform, type Version } from './life.js';
 import type { AgentEnv, AgentFaults, AgentWitness, DiskState } from './types.js';
 import { agentUrls, kernelParams } from './kernel-params.js';
@@ -286,7 +287,7 @@ export class AgentHost implements ApiAgent {
       inventory: this.facts.inventory,
       ...(this.facts.rootDisk ? { root_disk: this.facts.rootDisk } : {}),
       boot_interface: null,
-      configuration: { collectors: ['default', 'logs'], managers: [{ name: HARDWARE_MANAGER, version: this.hwVersion }] },
+      configuration: { collectors: ['default', 'logs'], managers: Object.entries(hardwareVersions(this)).map(([name, version]) => ({ name, version })) },
       logs: systemLogs([`ironic-python-agent ${AGENT_VERSION} collecting inventory`]),
       error: null,
     };
