@@ -66,6 +66,8 @@ export interface ManagementInterface {
   getSensorData?(ctx: DriverContext): Promise<SensorData>;
   /** Non-blocking sensor read, run many at once on the event loop. */
   getSensorDataAsync?(ctx: DriverContext): Promise<SensorData>;
+  /** The hardware's vendor as the BMC reports it (Ironic's detect_vendor), null when it says none. @throws DriverError */
+  detectVendor?(ctx: DriverContext): Promise<string | null>;
 }
 
 /** A process to run: argv plus extra environment (credentials go there, never on argv). */
@@ -104,6 +106,8 @@ export interface InstanceBootRequest {
 export interface RamdiskBootRequest {
   /** The node's boot mode (`properties.capabilities` boot_mode), when it names one. */
   bootMode?: 'uefi' | 'bios';
+  /** The node's vendor as cached in `properties.vendor`, when it is known (Ironic's _validate_vendor reads it). */
+  vendor?: string;
 }
 
 /**

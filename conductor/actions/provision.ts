@@ -29,12 +29,36 @@ function workOf(ctx: Pick<ActionContext, 'intent' | 'node'>): ProvisionWork {
   return provisionArgsOf(ctx).work ?? (ctx.node.provisionState === ProvisionState.VERIFYING ? 'verify' : 'none');
 }
 
-/** `manage` from enroll: the power interface must accept driver_info and answer a power-state read. */
+/**
+ * `manage` from enroll: the power interface must accept driver_info and answer a power-state
+ * read; the vendor is cached (Ironic's node_cache_vendor).
+ */
 async function verify(ctx: ActionContext): Promise<NodeChanges> {
   const power = ctx.registry.impl('power', ctx.node.powerInterface);
   if (!power) throw new InvalidDriverInfo(`Power interface ${ctx.node.powerInterface} is not enabled on this conductor.`);
   power.validate(ctx.node.driverInfo);
-  return { powerState: await power.getPowerState(ctx.driver) };
+  const changes: NodeChanges = { powerState: await power.getPowerState(ctx.driver) };
+  const vendor = await vendorToCache(ctx);
+  if (vendor) changes.properties = { ...ctx.node.properties, vendor };
+  return changes;
+}
+
+/**
+ * Ironic's node_cache_vendor: the vendor the management interface detects, when the node has
+ * none cached (vendors do not change on the fly). Never fails the work it goes with.
+ */
+async function vendorToCache(ctx: ActionContext): Promise<string | null> {
+  if (ctx.node.properties.vendor) return null;
+  const management = ctx.registry.impl('management', ctx.node.managementInterface);
+  if (!management?.detectVendor) return null;
+  try {
+    const vendor = await management.detectVendor(ctx.driver);
+    if (vendor) ctx.log.info({ node: ctx.node.uuid, vendor }, `Detected vendor ${vendor} for node ${ctx.node.uuid}`);
+    return vendor;
+  } catch (err) {
+    ctx.log.warn({ node: ctx.node.uuid, err: (err as Error).message }, 'Unexpected exception when trying to detect vendor');
+    return null;
+  }
 }
 
 /**

@@ -32,7 +32,8 @@ export async function bootAgent(ctx: Pick<StepContext, 'node' | 'driver' | 'boot
   await ctx.agent().wipeToken();
   if (!ctx.boot.prepareRamdisk) throw new InvalidParameterValue(AGENT_BOOT_UNSUPPORTED);
   const mode = capabilityBootMode(ctx.node.properties);
-  await ctx.boot.prepareRamdisk(ctx.driver, mode ? { bootMode: mode } : {});
+  const vendor = ctx.node.properties.vendor;
+  await ctx.boot.prepareRamdisk(ctx.driver, { ...(mode ? { bootMode: mode } : {}), ...(typeof vendor === 'string' && vendor ? { vendor } : {}) });
   const state = await ctx.power.getPowerState(ctx.driver);
   await ctx.power.setPowerState(ctx.driver, state === 'power on' ? 'rebooting' : 'power on');
 }

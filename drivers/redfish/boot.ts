@@ -9,7 +9,7 @@ import type { BootInterface, DriverContext, InstanceBootRequest, RamdiskBootRequ
 import { NO_AGENT_BOOT_DEFAULTS, agentIso, type AgentBootDefaults } from '../agent-boot.js';
 import { statusError, type RedfishCall, type RedfishClient } from './client.js';
 import { patchSystem } from './management.js';
-import { isObject, prop, str, type Json } from './odata.js';
+import { isObject, linkPaths, prop, str, type Json } from './odata.js';
 import { getSystem } from './system.js';
 import { DEFAULT_VMEDIA_RETRY, ejectAll, findCollections, insertImage, slotsFor, readSlots, type MediaType, type VirtualMediaRetry } from './vmedia.js';
 
@@ -54,7 +54,7 @@ export class RedfishVirtualMediaBoot implements BootInterface {
 
   /** `retry` paces the waits for a slot to eject and the retries of an insert refused with 5xx. */
   constructor(
-    private readonly client: RedfishClient,
+    protected readonly client: RedfishClient,
     private readonly retry: VirtualMediaRetry = DEFAULT_VMEDIA_RETRY,
     private readonly agentBoot: AgentBootDefaults = NO_AGENT_BOOT_DEFAULTS,
   ) {}
@@ -75,11 +75,17 @@ export class RedfishVirtualMediaBoot implements BootInterface {
    * boots to the CD. Does not power on.
    * @throws InvalidParameterValue | VirtualMediaUnavailable | BmcRejected | BmcTimeout | BmcUnreachable | BmcAuthFailed
    */
-  async prepareInstance(ctx: DriverContext, req: InstanceBootRequest): Promise<void> {
+  prepareInstance(ctx: DriverContext, req: InstanceBootRequest): Promise<void> {
+    return this.mountAndBoot(ctx, req);
+  }
+
+  /** prepareInstance's work; `vendor` (the agent's boot only) is first checked as Ironic's prepare_ramdisk does. */
+  private async mountAndBoot(ctx: DriverContext, req: InstanceBootRequest, vendor?: string | null): Promise<void> {
     if (!IMAGE_URL.test(req.bootIso)) {
       throw new InvalidParameterValue(`instance_info/boot_iso ${JSON.stringify(req.bootIso)} is not a URL the BMC can fetch (http, https, nfs or cifs).`);
     }
     await this.client.run(ctx, async (call) => {
+      if (vendor !== undefined) await this.checkVendor(call, ctx.nodeUuid, vendor);
       const collections = await findCollections(call);
       if (!collections.length) {
         throw new VirtualMediaUnavailable(
@@ -90,7 +96,7 @@ export class RedfishVirtualMediaBoot implements BootInterface {
       await this.syncBootMode(call, req.bootMode);
       await insertImage(call, ctx.nodeUuid, collections, 'CD', req.bootIso, this.retry);
       if (req.configdrive) await this.attachConfigdrive(call, ctx.nodeUuid, collections, req.configdrive);
-      const system = await this.setCdBoot(call, req.forcePersistentBootDevice !== 'Never');
+      const system = await this.setCdBoot(call, ctx.nodeUuid, req.forcePersistentBootDevice !== 'Never');
       // Some Supermicro BMCs reset the mode when the device is set (Ironic management.py).
       if (isSupermicro(system)) await this.syncBootMode(call, req.bootMode);
     }, this.extraMs);
@@ -101,10 +107,33 @@ export class RedfishVirtualMediaBoot implements BootInterface {
     agentIso({ uuid: nodeUuid, driverInfo }, this.agentBoot);
   }
 
-  /** Ironic's prepare_ramdisk: the agent's ISO inserted and booted once (the boot device is not kept). */
+  /** Ironic's prepare_ramdisk: the vendor checked, the agent's ISO inserted and booted once (the boot device is not kept). */
   async prepareRamdisk(ctx: DriverContext, req: RamdiskBootRequest): Promise<void> {
     const iso = agentIso({ uuid: ctx.nodeUuid, driverInfo: ctx.driverInfo }, this.agentBoot);
-    await this.prepareInstance(ctx, { bootIso: iso, forcePersistentBootDevice: 'Never', ...(req.bootMode ? { bootMode: req.bootMode } : {}) });
+    await this.mountAndBoot(ctx, { bootIso: iso, forcePersistentBootDevice: 'Never', ...(req.bootMode ? { bootMode: req.bootMode } : {}) }, req.vendor ?? null);
+  }
+
+  /**
+   * Ironic's _validate_vendor: an iDRAC before firmware 6 boots the physical drive for a `Cd`
+   * override, so a Dell node needs idrac-redfish-virtual-media there.
+   * @throws InvalidParameterValue
+   */
+  protected async checkVendor(call: RedfishCall, nodeUuid: string, vendor: string | null): Promise<void> {
+    if (!vendor || !vendor.split(/\s+/).includes('Dell')) return;
+    const system = await getSystem(call);
+    const links = prop(system.body, 'Links');
+    let version: string | null = null;
+    for (const path of isObject(links) ? linkPaths(prop(links, 'ManagedBy')) : []) {
+      const manager = (await call.get(path)).body;
+      if (str(manager.ManagerType) === 'BMC') {
+        version = str(manager.FirmwareVersion) ?? '';
+        break;
+      }
+    }
+    if (version !== null && Number.parseInt(version.split('.')[0], 10) >= 6) return;
+    throw new InvalidParameterValue(
+      `The redfish-virtual-media boot interface is not suitable for node ${nodeUuid} with vendor ${vendor} and BMC version ${version ?? 'unknown'}, upgrade to 6.00.00.00 or newer or use idrac-redfish-virtual-media instead`,
+    );
   }
 
   /** Ironic's clean_up_ramdisk: what prepareRamdisk inserted ejected, the override cleared. */
@@ -194,7 +223,7 @@ export class RedfishVirtualMediaBoot implements BootInterface {
    * the BMC refuses that or the node asks for it (force_persistent_boot_device=Never). As
    * management.ts, `Enabled` is sent only when it changes (always to Supermicro, Ironic 4a7d50ce5).
    */
-  private async setCdBoot(call: RedfishCall, persistent: boolean): Promise<Json> {
+  protected async setCdBoot(call: RedfishCall, _nodeUuid: string, persistent: boolean): Promise<Json> {
     const system = await getSystem(call);
     const boot = bootOf(system.body);
     if (!boot) throw new BmcRejected(`The system ${call.info.origin}${system.path} has no Boot object: it cannot be set to boot from the virtual CD.`);

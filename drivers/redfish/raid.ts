@@ -93,9 +93,14 @@ export class RedfishRaid implements GenericInterface {
   readonly supported = true;
   readonly steps: readonly StepDeclaration[];
 
-  constructor(private readonly client: RedfishClient) {
+  constructor(protected readonly client: RedfishClient) {
+    this.steps = this.declareSteps();
+  }
+
+  /** The steps this interface offers (a vendor's interface adjusts them). */
+  protected declareSteps(): StepDeclaration[] {
     const afterReboot = (ctx: StepContext) => this.checkRaidConfigs(ctx);
-    this.steps = [
+    return [
       {
         step: 'create_configuration', priority: { clean: 0 }, abortable: false, argsInfo: CREATE_ARGS,
         run: (ctx, args) => this.create(ctx, args, true), afterReboot,
