@@ -75,7 +75,7 @@ export function lookupBody(node: Node, token: string | null, base: string, heart
       agent_md5_checksum_enable: false,
       disable_deep_image_inspection: false,
       permitted_image_formats: ['raw', 'qcow2', 'iso'],
-      agent_skip_bmc_detect: node.managementInterface === 'redfish',
+      agent_skip_bmc_detect: node.managementInterface === 'redfish' || node.managementInterface === 'idrac-redfish',
       enable_bios_bootloader_install: false,
       tls_min_version: '1.2',
       tls_cipher_suites: null,
