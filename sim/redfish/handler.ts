@@ -338,11 +338,29 @@ export class RedfishHandler {
         bmc.event('refused', { call: 'PATCH Boot', status: 400, messageId: 'PropertyValueNotInList', boot: b, ...origin });
         return send(res, 400, redfishError('PropertyValueNotInList', problem, ['#/Boot']));
       }
+      if (b.HttpBootUri !== undefined) {
+        // HttpBootUri goes with UEFI HTTP boot: a BMC without that target has no such property.
+        const refusal = !allowed.includes('UefiHttp')
+          ? { id: 'PropertyUnknown', text: 'The property HttpBootUri is not in the list of valid properties for the resource.' }
+          : b.HttpBootUri !== null && typeof b.HttpBootUri !== 'string'
+            ? { id: 'PropertyValueTypeError', text: `The value ${JSON.stringify(b.HttpBootUri)} for the property HttpBootUri is of a different type than the property can accept.` }
+            : typeof b.HttpBootUri === 'string' && b.HttpBootUri !== '' && !/^https?:\/\/[^/\s]+/i.test(b.HttpBootUri)
+              ? { id: 'PropertyValueFormatError', text: `The value ${JSON.stringify(b.HttpBootUri)} for the property HttpBootUri is of a different format than the property can accept.` }
+              : null;
+        if (refusal) {
+          bmc.event('refused', { call: 'PATCH Boot', status: 400, messageId: refusal.id, boot: b, ...origin });
+          return send(res, 400, redfishError(refusal.id, refusal.text, ['#/Boot/HttpBootUri']));
+        }
+        next.HttpBootUri = b.HttpBootUri === '' ? null : (b.HttpBootUri as string | null);
+      }
       s.boot = next;
       // A standard override names real devices: `Cd` is the physical drive again on an old iDRAC.
       s.virtualCd = false;
       s.version++;
-      bmc.event('boot-override', { target: next.BootSourceOverrideTarget, enabled: next.BootSourceOverrideEnabled, mode: next.BootSourceOverrideMode, ...origin });
+      bmc.event('boot-override', {
+        target: next.BootSourceOverrideTarget, enabled: next.BootSourceOverrideEnabled, mode: next.BootSourceOverrideMode,
+        ...(next.HttpBootUri ? { httpBootUri: next.HttpBootUri } : {}), ...origin,
+      });
     }
     send(res, 204);
   }

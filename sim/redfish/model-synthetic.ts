@@ -529,6 +529,7 @@ export class SyntheticModel implements SimModel {
       PowerState: state.power,
       BiosVersion: SIM_BIOS_VERSION,
       Boot: {
+        HttpBootUri: null,
         ...state.boot,
         'BootSourceOverrideTarget@Redfish.AllowableValues': this.bootTargetList,
         'BootSourceOverrideMode@Redfish.AllowableValues': ['Legacy', 'UEFI'],

@@ -77,6 +77,8 @@ export interface BootOverride {
   BootSourceOverrideTarget: string;
   BootSourceOverrideEnabled: string;
   BootSourceOverrideMode: string;
+  /** The URI a `UefiHttp` boot fetches; absent or null: the one DHCP would name (none here). */
+  HttpBootUri?: string | null;
 }
 
 /** What a powered-on system runs, as the last boot left it. */

@@ -219,6 +219,12 @@ export class VirtualMedia {
     // An iDRAC before firmware 6 boots its physical optical drive for `Cd` (empty here, so the
     // disk): only the OEM import's VCD-DVD points `Cd` at the virtual CD (Ironic's idrac boot).
     if (requested === 'Cd' && this.quirks.idrac > 0 && this.quirks.idrac < 6 && !virtualCd) return { device: 'Hdd', image: null, slot: null, requested };
+    // UEFI HTTP boot fetches HttpBootUri, in UEFI mode only; without a URI it would ask DHCP, which names none here.
+    if (requested === 'UefiHttp') {
+      const uri = b.HttpBootUri;
+      if (uri && b.BootSourceOverrideMode === 'UEFI') return { device: 'UefiHttp', image: uri, slot: null };
+      return { device: 'Hdd', image: null, slot: null, requested };
+    }
     const wanted = requested === 'Cd' || requested === 'UsbCd' ? ['CD', 'DVD'] : requested === 'Usb' ? ['USBStick'] : requested === 'Floppy' ? ['Floppy'] : null;
     if (!wanted) return { device: requested, image: null, slot: null };
     for (const slot of this.model.mediaSlots.values()) {
