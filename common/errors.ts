@@ -331,6 +331,14 @@ export class UnsupportedDriverExtension extends DriverError {
   readonly code = 'UNSUPPORTED_DRIVER_EXTENSION';
   override readonly httpStatus: number = 400;
 }
+/** Ironic's UnsupportedHardwareFeature: the BMC lacks what the node's configuration needs (400, as Ironic's Invalid). */
+export class UnsupportedHardwareFeature extends DriverError {
+  readonly code = 'UNSUPPORTED_HARDWARE_FEATURE';
+  override readonly httpStatus: number = 400;
+  constructor(node: string, feature: string) {
+    super(`Node ${node} hardware does not support feature ${feature}, which is required based upon the requested configuration.`);
+  }
+}
 
 /** Traits, allocations and deploy templates (Ironic's messages). */
 export class NodeTraitNotFound extends NotFoundError {

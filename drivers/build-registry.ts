@@ -38,7 +38,7 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
   });
   const impls: InterfaceImplementations = {
     bios: { ...fakeAndNone('bios'), redfish: redfish.bios, [IDRAC_REDFISH]: redfish.bios },
-    boot: { fake: new FakeBoot(bmcs), 'redfish-virtual-media': redfish.boot, [IDRAC_VIRTUAL_MEDIA]: idrac.boot, pxe: new PxeBoot() },
+    boot: { fake: new FakeBoot(bmcs), 'redfish-virtual-media': redfish.boot, 'redfish-https': redfish.httpsBoot, [IDRAC_VIRTUAL_MEDIA]: idrac.boot, pxe: new PxeBoot() },
     console: { fake: new FakeConsole(), 'no-console': new NoConsole(), 'ipmitool-sol': new IpmitoolSolConsole() },
     deploy: deployInterfaces(config),
     firmware: { ...fakeAndNone('firmware'), redfish: redfish.firmware },

@@ -22,7 +22,7 @@ export const idracHardware: HardwareType = {
   name: 'idrac',
   supported: {
     bios: [IDRAC_REDFISH, 'redfish', 'no-bios'],
-    boot: [IDRAC_VIRTUAL_MEDIA],
+    boot: [IDRAC_VIRTUAL_MEDIA, 'redfish-https'],
     console: ['no-console'],
     deploy: GENERIC_DEPLOY_INTERFACES,
     firmware: ['redfish', 'no-firmware'],

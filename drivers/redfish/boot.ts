@@ -23,12 +23,12 @@ const DEVICE_MEDIA: Readonly<Record<VirtualMediaDevice, MediaType>> = { cdrom: '
 /** What ejecting a device's medium covers: a CD slot may be a DVD-only one (sushy's Cisco workaround). */
 const DEVICE_EJECT: Readonly<Record<VirtualMediaDevice, readonly MediaType[]>> = { cdrom: ['CD', 'DVD'], disk: ['USBStick'], floppy: ['Floppy'] };
 
-function bootOf(body: Json): Json | null {
+export function bootOf(body: Json): Json | null {
   const b = prop(body, 'Boot');
   return isObject(b) ? b : null;
 }
 
-function allowed(boot: Json, key: string): string[] | null {
+export function allowed(boot: Json, key: string): string[] | null {
   const v = boot[`${key}@Redfish.AllowableValues`];
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : null;
 }
@@ -47,6 +47,25 @@ function cdTarget(call: RedfishCall, system: Json, boot: Json): string {
   if (targets.includes('UsbCd') && (isSupermicro(system) || !targets.includes('Cd'))) return 'UsbCd';
   if (targets.includes('Cd')) return 'Cd';
   throw new VirtualMediaUnavailable(`The BMC at ${call.info.origin} does not offer to boot from a virtual CD: BootSourceOverrideTarget allows only ${targets.join(', ')}.`);
+}
+
+/** PATCHes BootSourceOverrideMode when the node names a mode the BMC does not have (Ironic's sync_boot_mode). */
+export async function syncBootMode(call: RedfishCall, mode: InstanceBootRequest['bootMode']): Promise<void> {
+  if (!mode) return;
+  const system = await getSystem(call);
+  const boot = bootOf(system.body);
+  const wanted = REDFISH_BOOT_MODE[mode];
+  const current = boot ? str(boot.BootSourceOverrideMode) : null;
+  if (!boot || current === wanted) return;
+  if (current === null && allowed(boot, 'BootSourceOverrideMode') === null) {
+    call.log.info({ bmc: call.info.origin, mode }, 'Redfish system does not expose its boot mode; not syncing it');
+    return;
+  }
+  const r = await patchSystem(call, system, { Boot: { BootSourceOverrideMode: wanted } });
+  if (r.status < 200 || r.status >= 300) {
+    throw statusError(r, `Setting the boot mode of ${call.info.origin}${system.path} to ${wanted} (the node's boot_mode capability is ${mode})`);
+  }
+  call.log.info({ bmc: call.info.origin, from: current, to: wanted }, 'Redfish boot mode synced');
 }
 
 export class RedfishVirtualMediaBoot implements BootInterface {
@@ -93,12 +112,12 @@ export class RedfishVirtualMediaBoot implements BootInterface {
         );
       }
       await ejectAll(call, collections, req.configdrive ? OWN_MEDIA : ['CD', 'DVD'], this.retry);
-      await this.syncBootMode(call, req.bootMode);
+      await syncBootMode(call, req.bootMode);
       await insertImage(call, ctx.nodeUuid, collections, 'CD', req.bootIso, this.retry);
       if (req.configdrive) await this.attachConfigdrive(call, ctx.nodeUuid, collections, req.configdrive);
       const system = await this.setCdBoot(call, ctx.nodeUuid, req.forcePersistentBootDevice !== 'Never');
       // Some Supermicro BMCs reset the mode when the device is set (Ironic management.py).
-      if (isSupermicro(system)) await this.syncBootMode(call, req.bootMode);
+      if (isSupermicro(system)) await syncBootMode(call, req.bootMode);
     }, this.extraMs);
   }
 
@@ -199,24 +218,6 @@ export class RedfishVirtualMediaBoot implements BootInterface {
     });
   }
 
-  /** PATCHes BootSourceOverrideMode when the node names a mode the BMC does not have. */
-  private async syncBootMode(call: RedfishCall, mode: InstanceBootRequest['bootMode']): Promise<void> {
-    if (!mode) return;
-    const system = await getSystem(call);
-    const boot = bootOf(system.body);
-    const wanted = REDFISH_BOOT_MODE[mode];
-    const current = boot ? str(boot.BootSourceOverrideMode) : null;
-    if (!boot || current === wanted) return;
-    if (current === null && allowed(boot, 'BootSourceOverrideMode') === null) {
-      call.log.info({ bmc: call.info.origin, mode }, 'Redfish system does not expose its boot mode; not syncing it');
-      return;
-    }
-    const r = await patchSystem(call, system, { Boot: { BootSourceOverrideMode: wanted } });
-    if (r.status < 200 || r.status >= 300) {
-      throw statusError(r, `Setting the boot mode of ${call.info.origin}${system.path} to ${wanted} (the node's boot_mode capability is ${mode})`);
-    }
-    call.log.info({ bmc: call.info.origin, from: current, to: wanted }, 'Redfish boot mode synced');
-  }
 
   /**
    * Boots from the virtual CD for every boot (`Continuous`), or for the next one only where

@@ -1,5 +1,5 @@
 /**
- * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media`, inspect, vendor, BIOS,
+ * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media` or `redfish-https`, inspect, vendor, BIOS,
  * RAID and firmware `redfish` (the last three where enabled).
  * `RedfishDriver` owns the client shared by both interfaces; constructing it opens nothing
  * (connections and sessions appear on the first call to a BMC), `close()` logs out and closes.
@@ -9,6 +9,7 @@ import type { Config } from '../../common/config.js';
 import type { BmcBudget } from '../bmc-budget.js';
 import type { HardwareType } from '../interfaces.js';
 import { RedfishVirtualMediaBoot } from './boot.js';
+import { RedfishHttpsBoot } from './https-boot.js';
 import { RedfishClient, type RedfishOptions } from './client.js';
 import { REDFISH_PROPERTIES } from './driver-info.js';
 import { DEFAULT_FIRMWARE_OPTIONS, RedfishFirmware } from './firmware.js';
@@ -26,7 +27,7 @@ export type { RedfishOptions } from './client.js';
 export const redfishHardware: HardwareType = {
   name: 'redfish',
   supported: {
-    bios: ['redfish', 'no-bios'], boot: ['redfish-virtual-media'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['redfish', 'no-firmware'],
+    bios: ['redfish', 'no-bios'], boot: ['redfish-virtual-media', 'redfish-https'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['redfish', 'no-firmware'],
     inspect: ['redfish', 'agent', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['redfish', 'no-raid'],
     rescue: ['no-rescue'], storage: ['noop'], vendor: ['redfish', 'no-vendor'],
   },
@@ -55,6 +56,8 @@ export class RedfishDriver {
   readonly management: RedfishManagement;
   /** `redfish-virtual-media`. */
   readonly boot: RedfishVirtualMediaBoot;
+  /** `redfish-https`. */
+  readonly httpsBoot: RedfishHttpsBoot;
   /** `redfish` (out-of-band). */
   readonly inspect: RedfishInspect;
   /** `redfish` (event subscriptions). */
@@ -69,6 +72,7 @@ export class RedfishDriver {
     this.power = new RedfishPower(this.client);
     this.management = new RedfishManagement(this.client);
     this.boot = new RedfishVirtualMediaBoot(this.client, options.vmediaRetry, options.agentBoot);
+    this.httpsBoot = new RedfishHttpsBoot(this.client, options.agentBoot);
     this.inspect = new RedfishInspect(this.client);
     this.vendor = new RedfishVendor(this.client);
     this.bios = new RedfishBios(this.client);
