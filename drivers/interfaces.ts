@@ -232,6 +232,15 @@ export interface VendorInterface extends GenericInterface {
   readonly methods?: Readonly<Record<string, VendorMethod>>;
 }
 
+/** A RAID interface (Ironic's RAIDInterface): its steps, and its check of a target configuration. */
+export interface RaidInterface extends GenericInterface {
+  /**
+   * Ironic's validate_raid_config: the schema (common/raid.ts) and what the interface adds to
+   * it; no I/O. Absent: the schema alone. @throws InvalidParameterValue
+   */
+  validateRaidConfig?(config: Record<string, unknown>): void;
+}
+
 /** A BIOS interface: its steps, and (where it talks to the BMC) the reading the conductor caches. */
 export interface BiosInterface extends GenericInterface {
   /**
@@ -313,7 +322,7 @@ export interface InterfaceImplementations {
   management: Record<string, ManagementInterface>;
   network: Record<string, GenericInterface>;
   power: Record<string, PowerInterface>;
-  raid: Record<string, GenericInterface>;
+  raid: Record<string, RaidInterface>;
   rescue: Record<string, GenericInterface>;
   storage: Record<string, GenericInterface>;
   vendor: Record<string, VendorInterface>;

@@ -11,7 +11,7 @@
 import { MissingParameterValue, InvalidParameterValue, RaidConfigError } from '../../common/errors.js';
 import { validateRaidConfig } from '../../common/raid.js';
 import { bootAgent } from '../deploy/agent-base.js';
-import type { GenericInterface } from '../interfaces.js';
+import type { RaidInterface } from '../interfaces.js';
 import type { StepArgInfo, StepContext, StepDeclaration, StepRun } from '../steps.js';
 import { statusError, type RedfishCall, type RedfishClient, type Reply } from './client.js';
 import { convertDriveUnits, filterLogicalDisks, findConfiguration, raidLevelOf, RAID_LEVELS, type LogicalDisk, type PhysicalDisk } from './raid-plan.js';
@@ -89,7 +89,7 @@ function pythonNow(): string {
   return `${new Date().toISOString().replace('T', ' ').replace('Z', '')}000`;
 }
 
-export class RedfishRaid implements GenericInterface {
+export class RedfishRaid implements RaidInterface {
   readonly supported = true;
   readonly steps: readonly StepDeclaration[];
 
