@@ -5,6 +5,7 @@
  * extensions (`extensions/`). Everything is timers and promises, nothing polls, so a thousand
  * agents cost little when idle.
  */
+import type { SoftRaidDevice } from './raid.js';
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { request } from 'undici';
@@ -57,6 +58,7 @@ export class AgentHost implements ApiAgent {
   private lastNodeUuid: string | null = null;
   lockedDown = false;
   disk: DiskState | null = null;
+  softwareRaid: SoftRaidDevice[] | null = null;
   private instanceRunning = false;
   hwVersion = HARDWARE_MANAGER_VERSION;
   faults: AgentFaults = {};
@@ -367,6 +369,7 @@ export class AgentHost implements ApiAgent {
       calls: [...this.calls],
       lockedDown: this.lockedDown,
       disk: this.disk ? { ...this.disk } : null,
+      softwareRaid: this.softwareRaid ? this.softwareRaid.map((d) => ({ ...d, holders: [...d.holders] })) : null,
       instance: this.disk ? { running: this.instanceRunning, imageUrl: this.disk.imageUrl } : null,
       faults: { ...this.faults },
     };

@@ -16,6 +16,8 @@ import {
   versionMismatch,
 } from './ipa.js';
 import { sleep, type Life } from './life.js';
+import type { InventoryDisk } from './inventory.js';
+import { applyConfiguration, createConfiguration, deleteConfiguration, type RaidHost } from './raid.js';
 
 /** How long steps without real work take. */
 const STEP_MS: Record<string, number> = { erase_devices: 1000, erase_devices_metadata: 100, erase_devices_express: 200 };
@@ -33,6 +35,17 @@ export function listSteps(agent: ExtensionAgent, kind: 'clean' | 'deploy'): unkn
       [HARDWARE_MANAGER]: (kind === 'clean' ? CLEAN_STEPS : DEPLOY_STEPS).map((s) => (kind === 'clean' && s.step === agent.faults.unabortableStep ? { ...s, abortable: false } : { ...s })),
     },
     hardware_manager_version: hardwareVersions(agent),
+  };
+}
+
+/** The host as the RAID steps see it: its disks, which hold partitions, its md devices (changed on a copy until the step ends). */
+function raidHost(agent: ExtensionAgent): RaidHost {
+  const disks = (agent.facts.inventory.disks as InventoryDisk[] | undefined) ?? [];
+  const current = agent.softwareRaid;
+  return {
+    disks,
+    partitioned: () => [...new Set([...(agent.disk && agent.facts.rootDisk ? [agent.facts.rootDisk.name] : []), ...(current ?? []).flatMap((d) => d.holders)])],
+    softwareRaid: current,
   };
 }
 
@@ -72,6 +85,19 @@ export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy
       life.partitionUuids = parts.uuids;
     };
     result = { result: `prepare_image: image (${info.id}) written to device /dev/sda root_uuid=${parts.uuids['root uuid']}` };
+  } else if (name === 'create_configuration' || name === 'delete_configuration' || name === 'apply_configuration') {
+    // Built before the step's time passes, so that a refusal fails it at once, as IPA's checks do.
+    const host = raidHost(agent);
+    const node = (args.node ?? {}) as Record<string, unknown>;
+    const built = name === 'create_configuration' ? createConfiguration(host, node)
+      : name === 'delete_configuration' ? deleteConfiguration(host) : applyConfiguration(host, node, args.raid_config, args.delete_existing);
+    const devices = host.softwareRaid;
+    work = () => {
+      agent.softwareRaid = devices;
+      // The disks were repartitioned: what was written on them is gone.
+      if (name !== 'delete_configuration' && devices) agent.disk = null;
+    };
+    result = built;
   } else if (name.startsWith('erase_devices')) {
     work = () => {
       agent.disk = null;
