@@ -21,3 +21,9 @@ export function withCapability(raw: unknown, key: string, value: string): string
   if (!(key in caps)) caps[key] = value;
   return Object.entries(caps).map(([k, v]) => `${k}:${v}`).join(',');
 }
+
+/** Ironic's get_updated_capabilities: the capabilities string with `updates` set over what it has, in place. */
+export function updatedCapabilities(raw: unknown, updates: Readonly<Record<string, string>>): string {
+  const caps = { ...parseCapabilities(raw), ...updates };
+  return Object.entries(caps).map(([k, v]) => `${k}:${v}`).join(',');
+}

@@ -113,7 +113,7 @@ export const SCHEMA = {
     ['firmware', 'Firmware', ['fake', 'no-firmware']],
     ['inspect', 'Inspect', ['fake', 'redfish', 'no-inspect']],
     ['network', 'Network', ['noop']],
-    ['raid', 'RAID', ['fake', 'no-raid']],
+    ['raid', 'RAID', ['fake', 'no-raid', 'agent']],
     ['rescue', 'Rescue', ['fake', 'no-rescue']],
     ['storage', 'Storage', ['noop']],
     ['vendor', 'Vendor', ['fake', 'redfish', 'no-vendor']],
@@ -495,6 +495,18 @@ export const SCHEMA = {
       default: -1,
       min: -1,
       help: "Priority of the agent's erase_devices_metadata clean step in automated cleaning; 0 disables it, -1 keeps the agent's own (99).",
+    },
+    delete_configuration_priority: {
+      type: 'int',
+      default: -1,
+      min: -1,
+      help: "Priority of the in-band raid.delete_configuration clean step of nodes with the agent RAID interface; 0 disables it, -1 keeps the agent's own (0).",
+    },
+    create_configuration_priority: {
+      type: 'int',
+      default: -1,
+      min: -1,
+      help: "Priority of the in-band raid.create_configuration clean step of nodes with the agent RAID interface; 0 disables it, -1 keeps the agent's own (0).",
     },
   },
 

@@ -331,6 +331,10 @@ export class UnsupportedDriverExtension extends DriverError {
   readonly code = 'UNSUPPORTED_DRIVER_EXTENSION';
   override readonly httpStatus: number = 400;
 }
+/** Ironic's bare IronicException, where Ironic raises one (a driver's check of what it was given failed). */
+export class IronicException extends DriverError {
+  readonly code = 'IRONIC_EXCEPTION';
+}
 /** Ironic's UnsupportedHardwareFeature: the BMC lacks what the node's configuration needs (400, as Ironic's Invalid). */
 export class UnsupportedHardwareFeature extends DriverError {
   readonly code = 'UNSUPPORTED_HARDWARE_FEATURE';

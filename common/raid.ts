@@ -4,7 +4,8 @@
  * Ironic's raid.validate_configuration validates it (json-schema.ts: jsonschema's messages,
  * which clients and operators are used to reading).
  */
-import { InvalidParameterValue } from './errors.js';
+import { updatedCapabilities } from './capabilities.js';
+import { InvalidParameterValue, MissingParameterValue } from './errors.js';
 import { schemaError, type Schema } from './json-schema.js';
 
 /**
@@ -104,16 +105,61 @@ export const LOGICAL_DISK_PROPERTIES: Readonly<Record<string, string>> = Object.
 );
 
 /**
- * Checks a target RAID configuration against Ironic's schema, and that at most one logical
- * disk is the root volume. An empty object is valid: it clears the target.
+ * Ironic's raid.validate_configuration: a RAID configuration against the schema, and at most
+ * one logical disk the root volume.
  * @throws InvalidParameterValue
  */
-export function validateRaidConfig(config: Record<string, unknown>): void {
-  if (Object.keys(config).length === 0) return;
+export function validateRaidConfig(config: unknown): void {
   const error = schemaError(config, RAID_CONFIG_SCHEMA);
   if (error) throw new InvalidParameterValue(`RAID config validation error: ${error}`);
-  const roots = (config.logical_disks as Array<Record<string, unknown>>).filter((d) => d.is_root_volume).length;
+  const roots = ((config as Record<string, unknown>).logical_disks as Array<Record<string, unknown>>).filter((d) => d.is_root_volume).length;
   if (roots > 1) {
     throw new InvalidParameterValue(`Raid config cannot have more than one root volume. ${roots} root volumes were specified`);
   }
+}
+
+/** Python's str(datetime.utcnow()), as Ironic's raid_config.last_updated shows it. */
+export function raidTimestamp(): string {
+  return `${new Date().toISOString().replace('T', ' ').replace('Z', '')}000`;
+}
+
+/**
+ * Ironic's filter_target_raid_config: the node's target without the root volume, or without
+ * the others, as a step's arguments ask.
+ * @throws MissingParameterValue when there is no target, or nothing is left of it
+ */
+export function filterTargetRaidConfig(node: string, target: Readonly<Record<string, unknown>>, createRoot: boolean, createNonRoot: boolean): Record<string, unknown> {
+  if (!Object.keys(target).length) throw new MissingParameterValue(`Node ${node} has no target RAID configuration.`);
+  let disks = Array.isArray(target.logical_disks) ? (target.logical_disks as Array<Record<string, unknown>>) : [];
+  const skipped: string[] = [];
+  if (!createRoot) {
+    disks = disks.filter((d) => !d.is_root_volume);
+    skipped.push('skipping root volume');
+  }
+  if (!createNonRoot) {
+    disks = disks.filter((d) => d.is_root_volume);
+    skipped.push('skipping non-root volumes');
+  }
+  if (!disks.length) throw new MissingParameterValue(`Node ${node} has empty target RAID configuration after ${skipped.join(' and ')}.`);
+  return { ...target, logical_disks: disks };
+}
+
+/**
+ * Ironic's update_raid_info: the node's raid_config becomes `config` (stamped), and a root
+ * volume sets the node's local_gb (unless MAX), its root_device hint (when it names one) and
+ * the raid_level capability.
+ * @throws InvalidParameterValue for more than one root volume
+ */
+export function updateRaidInfo(properties: Readonly<Record<string, unknown>>, config: Readonly<Record<string, unknown>>): { raidConfig: Record<string, unknown>; properties?: Record<string, unknown> } {
+  const raidConfig = { ...config, last_updated: raidTimestamp() };
+  const disks = Array.isArray(config.logical_disks) ? (config.logical_disks as Array<Record<string, unknown>>) : [];
+  const roots = disks.filter((d) => d.is_root_volume);
+  if (roots.length > 1) throw new InvalidParameterValue(`Raid config cannot have more than one root volume. ${roots.length} root volumes were specified`);
+  const root = roots[0];
+  if (!root) return { raidConfig };
+  const props: Record<string, unknown> = { ...properties };
+  if (root.size_gb !== 'MAX') props.local_gb = root.size_gb;
+  if (Object.hasOwn(root, 'root_device_hint')) props.root_device = root.root_device_hint;
+  props.capabilities = updatedCapabilities(props.capabilities ?? '', { raid_level: String(root.raid_level) });
+  return { raidConfig, properties: props };
 }

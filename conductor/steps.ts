@@ -23,6 +23,7 @@ import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type 
 import { syncBiosSettings } from '../db/bios-settings.js';
 import { syncFirmware } from '../db/firmware-components.js';
 import type { ActionContext } from './actions/types.js';
+import { pyRepr } from '../common/py-repr.js';
 
 
 export { stepId, type PlannedStep } from '../drivers/steps.js';
@@ -398,6 +399,16 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
   }
   if (done.command_status !== 'SUCCEEDED') {
     throw new AgentStepFailed(`Agent returned unknown status for ${kind} step ${stepId(current as { interface: string; step: string })} on node ${ctx.node.uuid} : ${done.command_status}.`);
+  }
+  const ended = stepsOf(info, kind)[index];
+  const hook = ended && !ended.inband ? declarationOf(ctx, kind, ended)?.afterCommand : undefined;
+  if (hook) {
+    try {
+      await hook(stepContext(ctx, ended, info, false, {}), done);
+    } catch (err) {
+      // Ironic's words (agent_base._process_next_step), less the Python method's name.
+      throw new AgentStepFailed(`For node ${ctx.node.uuid}, post ${kind} step hook failed for ${kind} step ${pyRepr(current)}.${(err as Error).name}: ${(err as Error).message}`);
+    }
   }
   if (stepsOf(info, kind)[index]?.reboot_requested) {
     await (enabled(ctx, 'power') as PowerInterface).setPowerState(ctx.driver, 'rebooting');

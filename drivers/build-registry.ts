@@ -10,6 +10,7 @@ import { RedfishDriver, redfishHardware, redfishOptions } from './redfish/index.
 import { IdracDriver, idracHardware, IDRAC_REDFISH, IDRAC_VIRTUAL_MEDIA } from './idrac/index.js';
 import { GenericImpl, NoInspect, PxeBoot, fakeAndNone } from './generic.js';
 import { AgentInspect } from './agent-inspect.js';
+import { AgentRaid, agentRaidOptions } from './agent-raid.js';
 import { deployInterfaces } from './deploy/index.js';
 import { parseHooks, type AddPorts, type KeepPorts } from './inspection-hooks.js';
 
@@ -46,7 +47,7 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverReg
     management: { fake: new FakeManagement(bmcs), redfish: redfish.management, [IDRAC_REDFISH]: idrac.management, ipmitool: ipmi.management },
     network: { noop: new GenericImpl(true) },
     power: { fake: new FakePower(bmcs), redfish: redfish.power, [IDRAC_REDFISH]: redfish.power, ipmitool: ipmi.power },
-    raid: { ...fakeAndNone('raid'), redfish: redfish.raid, [IDRAC_REDFISH]: idrac.raid },
+    raid: { ...fakeAndNone('raid'), redfish: redfish.raid, [IDRAC_REDFISH]: idrac.raid, agent: new AgentRaid(agentRaidOptions(config)) },
     rescue: fakeAndNone('rescue'),
     storage: { noop: new GenericImpl(true) },
     vendor: { ...fakeAndNone('vendor'), redfish: redfish.vendor, [IDRAC_REDFISH]: redfish.vendor },

@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import type { AgentSession } from './agent/session.js';
+import type { AgentCommand } from './agent/client.js';
 import type { BiosSetting } from '../common/bios.js';
 import type { BootInterface, DriverContext, FirmwareComponentReading, ManagementInterface, PowerInterface } from './interfaces.js';
 
@@ -28,6 +29,8 @@ export interface StepNode {
   readonly driverInfo: Readonly<Record<string, unknown>>;
   readonly driverInternalInfo: Readonly<Record<string, unknown>> | null;
   readonly targetRaidConfig: Readonly<Record<string, unknown>>;
+  /** What the node's disks hold now (raid_config). */
+  readonly raidConfig?: Readonly<Record<string, unknown>>;
   readonly provisionState: string;
   readonly targetProvisionState: string | null;
   readonly disablePowerOff: boolean;
@@ -51,6 +54,8 @@ export interface RaidRecord {
   raidConfig?: Record<string, unknown>;
   /** The configuration asked for (target_raid_config), as a step given one sets it. */
   targetRaidConfig?: Record<string, unknown>;
+  /** The node's properties as the configuration changes them (Ironic's update_raid_info: local_gb, root_device, raid_level). */
+  properties?: Record<string, unknown>;
 }
 
 /**
@@ -109,6 +114,12 @@ export interface StepDeclaration {
    * step (Ironic's post-reboot hooks, e.g. the BIOS settings applied). Absent: the step is done.
    */
   afterReboot?(ctx: StepContext, args: Record<string, unknown>): Promise<StepRun>;
+  /**
+   * For a step whose agent command (`sendsAgentStep`) has succeeded: what it did, recorded
+   * before the run goes on (Ironic's post_clean_step_hook / post_deploy_step_hook).
+   * @throws DriverError to fail the step
+   */
+  afterCommand?(ctx: StepContext, command: AgentCommand): Promise<void>;
 }
 
 /** Ironic's step_id: `interface.step`. */

@@ -133,6 +133,8 @@ export class AgentSession {
     return {
       uuid: node.uuid, properties: node.properties, instance_info: node.instanceInfo, driver_internal_info: { ...node.driverInternalInfo },
       provision_state: node.provisionState, target_provision_state: node.targetProvisionState,
+      // IPA's RAID steps read these (create_configuration builds target_raid_config).
+      target_raid_config: node.targetRaidConfig, raid_config: node.raidConfig,
     };
   }
 

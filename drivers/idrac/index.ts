@@ -30,7 +30,7 @@ export const idracHardware: HardwareType = {
     management: [IDRAC_REDFISH],
     network: ['noop'],
     power: [IDRAC_REDFISH, 'redfish'],
-    raid: [IDRAC_REDFISH, 'no-raid'],
+    raid: [IDRAC_REDFISH, 'no-raid', 'agent'],
     rescue: ['no-rescue'],
     storage: ['noop'],
     vendor: [IDRAC_REDFISH, 'redfish', 'no-vendor'],

@@ -28,7 +28,7 @@ export const redfishHardware: HardwareType = {
   name: 'redfish',
   supported: {
     bios: ['redfish', 'no-bios'], boot: ['redfish-virtual-media', 'redfish-https'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['redfish', 'no-firmware'],
-    inspect: ['redfish', 'agent', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['redfish', 'no-raid'],
+    inspect: ['redfish', 'agent', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['redfish', 'no-raid', 'agent'],
     rescue: ['no-rescue'], storage: ['noop'], vendor: ['redfish', 'no-vendor'],
   },
   properties: REDFISH_PROPERTIES,

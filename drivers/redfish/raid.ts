@@ -9,7 +9,7 @@
  * raid_config lists the RAID volumes the BMC has.
  */
 import { MissingParameterValue, InvalidParameterValue, RaidConfigError } from '../../common/errors.js';
-import { validateRaidConfig } from '../../common/raid.js';
+import { raidTimestamp, validateRaidConfig } from '../../common/raid.js';
 import { bootAgent } from '../deploy/agent-base.js';
 import type { RaidInterface } from '../interfaces.js';
 import type { StepArgInfo, StepContext, StepDeclaration, StepRun } from '../steps.js';
@@ -84,10 +84,6 @@ function applyTimeOf(collection: Json): ApplyTime {
   return null;
 }
 
-/** Python's str(datetime.utcnow()), as Ironic's raid_config.last_updated shows it. */
-function pythonNow(): string {
-  return `${new Date().toISOString().replace('T', ' ').replace('Z', '')}000`;
-}
 
 export class RedfishRaid implements RaidInterface {
   readonly supported = true;
@@ -351,5 +347,5 @@ async function currentRaidConfig(call: RedfishCall): Promise<Record<string, unkn
       logicalDisks.push({ id: str(v.Id) ?? path, name: str(v.Name), controller: s.id, size_gb: Math.floor((num(v.CapacityBytes) ?? 0) / GI), raid_level: level });
     }
   }
-  return { logical_disks: logicalDisks, last_updated: pythonNow() };
+  return { logical_disks: logicalDisks, last_updated: raidTimestamp() };
 }
