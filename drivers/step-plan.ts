@@ -83,10 +83,13 @@ export function deploySteps(node: StepPlanNode, registry: DriverRegistry, user: 
       errors.push(...checkArgs('deploy', u, declared[i].decl));
       if (u.priority !== undefined) steps[i].priority = u.priority;
       if (u.args) steps[i].args = u.args;
-    } else if (agent) {
+    } else if (agent && u.interface === 'deploy') {
+      // Only the deploy interface takes the agent's own steps (Ironic's AgentDeployMixin.get_deploy_steps).
       steps.push({ interface: u.interface, step: u.step, priority: u.priority ?? 0, args: u.args ?? {}, inband: true });
     } else {
-      errors.push(`Node ${node.uuid} has no deploy step ${stepId(u)}: its deploy interface ${node.deployInterface ?? '(none)'} runs no agent that could offer it.`);
+      errors.push(agent
+        ? `Node ${node.uuid} has no deploy step ${stepId(u)}: its ${u.interface} interface (${node[`${u.interface}Interface` as `${InterfaceKind}Interface`] ?? 'none'}) does not offer it.`
+        : `Node ${node.uuid} has no deploy step ${stepId(u)}: its deploy interface ${node.deployInterface ?? '(none)'} runs no agent that could offer it.`);
     }
   }
   if (errors.length) throw new InvalidParameterValue(errors.join('; '));
