@@ -128,8 +128,9 @@ export class RedfishFirmware implements FirmwareInterface {
     const base = { step: 'update', abortable: false, argsInfo: ARGS_INFO };
     this.steps = [
       {
+        // A deploy step too (Ironic 2025.1): its reboot goes into the agent, as in cleaning.
         ...base,
-        priority: { clean: 0 },
+        priority: { clean: 0, deploy: 0 },
         requiresRamdisk: true,
         run: (ctx, args) => this.updateAll(ctx, parseSettings(args.settings), 'agent'),
         afterReboot: (ctx) => this.afterReboot(ctx),
