@@ -13,6 +13,7 @@ import type { SimBmc, SystemState } from '../redfish/state.js';
 import { serveApi, type ApiAgent } from './api.js';
 import { executeCommand, type Command, type Extension } from './extensions/base.js';
 import { cleanExtension } from './extensions/clean.js';
+import { serviceExtension } from './extensions/service.js';
 import { deployExtension } from './extensions/deploy.js';
 import { imageExtension } from './extensions/image.js';
 import { logExtension } from './extensions/log.js';
@@ -75,6 +76,7 @@ export class AgentHost implements ApiAgent {
   ) {
     this.extensions = {
       clean: cleanExtension(this),
+      service: serviceExtension(this),
       deploy: deployExtension(this),
       standby: standbyExtension(this),
       image: imageExtension(this),

@@ -8,6 +8,8 @@ import {
   CLEAN_STEPS,
   DEPLOY_STEPS,
   HARDWARE_MANAGER,
+  SERVICE_STEPS,
+  servicingError,
   cleaningError,
   deploymentError,
   executionError,
@@ -19,6 +21,8 @@ import { sleep, type Life } from './life.js';
 import type { InventoryDisk } from './inventory.js';
 import { applyConfiguration, createConfiguration, deleteConfiguration, type RaidHost } from './raid.js';
 
+const STEPS = { clean: CLEAN_STEPS, deploy: DEPLOY_STEPS, service: SERVICE_STEPS } as const;
+
 /** How long steps without real work take. */
 const STEP_MS: Record<string, number> = { erase_devices: 1000, erase_devices_metadata: 100, erase_devices_express: 200 };
 export const DEFAULT_STEP_MS = 50;
@@ -29,10 +33,10 @@ export function hardwareVersions(agent: ExtensionAgent): Record<string, string> 
 }
 
 /** `get_clean_steps` / `get_deploy_steps` of every manager, with the agent's versions. */
-export function listSteps(agent: ExtensionAgent, kind: 'clean' | 'deploy'): unknown {
+export function listSteps(agent: ExtensionAgent, kind: 'clean' | 'deploy' | 'service'): unknown {
   return {
     [`${kind}_steps`]: {
-      [HARDWARE_MANAGER]: (kind === 'clean' ? CLEAN_STEPS : DEPLOY_STEPS).map((s) => (kind === 'clean' && s.step === agent.faults.unabortableStep ? { ...s, abortable: false } : { ...s })),
+      [HARDWARE_MANAGER]: STEPS[kind].map((s) => (kind === 'clean' && s.step === agent.faults.unabortableStep ? { ...s, abortable: false } : { ...s })),
     },
     hardware_manager_version: hardwareVersions(agent),
   };
@@ -50,7 +54,7 @@ function raidHost(agent: ExtensionAgent): RaidHost {
 }
 
 /** `execute_clean_step` / `execute_deploy_step`, with the step faults. */
-export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy', params: Record<string, unknown>, life: Life): Promise<unknown> {
+export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy' | 'service', params: Record<string, unknown>, life: Life): Promise<unknown> {
   const given = params[`${kind}_version`];
   if (given !== undefined && given !== null) {
     if (agent.faults.versionMismatch) {
@@ -63,9 +67,9 @@ export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy
   const step = params.step as Record<string, unknown> | null;
   if (!step || typeof step !== 'object' || !('step' in step)) throw executionError(`Malformed ${kind}_step, no "step" key: ${pyRepr(step)}`);
   const name = String(step.step);
-  if (!CLEAN_STEPS.some((s) => s.step === name) && !DEPLOY_STEPS.some((s) => s.step === name)) throw methodNotFound(name);
+  if (!CLEAN_STEPS.some((s) => s.step === name) && !DEPLOY_STEPS.some((s) => s.step === name) && !SERVICE_STEPS.some((s) => s.step === name)) throw methodNotFound(name);
   const args: Record<string, unknown> = { ...params, ...((step.args as Record<string, unknown> | undefined) ?? {}) };
-  const fail = kind === 'clean' ? cleaningError : deploymentError;
+  const fail = { clean: cleaningError, deploy: deploymentError, service: servicingError }[kind];
   const f = agent.faults;
   if (f.hangStep === name) return new Promise<never>(() => undefined);
   let result: unknown = null;
@@ -113,5 +117,5 @@ export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy
   await sleep(life, busyMs);
   if (f.failStep === name) throw fail(f.failMessage ?? `Simulated failure of step ${name}`);
   work();
-  return kind === 'clean' ? { clean_result: result, clean_step: step } : { deploy_result: result, deploy_step: step };
+  return { [`${kind}_result`]: result, [`${kind}_step`]: step };
 }
