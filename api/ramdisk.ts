@@ -32,8 +32,8 @@ const S = ProvisionState;
  * States in which a heartbeat makes the conductor carry the run on. In deploying / cleaning the
  * conductor is at a step that may end in a wait: the continue queued behind it then looks.
  */
-const CONTINUES: ReadonlySet<string> = new Set([S.DEPLOYWAIT, S.CLEANWAIT, S.DEPLOYING, S.CLEANING]);
-const WAITS: ReadonlySet<string> = new Set([S.DEPLOYWAIT, S.CLEANWAIT]);
+const CONTINUES: ReadonlySet<string> = new Set([S.DEPLOYWAIT, S.CLEANWAIT, S.SERVICEWAIT, S.DEPLOYING, S.CLEANING, S.SERVICING]);
+const WAITS: ReadonlySet<string> = new Set([S.DEPLOYWAIT, S.CLEANWAIT, S.SERVICEWAIT]);
 const AGENT_STATUSES = ['start', 'end', 'error'];
 
 /** Heartbeat body fields and the microversion that introduced each. */

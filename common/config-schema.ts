@@ -257,6 +257,12 @@ export const SCHEMA = {
       min: 0,
       help: 'Seconds a node may wait in clean wait before its cleaning is failed. 0 disables the check.',
     },
+    service_callback_timeout: {
+      type: 'int',
+      default: 1800,
+      min: 0,
+      help: 'Seconds a node may wait in service wait for its agent before its servicing is failed. 0 disables the check.',
+    },
     check_provision_state_interval: {
       type: 'int',
       default: 60,

@@ -42,7 +42,7 @@ const APPLY_ARGS: Readonly<Record<string, StepArgInfo>> = {
 function resultOf(command: AgentCommand, kind: StepKind): unknown {
   const r = command.command_result;
   if (r === null || typeof r !== 'object') return undefined;
-  return (r as Record<string, unknown>)[kind === 'deploy' ? 'deploy_result' : 'clean_result'];
+  return (r as Record<string, unknown>)[`${kind}_result`];
 }
 
 export class AgentRaid implements RaidInterface {
@@ -50,30 +50,31 @@ export class AgentRaid implements RaidInterface {
   readonly steps: readonly StepDeclaration[];
 
   constructor(opts: AgentRaidOptions) {
-    const execute = (kind: 'clean' | 'deploy') => (ctx: StepContext, args: Record<string, unknown>) =>
-      ctx.agent().executeStep(kind, { ...ctx.step, args }, ctx.info[`agent_${kind}_version`], ctx.resume);
+    const execute = (ctx: StepContext, args: Record<string, unknown>) =>
+      ctx.agent().executeStep(ctx.kind, { ...ctx.step, args }, ctx.info[`agent_${ctx.kind}_version`], ctx.resume);
     this.steps = [
       {
         step: 'create_configuration', priority: { clean: opts.createPriority ?? 0 }, abortable: true, argsInfo: {}, sendsAgentStep: true,
         run: (ctx, args) => {
           // What would be built, kept for the record; the agent reads the node's target itself.
           ctx.info.target_raid_config = filterTargetRaidConfig(ctx.node.uuid, ctx.node.targetRaidConfig, true, true);
-          return execute('clean')(ctx, args);
+          return execute(ctx, args);
         },
-        afterCommand: (ctx, command) => this.created(ctx, command, 'clean'),
+        afterCommand: (ctx, command) => this.created(ctx, command),
       },
       {
         step: 'delete_configuration', priority: { clean: opts.deletePriority ?? 0 }, abortable: true, argsInfo: {}, sendsAgentStep: true,
-        run: execute('clean'),
+        run: execute,
         afterCommand: (ctx) => this.deleted(ctx),
       },
       {
         step: 'apply_configuration', priority: { deploy: 0, service: 0 }, argsInfo: APPLY_ARGS, sendsAgentStep: true,
         run: (ctx, args) => {
           validateRaidConfig(args.raid_config);
-          return execute('deploy')(ctx, args);
+          return execute(ctx, args);
         },
-        afterCommand: (ctx, command) => this.created(ctx, command, 'deploy'),
+        // Ironic has post-step hooks for cleaning and deploying only: servicing leaves raid_config as it was.
+        afterCommand: (ctx, command) => (ctx.kind === 'service' ? Promise.resolve() : this.created(ctx, command)),
       },
     ];
   }
@@ -81,8 +82,8 @@ export class AgentRaid implements RaidInterface {
   validate(): void {}
 
   /** Ironic's _create_configuration_final: what the agent built becomes raid_config. @throws IronicException | InvalidParameterValue */
-  private async created(ctx: StepContext, command: AgentCommand, kind: StepKind): Promise<void> {
-    const result = resultOf(command, kind);
+  private async created(ctx: StepContext, command: AgentCommand): Promise<void> {
+    const result = resultOf(command, ctx.kind);
     if (!result || typeof result !== 'object' || Object.keys(result).length === 0) {
       throw new IronicException(`Agent ramdisk didn't return a proper command result while building RAID on ${ctx.node.uuid}. It returned '${pyRepr(command)}' after command execution.`);
     }

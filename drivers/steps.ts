@@ -81,6 +81,8 @@ export interface StepContext {
   readonly management: ManagementInterface;
   /** The node's agent for this task. @throws UnsupportedDriverExtension where the conductor has no agent client */
   agent(): AgentSession;
+  /** The kind of run the step is part of (a step declared for several runs may differ in them). */
+  readonly kind: StepKind;
   /** The step being run, as the node shows it. */
   readonly step: PlannedStep;
   /** This run's driver_internal_info, written with the step's outcome; a step may record in it. */
@@ -120,6 +122,14 @@ export interface StepDeclaration {
    * @throws DriverError to fail the step
    */
   afterCommand?(ctx: StepContext, command: AgentCommand): Promise<void>;
+}
+
+/**
+ * Whether the run has the node's agent up (it has heartbeated: its URL is known). Servicing
+ * runs its out-of-band steps without one when none of them needs it.
+ */
+export function agentRunning(ctx: Pick<StepContext, 'info'>): boolean {
+  return typeof ctx.info.agent_url === 'string' && ctx.info.agent_url !== '';
 }
 
 /** Ironic's step_id: `interface.step`. */

@@ -23,7 +23,7 @@ export interface AgentSessionDeps {
 }
 
 /** The kinds of run the agent has steps for. */
-export type AgentStepKind = Extract<StepKind, 'deploy' | 'clean'>;
+export type AgentStepKind = StepKind;
 
 /** A step as the node shows it (no internal flags). */
 export function shownStep(step: PlannedStep): Record<string, unknown> {
@@ -72,6 +72,7 @@ export function completedCommand(commands: AgentCommand[], kind: AgentStepKind, 
 const SENT_ONCE: Readonly<Record<string, (last: AgentCommand, step: Record<string, unknown>) => boolean>> = {
   'deploy.execute_deploy_step': (last, step) => isStepCommand(last, 'deploy', step) && !isVersionMismatch(last),
   'clean.execute_clean_step': (last, step) => isStepCommand(last, 'clean', step) && !isVersionMismatch(last),
+  'service.execute_service_step': (last, step) => isStepCommand(last, 'service', step) && !isVersionMismatch(last),
   'image.install_bootloader': (last) => last.command_name === 'install_bootloader',
   'standby.power_off': (last) => last.command_name === 'power_off',
   'system.lockdown': (last) => last.command_name === 'lockdown',

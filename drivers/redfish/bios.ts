@@ -8,8 +8,9 @@
  * refreshed.
  *
  * Unlike Ironic, where a periodic task polls the BMC when no ramdisk runs, the reboot is
- * finished by the agent's heartbeat: the steps need the agent (requires_ramdisk), and a
- * service step that would have to reboot is refused before anything is changed.
+ * finished by the agent's heartbeat: the steps need the agent (requires_ramdisk; servicing boots
+ * it for them), and where no agent can run (a ramdisk deploy's servicing) a step that would
+ * have to reboot is refused before anything is changed.
  */
 import { BiosStepFailed, InvalidParameterValue, UnsupportedDriverExtension } from '../../common/errors.js';
 import type { BiosSetting } from '../../common/bios.js';
@@ -17,7 +18,7 @@ import { pyRepr } from '../../common/py-repr.js';
 import { ProvisionState } from '../../common/states.js';
 import { bootAgent } from '../deploy/agent-base.js';
 import type { BiosInterface, DriverContext } from '../interfaces.js';
-import type { StepArgInfo, StepContext, StepDeclaration, StepRun } from '../steps.js';
+import { agentRunning, type StepArgInfo, type StepContext, type StepDeclaration, type StepRun } from '../steps.js';
 import { statusError, type RedfishCall, type RedfishClient } from './client.js';
 import { isObject, lastSegment, linkPath, linkPaths, prop, str, type Json } from './odata.js';
 import { getSystem } from './system.js';
@@ -191,13 +192,14 @@ function unapplied(requested: Json, current: Json, pending: Json): Json {
   return out;
 }
 
-function inServicing(ctx: StepContext): boolean {
-  return ctx.node.provisionState === ProvisionState.SERVICING;
+/** Servicing without the agent (a node whose deploy interface runs none). */
+function inServicingWithoutAgent(ctx: StepContext): boolean {
+  return ctx.node.provisionState === ProvisionState.SERVICING && !agentRunning(ctx);
 }
 
 function refuseInServicing(ctx: StepContext): void {
-  if (inServicing(ctx)) {
-    throw new UnsupportedDriverExtension(`Redfish BIOS ${ctx.step.step} on node ${ctx.node.uuid} needs a reboot into the agent to finish, which servicing does not support yet; run it in manual cleaning.`);
+  if (inServicingWithoutAgent(ctx)) {
+    throw new UnsupportedDriverExtension(`Redfish BIOS ${ctx.step.step} on node ${ctx.node.uuid} needs a reboot into the agent to finish, and the node's deploy interface runs no agent; run it in manual cleaning.`);
   }
 }
 
