@@ -6,7 +6,8 @@ import { ApiVersion, MAX_HEADER, MAX_VERSION_STRING, MIN_HEADER, MIN_VERSION, MI
 import { BasicAuth } from './auth.js';
 import { DatabaseUnavailable, InvalidParameterValue } from '../common/errors.js';
 import { pingDatabase } from '../db/connection.js';
-import { jsonDepthExceeds, RouteMethods, routingUrl } from './routing.js';
+import { RouteMethods, routingUrl } from './routing.js';
+import { parseJsonBody } from './body.js';
 import { buildApiMetrics, READINESS_TIMEOUT_MS } from './metrics.js';
 import { registerRootRoutes } from './root.js';
 import { registerNodeRoutes } from './nodes.js';
@@ -46,24 +47,10 @@ declare module 'fastify' {
 const CONSOLE_TOKEN_IN_URL = /^(\/v1\/console\/)(?!assets\/)[^/?]+/;
 
 /**
- * Deepest nesting of arrays and objects a request body may have. Ironic's own bodies need a
- * handful of levels; past this a body is refused with 400 before anything recursive sees it.
- */
-export const MAX_BODY_DEPTH = 100;
-
-/**
  * Longest path segment routed: a node name may have 255 characters, and a percent-encoded
  * segment takes up to three per character.
  */
 const MAX_PARAM_LENGTH = 1024;
-
-/** JSON.parse reviver: Postgres text and jsonb cannot hold U+0000, so such bodies are a 400. */
-function refuseNul(key: string, value: unknown): unknown {
-  if (key.includes('\u0000') || (typeof value === 'string' && value.includes('\u0000'))) {
-    throw new InvalidParameterValue('The request body contains a NUL character (\\u0000), which is not allowed.');
-  }
-  return value;
-}
 
 /** The version headers every response carries, for errors met before the onRequest hook. */
 function setVersionHeaders(req: FastifyRequest, reply: FastifyReply): void {
@@ -139,21 +126,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
 
   // An empty body on PUT/DELETE (maintenance) is fine; JSON is the only other media type.
   app.removeContentTypeParser('text/plain');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-    const text = body as string;
-    if (text.trim() === '') return done(null, undefined);
-    if (text.length > MAX_BODY_DEPTH && jsonDepthExceeds(text, MAX_BODY_DEPTH)) {
-      return done(new InvalidParameterValue(`The request body is nested more than ${MAX_BODY_DEPTH} levels deep.`), undefined);
-    }
-    try {
-      // A NUL can only arrive escaped; the reviver (slower) runs only when one may be there.
-      done(null, JSON.parse(text, text.includes('\\u0000') ? refuseNul : undefined));
-    } catch (err) {
-      const e = err as Error & { statusCode?: number };
-      e.statusCode = 400;
-      done(e, undefined);
-    }
-  });
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
   // python-ironicclient sends every DELETE (node, port, maintenance) as a raw request with
   // `Content-Type: application/octet-stream` and no body; Ironic ignores it. A body is still 415.
   app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer' }, (_req, body, done) => {
@@ -191,8 +164,14 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   const acceptor = new IntentAcceptor(deps);
   registerIntentRoutes(app, deps, acceptor);
   registerProvisionRoutes(app, deps, acceptor);
-  registerRamdiskRoutes(app, deps, acceptor);
-  registerInspectionRoutes(app, deps, acceptor);
+  // The agent's endpoints read their bodies as JSON whatever the Content-Type says, as Ironic's
+  // (webob's request.json): IPA 9.4 posts its inspection data with none.
+  void app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', { parseAs: 'buffer' }, parseJsonBody);
+    registerRamdiskRoutes(scope, deps, acceptor);
+    registerInspectionRoutes(scope, deps, acceptor);
+  });
   registerOperationRoutes(app, deps, acceptor);
   registerVolumeRoutes(app, deps, acceptor);
   registerVmediaRoutes(app, deps, acceptor);

@@ -30,6 +30,7 @@ import { getInventory } from '../db/inventory.js';
 import { childAndShardFilters, resolveParentNode } from './node-relations.js';
 import { getNodeWithSuffix } from './json-suffix.js';
 import { applyWholePatch, checkPatchOp, patchOps } from './resource.js';
+import { pyRepr } from '../common/py-repr.js';
 
 /** The node field holding each interface kind. */
 export const INTERFACE_FIELDS = Object.fromEntries(
@@ -54,6 +55,30 @@ const COMMA = Buffer.from(',');
 
 function ident(req: FastifyRequest): string {
   return (req.params as { node: string }).node;
+}
+
+/** Ironic's REQUIRED_INT_PROPERTIES: properties a node may hold only as non-negative integers. */
+const INT_PROPERTIES = ['local_gb', 'memory_mb'];
+
+/** Whether Python's int(value) gives a non-negative integer: a number, a boolean, or a string of digits. */
+function isNonNegativeInt(value: unknown): boolean {
+  if (typeof value === 'boolean') return true;
+  if (typeof value === 'number') return Number.isFinite(value) && Math.trunc(value) >= 0;
+  return typeof value === 'string' && /^\s*\+?\d+(_\d+)*\s*$|^\s*-0+\s*$/.test(value);
+}
+
+/**
+ * Ironic's Node._validate_property_values, run on every create and save: local_gb and
+ * memory_mb, when present, must be non-negative integers (inspection writes them as strings).
+ * @throws InvalidParameterValue
+ */
+function checkPropertyValues(nodeUuid: string, properties: Record<string, unknown> | undefined): void {
+  if (!properties) return;
+  const bad = INT_PROPERTIES.filter((p) => properties[p] !== undefined && properties[p] !== null && !isNonNegativeInt(properties[p]))
+    .map((p) => `${p}=${typeof properties[p] === 'string' ? properties[p] : pyRepr(properties[p])}`);
+  if (bad.length) {
+    throw new InvalidParameterValue(`The following properties for node ${nodeUuid} should be non-negative integers, but provided values are: ${bad.join(', ')}`);
+  }
 }
 
 /** Checks a node body's fields and converts them to domain changes. */
@@ -213,6 +238,9 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const body = requireObject(req.body, 'node');
     if (body.driver === undefined) throw new MissingParameterValue(`Schema error for node: 'driver' is a required property`);
     const changes = toChanges(body, req, true);
+    // The UUID chosen here, as Ironic's API does, so that a refusal can name the node.
+    changes.uuid ??= randomUUID();
+    checkPropertyValues(changes.uuid, changes.properties as Record<string, unknown> | undefined);
     await checkChassis(changes.chassisUuid);
     if (changes.parentNode) changes.parentNode = await resolveParentNode(db, changes.parentNode, changes.owner ?? null);
     const group = changes.conductorGroup ?? '';
@@ -293,6 +321,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       Object.assign(changes, interfaceChanges(ifaces));
     }
     checkUpdateRules(current, changes);
+    if ('properties' in changes) checkPropertyValues(current.uuid, changes.properties as Record<string, unknown>);
     // Older clients (Metal3, tempest) set maintenance by PATCH: the same rule as the endpoint's.
     if (changes.maintenance !== undefined) Object.assign(changes, maintenanceChanges(changes.maintenance));
     const opts = { expectedVersion, maintenanceBumpsAccess: config.console.maintenance_closes_console };

@@ -51,14 +51,14 @@ export function parseProvisionStep(raw: unknown, index: number, req: FastifyRequ
   // The body PUT …/states/provision would get: its rules (microversion floors, configdrive) apply.
   // Ironic takes a configdrive with `active` only (not its `deploy` alias): checked as that.
   checkProvisionBody({ target: verb }, req);
-  if (args.configdrive !== undefined) checkProvisionBody({ target: 'active', configdrive: args.configdrive }, req);
+  const configdrive = args.configdrive === undefined ? undefined : checkProvisionBody({ target: 'active', configdrive: args.configdrive }, req).configdrive;
   const out: ProvisionStepRequest = { verb };
   if (args.instance_info !== undefined) out.instanceInfo = requireObject(args.instance_info, `step ${index} instance_info`);
   if (args.node_instance_info !== undefined) {
     const byNode = requireObject(args.node_instance_info, `step ${index} node_instance_info`);
     out.nodeInstanceInfo = Object.fromEntries(Object.entries(byNode).map(([ident, ii]) => [ident, requireObject(ii, `step ${index} node_instance_info "${ident}"`)]));
   }
-  if (args.configdrive !== undefined && args.configdrive !== null) out.configdrive = args.configdrive;
+  if (configdrive !== undefined) out.configdrive = configdrive;
   return out;
 }
 

@@ -38,6 +38,16 @@ function own<T>(table: Record<string, T>, key: string): T | undefined {
   return Object.hasOwn(table, key) ? table[key] : undefined;
 }
 
+/**
+ * The config drive a request gives: Ironic tests it for truth (`if configdrive:`), so an empty
+ * string or dict is none at all: not checked, not stored (Metal3 sends `{}` with a live ISO).
+ */
+function givenConfigdrive(value: unknown): unknown {
+  if (value === undefined || value === null || value === '') return undefined;
+  if (typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0) return undefined;
+  return value;
+}
+
 /** Ironic's configdrive rules: a string (gzip+base64 ISO or URL) always, a dict from 1.56 (with vendor_data from 1.59). */
 function checkConfigdrive(value: unknown, req: FastifyRequest): void {
   if (value === null || value === undefined) return;
@@ -65,7 +75,11 @@ function checkConfigdrive(value: unknown, req: FastifyRequest): void {
   }
 }
 
-/** clean_steps / deploy_steps: a list of {interface, step, args?, priority?}, as Ironic's schema. */
+/**
+ * clean_steps / deploy_steps: a list of {interface, step, args?}, as Ironic's _STEPS_SCHEMA, or
+ * for deploy steps {interface, step, args, priority} (DEPLOY_STEP_SCHEMA: both required, the
+ * priority an integer or a string of digits).
+ */
 function checkSteps(value: unknown, name: string, withPriority: boolean): Array<{ interface: string; step: string; args?: Record<string, unknown>; priority?: number }> {
   if (!Array.isArray(value)) throw new InvalidParameterValue(`Invalid ${name}: expected a list of steps.`);
   return value.map((s, i) => {
@@ -80,10 +94,15 @@ function checkSteps(value: unknown, name: string, withPriority: boolean): Array<
     if (step.args !== undefined && (typeof step.args !== 'object' || step.args === null || Array.isArray(step.args))) {
       throw new InvalidParameterValue(`Invalid ${name}: step ${i} 'args' must be an object.`);
     }
-    if (withPriority && step.priority !== undefined && !(Number.isInteger(step.priority) && (step.priority as number) >= 0)) {
-      throw new InvalidParameterValue(`Invalid ${name}: step ${i} 'priority' must be a non-negative integer.`);
+    let priority: number | undefined;
+    if (withPriority) {
+      if (step.priority === undefined) throw new InvalidParameterValue(`Invalid ${name}: step ${i}: 'priority' is a required property.`);
+      if (typeof step.priority === 'string' && /^[0-9]+$/.test(step.priority)) priority = Number(step.priority);
+      else if (Number.isInteger(step.priority) && (step.priority as number) >= 0) priority = step.priority as number;
+      else throw new InvalidParameterValue(`Invalid ${name}: step ${i} 'priority' must be a non-negative integer.`);
+      if (step.args === undefined) throw new InvalidParameterValue(`Invalid ${name}: step ${i}: 'args' is a required property.`);
     }
-    return { interface: step.interface, step: step.step, args: step.args as Record<string, unknown> | undefined, priority: step.priority as number | undefined };
+    return { interface: step.interface, step: step.step, args: step.args as Record<string, unknown> | undefined, priority };
   });
 }
 
@@ -145,14 +164,15 @@ export function checkProvisionBody(body: Record<string, unknown>, req: FastifyRe
     throw new NotAcceptable(`The "${verb}" verb requires API version 1.${floor} or later.`);
   }
   const deploying = verb === 'active' || verb === 'deploy' || verb === 'rebuild';
-  if (body.configdrive !== undefined && body.configdrive !== null && body.configdrive !== '') {
+  const configdrive = givenConfigdrive(body.configdrive);
+  if (configdrive !== undefined) {
     // Ironic's check_allow_configdrive: `active`, and `rebuild` from 1.35 (not the 1.73 `deploy` alias).
     const allowed = req.apiVersion.atLeast(35) ? ['active', 'rebuild'] : ['active'];
     if (!allowed.includes(verb)) {
       throw new InvalidParameterValue(`Adding a config drive is only supported when setting provision state to ${allowed.join(', ')}`);
     }
   }
-  checkConfigdrive(body.configdrive, req);
+  checkConfigdrive(configdrive, req);
   let deploySteps: ReturnType<typeof checkSteps> | undefined;
   if (body.deploy_steps !== undefined && body.deploy_steps !== null && !deploying) {
     throw new InvalidParameterValue('"deploy_steps" is only valid when setting target provision state to active, deploy or rebuild');
@@ -171,7 +191,7 @@ export function checkProvisionBody(body: Record<string, unknown>, req: FastifyRe
     throw new InvalidParameterValue(`Invalid input for field/attribute disable_ramdisk. Value: ${JSON.stringify(body.disable_ramdisk)}. Expected a boolean.`);
   }
   return {
-    verb, deploying, configdrive: body.configdrive ?? undefined, runbook, cleanSteps, serviceSteps, deploySteps,
+    verb, deploying, configdrive, runbook, cleanSteps, serviceSteps, deploySteps,
     disableRamdisk: body.disable_ramdisk === true,
   };
 }

@@ -3,6 +3,11 @@
  * `POST /v1/heartbeat/{node}` (1.22; agent_version 1.36, agent_token 1.62, agent_verify_ca
  * 1.68). Both are public, as in Ironic: the agent has no credentials but its token.
  *
+ * agent_verify_ca is the self-signed certificate of an agent's automatic TLS (IPA ≥ 7): kept
+ * in driver_internal_info as the PEM itself (Ironic writes it to a file under [agent]
+ * certificates_path and keeps the path; any conductor here may take the node over), and
+ * pinned by the conductor's agent client for that agent's URL.
+ *
  * The token is minted at the first lookup of a node (later lookups see `******`), kept apart
  * from the node (db/agent-tokens.ts) and required on every heartbeat. A heartbeat records the
  * agent's URL and version, moves the wait state's deadline on (Ironic's touch_provisioning),
@@ -94,6 +99,8 @@ interface Heartbeat {
   statusMessage?: string;
   agentVersion?: string;
   verifyCa: unknown;
+  /** `[agent] require_tls`. */
+  requireTls: boolean;
   log: FastifyBaseLogger;
   requestId: string;
 }
@@ -172,6 +179,13 @@ function heartbeatChanges(h: Heartbeat, node: Node, tokenMatches: boolean): Reco
     h.log.warn({ node: node.uuid }, 'heartbeat refused: invalid or missing agent token');
     throw new InvalidParameterValue('Invalid or missing agent token received.');
   }
+  if (h.requireTls && h.callbackUrl && !h.callbackUrl.startsWith('https://')) throw new InvalidParameterValue('TLS is required by configuration');
+  // The agent's certificate is pinned for the agent's life: another one is not this agent's.
+  const pinned = info.agent_verify_ca;
+  if (typeof h.verifyCa === 'string' && h.verifyCa && typeof pinned === 'string' && pinned.trim() !== h.verifyCa.trim()) {
+    h.log.warn({ node: node.uuid }, 'heartbeat refused: its agent_verify_ca differs from the one recorded');
+    throw new InvalidParameterValue('Detected change in ramdisk provided "agent_verify_ca"');
+  }
   if (!HEARTBEAT_ALLOWED_STATES.has(node.provisionState)) {
     h.log.warn({ node: node.uuid, state: node.provisionState }, 'heartbeat in a state that takes none; not taking any action');
     return undefined;
@@ -248,7 +262,7 @@ export function registerRamdiskRoutes(app: FastifyInstance, deps: ApiDeps, accep
     }
     await heartbeats.submit({
       ident, callbackUrl, scheme, token: field('agent_token'), status: field('agent_status'), statusMessage: field('agent_status_message'),
-      agentVersion, verifyCa: b.agent_verify_ca, log: req.log, requestId: req.id,
+      agentVersion, verifyCa: b.agent_verify_ca, requireTls: config.agent.require_tls, log: req.log, requestId: req.id,
     });
     reply.code(202).send();
   });

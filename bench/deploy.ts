@@ -8,13 +8,18 @@
  *     [--latency 100-500] [--boot-seconds 5-10] [--api-port 6460] [--workers 1000]
  *     [--cpu-prof DIR]   (the conductors write CPU profiles there)
  *     [--log-dir DIR [--log-level info]]   (every Galvanic process's output to DIR/<label>.log)
- *     [--deploy-interface direct [--image-mib 1] [--agent-boot-seconds 1-2] [--agent-write-mbps 3]
- *      [--heartbeat-gap-ms 1000] [--heartbeat-timeout 60]]
+ *     [--deploy-interface direct [--agent-image kernel|iso] [--image-mib 1] [--agent-boot-seconds 1-2]
+ *      [--agent-write-mbps 3] [--heartbeat-gap-ms 1000] [--heartbeat-timeout 60]
+ *      [--agent-no-auto-tls]]
  *     [--pg-stat-statements]   (embedded Postgres with pg_stat_statements: statements per node by kind)
  *
  * With `--deploy-interface direct` the nodes deploy through the simulated agent (its ISO over
  * virtual media, lookup, heartbeats, write_image of an image this process serves, tear-down)
- * and the undeploy cleans them through it (erase_devices_metadata and erase_devices). The
+ * and the undeploy cleans them through it (erase_devices_metadata and erase_devices). With
+ * `--agent-image kernel` (the default) the nodes name a deploy_kernel and deploy_ramdisk that
+ * this process serves: each conductor downloads them once, builds one agent ISO and publishes
+ * it per node in its HTTP root, and the simulated hosts read the API's URL from that ISO; with
+ * `iso` they name a deploy_iso handed to the BMC as it is. The
  * floor of a node then adds to its BMC chain what the agent imposes: each agent's boot delay
  * (from its host's boot to the agent's start, in the simulator's events) and, per
  * asynchronous command, the longer of its run and the forced heartbeat's least gap (IPA
@@ -58,11 +63,14 @@ interface Options {
   workers: number;
   cpuProf?: string;
   deployInterface: 'ramdisk' | 'direct';
+  agentImage: 'kernel' | 'iso';
   imageMiB: number;
   agentBootSeconds: string;
   agentWriteMBps: number;
   heartbeatGapMs: number;
   heartbeatTimeout: number;
+  /** The agents serve plain HTTP instead of IPA's automatic TLS (to measure what TLS costs). */
+  agentNoAutoTls: boolean;
   logDir?: string;
   logLevel: string;
   pgStatStatements: boolean;
@@ -73,13 +81,15 @@ function parseOptions(): Options {
     options: {
       nodes: { type: 'string' }, conductors: { type: 'string' }, 'max-parallel': { type: 'string' }, latency: { type: 'string' },
       'boot-seconds': { type: 'string' }, 'api-port': { type: 'string' }, workers: { type: 'string' }, 'cpu-prof': { type: 'string' },
-      'deploy-interface': { type: 'string' }, 'image-mib': { type: 'string' }, 'agent-boot-seconds': { type: 'string' },
-      'agent-write-mbps': { type: 'string' }, 'heartbeat-gap-ms': { type: 'string' }, 'heartbeat-timeout': { type: 'string' },
+      'deploy-interface': { type: 'string' }, 'agent-image': { type: 'string' }, 'image-mib': { type: 'string' }, 'agent-boot-seconds': { type: 'string' },
+      'agent-write-mbps': { type: 'string' }, 'heartbeat-gap-ms': { type: 'string' }, 'heartbeat-timeout': { type: 'string' }, 'agent-no-auto-tls': { type: 'boolean' },
       'log-dir': { type: 'string' }, 'log-level': { type: 'string' }, 'pg-stat-statements': { type: 'boolean' },
     },
   });
   const deployInterface = values['deploy-interface'] ?? 'ramdisk';
   if (deployInterface !== 'ramdisk' && deployInterface !== 'direct') throw new Error(`--deploy-interface must be ramdisk or direct, got ${deployInterface}`);
+  const agentImage = values['agent-image'] ?? 'kernel';
+  if (agentImage !== 'kernel' && agentImage !== 'iso') throw new Error(`--agent-image must be kernel or iso, got ${agentImage}`);
   const maxParallel = (values['max-parallel'] ?? '1000,100').split(',').map((v) => positiveInt('max-parallel', v, 0));
   return {
     nodes: positiveInt('nodes', values.nodes, 1000),
@@ -91,6 +101,7 @@ function parseOptions(): Options {
     workers: positiveInt('workers', values.workers, 1000),
     cpuProf: values['cpu-prof'],
     deployInterface,
+    agentImage,
     // The simulator fetches and hashes every byte as IPA does, but for every agent in one
     // process: 1,000 x 64 MiB kept it busy for 270 of a 347 s deploy, which measured the
     // simulator. A small image written slowly takes the write time of a large one (0.35 s).
@@ -99,6 +110,7 @@ function parseOptions(): Options {
     agentWriteMBps: positiveInt('agent-write-mbps', values['agent-write-mbps'], 3),
     heartbeatGapMs: positiveInt('heartbeat-gap-ms', values['heartbeat-gap-ms'], 1000),
     heartbeatTimeout: positiveInt('heartbeat-timeout', values['heartbeat-timeout'], 60),
+    agentNoAutoTls: values['agent-no-auto-tls'] ?? false,
     logDir: values['log-dir'],
     logLevel: values['log-level'] ?? 'warn',
     pgStatStatements: values['pg-stat-statements'] ?? false,
@@ -116,6 +128,7 @@ async function startSim(opts: Options, log: (m: string) => void): Promise<Sim> {
   if (opts.deployInterface === 'direct') {
     args.push('--agent-api-url', `http://127.0.0.1:${opts.apiPort}`, '--agent-boot-seconds', opts.agentBootSeconds,
       '--agent-write-mbps', String(opts.agentWriteMBps), '--agent-heartbeat-min-gap-ms', String(opts.heartbeatGapMs));
+    if (opts.agentNoAutoTls) args.push('--agent-no-auto-tls');
   }
   const { proc, ready } = await spawnSim(args, 'simulator');
   log(`simulator: ${ready.listening} BMCs`);
@@ -281,19 +294,36 @@ async function agentHeartbeats(ports: number[]): Promise<{ total: number; byStat
   return { total, byStatus };
 }
 
-/** Serves the image the agents write (deterministic bytes) and the agent ISO's name. */
-async function startImageServer(mib: number): Promise<{ imageUrl: string; isoUrl: string; sha256: string; bytes: number }> {
+/** Bytes of the agent's kernel and ramdisk the bench serves (deterministic; no host really boots them). */
+const AGENT_KERNEL_BYTES = 1024 * 1024;
+const AGENT_RAMDISK_BYTES = 8 * 1024 * 1024;
+
+function benchBytes(n: number, seed: number): Buffer {
+  const data = Buffer.alloc(n);
+  for (let i = 0; i < n; i += 4096) data.writeUInt32LE((i + seed) >>> 0, i);
+  return data;
+}
+
+/** Serves the image the agents write, the agent's kernel and ramdisk, and the agent ISO's name. */
+async function startImageServer(mib: number): Promise<{ imageUrl: string; isoUrl: string; kernelUrl: string; ramdiskUrl: string; sha256: string; bytes: number }> {
   const bytes = mib * 1024 * 1024;
-  const data = Buffer.alloc(bytes);
-  for (let i = 0; i < bytes; i += 4096) data.writeUInt32LE(i, i);
+  const files: Record<string, Buffer> = {
+    '/bench/disk.raw': benchBytes(bytes, 0), '/bench/ipa.kernel': benchBytes(AGENT_KERNEL_BYTES, 1), '/bench/ipa.initramfs': benchBytes(AGENT_RAMDISK_BYTES, 2),
+  };
   const server = http.createServer((req, res) => {
-    if (req.url === '/bench/disk.raw') res.writeHead(200, { 'content-length': String(bytes) }).end(data);
+    const body = files[req.url ?? ''];
+    if (body) res.writeHead(200, { 'content-length': String(body.length) }).end(req.method === 'HEAD' ? undefined : body);
     else res.writeHead(404).end();
   });
+  // Longer than the agents' keep-alive: a connection this server closes as an agent reuses it fails the download.
+  server.keepAliveTimeout = 65_000;
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   onCleanup('image server', () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return { imageUrl: `${url}/bench/disk.raw`, isoUrl: `${url}/bench/ipa.iso`, sha256: createHash('sha256').update(data).digest('hex'), bytes };
+  return {
+    imageUrl: `${url}/bench/disk.raw`, isoUrl: `${url}/bench/ipa.iso`, kernelUrl: `${url}/bench/ipa.kernel`, ramdiskUrl: `${url}/bench/ipa.initramfs`,
+    sha256: createHash('sha256').update(files['/bench/disk.raw']!).digest('hex'), bytes,
+  };
 }
 
 const toS = (s: ReturnType<typeof summarize>) => ({ ...s, meanMs: round2(s.meanMs / 1000), p50Ms: round2(s.p50Ms / 1000), p90Ms: round2(s.p90Ms / 1000), p99Ms: round2(s.p99Ms / 1000), maxMs: round2(s.maxMs / 1000) });
@@ -478,6 +508,8 @@ async function main(): Promise<number> {
     GALVANIC_CONDUCTOR__WORKERS_POOL_SIZE: String(opts.workers),
     GALVANIC_REDFISH__CONNECTION_CACHE_SIZE: String(opts.nodes + 100),
     GALVANIC_API__RAMDISK_HEARTBEAT_TIMEOUT: String(opts.heartbeatTimeout),
+    // The API's port for every process: the conductors put its URL on the agent's command line.
+    GALVANIC_API__PORT: String(opts.apiPort),
   };
   const direct = opts.deployInterface === 'direct';
   const image = direct ? await startImageServer(opts.imageMiB) : undefined;
@@ -493,7 +525,7 @@ async function main(): Promise<number> {
   const client = new Client(opts.apiPort, 2);
 
   // One node through the API (its interfaces resolved as for any node), the rest copied from its row.
-  const agentInfo = image ? { deploy_iso: image.isoUrl } : {};
+  const agentInfo = !image ? {} : opts.agentImage === 'iso' ? { deploy_iso: image.isoUrl } : { deploy_kernel: image.kernelUrl, deploy_ramdisk: image.ramdiskUrl };
   const first = await client.request('POST', '/v1/nodes', JSON.stringify({
     name: 'bench-deploy-0', driver: 'redfish', deploy_interface: opts.deployInterface, boot_interface: 'redfish-virtual-media',
     driver_info: { redfish_address: `http://127.0.0.1:${ports[0]}`, redfish_username: 'admin', redfish_password: 'password', ...agentInfo },

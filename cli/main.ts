@@ -7,6 +7,7 @@ import { ConfigError, GalvanicError } from '../common/errors.js';
 import { createLogger, type LogFormat } from '../common/logger.js';
 import { notifierFromConfig } from '../common/notifier.js';
 import { buildApp } from '../api/app.js';
+import { startBootMedia } from '../conductor/boot-media.js';
 import { ConductorService } from '../conductor/service.js';
 import { serverConfigWarnings } from '../db/connection.js';
 import { assertSchemaCurrent, migrateLatest } from '../db/migrate.js';
@@ -167,7 +168,11 @@ async function serve(command: string, config: Readonly<Config>, log: ReturnType<
   if (command !== 'all-in-one' && !config.database.connection) {
     throw new ConfigError([`[database] connection: "galvanic ${command}" needs a shared database; the embedded one is for all-in-one only`]);
   }
-  const registry = buildRegistry(config, log);
+  // Only a conductor builds and serves what BMCs boot; the API validates.
+  const runsConductor = command === 'all-in-one' || command === 'conductor';
+  const media = runsConductor ? await startBootMedia(config, log) : null;
+  if (media) releasers.add('boot media', () => media.close());
+  const registry = buildRegistry(config, log, media ? { bootImages: media.bootImages } : {});
   releasers.add('drivers', () => registry.close());
   const { db, connectionString } = await openDatabase(config, log, releasers, command);
   if (command === 'all-in-one') await migrateLatest(db);
@@ -175,10 +180,10 @@ async function serve(command: string, config: Readonly<Config>, log: ReturnType<
   for (const warning of await serverConfigWarnings(db)) log.warn(warning);
 
   let conductor: ConductorService | null = null;
-  if (command === 'all-in-one' || command === 'conductor') {
+  if (runsConductor) {
     const notifier = notifierFromConfig(config, 'galvanic-conductor', log);
     releasers.add('notifier', () => notifier.close());
-    conductor = new ConductorService({ config, db, connectionString, registry, notifier, log });
+    conductor = new ConductorService({ config, db, connectionString, registry, notifier, log, ...(media ? { httpRoot: media.httpRoot } : {}) });
     await conductor.start();
     releasers.add('conductor', () => conductor!.stop());
   }

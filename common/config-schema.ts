@@ -118,6 +118,41 @@ export const SCHEMA = {
     ['storage', 'Storage', ['noop']],
     ['vendor', 'Vendor', ['fake', 'redfish', 'no-vendor']],
     ]),
+    tempdir: {
+      type: 'string',
+      default: '',
+      help: "Directory for temporary work files (an ISO being built, its EFI System Partition). Empty means the system's temporary directory (TMPDIR, else /tmp).",
+    },
+    isolinux_bin: {
+      type: 'string',
+      default: '',
+      help: 'Path to isolinux.bin, the BIOS boot loader of the ISOs Galvanic builds. Empty means the first of /usr/lib/ISOLINUX/isolinux.bin (Debian package isolinux), /usr/lib/syslinux/isolinux.bin and /usr/share/syslinux/isolinux.bin that exists.',
+    },
+    isolinux_config_template: {
+      type: 'string',
+      default: '',
+      help: "Template file for the isolinux configuration of the ISOs Galvanic builds, as Ironic's: {{ kernel }}, {{ ramdisk }} and {{ kernel_params }} are replaced (no other Jinja is understood). Empty means the built-in one, Ironic's.",
+    },
+    grub_config_path: {
+      type: 'string',
+      default: 'EFI/BOOT/grub.cfg',
+      help: 'GRUB2 configuration file location on the UEFI ISO images Galvanic builds.',
+    },
+    grub_config_template: {
+      type: 'string',
+      default: '',
+      help: "Template file for the GRUB configuration of the ISOs Galvanic builds, as Ironic's: {{ linux }}, {{ initrd }} and {{ kernel_params }} are replaced (no other Jinja is understood). Empty means the built-in one, Ironic's.",
+    },
+    ldlinux_c32: {
+      type: 'string',
+      default: '',
+      help: 'Path to ldlinux.c32, which isolinux 5.0 or later loads. Empty means the first of /usr/lib/syslinux/modules/bios/ldlinux.c32 (Debian package syslinux-common) and /usr/share/syslinux/ldlinux.c32 that exists.',
+    },
+    esp_image: {
+      type: 'string',
+      default: '',
+      help: "Path to an EFI System Partition image (FAT12/16/32, holding EFI boot loaders that find the ISO's grub.cfg themselves) put into the UEFI ISOs Galvanic builds. Empty means Galvanic builds one with GRUB (Debian packages grub-efi-amd64-bin, mtools and dosfstools).",
+    },
   },
 
   api: {
@@ -227,12 +262,22 @@ export const SCHEMA = {
     deploy_kernel: {
       type: 'string',
       default: '',
-      help: "http:// or file:// URL of the kernel of the default deploy image, for nodes whose driver_info names no deploy_iso nor deploy_kernel and deploy_ramdisk. Galvanic builds no ISO from a kernel and ramdisk: such nodes are refused until they name a deploy_iso; the option is read so that Ironic's validation messages and ironic.conf carry over.",
+      help: "http://, https:// or file:// URL of the kernel of the default deploy image, for nodes whose driver_info names no deploy_iso nor deploy_kernel and deploy_ramdisk; the agent ISO is built from it and deploy_ramdisk.",
     },
     deploy_ramdisk: {
       type: 'string',
       default: '',
-      help: 'http:// or file:// URL of the initramfs of the default deploy image (see deploy_kernel).',
+      help: 'http://, https:// or file:// URL of the initramfs of the default deploy image (see deploy_kernel).',
+    },
+    deploy_kernel_checksum: {
+      type: 'string',
+      default: '',
+      help: 'Checksum deploy_kernel must match once downloaded, as <algorithm>:<hex> (md5, sha256, sha512) or bare hex (the algorithm told by its length). Empty: not checked.',
+    },
+    deploy_ramdisk_checksum: {
+      type: 'string',
+      default: '',
+      help: 'Checksum deploy_ramdisk must match, as deploy_kernel_checksum.',
     },
     error_on_ramdisk_config_inconsistency: {
       type: 'bool',
@@ -487,6 +532,16 @@ export const SCHEMA = {
       max: 16,
       help: 'Connections the conductor keeps open to each agent.',
     },
+    verify_ca: {
+      type: 'string',
+      default: 'True',
+      help: "Path to the TLS CA to validate connections to the ramdisk. True uses the system's CAs, False disables validation. Ignored when the agent sent its own certificate (automatic TLS, API 1.68 agent_verify_ca): that one is pinned. A node's driver_info/agent_verify_ca overrides it.",
+    },
+    require_tls: {
+      type: 'bool',
+      default: false,
+      help: 'Whether heartbeats whose callback URL is not https:// are refused.',
+    },
   },
 
   deploy: {
@@ -513,6 +568,88 @@ export const SCHEMA = {
       default: -1,
       min: -1,
       help: "Priority of the in-band raid.create_configuration clean step of nodes with the agent RAID interface; 0 disables it, -1 keeps the agent's own (0).",
+    },
+    http_root: {
+      type: 'string',
+      default: 'var/httpboot',
+      help: "This conductor's HTTP root: the directory of the files it publishes for BMCs to fetch (the agent ISO it builds, as redfish/boot-<node uuid>.iso). Relative to the working directory unless absolute; each conductor has its own (Ironic's default is /httpboot).",
+    },
+    http_url: {
+      type: 'string',
+      default: '',
+      help: "URL at which http_root is served, e.g. http://192.0.2.10:6180. Empty means the embedded server's, http://<http_server_host>:<http_server_port>.",
+    },
+    external_http_url: {
+      type: 'string',
+      default: '',
+      help: "URL of this conductor's HTTP server for BMCs outside the provisioning network (virtual media): the URL handed to BMCs. A node's driver_info external_http_url overrides it. Empty means http_url.",
+    },
+    external_callback_url: {
+      type: 'string',
+      default: '',
+      help: "URL of the bare metal API the agent calls back (its ipa-api-url), for agents outside the provisioning network. Empty means [api] public_endpoint, else http://<[api] host_ip>:<[api] port>.",
+    },
+    http_server: {
+      type: 'bool',
+      default: true,
+      help: 'Whether the conductor serves http_root itself on http_server_host:http_server_port (GET and HEAD, with byte ranges, as BMCs fetch ISOs). Turn it off when an nginx or httpd serves http_root at http_url.',
+    },
+    http_server_host: {
+      type: 'string',
+      default: '127.0.0.1',
+      help: 'IP address the embedded HTTP server listens on; BMCs must reach it (0.0.0.0 or :: listens on every interface, and then http_url must be set).',
+    },
+    http_server_port: {
+      type: 'int',
+      default: 6180,
+      min: 0,
+      max: 65535,
+      help: 'TCP port of the embedded HTTP server; 0 takes a free port at each start (for tests: a URL handed to a BMC does not survive a restart).',
+    },
+    http_root_sweep_interval: {
+      type: 'int',
+      default: 600,
+      min: 0,
+      help: 'Seconds between two sweeps of http_root, which remove the files of nodes that no longer boot from them (deleted, or out of deploying, cleaning, inspecting, servicing and their wait states, and not active) and files a conductor that died left half-written. 0 disables the sweep.',
+    },
+    ramdisk_image_download_source: {
+      type: 'enum',
+      choices: ['http', 'local'],
+      default: 'http',
+      help: "How a given agent ISO (driver_info deploy_iso) reaches the BMC: http hands its http(s) URL to the BMC as it is; local downloads it once into iso_master_path and publishes it, unchanged, in http_root (Ironic's default). An ISO built from deploy_kernel and deploy_ramdisk is always published in http_root.",
+    },
+    remaster_deploy_iso: {
+      type: 'bool',
+      default: false,
+      help: "Galvanic's: whether a given http(s) deploy_iso is re-mastered with the agent's kernel command line (kernel_append_params, ipa-api-url, boot_method=vmedia), cached per ISO and published in http_root, as an ISO built from deploy_kernel and deploy_ramdisk is. Ironic hands a deploy_iso over unchanged (ramdisk_image_download_source), so that it must carry its own parameters.",
+    },
+    iso_master_path: {
+      type: 'string',
+      default: 'var/master_iso_images',
+      help: 'Directory of the image cache: the deploy kernels and ramdisks downloaded once, and the agent ISOs built from them, each shared by every node that boots the same. Keep it on the file system of http_root, so that publishing is a hard link, not a copy. Relative to the working directory unless absolute.',
+    },
+    iso_cache_size: {
+      type: 'int',
+      default: 20480,
+      min: 1,
+      help: 'Size of the image cache in MiB, files in use (published) included; the least recently used files that no node uses go first.',
+    },
+    iso_cache_ttl: {
+      type: 'int',
+      default: 10080,
+      min: 0,
+      help: 'Minutes an image that no node uses is kept in the cache.',
+    },
+    configdrive_use_object_store: {
+      type: 'bool',
+      default: false,
+      help: "Whether every config drive is published in the conductor's HTTP root and instance_info keeps only its URL (Ironic uploads it to Swift). When false, only a config drive above configdrive_max_inline_size is; a smaller one stays in instance_info, gzipped and base64-encoded.",
+    },
+    configdrive_max_inline_size: {
+      type: 'int',
+      default: 65536,
+      min: 1024,
+      help: "Largest config drive, in bytes once gzipped and base64-encoded (a JSON one once built), kept whole in the node's instance_info; a larger one is published in the HTTP root and instance_info keeps its URL, and without an HTTP root its deploy fails.",
     },
   },
 
@@ -743,6 +880,11 @@ export const SCHEMA = {
       default: 'auto',
       help: "Redfish authentication when driver_info has no redfish_auth_type: session, basic, or auto (a session, falling back to Basic when the BMC has no session service or refuses to open one).",
     },
+    kernel_append_params: {
+      type: 'string',
+      default: 'nofb nomodeset vga=normal',
+      help: "Kernel parameters put first on the command line of the agent ISO built for redfish-virtual-media, before ipa-api-url and boot_method=vmedia; a node's instance_info or driver_info kernel_append_params replaces them ('%default%' in it stands for these). Mind the command line's size limit.",
+    },
   },
 
   operations: {
@@ -923,6 +1065,16 @@ export const CROSS_CHECKS: readonly CrossCheck[] = [
   {
     options: [['exporter', 'source'], ['notifications', 'log_file']],
     check: (config) => (config.exporter.source === 'log' && config.notifications.log_file === '' ? 'log follows [notifications] log_file, which is empty.' : undefined),
+  },
+  {
+    // The URL handed to BMCs must name a host they can reach: a wildcard address is none.
+    options: [['deploy', 'http_url'], ['deploy', 'http_server_host']],
+    check: (config) => (config.deploy.http_url === '' && config.deploy.http_server && /^(0\.0\.0\.0|::|\[::\])$/.test(config.deploy.http_server_host)
+      ? `http_server_host ${config.deploy.http_server_host} listens on every interface: set http_url to the URL BMCs reach it at.` : undefined),
+  },
+  {
+    options: [['deploy', 'http_url'], ['deploy', 'http_server']],
+    check: (config) => (config.deploy.http_url === '' && !config.deploy.http_server ? 'with http_server off, http_url must say where http_root is served.' : undefined),
   },
   {
     options: [['api', 'http_basic_auth_user_file'], ['api', 'auth_strategy']],

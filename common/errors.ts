@@ -344,6 +344,22 @@ export class UnsupportedHardwareFeature extends DriverError {
   }
 }
 
+/** Ironic's ImageDownloadFailed: an image the conductor needs (a deploy kernel or ramdisk) could not be fetched. */
+export class ImageDownloadFailed extends DriverError {
+  readonly code = 'IMAGE_DOWNLOAD_FAILED';
+  constructor(imageHref: string, reason: string) {
+    super(`Failed to download image ${imageHref}, reason: ${reason}`);
+  }
+}
+/** Ironic's ImageChecksumError: a downloaded image does not match the checksum it was given with. */
+export class ImageChecksumError extends DriverError {
+  readonly code = 'IMAGE_CHECKSUM_ERROR';
+}
+/** A file could not be written into the conductor's HTTP root (not writable, full). */
+export class ImagePublishFailed extends DriverError {
+  readonly code = 'IMAGE_PUBLISH_FAILED';
+}
+
 /** Traits, allocations and deploy templates (Ironic's messages). */
 export class NodeTraitNotFound extends NotFoundError {
   readonly code = 'NODE_TRAIT_NOT_FOUND';
@@ -551,4 +567,20 @@ export class RaidConfigError extends DriverError {
   constructor(error: string) {
     super(`Redfish exception occurred. Error: ${error}`);
   }
+}
+
+/**
+ * Ironic's ImageCreationFailed: a boot image (the agent's ISO, its EFI System Partition) or a
+ * config drive could not be built. `toolOutput` is the end of what the failing tool printed on stderr, kept for the
+ * log and the node's last_error.
+ */
+export class ImageCreationFailed extends DriverError {
+  readonly code: string = 'IMAGE_CREATION_FAILED';
+  constructor(imageType: string, error: string, readonly toolOutput?: string) {
+    super(`Creating ${imageType} image failed: ${error}`);
+  }
+}
+/** A program or file needed to build a boot image is not on this conductor; the message names its Debian package. */
+export class ImageToolMissing extends ImageCreationFailed {
+  override readonly code: string = 'IMAGE_TOOL_MISSING';
 }

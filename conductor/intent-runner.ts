@@ -17,6 +17,7 @@ import { nodePayload } from './node-payload.js';
 import { LockLost, type Task, type TaskManager } from './task-manager.js';
 import { SuccessRecorder } from './success-recorder.js';
 import type { AgentServices } from './actions/types.js';
+import type { ConfigdriveServices } from './configdrive.js';
 import { failureChanges, settleFailure } from './intent-outcome.js';
 import { ClaimPacing, type Clock } from './claim-pacing.js';
 
@@ -31,6 +32,8 @@ export interface RunnerOptions {
   update?: AccessOptions;
   /** What actions use to talk to agents. */
   agent?: AgentServices;
+  /** What deploys use to build and keep config drives. */
+  configdrive?: ConfigdriveServices;
   /** Conductors on the hash ring, this one included (1 when absent): claim pacing waits longer with more. */
   conductors?: () => number;
   /** The clock claim pacing reads (performance.now when absent). */
@@ -374,7 +377,7 @@ export class IntentRunner {
     const node = task.node;
     const action = this.actions[intent.kind];
     const ctx: ActionContext = {
-      task, intent, registry: this.registry, log, agent: this.opts.agent,
+      task, intent, registry: this.registry, log, agent: this.opts.agent, configdrive: this.opts.configdrive,
       // The node as the task last wrote it: long actions record progress (the step running now).
       get node() {
         return task.node;

@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
@@ -26,6 +27,10 @@ import { ALLOCATION_CHANNEL } from '../db/allocations.js';
 import { OperationAdvancer } from './operations.js';
 import { PeriodicRunner, type IterationReport } from './periodic.js';
 import { provisionChecksTask } from './periodics/provision-timeouts.js';
+import { httpRootSweepTask } from './periodics/http-root-sweep.js';
+import type { HttpRoot } from '../drivers/http-root.js';
+import { isoToolPathsFromConfig } from '../drivers/image/iso-tools.js';
+import { Semaphore } from '../drivers/redfish/semaphore.js';
 import { TaskManager } from './task-manager.js';
 import { powerSyncTask, type PowerSyncStats, type PowerSyncTask } from './periodics/power-sync.js';
 import { sensorDataTask, type SensorDataTask, type SensorStats } from './periodics/sensor-data.js';
@@ -48,6 +53,8 @@ export interface ConductorDeps {
   registry: DriverRegistry;
   notifier: Notifier;
   log: Logger;
+  /** This conductor's HTTP root, swept of what its nodes no longer boot (cli starts it with the embedded server). */
+  httpRoot?: HttpRoot;
 }
 
 /**
@@ -102,6 +109,15 @@ export class ConductorService {
         portsOf: (id) => portAddressesOfNode(deps.db, id),
         config: { agent: deps.config.agent, deploy: deps.config.deploy },
       },
+      configdrive: {
+        useObjectStore: deps.config.deploy.configdrive_use_object_store,
+        maxInlineSize: deps.config.deploy.configdrive_max_inline_size,
+        httpRoot: deps.httpRoot ?? null,
+        // The agent reaches the root at http_url; what the root hands BMCs may be external_http_url.
+        ...(deps.config.deploy.http_url ? { agentBaseUrl: deps.config.deploy.http_url } : {}),
+        tools: isoToolPathsFromConfig(deps.config),
+        builds: new Semaphore(Math.max(1, availableParallelism())),
+      },
       hostname: this.hostname,
       workers: c.workers_pool_size,
       retryInitialDelayMs: c.intent_retry_initial_delay * 1000,
@@ -144,6 +160,9 @@ export class ConductorService {
     this.periodic.register(provisionChecksTask({
       db: deps.db, config: deps.config, hostname: this.hostname, log: this.log, owns: (uuid) => this.owns(uuid),
     }));
+    if (deps.httpRoot && deps.config.deploy.http_root_sweep_interval > 0) {
+      this.periodic.register(httpRootSweepTask({ db: deps.db, httpRoot: deps.httpRoot, log: this.log, spacingSeconds: deps.config.deploy.http_root_sweep_interval }));
+    }
     this.consoles = new ConsoleManager({
       config: deps.config, db: deps.db, connectionString: deps.connectionString, registry: deps.registry, log: this.log,
       hostname: this.hostname, drivers: this.drivers, owns: (uuid) => this.owns(uuid),

@@ -102,6 +102,7 @@ export function agentOf(ctx: ActionContext): AgentSession {
     wipeToken: () => services.wipeToken(id),
     portsOf: () => services.portsOf(id),
     poll: { attempts, intervalMs: interval * 1000 },
+    verifyCa: services.config.agent.verify_ca,
   });
   return ctx.agentSession;
 }
@@ -301,7 +302,7 @@ export async function startCleaning(ctx: ActionContext, manual: readonly UserSte
     if (manual) info.clean_steps_requested = manual;
     else delete info.clean_steps_requested;
     await ctx.task.progress({ ...pending, cleanStep: {}, driverInternalInfo: info });
-    await bootAgent(taskInterfaces(ctx));
+    await bootAgent(taskInterfaces(ctx), 'inspect');
     return { wait: true, changes: { ...waitChanges(ctx, 'clean', info), powerState: 'power on' } };
   }
   info[DII_STEPS.clean] = cleanSteps(ctx.node, ctx.registry, [], manual);
@@ -470,7 +471,7 @@ export async function abortCleaning(ctx: ActionContext): Promise<NodeChanges> {
  * interface must be able to boot it.
  */
 export async function bootAgentForInspection(ctx: ActionContext): Promise<void> {
-  await bootAgent(taskInterfaces(ctx));
+  await bootAgent(taskInterfaces(ctx), 'inspect');
 }
 
 /** Ironic's tear_down_managed_boot: the agent's boot undone, its token wiped. */

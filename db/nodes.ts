@@ -468,6 +468,16 @@ export async function listChildUuids(db: Knex, parentUuid: string): Promise<stri
   return rows.map((r) => r.uuid);
 }
 
+/** The provision state of each of these nodes that exists, by UUID (the HTTP root's sweep). */
+export async function provisionStatesByUuid(db: Knex, uuids: readonly string[]): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (let i = 0; i < uuids.length; i += 1000) {
+    const rows: Array<{ uuid: string; provision_state: string }> = await db('nodes').select('uuid', 'provision_state').whereIn('uuid', uuids.slice(i, i + 1000));
+    for (const r of rows) out.set(r.uuid, r.provision_state);
+  }
+  return out;
+}
+
 /** A node waiting too long, or left in a transitional state with no work queued for it. */
 export interface StalledNode {
   id: number;

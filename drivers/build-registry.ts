@@ -12,6 +12,7 @@ import { GenericImpl, NoInspect, PxeBoot, fakeAndNone } from './generic.js';
 import { AgentInspect } from './agent-inspect.js';
 import { AgentRaid, agentRaidOptions } from './agent-raid.js';
 import { deployInterfaces } from './deploy/index.js';
+import type { BootImages } from './image/boot-images.js';
 import { parseHooks, type AddPorts, type KeepPorts } from './inspection-hooks.js';
 
 /** Every hardware type this build of Galvanic knows; the config enables a subset. */
@@ -20,14 +21,15 @@ export const KNOWN_HARDWARE_TYPES: readonly HardwareType[] = [fakeHardware, redf
 /**
  * Builds the registry for one process from its config. Drivers whose hardware type is not
  * enabled are still constructed cheaply (no pools or workers start until first use).
+ * `bootImages` is a conductor's: what it builds and publishes for its nodes' BMCs.
  */
-export function buildRegistry(config: Readonly<Config>, log?: Logger): DriverRegistry {
+export function buildRegistry(config: Readonly<Config>, log?: Logger, deps: { bootImages?: BootImages } = {}): DriverRegistry {
   const bmcs = new FakeBmcs(config.fake.record_file);
   // One budget per BMC for every driver and path of this process (bmc-budget.ts).
   const budget = new BmcBudget(config.conductor.per_bmc_concurrency);
   const ipmi = createIpmiInterfaces(ipmiRunnerOptions(config, log, budget));
   // No pool or session exists until the first call to a Redfish BMC.
-  const redfish = new RedfishDriver(redfishOptions(config), log ?? pino({ level: 'silent' }), budget);
+  const redfish = new RedfishDriver(redfishOptions(config), log ?? pino({ level: 'silent' }), budget, deps.bootImages);
   const idrac = new IdracDriver(redfish);
   const inspector = config.inspector;
   const agentInspect = new AgentInspect({

@@ -106,6 +106,10 @@ export interface InstanceBootRequest {
 export interface RamdiskBootRequest {
   /** The node's boot mode (`properties.capabilities` boot_mode), when it names one. */
   bootMode?: 'uefi' | 'bios';
+  /** Why the agent boots: an inspection gives it the inspection callback (Ironic's managed inspection). Default deploy. */
+  purpose?: 'deploy' | 'inspect';
+  /** The node's instance_info `kernel_append_params`, which takes precedence over driver_info's. */
+  instanceKernelAppendParams?: unknown;
   /** The node's vendor as cached in `properties.vendor`, when it is known (Ironic's _validate_vendor reads it). */
   vendor?: string;
 }

@@ -57,6 +57,9 @@ const SERIAL: ReadonlySet<string> = new Set([
  * less what single-file runs showed for the files whose waits were shortened since.
  */
 const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
+  // Four QEMU boots, under TCG where KVM boots no kernel (OVMF about 20 s each, after a 10 s KVM probe); the
+  // first run also downloads a Debian kernel.
+  'integration/iso-boot.test.js': 80,
   'e2e/tempest.test.js': 75,
   'integration/console-races.test.js': 74,
   'e2e/baremetal-cli.test.js': 68,
@@ -66,6 +69,9 @@ const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
   'integration/power-sync-fleet.test.js': 50,
   'integration/operations-races.test.js': 45,
   'e2e/baremetal-cli-agent.test.js': 45,
+  'e2e/vm-agent-inspect.test.js': 65,
+  'e2e/vm-redfish-sim.test.js': 30,
+  'e2e/vm-ramdisk-deploy.test.js': 25,
   'integration/agent-deploy.test.js': 44,
   'integration/ipmi-driver.test.js': 40,
   'integration/sensor-data.test.js': 38,
@@ -84,8 +90,10 @@ const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
   'integration/provisioning-bmcs.test.js': 19,
   'integration/agent-takeover.test.js': 18,
   'integration/agent-inspect.test.js': 16,
+  'integration/bmo-flow.test.js': 16,
   'e2e/baremetal-cli-agent-inspect.test.js': 16,
   'integration/intents-api.test.js': 15,
+  'integration/bmo-bad-input.test.js': 12,
   'integration/database-outage-console.test.js': 15,
   'integration/console-api.test.js': 15,
   'integration/hot-plans.test.js': 13,

@@ -2,6 +2,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, readdirSync, readFileSync, type WriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { onCleanup } from './cleanup.js';
 import { ROOT, round2, sleep } from './util.js';
@@ -170,7 +171,13 @@ export async function spawnGalvanic(opts: StartOptions): Promise<GalvanicProcess
     nodeArgs.push('--cpu-prof', '--cpu-prof-dir', opts.cpuProfDir, '--cpu-prof-name', `${opts.label}-${Date.now()}.cpuprofile`);
   }
   const args = [...nodeArgs, path.join(ROOT, 'dist/cli/main.js'), ...opts.command.split(' '), '--config', opts.config ?? path.join(ROOT, 'etc/galvanic.conf.sample')];
-  const proc: ChildProcess = spawn(process.execPath, args, { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Each conductor has its own HTTP root, image cache and server port: several run on one machine.
+  const media = path.join(os.tmpdir(), `galvanic-bench-${process.pid}-${opts.label}`);
+  const mediaEnv = {
+    GALVANIC_DEPLOY__HTTP_SERVER_PORT: '0', GALVANIC_DEPLOY__HTTP_ROOT: path.join(media, 'httpboot'), GALVANIC_DEPLOY__ISO_MASTER_PATH: path.join(media, 'cache'),
+  };
+  onCleanup(`remove ${media}`, () => fs.rm(media, { recursive: true, force: true }));
+  const proc: ChildProcess = spawn(process.execPath, args, { env: { ...process.env, ...mediaEnv, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let tail: string[] = [];
   let lines = 0;
   let logFile: WriteStream | undefined;

@@ -64,7 +64,7 @@ function withArgs(ctx: ActionContext, args: ProvisionArgs, pending?: NodeChanges
     };
   }
   return {
-    task, registry: ctx.registry, log: ctx.log, driver: ctx.driver, agent: ctx.agent,
+    task, registry: ctx.registry, log: ctx.log, driver: ctx.driver, agent: ctx.agent, configdrive: ctx.configdrive,
     intent: { ...ctx.intent, args: intentArgs('provision', args) },
     get node() {
       return ctx.node;

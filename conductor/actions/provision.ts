@@ -19,6 +19,7 @@ import {
 } from '../steps.js';
 import { cleanStepToAbortAfter } from '../../drivers/provision-checks.js';
 import { agentStepFailureChanges } from './agent-continue.js';
+import { storeConfigdrive, withdrawConfigdrive } from '../configdrive.js';
 
 function provisionArgsOf(ctx: Pick<ActionContext, 'intent'>): ProvisionArgs {
   return argsOf(ctx.intent, 'provision');
@@ -62,12 +63,13 @@ async function vendorToCache(ctx: ActionContext): Promise<string | null> {
 }
 
 /**
- * A deploy (Ironic's do_node_deploy): the node's deploy steps planned and run, from its deploy
- * interface's core `deploy` step on. An agent deploy then waits in `wait call-back` for the
- * agent's heartbeats; the others end here.
+ * A deploy (Ironic's do_node_deploy): the config drive built and kept, then the node's deploy
+ * steps planned and run, from its deploy interface's core `deploy` step on. An agent deploy
+ * then waits in `wait call-back` for the agent's heartbeats; the others end here.
  */
 async function deploy(ctx: ActionContext): Promise<NodeChanges> {
   validateForDeploy(ctx.registry, describeNode(ctx.node));
+  if (ctx.configdrive) await storeConfigdrive(ctx, ctx.configdrive);
   const outcome = await startDeploy(ctx, provisionArgsOf(ctx).deploySteps);
   if (outcome.wait) return { ...outcome.changes, powerState: 'power on' };
   return { ...endOfRunChanges(ctx.node, 'deploy'), ...(outcome.powerState ? { powerState: outcome.powerState } : {}) };
@@ -75,11 +77,13 @@ async function deploy(ctx: ActionContext): Promise<NodeChanges> {
 
 /**
  * Ironic's _do_node_tear_down: the deploy interface undoes the instance's boot and powers the
- * node off (unless disable_power_off), and instance_info and instance_uuid are wiped.
+ * node off (unless disable_power_off), the config drive published for it is withdrawn, and
+ * instance_info and instance_uuid are wiped.
  */
 async function tearDown(ctx: ActionContext): Promise<NodeChanges> {
   const changes: NodeChanges = { instanceInfo: {}, instanceUuid: null, deployStep: {} };
   const { poweredOff } = await deployOf(ctx).tearDown(taskInterfaces(ctx));
+  await withdrawConfigdrive(ctx, ctx.configdrive);
   if (poweredOff) changes.powerState = 'power off';
   return changes;
 }
@@ -99,11 +103,17 @@ async function clean(ctx: ActionContext, manual: UserStep[] | undefined, pending
 /**
  * Adoption (Ironic's _do_adoption): a node that already runs its instance becomes active
  * without a deploy. The boot interface is validated when the instance boots from a ramdisk it
- * serves; the deploy interface's take-over has nothing to do for the interfaces Galvanic has;
- * the power state is read from the BMC, so that the node shows what it is doing.
+ * serves, with the image it boots (Ironic's boot.validate checks a ramdisk instance's image,
+ * which is the ramdisk deploy's own check here); the deploy interface's take-over has nothing
+ * to do for the interfaces Galvanic has; the power state is read from the BMC, so that the
+ * node shows what it is doing.
  */
 async function adopt(ctx: ActionContext): Promise<NodeChanges> {
-  if (deployOf(ctx).bootOption !== 'local') validateInterface(ctx.registry, describeNode(ctx.node), 'boot');
+  if (deployOf(ctx).bootOption !== 'local') {
+    const desc = describeNode(ctx.node);
+    validateInterface(ctx.registry, desc, 'boot');
+    validateInterface(ctx.registry, desc, 'deploy');
+  }
   const state = await taskInterfaces(ctx).power.getPowerState(ctx.driver);
   return { powerState: state === 'error' ? null : state };
 }

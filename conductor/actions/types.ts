@@ -8,6 +8,7 @@ import type { Task } from '../task-manager.js';
 import type { AgentSession } from '../../drivers/agent/session.js';
 import type { Config } from '../../common/config.js';
 import type { AgentClient } from '../../drivers/agent/client.js';
+import type { ConfigdriveServices } from '../configdrive.js';
 
 /** What the conductor gives actions that talk to agents. */
 export interface AgentServices {
@@ -33,6 +34,8 @@ export interface ActionContext {
   agent?: AgentServices;
   /** The node's agent for this task, made on its first use (conductor/steps.ts agentOf). */
   agentSession?: AgentSession;
+  /** Where deploys build and keep config drives, where the conductor has it. */
+  configdrive?: ConfigdriveServices;
 }
 
 /** The node fields an action changes, applied with the intent's outcome in one transaction. */

@@ -1,8 +1,10 @@
 /**
  * The conductor's client for ironic-python-agent's REST API (Ironic's agent_client.py): one
  * small undici pool per agent, the agent token on every call, IPA's command result shapes.
- * It knows nothing of the database: the caller hands it the agent's URL and token.
+ * It knows nothing of the database: the caller hands it the agent's URL, token and how to
+ * check its certificate.
  */
+import { createHash } from 'node:crypto';
 import { Pool, errors as undiciErrors } from 'undici';
 import { AgentAPIError, AgentCommandTimeout, AgentConnectionFailed, AgentInProgress } from '../../common/errors.js';
 
@@ -28,11 +30,21 @@ export interface AgentClientOptions {
   maxPools?: number;
 }
 
+/**
+ * How an agent's TLS certificate is checked (Ironic's AgentClient._get_verify): against the
+ * system's CAs (true), not at all (false), or against these PEM certificates only (the one the
+ * agent sent as agent_verify_ca, pinned; or a CA bundle). The host name is checked in every
+ * case but false, as requests does: IPA's certificate names its IP address.
+ */
+export type AgentVerify = boolean | { ca: string };
+
 /** Where an agent is and its credential, for one call. */
 export interface AgentTarget {
   /** driver_internal_info.agent_url (the heartbeat's callback_url). */
   url: string;
   token: string;
+  /** For an https URL; true when absent. */
+  verify?: AgentVerify;
 }
 
 function isCommand(v: unknown): v is AgentCommand {
@@ -49,9 +61,16 @@ export function commandError(cmd: AgentCommand): string {
 
 const CONNECTION_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
 
+/** OpenSSL's verification results and Node's TLS errors: a handshake that failed. */
+const TLS_ERROR = /^(ERR_TLS_|ERR_SSL_|EPROTO$)|CERT|SELF_SIGNED|^UNABLE_TO_|HOSTNAME_MISMATCH|INVALID_CA|PATH_LENGTH_EXCEEDED|INVALID_PURPOSE/;
+
+/**
+ * A call that reached no agent. A refused certificate is one, as in Ironic, where requests
+ * raises SSLError, a ConnectionError: retried, then AgentConnectionFailed.
+ */
 function isConnectionError(err: unknown): boolean {
-  const code = (err as { code?: string }).code;
-  return (code !== undefined && CONNECTION_ERRORS.has(code)) || err instanceof undiciErrors.SocketError;
+  const code = (err as { code?: unknown }).code;
+  return (typeof code === 'string' && (CONNECTION_ERRORS.has(code) || TLS_ERROR.test(code))) || err instanceof undiciErrors.SocketError;
 }
 
 /** The agent's answer was never read; the command may or may not have been accepted. */
@@ -64,6 +83,11 @@ function isLostAnswer(err: unknown): boolean {
 /** The agent's URL as the base of its API's paths (with a trailing slash). */
 function baseOf(url: string): URL {
   return new URL(url.endsWith('/') ? url : `${url}/`);
+}
+
+/** How a pool checks certificates, as part of its key: a pool never serves another check. */
+function verifyKey(verify: AgentVerify): string {
+  return typeof verify === 'boolean' ? String(verify) : createHash('sha256').update(verify.ca).digest('hex');
 }
 
 export class AgentClient {
@@ -79,8 +103,8 @@ export class AgentClient {
    * (path-prefixed behind one server or proxy) each keep their own few connections, so that
    * one busy agent's calls never queue behind a thousand others'.
    */
-  private pool(base: URL): Pool {
-    const key = base.href;
+  private pool(base: URL, verify: AgentVerify): Pool {
+    const key = `${base.href}\u0000${verifyKey(verify)}`;
     let pool = this.pools.get(key);
     if (pool) {
       // Most recently used last: the first entry is the one to close when there are too many.
@@ -88,7 +112,10 @@ export class AgentClient {
       this.pools.set(key, pool);
       return pool;
     }
-    pool = new Pool(base.origin, { connections: this.opts.connectionsPerAgent, pipelining: 1, keepAliveTimeout: 10_000 });
+    pool = new Pool(base.origin, {
+      connections: this.opts.connectionsPerAgent, pipelining: 1, keepAliveTimeout: 10_000,
+      connect: typeof verify === 'boolean' ? { rejectUnauthorized: verify } : { rejectUnauthorized: true, ca: verify.ca },
+    });
     this.pools.set(key, pool);
     const max = this.opts.maxPools ?? 2000;
     while (this.pools.size > max) {
@@ -104,7 +131,7 @@ export class AgentClient {
     const url = new URL(`v1/commands/${suffix}`, base);
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
     url.searchParams.set('agent_token', target.token);
-    const res = await this.pool(base).request({
+    const res = await this.pool(base, target.verify ?? true).request({
       method, path: url.pathname + url.search,
       headers: body === undefined ? { accept: 'application/json' } : { accept: 'application/json', 'content-type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -226,16 +253,16 @@ export class AgentClient {
     return new Promise((r) => setTimeout(r, this.opts.retryDelayMs ?? 1000));
   }
 
-  /** Closes the pool of an agent whose work ended (its calls in flight finish first). */
+  /** Closes the pools of an agent whose work ended (its calls in flight finish first). */
   forget(url: string): void {
-    let key: string;
+    let prefix: string;
     try {
-      key = baseOf(url).href;
+      prefix = `${baseOf(url).href}\u0000`;
     } catch {
       return; // Not a URL: nothing was opened for it.
     }
-    const p = this.pools.get(key);
-    if (p) {
+    for (const [key, p] of this.pools) {
+      if (!key.startsWith(prefix)) continue;
       this.pools.delete(key);
       void p.close().catch(() => {});
     }

@@ -5,8 +5,10 @@
  * already has a command (SENT_ONCE). It knows nothing of the database: the token and the
  * ports come through the callbacks the conductor hands it.
  */
-import { AgentStepFailed } from '../../common/errors.js';
-import { commandError, type AgentClient, type AgentCommand, type AgentTarget } from './client.js';
+import { readFile } from 'node:fs/promises';
+import { boolFromString } from '../../common/bool-string.js';
+import { AgentStepFailed, InvalidParameterValue } from '../../common/errors.js';
+import { commandError, type AgentClient, type AgentCommand, type AgentTarget, type AgentVerify } from './client.js';
 import type { PlannedStep, StepKind, StepNode } from '../steps.js';
 
 /** What the conductor gives a session. */
@@ -20,6 +22,31 @@ export interface AgentSessionDeps {
   portsOf(): Promise<Array<{ address: string }>>;
   /** `[agent] command_wait_attempts` and `command_wait_interval` (ms), for commands polled until they end. */
   poll: { attempts: number; intervalMs: number };
+  /** `[agent] verify_ca`: True, False, or the path of a CA bundle. */
+  verifyCa: string;
+}
+
+/**
+ * Ironic's AgentClient._get_verify: the certificate the agent sent in its heartbeat
+ * (driver_internal_info agent_verify_ca, kept here as the PEM itself, not a file: any
+ * conductor may take the node over), else driver_info agent_verify_ca, else `[agent]
+ * verify_ca`; each a boolean or the path of a CA bundle.
+ * @throws InvalidParameterValue for a value that is neither (Ironic's message)
+ */
+export async function agentVerify(node: StepNode, configured: string): Promise<AgentVerify> {
+  const pinned = node.driverInternalInfo?.agent_verify_ca;
+  if (typeof pinned === 'string' && pinned.includes('-----BEGIN')) return { ca: pinned };
+  const given = node.driverInfo.agent_verify_ca;
+  const value = given === undefined || given === null ? configured : given;
+  if (typeof value === 'boolean') return value;
+  if (typeof value !== 'string') throw new InvalidParameterValue(`Agent CA ${JSON.stringify(value)} is neither a path nor a boolean`);
+  const b = boolFromString(value);
+  if (b !== undefined) return b;
+  try {
+    return { ca: await readFile(value, 'utf8') };
+  } catch {
+    throw new InvalidParameterValue(`Agent CA ${value} is neither a path nor a boolean`);
+  }
 }
 
 /** The kinds of run the agent has steps for. */
@@ -101,6 +128,7 @@ function flattenAgentSteps(result: unknown, kind: AgentStepKind): { steps: Plann
 
 export class AgentSession {
   #token: string | undefined;
+  #verify: { pinned: unknown; verify: AgentVerify } | undefined;
   #ports: Array<{ address: string }> | undefined;
 
   /** `node` reads the task's node as it is now (its driver_internal_info holds the agent's URL). */
@@ -120,7 +148,10 @@ export class AgentSession {
       if (!token) throw new AgentStepFailed(`Node ${node.uuid} has no agent token: its agent has not looked itself up.`);
       this.#token = token;
     }
-    return { url, token: this.#token };
+    // Read again when a heartbeat brought another certificate (a new agent) during the task.
+    const pinned = node.driverInternalInfo?.agent_verify_ca;
+    if (!this.#verify || this.#verify.pinned !== pinned) this.#verify = { pinned, verify: await agentVerify(node, this.deps.verifyCa) };
+    return { url, token: this.#token, verify: this.#verify.verify };
   }
 
   private async ports(): Promise<Array<{ address: string }>> {

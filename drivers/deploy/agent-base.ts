@@ -28,12 +28,15 @@ export function capabilityBootMode(properties: Readonly<Record<string, unknown>>
  * old one and the old agent URL are forgotten first; the boot interface sets the agent's
  * image up for the next boot; the node is powered on (or restarted).
  */
-export async function bootAgent(ctx: Pick<StepContext, 'node' | 'driver' | 'boot' | 'power' | 'agent'>): Promise<void> {
+export async function bootAgent(ctx: Pick<StepContext, 'node' | 'driver' | 'boot' | 'power' | 'agent'>, purpose: 'deploy' | 'inspect' = 'deploy'): Promise<void> {
   await ctx.agent().wipeToken();
   if (!ctx.boot.prepareRamdisk) throw new InvalidParameterValue(AGENT_BOOT_UNSUPPORTED);
   const mode = capabilityBootMode(ctx.node.properties);
   const vendor = ctx.node.properties.vendor;
-  await ctx.boot.prepareRamdisk(ctx.driver, { ...(mode ? { bootMode: mode } : {}), ...(typeof vendor === 'string' && vendor ? { vendor } : {}) });
+  await ctx.boot.prepareRamdisk(ctx.driver, {
+    purpose, instanceKernelAppendParams: ctx.node.instanceInfo?.kernel_append_params, ...(mode ? { bootMode: mode } : {}),
+    ...(typeof vendor === 'string' && vendor ? { vendor } : {}),
+  });
   const state = await ctx.power.getPowerState(ctx.driver);
   await ctx.power.setPowerState(ctx.driver, state === 'power on' ? 'rebooting' : 'power on');
 }

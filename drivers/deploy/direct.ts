@@ -51,6 +51,9 @@ function writeImageArgs(node: StepNode): Record<string, unknown> {
     const label = parseCapabilities(ii.capabilities).disk_label ?? parseCapabilities(node.properties.capabilities).disk_label;
     if (label) info.disk_label = label;
   }
+  // The conductor built and kept it when the deploy started: gzip + base64, or a URL. Ironic
+  // also puts it in image_info, where older agents look for it.
+  if (ii.configdrive) info.configdrive = ii.configdrive;
   return { image_info: info, configdrive: ii.configdrive ?? null };
 }
 

@@ -48,7 +48,7 @@ export class IdracDriver {
   constructor(redfish: RedfishDriver) {
     const client = redfish.client;
     this.management = new IdracRedfishManagement(client);
-    this.boot = new IdracRedfishVirtualMediaBoot(client, client.options.vmediaRetry, client.options.agentBoot);
+    this.boot = new IdracRedfishVirtualMediaBoot(client, client.options.vmediaRetry, client.options.agentBoot, redfish.images);
     this.inspect = new IdracRedfishInspect(client);
     this.raid = new IdracRedfishRaid(client);
   }

@@ -3,14 +3,13 @@
  * with the attribute registry's details for the conductor to cache, and the
  * `apply_configuration` and `factory_reset` steps. Both change what the BMC applies at the next
  * boot (the `@Redfish.Settings` resource, the `#Bios.ResetBios` action), then reboot the node
- * into the agent (Ironic's reboot_to_finish_step); when the agent is back, `afterReboot`
- * checks that the BMC applied them (Ironic's _get_unapplied_bios_attrs) and the cache is
- * refreshed.
+ * (Ironic's reboot_to_finish_step) and check that the BMC applied them (Ironic's
+ * _get_unapplied_bios_attrs); the cache is refreshed.
  *
- * Unlike Ironic, where a periodic task polls the BMC when no ramdisk runs, the reboot is
- * finished by the agent's heartbeat: the steps need the agent (requires_ramdisk; servicing boots
- * it for them), and where no agent can run (a ramdisk deploy's servicing) a step that would
- * have to reboot is refused before anything is changed.
+ * In cleaning and deploying the reboot is into the agent, whose first heartbeat finishes the
+ * step (`afterReboot`). In servicing the same happens when the servicing runs the agent (a
+ * step of it needs one); otherwise the instance is rebooted in place and the step finished once
+ * the node is on again, as Ironic reboots a node it booted no ramdisk for and polls the BMC.
  */
 import { BiosStepFailed, InvalidParameterValue, UnsupportedDriverExtension } from '../../common/errors.js';
 import type { BiosSetting } from '../../common/bios.js';
@@ -192,15 +191,17 @@ function unapplied(requested: Json, current: Json, pending: Json): Json {
   return out;
 }
 
-/** Servicing without the agent (a node whose deploy interface runs none). */
-function inServicingWithoutAgent(ctx: StepContext): boolean {
-  return ctx.node.provisionState === ProvisionState.SERVICING && !agentRunning(ctx);
-}
-
-function refuseInServicing(ctx: StepContext): void {
-  if (inServicingWithoutAgent(ctx)) {
-    throw new UnsupportedDriverExtension(`Redfish BIOS ${ctx.step.step} on node ${ctx.node.uuid} needs a reboot into the agent to finish, and the node's deploy interface runs no agent; run it in manual cleaning.`);
+/**
+ * Ironic's reboot_to_finish_step: into the agent, whose heartbeat calls `finish` (afterReboot);
+ * in servicing without the agent, the instance in place, and `finish` at once.
+ */
+async function rebootToFinish(ctx: StepContext, finish: (ctx: StepContext) => Promise<StepRun>): Promise<StepRun> {
+  if (ctx.node.provisionState !== ProvisionState.SERVICING || agentRunning(ctx)) {
+    await bootAgent(ctx);
+    return 'wait';
   }
+  await ctx.power.setPowerState(ctx.driver, 'rebooting');
+  return finish(ctx);
 }
 
 export class RedfishBios implements BiosInterface {
@@ -208,17 +209,22 @@ export class RedfishBios implements BiosInterface {
   readonly steps: readonly StepDeclaration[];
 
   constructor(private readonly client: RedfishClient) {
+    const apply: Omit<StepDeclaration, 'priority'> = {
+      step: 'apply_configuration', abortable: false, argsInfo: APPLY_ARGSINFO,
+      run: (ctx, args) => this.applyConfiguration(ctx, args),
+      afterReboot: (ctx) => this.verifyConfiguration(ctx),
+    };
+    const reset: Omit<StepDeclaration, 'priority'> = {
+      step: 'factory_reset', abortable: false,
+      run: (ctx) => this.factoryReset(ctx),
+      afterReboot: (ctx) => this.finishReset(ctx),
+    };
     this.steps = [
-      {
-        step: 'apply_configuration', priority: { clean: 0, deploy: 0, service: 0 }, abortable: false, argsInfo: APPLY_ARGSINFO,
-        run: (ctx, args) => this.applyConfiguration(ctx, args),
-        afterReboot: (ctx) => this.verifyConfiguration(ctx),
-      },
-      {
-        step: 'factory_reset', priority: { clean: 0, deploy: 0, service: 0 }, abortable: false,
-        run: (ctx) => this.factoryReset(ctx),
-        afterReboot: (ctx) => this.finishReset(ctx),
-      },
+      { ...apply, priority: { clean: 0, deploy: 0 } },
+      { ...reset, priority: { clean: 0, deploy: 0 } },
+      // A servicing need not boot the agent for them: without it the instance reboots in place (rebootToFinish).
+      { ...apply, priority: { service: 0 }, requiresRamdisk: false },
+      { ...reset, priority: { service: 0 }, requiresRamdisk: false },
     ];
   }
 
@@ -253,7 +259,6 @@ export class RedfishBios implements BiosInterface {
       // A request sent again after it was applied needs no reboot (Ironic's all_match).
       const pending = await pendingAttributes(call, bios);
       if (settings.every((s) => bios.attributes[s.name] === s.value && (!Object.hasOwn(pending, s.name) || pending[s.name] === s.value))) return null;
-      refuseInServicing(ctx);
       if (!bios.settingsPath) throw new BiosStepFailed(`Redfish BIOS apply configuration failed for node ${uuid}. Error: the BIOS resource has no settings resource.`);
       const body: Json = { Attributes: wanted };
       if (bios.applyTimes.includes('OnReset')) body['@Redfish.SettingsApplyTime'] = { ApplyTime: 'OnReset' };
@@ -269,8 +274,7 @@ export class RedfishBios implements BiosInterface {
       return 'done';
     }
     ctx.info[DII_STATE] = { reboot_requested: true, requested_bios_attrs: attributes };
-    await bootAgent(ctx);
-    return 'wait';
+    return rebootToFinish(ctx, (c) => this.verifyConfiguration(c));
   }
 
   private async verifyConfiguration(ctx: StepContext): Promise<StepRun> {
@@ -290,7 +294,6 @@ export class RedfishBios implements BiosInterface {
 
   private async factoryReset(ctx: StepContext): Promise<StepRun> {
     const uuid = ctx.node.uuid;
-    refuseInServicing(ctx);
     await this.client.run(ctx.driver, async (call) => {
       const bios = await readBios(call, uuid, 'Redfish BIOS factory reset failed for node %s, because BIOS settings are not supported.');
       if (!bios.resetTarget) throw new BiosStepFailed(`Redfish BIOS factory reset failed for node ${uuid}. Error: the BIOS resource has no #Bios.ResetBios action.`);
@@ -300,8 +303,7 @@ export class RedfishBios implements BiosInterface {
       }
     });
     ctx.info[DII_STATE] = { reboot_requested: true };
-    await bootAgent(ctx);
-    return 'wait';
+    return rebootToFinish(ctx, (c) => this.finishReset(c));
   }
 
   private async finishReset(ctx: StepContext): Promise<StepRun> {

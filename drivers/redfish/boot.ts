@@ -6,7 +6,9 @@
  */
 import { BmcRejected, InvalidParameterValue, VirtualMediaUnavailable } from '../../common/errors.js';
 import type { BootInterface, DriverContext, InstanceBootRequest, RamdiskBootRequest, VirtualMediaDevice, VirtualMediaSlot } from '../interfaces.js';
-import { NO_AGENT_BOOT_DEFAULTS, agentIso, type AgentBootDefaults } from '../agent-boot.js';
+import { NO_AGENT_BOOT_DEFAULTS, agentImage, agentKernelCmdline, type AgentBootDefaults } from '../agent-boot.js';
+import { BootImages } from '../image/boot-images.js';
+import { decodeConfigdrive } from '../image/configdrive.js';
 import { statusError, type RedfishCall, type RedfishClient } from './client.js';
 import { patchSystem } from './management.js';
 import { isObject, linkPaths, prop, str, type Json } from './odata.js';
@@ -17,6 +19,21 @@ import { DEFAULT_VMEDIA_RETRY, ejectAll, findCollections, insertImage, slotsFor,
 const OWN_MEDIA: readonly MediaType[] = ['CD', 'DVD', 'USBStick'];
 const REDFISH_BOOT_MODE = { uefi: 'UEFI', bios: 'Legacy' } as const;
 const IMAGE_URL = /^(https?|nfs|cifs):\/\//i;
+
+/**
+ * The ISO's `ir_pub_id`: Ironic draws a UUID per build; here it names what the ISO is built
+ * from, so that it is the same for every node sharing the ISO, and differs between images.
+ */
+function publisherId(sources: string, cmdline: string): string {
+  const h = BootImages.isoKey('ir_pub_id', sources, cmdline);
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
+
+/** driver_info external_http_url: the base of the URLs its BMC gets, instead of the conductor's. */
+function bmcBaseUrl(driverInfo: Readonly<Record<string, unknown>>): string | undefined {
+  const url = driverInfo.external_http_url;
+  return typeof url === 'string' && url ? url : undefined;
+}
 
 /** Ironic's VMEDIA_DEVICES_MAP_REV (cdrom → CD, disk → USB stick); a CD may go where only DVD is offered. */
 const DEVICE_MEDIA: Readonly<Record<VirtualMediaDevice, MediaType>> = { cdrom: 'CD', disk: 'USBStick', floppy: 'Floppy' };
@@ -71,11 +88,15 @@ export async function syncBootMode(call: RedfishCall, mode: InstanceBootRequest[
 export class RedfishVirtualMediaBoot implements BootInterface {
   readonly ramdiskBoot = true;
 
-  /** `retry` paces the waits for a slot to eject and the retries of an insert refused with 5xx. */
+  /**
+   * `retry` paces the waits for a slot to eject and the retries of an insert refused with 5xx.
+   * `images` builds and publishes the agent's ISO; a process without it (the API) only validates.
+   */
   constructor(
     protected readonly client: RedfishClient,
     private readonly retry: VirtualMediaRetry = DEFAULT_VMEDIA_RETRY,
     private readonly agentBoot: AgentBootDefaults = NO_AGENT_BOOT_DEFAULTS,
+    private readonly images?: BootImages,
   ) {}
 
   /** @throws InvalidDriverInfo */
@@ -90,9 +111,10 @@ export class RedfishVirtualMediaBoot implements BootInterface {
 
   /**
    * Ejects the CD/DVD (and the USB stick when a config drive comes), syncs the boot mode,
-   * inserts the ISO, attaches the config drive where there is a USB slot, and sets the next
-   * boots to the CD. Does not power on.
-   * @throws InvalidParameterValue | VirtualMediaUnavailable | BmcRejected | BmcTimeout | BmcUnreachable | BmcAuthFailed
+   * inserts the ISO, attaches the config drive as a USB stick (Ironic's _attach_configdrive),
+   * and sets the next boots to the CD. Does not power on. The config drive's image is published
+   * and a USB slot found before anything is ejected: a deploy that cannot attach it changes nothing.
+   * @throws InvalidParameterValue | VirtualMediaUnavailable | ImageCreationFailed | ImagePublishFailed | BmcRejected | BmcTimeout | BmcUnreachable | BmcAuthFailed
    */
   prepareInstance(ctx: DriverContext, req: InstanceBootRequest): Promise<void> {
     return this.mountAndBoot(ctx, req);
@@ -103,6 +125,7 @@ export class RedfishVirtualMediaBoot implements BootInterface {
     if (!IMAGE_URL.test(req.bootIso)) {
       throw new InvalidParameterValue(`instance_info/boot_iso ${JSON.stringify(req.bootIso)} is not a URL the BMC can fetch (http, https, nfs or cifs).`);
     }
+    const configdrive = req.configdrive ? await this.configdriveUrl(ctx, req.configdrive) : undefined;
     await this.client.run(ctx, async (call) => {
       if (vendor !== undefined) await this.checkVendor(call, ctx.nodeUuid, vendor);
       const collections = await findCollections(call);
@@ -111,24 +134,32 @@ export class RedfishVirtualMediaBoot implements BootInterface {
           `No suitable virtual media device found for node ${ctx.nodeUuid} to mount image ${req.bootIso}: the BMC at ${call.info.origin} has no VirtualMedia on the system or its managers.`,
         );
       }
-      await ejectAll(call, collections, req.configdrive ? OWN_MEDIA : ['CD', 'DVD'], this.retry);
+      if (configdrive) {
+        const usb = (await Promise.all(collections.map((c) => readSlots(call, c)))).flatMap((slots) => slotsFor(slots, 'USBStick'));
+        if (!usb.length) throw new VirtualMediaUnavailable(`Cannot attach configdrive for node ${ctx.nodeUuid}: no suitable virtual USB slot has been found`);
+      }
+      await ejectAll(call, collections, configdrive ? OWN_MEDIA : ['CD', 'DVD'], this.retry);
       await syncBootMode(call, req.bootMode);
       await insertImage(call, ctx.nodeUuid, collections, 'CD', req.bootIso, this.retry);
-      if (req.configdrive) await this.attachConfigdrive(call, ctx.nodeUuid, collections, req.configdrive);
+      if (configdrive) await insertImage(call, ctx.nodeUuid, collections, 'USBStick', configdrive, this.retry);
       const system = await this.setCdBoot(call, ctx.nodeUuid, req.forcePersistentBootDevice !== 'Never');
       // Some Supermicro BMCs reset the mode when the device is set (Ironic management.py).
       if (isSupermicro(system)) await syncBootMode(call, req.bootMode);
     }, this.extraMs);
   }
 
-  /** The agent's ISO is found (driver_info deploy_iso, see agent-boot.ts). @throws MissingParameterValue | InvalidParameterValue */
+  /** The agent's image is found (driver_info deploy_iso, or a kernel and ramdisk: see agent-boot.ts). @throws MissingParameterValue | InvalidParameterValue */
   validateRamdisk(nodeUuid: string, driverInfo: Readonly<Record<string, unknown>>): void {
-    agentIso({ uuid: nodeUuid, driverInfo }, this.agentBoot);
+    agentImage({ uuid: nodeUuid, driverInfo }, this.agentBoot);
   }
 
-  /** Ironic's prepare_ramdisk: the vendor checked, the agent's ISO inserted and booted once (the boot device is not kept). */
+  /**
+   * Ironic's prepare_ramdisk: the vendor checked, the agent's ISO (built from a kernel and
+   * ramdisk, or given, see agentIsoUrl) inserted and booted once (the boot device is not kept).
+   * The ISO is ready before the BMC is touched: an image that cannot be had changes nothing at the node.
+   */
   async prepareRamdisk(ctx: DriverContext, req: RamdiskBootRequest): Promise<void> {
-    const iso = agentIso({ uuid: ctx.nodeUuid, driverInfo: ctx.driverInfo }, this.agentBoot);
+    const iso = await this.agentIsoUrl(ctx, req);
     await this.mountAndBoot(ctx, { bootIso: iso, forcePersistentBootDevice: 'Never', ...(req.bootMode ? { bootMode: req.bootMode } : {}) }, req.vendor ?? null);
   }
 
@@ -155,7 +186,34 @@ export class RedfishVirtualMediaBoot implements BootInterface {
     );
   }
 
-  /** Ironic's clean_up_ramdisk: what prepareRamdisk inserted ejected, the override cleared. */
+  /**
+   * The URL the BMC gets for the agent: an ISO built from the kernel and ramdisk and published
+   * in the HTTP root (Ironic's prepare_deploy_iso); a given deploy_iso as it is, or, with
+   * `ramdisk_image_download_source = local`, published unchanged (Ironic does not re-master it),
+   * or with `[deploy] remaster_deploy_iso` re-mastered with the same command line.
+   * @throws MissingParameterValue | InvalidParameterValue | ImageDownloadFailed | ImageChecksumError | ImagePublishFailed
+   */
+  async agentIsoUrl(ctx: DriverContext, req: RamdiskBootRequest): Promise<string> {
+    const image = agentImage({ uuid: ctx.nodeUuid, driverInfo: ctx.driverInfo }, this.agentBoot);
+    const fetchable = image.kind === 'kernel' || /^https?:/i.test(image.url);
+    const remaster = image.kind === 'iso' && fetchable && this.agentBoot.remasterDeployIso;
+    if (image.kind === 'iso' && !remaster && (this.agentBoot.downloadSource === 'http' || !fetchable)) return image.url;
+    if (!this.images) throw new InvalidParameterValue('This process has no HTTP root to publish the agent ISO in: only a conductor boots the agent.');
+    const baseUrl = bmcBaseUrl(ctx.driverInfo);
+    if (image.kind === 'iso' && !remaster) return this.images.publishIso(ctx.nodeUuid, { url: image.url }, baseUrl);
+    const inputs = image.kind === 'iso' ? { baseIso: { url: image.url } } : { kernel: image.kernel, ramdisk: image.ramdisk };
+    const { cmdline, publisherId: pubId } = agentKernelCmdline(
+      { nodeUuid: ctx.nodeUuid, driverInfo: ctx.driverInfo, instanceKernelAppendParams: req.instanceKernelAppendParams, purpose: req.purpose ?? 'deploy' },
+      this.agentBoot,
+      (withoutId) => publisherId(Object.values(inputs).map((r) => r.url).join('\n'), withoutId),
+    );
+    ctx.log.info({ ...Object.fromEntries(Object.entries(inputs).map(([k, r]) => [k, r.url])), cmdline }, 'publishing the agent ISO');
+    return this.images.publishAgentIso(ctx.nodeUuid, {
+      ...inputs, cmdline, publisherId: pubId, ...(req.bootMode ? { bootMode: req.bootMode } : {}), ...(baseUrl ? { baseUrl } : {}),
+    });
+  }
+
+  /** Ironic's clean_up_ramdisk: what prepareRamdisk inserted ejected, the override cleared, the ISO withdrawn. */
   cleanUpRamdisk(ctx: DriverContext): Promise<void> {
     return this.cleanUpInstance(ctx);
   }
@@ -179,6 +237,13 @@ export class RedfishVirtualMediaBoot implements BootInterface {
         call.log.warn({ bmc: call.info.origin, err: statusError(r, 'PATCH').message }, 'Redfish boot override not cleared');
       }
     }, this.extraMs);
+    // Withdrawn once ejected, as Ironic's _eject_all then cleanup_iso_image; an eject that fails leaves it to the sweep.
+    await this.withdrawIso(ctx);
+  }
+
+  /** Withdraws the node's published ISO, if any (Ironic's cleanup_iso_image). */
+  async withdrawIso(ctx: DriverContext): Promise<void> {
+    await this.images?.withdraw(ctx.nodeUuid);
   }
 
   /**
@@ -249,19 +314,13 @@ export class RedfishVirtualMediaBoot implements BootInterface {
   }
 
   /**
-   * Inserts the config drive as a USB stick. Only a URL can be handed to a BMC; a gzip+base64
-   * image would need an HTTP server of the conductor's to publish it, which Galvanic has not.
+   * The URL the BMC gets for the config drive: a URL as it is (as the ISO's); gzip + base64
+   * decoded into the raw image, published in the HTTP root (Ironic's prepare_configdrive_image).
+   * @throws InvalidParameterValue (no HTTP root) | ImageCreationFailed (not gzip + base64) | ImagePublishFailed
    */
-  private async attachConfigdrive(call: RedfishCall, nodeUuid: string, collections: string[], configdrive: string): Promise<void> {
-    if (!IMAGE_URL.test(configdrive)) {
-      call.log.warn({ bmc: call.info.origin }, 'The config drive is not a URL and cannot be handed to the BMC; not attaching it');
-      return;
-    }
-    const usb = (await Promise.all(collections.map((c) => readSlots(call, c)))).flatMap((slots) => slotsFor(slots, 'USBStick'));
-    if (!usb.length) {
-      call.log.warn({ bmc: call.info.origin }, 'The BMC has no virtual USB stick slot; not attaching the config drive');
-      return;
-    }
-    await insertImage(call, nodeUuid, collections, 'USBStick', configdrive, this.retry);
+  private async configdriveUrl(ctx: DriverContext, configdrive: string): Promise<string> {
+    if (IMAGE_URL.test(configdrive)) return configdrive;
+    if (!this.images) throw new InvalidParameterValue('This process has no HTTP root to publish the config drive in: only a conductor deploys.');
+    return this.images.publishConfigdrive(ctx.nodeUuid, decodeConfigdrive(configdrive), bmcBaseUrl(ctx.driverInfo));
   }
 }

@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { InvalidDriverInfo } from '../../common/errors.js';
+import { AGENT_BOOT_PROPERTIES } from '../agent-boot.js';
 
 export type RedfishAuthType = 'auto' | 'session' | 'basic';
 
@@ -43,6 +44,7 @@ export const REDFISH_PROPERTIES: Readonly<Record<string, string>> = {
   redfish_auth_type:
     'Redfish HTTP client authentication method: "basic", "session" or "auto". "auto" tries session authentication first and falls back to basic if the BMC does not support sessions. Defaults to [redfish] auth_type. Optional.',
   redfish_timeout: 'Seconds one driver call to the BMC may take, retries included. Defaults to [redfish] request_timeout. Optional.',
+  ...AGENT_BOOT_PROPERTIES,
 };
 
 const BOOLEAN_STRINGS: Readonly<Record<string, boolean>> = { true: true, yes: true, on: true, '1': true, false: false, no: false, off: false, '0': false };

@@ -6,9 +6,8 @@
  * config drive; a BMC that does not offer UefiHttp cannot be used.
  */
 import { InvalidParameterValue, UnsupportedHardwareFeature } from '../../common/errors.js';
-import { NO_AGENT_BOOT_DEFAULTS, agentIso, type AgentBootDefaults } from '../agent-boot.js';
 import type { BootInterface, DriverContext, InstanceBootRequest, RamdiskBootRequest } from '../interfaces.js';
-import { allowed, bootOf, syncBootMode } from './boot.js';
+import { allowed, bootOf, syncBootMode, type RedfishVirtualMediaBoot } from './boot.js';
 import { statusError, type RedfishCall, type RedfishClient } from './client.js';
 import { patchSystem } from './management.js';
 import { str, type Json } from './odata.js';
@@ -20,9 +19,10 @@ const HTTP_URL = /^https?:\/\//i;
 export class RedfishHttpsBoot implements BootInterface {
   readonly ramdiskBoot = true;
 
+  /** `isos`: where the agent's ISO comes from, the one virtual media would insert (built and published by the conductor, or given). */
   constructor(
     private readonly client: RedfishClient,
-    private readonly agentBoot: AgentBootDefaults = NO_AGENT_BOOT_DEFAULTS,
+    private readonly isos: Pick<RedfishVirtualMediaBoot, 'agentIsoUrl' | 'validateRamdisk' | 'withdrawIso'>,
   ) {}
 
   /** @throws InvalidDriverInfo */
@@ -30,14 +30,14 @@ export class RedfishHttpsBoot implements BootInterface {
     this.client.parse(driverInfo);
   }
 
-  /** The agent's ISO is found (driver_info deploy_iso, see agent-boot.ts). @throws MissingParameterValue | InvalidParameterValue */
+  /** The agent's image is found (driver_info deploy_iso, or a kernel and ramdisk: see agent-boot.ts). @throws MissingParameterValue | InvalidParameterValue */
   validateRamdisk(nodeUuid: string, driverInfo: Readonly<Record<string, unknown>>): void {
-    agentIso({ uuid: nodeUuid, driverInfo }, this.agentBoot);
+    this.isos.validateRamdisk(nodeUuid, driverInfo);
   }
 
-  /** Ironic's prepare_ramdisk: the boot mode synced, the agent's ISO booted once over HTTP. */
+  /** Ironic's prepare_ramdisk: the agent's ISO ready (prepare_deploy_iso), the boot mode synced, the ISO booted once over HTTP. */
   async prepareRamdisk(ctx: DriverContext, req: RamdiskBootRequest): Promise<void> {
-    const iso = agentIso({ uuid: ctx.nodeUuid, driverInfo: ctx.driverInfo }, this.agentBoot);
+    const iso = await this.isos.agentIsoUrl(ctx, req);
     await this.client.run(ctx, async (call) => {
       await syncBootMode(call, req.bootMode);
       await this.setHttpBoot(call, ctx.nodeUuid, iso, false);
@@ -67,7 +67,8 @@ export class RedfishHttpsBoot implements BootInterface {
 
   /**
    * Clears a UefiHttp override this interface set, so that the node no longer boots the ISO
-   * (what ejecting it is to virtual media). Any other override is left alone.
+   * (what ejecting it is to virtual media), and withdraws a published ISO. Any other override
+   * is left alone.
    */
   async cleanUpInstance(ctx: DriverContext): Promise<void> {
     await this.client.run(ctx, async (call) => {
@@ -80,6 +81,7 @@ export class RedfishHttpsBoot implements BootInterface {
       const r = await patchSystem(call, system, { Boot: patch });
       if (r.status < 200 || r.status >= 300) call.log.warn({ bmc: call.info.origin, err: statusError(r, 'PATCH').message }, 'Redfish HTTP boot override not cleared');
     });
+    await this.isos.withdrawIso(ctx);
   }
 
   /**

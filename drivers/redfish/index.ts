@@ -20,6 +20,7 @@ import { RedfishPower } from './power.js';
 import { RedfishVendor } from './vendor.js';
 import { RedfishRaid } from './raid.js';
 import { agentBootDefaults } from '../agent-boot.js';
+import type { BootImages } from '../image/boot-images.js';
 import { GENERIC_DEPLOY_INTERFACES } from '../deploy/index.js';
 
 export type { RedfishOptions } from './client.js';
@@ -45,7 +46,7 @@ export function redfishOptions(config: Readonly<Config>): RedfishOptions {
     authType: r.auth_type,
     timeoutMs: r.request_timeout * 1000,
     powerStateChangeTimeoutMs: r.power_state_change_timeout * 1000,
-    agentBoot: agentBootDefaults(config.conductor),
+    agentBoot: agentBootDefaults(config),
     firmware: { statusIntervalMs: r.firmware_update_status_interval * 1000, overallTimeoutMs: r.firmware_update_overall_timeout * 1000 },
   };
 }
@@ -66,13 +67,18 @@ export class RedfishDriver {
   readonly bios: RedfishBios;
   readonly raid: RedfishRaid;
   readonly firmware: RedfishFirmware;
+  /** The conductor's agent ISOs, for the boot interfaces built on this driver (iDRAC's). */
+  readonly images?: BootImages;
 
-  constructor(options: RedfishOptions, log: Logger, budget?: BmcBudget) {
+  /** `images`: the conductor's agent ISOs (absent in the API, which only validates). */
+  constructor(options: RedfishOptions, log: Logger, budget?: BmcBudget, images?: BootImages) {
     this.client = new RedfishClient(options, log.child({ driver: 'redfish' }), budget);
     this.power = new RedfishPower(this.client);
     this.management = new RedfishManagement(this.client);
-    this.boot = new RedfishVirtualMediaBoot(this.client, options.vmediaRetry, options.agentBoot);
-    this.httpsBoot = new RedfishHttpsBoot(this.client, options.agentBoot);
+    this.images = images;
+    this.boot = new RedfishVirtualMediaBoot(this.client, options.vmediaRetry, options.agentBoot, images);
+    // The ISO it boots over HTTP is the one virtual media would insert.
+    this.httpsBoot = new RedfishHttpsBoot(this.client, this.boot);
     this.inspect = new RedfishInspect(this.client);
     this.vendor = new RedfishVendor(this.client);
     this.bios = new RedfishBios(this.client);

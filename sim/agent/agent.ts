@@ -8,6 +8,8 @@
 import type { SoftRaidDevice } from './raid.js';
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { TLSSocket } from 'node:tls';
+import { gunzipSync } from 'node:zlib';
 import { request } from 'undici';
 import type { SimBmc, SystemState } from '../redfish/state.js';
 import { serveApi, type ApiAgent } from './api.js';
@@ -28,10 +30,21 @@ import type { AgentEnv, AgentFaults, AgentWitness, DiskState } from './types.js'
 const V_AGENT_VERSION: Version = [1, 36];
 const V_TOKEN: Version = [1, 62];
 const V_VERIFY_CA: Version = [1, 68];
-const V_INSPECTION: Version = [1, 84];
 const HEARTBEAT_JITTER: [number, number] = [0.3, 0.6];
+/** inspector.py's tenacity: five attempts, 5 s apart, on connection errors only. */
 const INSPECTION_ATTEMPTS = 5;
+const INSPECTION_RETRY_MS = 5000;
 const REQUEST_TIMEOUT_MS = 60_000;
+/** What python-requests sends with every request of IPA's. */
+const REQUESTS_HEADERS: Readonly<Record<string, string>> = { 'user-agent': 'python-requests/2.28.1', 'accept-encoding': 'gzip, deflate' };
+/** ironic_api_client's `_request` headers: its GETs name a JSON body too. */
+const API_CLIENT_HEADERS: Readonly<Record<string, string>> = { ...REQUESTS_HEADERS, 'content-type': 'application/json', accept: 'application/json' };
+/**
+ * IPA 9.4's inspection post (`requests.post(url, data=<str>)`): no Content-Type, no version
+ * header (Ironic then answers as ironic-inspector did, with the node's UUID). Later IPAs add
+ * Content-Type and Accept.
+ */
+const INSPECTION_HEADERS: Readonly<Record<string, string>> = { ...REQUESTS_HEADERS, accept: '*/*' };
 /** Calls kept per host in the witness (AgentWitness.calls). */
 const CALL_LIMIT = 256;
 
@@ -57,13 +70,18 @@ export class AgentHost implements ApiAgent {
   private calls: Array<[string, number, number]> = [];
   private lastToken: string | null = null;
   private lastNodeUuid: string | null = null;
+  /** Whether the current (or last) agent serves TLS: it met API 1.68 and made its certificate. */
+  private tls: boolean;
   lockedDown = false;
   disk: DiskState | null = null;
   softwareRaid: SoftRaidDevice[] | null = null;
+  configdriveImage: Buffer | null = null;
   private instanceRunning = false;
   hwVersion = HARDWARE_MANAGER_VERSION;
   faults: AgentFaults = {};
   private readonly extensions: Record<string, Extension>;
+  /** The API this run of the agent calls (its ISO's ipa-api-url, or the fleet's). */
+  private apiUrl: string;
 
   constructor(
     readonly env: AgentEnv,
@@ -74,6 +92,7 @@ export class AgentHost implements ApiAgent {
     readonly facts: HostFacts,
     private readonly isAgentIso: (url: string) => boolean,
   ) {
+    this.apiUrl = env.apiUrl;
     this.extensions = {
       clean: cleanExtension(this),
       service: serviceExtension(this),
@@ -84,31 +103,50 @@ export class AgentHost implements ApiAgent {
       system: systemExtension(),
       poll: pollExtension(this),
     };
+    this.tls = env.certificate !== null;
   }
 
+  /** IPA's `_get_agent_url`: https once it runs automatic TLS. */
   get callbackUrl(): string {
-    return `${this.env.baseUrl}/${this.id}`;
+    return `${this.tls ? this.env.tlsUrl : this.env.plainUrl}/${this.id}`;
   }
 
   get running(): boolean {
     return this.life !== null;
   }
 
-  /** The host finished booting: the agent ISO starts an agent, the disk starts the instance. */
+  /**
+   * The host finished booting: the agent ISO starts an agent, the disk starts the instance. An
+   * ISO the pattern does not name is read: its kernel command line says whether it boots an
+   * agent, and which API that agent calls.
+   */
   booted(system: SystemState): void {
     this.stopped();
     const r = system.running;
     if (!r || r.phase !== 'up') return;
-    if (r.image && r.device !== 'Hdd' && this.isAgentIso(r.image)) {
-      if (this.faults.noBoot) return;
-      const [lo, hi] = this.faults.bootSeconds ? [this.faults.bootSeconds[0] * 1000, this.faults.bootSeconds[1] * 1000] : this.env.bootMs;
-      this.bootTimer = timer(() => {
-        this.bootTimer = undefined;
-        this.start();
-      }, uniform(lo, hi));
+    if (r.image && r.device !== 'Hdd') {
+      if (this.isAgentIso(r.image)) {
+        this.startAfterBoot(null);
+        return;
+      }
+      void this.env.isoReader.read(r.image).then((params) => {
+        // Still the same boot: the host was not stopped or booted again meanwhile.
+        if (params && system.running === r && r.phase === 'up' && !this.life && !this.bootTimer) this.startAfterBoot(params.apiUrl);
+      });
     } else if (r.device === 'Hdd' && this.disk) {
       this.instanceRunning = true;
     }
+  }
+
+  /** The agent starts after the ramdisk's boot time; `apiUrl` is the one its command line gave, if any. */
+  private startAfterBoot(apiUrl: string | null): void {
+    if (this.faults.noBoot) return;
+    const [lo, hi] = this.faults.bootSeconds ? [this.faults.bootSeconds[0] * 1000, this.faults.bootSeconds[1] * 1000] : this.env.bootMs;
+    this.bootTimer = timer(() => {
+      this.bootTimer = undefined;
+      this.apiUrl = apiUrl ?? this.env.apiUrl;
+      this.start();
+    }, uniform(lo, hi));
   }
 
   /** The host powered off, restarted or lost power: whatever ran on it is gone. */
@@ -157,21 +195,22 @@ export class AgentHost implements ApiAgent {
 
   // ---- talking to Galvanic ----
 
-  private async call(life: Life, method: 'GET' | 'POST', path: string, version: Version | null, body?: unknown): Promise<{ status: number; json: unknown }> {
+  /** One request to the API, with `headers` as IPA sends them; a gzipped answer is read as requests reads it. */
+  private async call(life: Life, method: 'GET' | 'POST', path: string, version: Version | null, body?: unknown, headers: Readonly<Record<string, string>> = API_CLIENT_HEADERS): Promise<{ status: number; json: unknown }> {
     const from = Date.now();
-    const headers: Record<string, string> = { accept: 'application/json' };
-    if (version) headers['x-openstack-ironic-api-version'] = vstr(version);
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    const res = await request(`${this.env.apiUrl}${path}`, {
+    const sent: Record<string, string> = { ...headers };
+    if (version) sent['x-openstack-ironic-api-version'] = vstr(version);
+    const res = await request(`${this.apiUrl}${path}`, {
       method,
-      headers,
+      headers: sent,
       body: body === undefined ? undefined : JSON.stringify(body),
       dispatcher: this.env.dispatcher,
       signal: life.signal,
       headersTimeout: REQUEST_TIMEOUT_MS,
       bodyTimeout: REQUEST_TIMEOUT_MS,
     });
-    const text = await res.body.text();
+    const raw = Buffer.from(await res.body.arrayBuffer());
+    const text = (res.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw).toString('utf8');
     this.record(`api ${method} ${path.replace(/\?.*$/, '').replace(/[0-9a-f]{8}-[0-9a-f-]{27}/, '{node}')} ${res.statusCode}`, from);
     let json: unknown = null;
     try {
@@ -185,6 +224,8 @@ export class AgentHost implements ApiAgent {
   private async run(life: Life): Promise<void> {
     life.version = await this.discoverVersion(life);
     if (life.dead) return;
+    // `_start_auto_tls`: a certificate only for an API that takes agent_verify_ca.
+    this.tls = life.tls = this.env.certificate !== null && cmp(life.version, V_VERIFY_CA) >= 0;
     await this.inspect(life);
     if (life.dead) return;
     await this.lookup(life);
@@ -212,6 +253,11 @@ export class AgentHost implements ApiAgent {
     return uniform(cap / 2, cap);
   }
 
+  /**
+   * `inspector.inspect` of IPA 9.4: one post, retried only when it reaches no server; any
+   * answer of 400 or more ends inspection (IPA logs it and goes on to the lookup), and a
+   * success hands the node's UUID to the lookup.
+   */
   private async inspect(life: Life): Promise<void> {
     const data = {
       inventory: this.facts.inventory,
@@ -221,27 +267,24 @@ export class AgentHost implements ApiAgent {
       logs: systemLogs([`ironic-python-agent ${AGENT_VERSION} collecting inventory`]),
       error: null,
     };
-    for (let attempt = 0; attempt < INSPECTION_ATTEMPTS && !life.dead; attempt++) {
+    for (let attempt = 1; !life.dead; attempt++) {
       let status: number | 'error';
       let json: unknown = null;
       try {
-        ({ status, json } = await this.call(life, 'POST', '/v1/continue_inspection', minV(life.version, V_INSPECTION), data));
+        ({ status, json } = await this.call(life, 'POST', '/v1/continue_inspection', null, data, INSPECTION_HEADERS));
       } catch {
         status = 'error';
       }
       if (life.dead) return;
       this.inspections++;
       bump(this.inspectionStatuses, status);
-      if (status === 'error' || status >= 500 || status === 409) {
-        await sleep(life, this.backoff(attempt + 3));
+      if (status === 'error') {
+        if (attempt >= INSPECTION_ATTEMPTS) return;
+        await sleep(life, INSPECTION_RETRY_MS);
         continue;
       }
-      // A 4xx means "not inspecting": IPA logs it and goes on with the lookup.
-      if (status < 400) {
-        const body = json as { uuid?: unknown; node?: { uuid?: unknown }; config?: Record<string, unknown> } | null;
-        if (body?.node && typeof body.node.uuid === 'string' && body.config) this.processLookup(life, body as { node: { uuid: string }; config: Record<string, unknown> });
-        else if (typeof body?.uuid === 'string') life.nodeUuid = body.uuid;
-      }
+      const uuid = (json as { uuid?: unknown } | null)?.uuid;
+      if (status < 400 && typeof uuid === 'string') life.nodeUuid = uuid;
       return;
     }
   }
@@ -311,6 +354,7 @@ export class AgentHost implements ApiAgent {
     const body: Record<string, unknown> = { callback_url: this.callbackUrl };
     if (cmp(life.version, V_TOKEN) >= 0) body.agent_token = this.faults.wrongToken ? `wrong-${life.token ?? randomBytes(16).toString('hex')}` : life.token;
     if (cmp(life.version, V_AGENT_VERSION) >= 0) body.agent_version = this.faults.agentVersion ?? AGENT_VERSION;
+    if (life.tls) body.agent_verify_ca = this.env.certificate;
     life.heartbeatInFlight = true;
     let status: number | 'error';
     try {
@@ -323,26 +367,29 @@ export class AgentHost implements ApiAgent {
     this.heartbeats++;
     bump(this.heartbeatStatuses, status);
     life.previousHeartbeat = Date.now();
-    if (status === 404) {
-      // The node is gone or no longer waits for an agent: stop heartbeating.
-      life.heartbeating = false;
-      return;
-    }
+    // IPA never stops: a 404 (node gone) is retried like any other error, until the host stops.
     const forced = life.forcePending;
     life.forcePending = false;
     if (status === 202) {
       const [lo, hi] = HEARTBEAT_JITTER;
       this.scheduleHeartbeat(life, forced ? this.env.heartbeatMinGapMs : life.heartbeatTimeoutS * 1000 * uniform(lo, hi));
     } else {
-      // IPA retries a failed heartbeat in 5-10 s (409 "node locked" included).
+      // IPA retries a failed heartbeat in 5-10 s (409 "node locked" and 404 included).
       this.scheduleHeartbeat(life, this.env.heartbeatMinGapMs * uniform(1, 2));
     }
   }
 
   // ---- the command API ----
 
-  /** Serves `/<id>/...` while the agent runs; `sub` is the path after the prefix. */
+  /**
+   * Serves `/<id>/...` while the agent runs; `sub` is the path after the prefix. An agent on TLS
+   * takes no plain HTTP, and one on plain HTTP no TLS: the connection fails as it would at IPA.
+   */
   handle(req: IncomingMessage, res: ServerResponse, sub: string, query: URLSearchParams, body: string): Promise<void> {
+    if (this.life && Boolean((req.socket as TLSSocket).encrypted) !== this.life.tls) {
+      req.socket.destroy();
+      return Promise.resolve();
+    }
     return serveApi(this, req, res, sub, query, body);
   }
 
@@ -358,6 +405,7 @@ export class AgentHost implements ApiAgent {
       bootedAt: this.bootedAt,
       boots: this.boots,
       callbackUrl: this.callbackUrl,
+      verifyCa: this.tls ? this.env.certificate : null,
       nodeUuid: life?.nodeUuid ?? this.lastNodeUuid,
       lookups: this.lookups,
       lookupStatuses: { ...this.lookupStatuses },

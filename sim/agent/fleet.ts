@@ -1,10 +1,19 @@
 /**
- * The agents of one Redfish simulator fleet: one HTTP server for all of them (each under the
- * path prefix of its system's UUID, as Metal3's fake IPA does), one undici dispatcher for their
+ * The agents of one Redfish simulator fleet: one server for all of them (each under the path
+ * prefix of its system's UUID, as Metal3's fake IPA does), one undici dispatcher for their
  * calls to Galvanic, and the hooks by which the simulated BMCs start and kill them.
+ *
+ * IPA >= 7 serves its API over TLS with a self-signed certificate for its own IP address once
+ * Ironic speaks API 1.68 (automatic TLS), and over plain HTTP before. The agents here share an
+ * address, so they share one such certificate, made once when the fleet starts (a fleet of a
+ * thousand agents makes one, not a thousand); the server takes both protocols on its one port
+ * and each agent answers only on the one it advertised.
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import https from 'node:https';
+import net, { type AddressInfo } from 'node:net';
+import os from 'node:os';
+import { randomBytes } from 'node:crypto';
 import { Agent } from 'undici';
 import { readBody } from '../redfish/handler.js';
 import type { SimModel } from '../redfish/model.js';
@@ -12,9 +21,71 @@ import type { SimBmc, SystemHooks, SystemState } from '../redfish/state.js';
 import { AgentHost } from './agent.js';
 import { faultBody } from './ipa.js';
 import { hostFacts } from './inventory.js';
+import { generateAgentCertificate } from './tls.js';
 import { DEFAULT_ISO_PATTERN, type AgentEnv, type AgentSimOptions } from './types.js';
+import { IsoCmdlineReader } from './iso-cmdline.js';
 
 const BODY_LIMIT = 16 << 20;
+/** The first byte of a TLS handshake record. */
+const TLS_HANDSHAKE = 0x16;
+
+/** The fleet's listener: each connection goes to the HTTPS or the HTTP server by its first byte. */
+class DualServer {
+  readonly plain = http.createServer();
+  readonly secure?: https.Server;
+  private readonly listener: net.Server;
+  /** Connections that have not sent a byte yet, which neither server knows of. */
+  private readonly pending = new Set<net.Socket>();
+  /** Every accepted connection: one handed to TLS mid-handshake is known to neither server's list. */
+  private readonly accepted = new Set<net.Socket>();
+
+  constructor(tls: { key: string; cert: string } | undefined, onRequest: (req: IncomingMessage, res: ServerResponse) => void) {
+    if (tls) this.secure = https.createServer({ key: tls.key, cert: tls.cert });
+    for (const server of [this.plain, this.secure]) {
+      if (!server) continue;
+      server.keepAliveTimeout = 65_000;
+      server.on('request', onRequest);
+    }
+    this.listener = net.createServer((socket) => {
+      this.pending.add(socket);
+      this.accepted.add(socket);
+      socket.once('close', () => {
+        this.pending.delete(socket);
+        this.accepted.delete(socket);
+      });
+      socket.once('data', (first: Buffer) => {
+        this.pending.delete(socket);
+        socket.pause();
+        socket.unshift(first);
+        if (first[0] === TLS_HANDSHAKE && this.secure) {
+          // The TLS socket reads what was put back; a resumed socket would take it first.
+          this.secure.emit('connection', socket);
+        } else {
+          this.plain.emit('connection', socket);
+          socket.resume();
+        }
+      });
+    });
+  }
+
+  listen(port: number, host: string): Promise<number> {
+    return new Promise<number>((resolve, reject) => {
+      this.listener.once('error', reject);
+      // A conductor may call a thousand agents at once: a deep accept queue instead of resets.
+      this.listener.listen({ port, host, backlog: 4096 }, () => resolve((this.listener.address() as AddressInfo).port));
+    });
+  }
+
+  close(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (!this.listener.listening) return resolve();
+      this.listener.close(() => resolve());
+      this.plain.closeAllConnections();
+      this.secure?.closeAllConnections();
+      for (const socket of this.accepted) socket.destroy();
+    });
+  }
+}
 
 export class AgentFleet implements SystemHooks {
   private readonly hosts = new Map<string, AgentHost>();
@@ -22,7 +93,7 @@ export class AgentFleet implements SystemHooks {
   private readonly isAgentIso: (url: string) => boolean;
 
   private constructor(
-    private readonly server: http.Server,
+    private readonly server: DualServer,
     private readonly env: AgentEnv,
     private readonly model: SimModel,
     private readonly bmcAddress: string,
@@ -37,17 +108,22 @@ export class AgentFleet implements SystemHooks {
   /** Starts the agents' shared server; `power` resets a system at its BMC (for power_off, reboot and faults). */
   static async start(opts: AgentSimOptions, model: SimModel, bmcAddress: string, power: AgentEnv['power']): Promise<AgentFleet> {
     const host = opts.host ?? '127.0.0.1';
-    const server = http.createServer();
-    server.keepAliveTimeout = 65_000;
-    const port = await new Promise<number>((resolve, reject) => {
-      server.once('error', reject);
-      // A conductor may call a thousand agents at once: a deep accept queue instead of resets.
-      server.listen({ port: opts.port ?? 0, host, backlog: 4096 }, () => resolve((server.address() as AddressInfo).port));
+    const tls = opts.autoTls === false ? undefined : await generateAgentCertificate(host, fleetHostName());
+    // The server exists before the fleet it serves: requests find the fleet once it is made.
+    const made: { fleet?: AgentFleet } = {};
+    const server = new DualServer(tls, (req, res) => {
+      made.fleet?.serve(req, res).catch((err: unknown) => {
+        if (!res.headersSent && !res.destroyed) res.writeHead(500, { 'content-type': 'application/json' }).end(faultBody(500, String(err)));
+      });
     });
+    const port = await server.listen(opts.port ?? 0, host);
     const boot = opts.bootSeconds ?? [1, 2];
+    const authority = `${host.includes(':') ? `[${host}]` : host}:${port}`;
     const env: AgentEnv = {
       apiUrl: opts.apiUrl.replace(/\/+$/, ''),
-      baseUrl: `http://${host}:${port}`,
+      plainUrl: `http://${authority}`,
+      tlsUrl: `https://${authority}`,
+      certificate: tls?.cert ?? null,
       // No cap on connections: each real agent has its own, and an agent makes one call at a
       // time, so a shared cap would only queue agents behind each other's calls.
       dispatcher: new Agent({ connections: null, keepAliveTimeout: 30_000, connect: { timeout: 10_000 } }),
@@ -55,20 +131,25 @@ export class AgentFleet implements SystemHooks {
       writeBytesPerMs: ((opts.writeMBps ?? 200) * 1e6) / 1000,
       heartbeatMinGapMs: opts.heartbeatMinGapMs ?? 5000,
       lookupRetryMs: opts.lookupRetryMs ?? 2000,
+      isoReader: new IsoCmdlineReader(),
+      coreosInstaller: opts.coreosInstaller ?? false,
       power,
     };
-    const fleet = new AgentFleet(server, env, model, bmcAddress, opts.isoPattern ?? DEFAULT_ISO_PATTERN);
-    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-      fleet.serve(req, res).catch((err: unknown) => {
-        if (!res.headersSent && !res.destroyed) res.writeHead(500, { 'content-type': 'application/json' }).end(faultBody(500, String(err)));
-      });
-    });
-    return fleet;
+    made.fleet = new AgentFleet(server, env, model, bmcAddress, opts.isoPattern ?? DEFAULT_ISO_PATTERN);
+    return made.fleet;
   }
 
-  /** `http://host:port` of the agents' server; an agent's callback_url is `<url>/<system uuid>`. */
+  /**
+   * `https://host:port` of the agents' shared server (`http://` without automatic TLS); an
+   * agent's callback_url is `<url>/<system uuid>`, with http:// when it found an API older than 1.68.
+   */
   get url(): string {
-    return this.env.baseUrl;
+    return this.env.certificate ? this.env.tlsUrl : this.env.plainUrl;
+  }
+
+  /** The certificate (PEM) the agents serve and send as agent_verify_ca; null without automatic TLS. */
+  get certificate(): string | null {
+    return this.env.certificate;
   }
 
   /** The agent of `bmc`'s system `sysPath`, made on first use. */
@@ -120,11 +201,15 @@ export class AgentFleet implements SystemHooks {
 
   async stop(): Promise<void> {
     for (const h of this.hosts.values()) h.shutdown();
-    await new Promise<void>((resolve) => {
-      if (!this.server.listening) return resolve();
-      this.server.close(() => resolve());
-      this.server.closeAllConnections();
-    });
+    await this.server.close();
     await this.env.dispatcher.destroy().catch(() => undefined);
   }
+}
+
+/**
+ * The CN of a fleet's certificate: each real ramdisk has its own host name, and two fleets'
+ * certificates with one subject would be mistaken for each other by a client trusting both.
+ */
+function fleetHostName(): string {
+  return `${os.hostname()}-${randomBytes(3).toString('hex')}`;
 }

@@ -2,8 +2,9 @@
  * IPA's `hardware.py`, for the GenericHardwareManager alone: its version, its steps, and the
  * steps' dispatch (`dispatch_to_managers`), with the faults a host's agent may be given.
  */
+import { COREOS_DEPLOY_STEPS, COREOS_MANAGER, COREOS_MANAGER_VERSION, installCoreos } from './coreos.js';
 import type { ExtensionAgent } from './extensions/base.js';
-import { downloadImage, partitionsOf, validateImageInfo } from './image.js';
+import { diskAfter, validateImageInfo, writeImage } from './image.js';
 import {
   CLEAN_STEPS,
   DEPLOY_STEPS,
@@ -29,14 +30,16 @@ export const DEFAULT_STEP_MS = 50;
 
 /** `get_current_versions`: the hardware managers and their versions. */
 export function hardwareVersions(agent: ExtensionAgent): Record<string, string> {
-  return { [HARDWARE_MANAGER]: agent.hwVersion };
+  return { [HARDWARE_MANAGER]: agent.hwVersion, ...(agent.env.coreosInstaller ? { [COREOS_MANAGER]: COREOS_MANAGER_VERSION } : {}) };
 }
 
 /** `get_clean_steps` / `get_deploy_steps` of every manager, with the agent's versions. */
 export function listSteps(agent: ExtensionAgent, kind: 'clean' | 'deploy' | 'service'): unknown {
+  const coreos = kind === 'deploy' && agent.env.coreosInstaller ? { [COREOS_MANAGER]: COREOS_DEPLOY_STEPS.map((s) => ({ ...s })) } : {};
   return {
     [`${kind}_steps`]: {
       [HARDWARE_MANAGER]: STEPS[kind].map((s) => (kind === 'clean' && s.step === agent.faults.unabortableStep ? { ...s, abortable: false } : { ...s })),
+      ...coreos,
     },
     hardware_manager_version: hardwareVersions(agent),
   };
@@ -53,6 +56,18 @@ function raidHost(agent: ExtensionAgent): RaidHost {
   };
 }
 
+/** A JSON value with its object keys sorted: IPA compares the versions as dicts, in any order. */
+function canonical(v: unknown): string {
+  if (v === null || typeof v !== 'object') return JSON.stringify(v);
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}`;
+}
+
+function isKnownStep(agent: ExtensionAgent, name: string): boolean {
+  if ([CLEAN_STEPS, DEPLOY_STEPS, SERVICE_STEPS].some((list) => list.some((s) => s.step === name))) return true;
+  return agent.env.coreosInstaller && COREOS_DEPLOY_STEPS.some((s) => s.step === name);
+}
+
 /** `execute_clean_step` / `execute_deploy_step`, with the step faults. */
 export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy' | 'service', params: Record<string, unknown>, life: Life): Promise<unknown> {
   const given = params[`${kind}_version`];
@@ -62,12 +77,12 @@ export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy
       agent.hwVersion = `${agent.hwVersion}.1`;
       agent.faults = { ...agent.faults, versionMismatch: false };
     }
-    if (JSON.stringify(given) !== JSON.stringify(hardwareVersions(agent))) throw versionMismatch(hardwareVersions(agent), given);
+    if (canonical(given) !== canonical(hardwareVersions(agent))) throw versionMismatch(hardwareVersions(agent), given);
   }
   const step = params.step as Record<string, unknown> | null;
   if (!step || typeof step !== 'object' || !('step' in step)) throw executionError(`Malformed ${kind}_step, no "step" key: ${pyRepr(step)}`);
   const name = String(step.step);
-  if (!CLEAN_STEPS.some((s) => s.step === name) && !DEPLOY_STEPS.some((s) => s.step === name) && !SERVICE_STEPS.some((s) => s.step === name)) throw methodNotFound(name);
+  if (!isKnownStep(agent, name)) throw methodNotFound(name);
   const args: Record<string, unknown> = { ...params, ...((step.args as Record<string, unknown> | undefined) ?? {}) };
   const fail = { clean: cleaningError, deploy: deploymentError, service: servicingError }[kind];
   const f = agent.faults;
@@ -79,16 +94,21 @@ export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy
   const started = Date.now();
   if (name === 'write_image') {
     const info = validateImageInfo(args.image_info);
-    const written = await downloadImage(info, agent.env.dispatcher, life.signal);
+    const w = await writeImage(info, args.configdrive, agent.env.dispatcher, life.signal);
     if (life.dead) return null;
     // The write takes its time: at least the size over the write rate.
-    busyMs = Math.max(0, written.bytes / agent.env.writeBytesPerMs - (Date.now() - started));
-    const parts = partitionsOf(info);
+    busyMs = Math.max(0, w.written.bytes / agent.env.writeBytesPerMs - (Date.now() - started));
     work = () => {
-      agent.disk = { imageUrl: written.url, bytes: written.bytes, sha256: written.sha256, writtenAt: Date.now(), imageType: parts.imageType, bootloader: null };
-      life.partitionUuids = parts.uuids;
+      agent.disk = diskAfter(w);
+      agent.configdriveImage = w.configdrive?.image ?? null;
+      life.partitionUuids = w.parts.uuids;
     };
-    result = { result: `prepare_image: image (${info.id}) written to device /dev/sda root_uuid=${parts.uuids['root uuid']}` };
+    result = { result: `prepare_image: image (${info.id}) written to device /dev/sda root_uuid=${w.parts.uuids['root uuid']}` };
+  } else if (name === 'install_coreos') {
+    const installed = installCoreos(args.node);
+    work = () => {
+      agent.disk = installed;
+    };
   } else if (name === 'create_configuration' || name === 'delete_configuration' || name === 'apply_configuration') {
     // Built before the step's time passes, so that a refusal fails it at once, as IPA's checks do.
     const host = raidHost(agent);
@@ -105,6 +125,7 @@ export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy
   } else if (name.startsWith('erase_devices')) {
     work = () => {
       agent.disk = null;
+      agent.configdriveImage = null;
     };
     result = name === 'erase_devices' ? Object.fromEntries(((agent.facts.inventory.disks as Array<{ name: string }>) ?? []).map((d) => [d.name, null])) : null;
   }

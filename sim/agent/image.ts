@@ -7,6 +7,8 @@
 import { createHash, getHashes, randomBytes, randomUUID, type Hash } from 'node:crypto';
 import { request, type Dispatcher } from 'undici';
 import { checksumError, downloadError, downloadFatalError, invalidParams, restError, type IpaError } from './ipa.js';
+import { configdriveRecord, takeConfigdrive, type TakenConfigdrive } from './configdrive.js';
+import type { DiskState } from './types.js';
 
 export interface ImageInfo {
   id: string;
@@ -186,4 +188,35 @@ export function partitionsOf(info: Record<string, unknown>): { imageType: 'whole
   const uuids: Record<string, string> = { 'root uuid': randomUUID() };
   if (info.deploy_boot_mode === 'uefi') uuids['efi system partition uuid'] = randomUUID();
   return { imageType: 'partition', uuids };
+}
+
+/** What prepare_image leaves: the image written, its partitions, and the config drive beside it. */
+export interface ImageWrite {
+  written: Written;
+  parts: ReturnType<typeof partitionsOf>;
+  configdrive: TakenConfigdrive | null;
+}
+
+/**
+ * prepare_image's work: a partition image's config drive is taken first (work_on_disk makes
+ * its partition with the others), a whole-disk image's after the image is written
+ * (create_config_drive_partition). `configdrive` is the command's, else image_info's (IPA's
+ * backward compatibility). @throws IpaError
+ */
+export async function writeImage(info: ImageInfo, configdrive: unknown, dispatcher: Dispatcher, signal: AbortSignal): Promise<ImageWrite> {
+  const given = configdrive ?? info.configdrive;
+  const nodeUuid = typeof info.node_uuid === 'string' ? info.node_uuid : 'local';
+  const parts = partitionsOf(info);
+  let taken = parts.imageType === 'partition' ? await takeConfigdrive(given, nodeUuid, dispatcher, signal) : null;
+  const written = await downloadImage(info, dispatcher, signal);
+  if (parts.imageType === 'whole-disk') taken = await takeConfigdrive(given, nodeUuid, dispatcher, signal);
+  return { written, parts, configdrive: taken };
+}
+
+/** The disk as a write leaves it. */
+export function diskAfter(w: ImageWrite): DiskState {
+  return {
+    imageUrl: w.written.url, bytes: w.written.bytes, sha256: w.written.sha256, writtenAt: Date.now(), imageType: w.parts.imageType, bootloader: null,
+    configdrive: w.configdrive ? configdriveRecord(w.configdrive) : null,
+  };
 }

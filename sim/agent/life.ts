@@ -46,6 +46,8 @@ export class Life {
   token: string | null = null;
   nodeUuid: string | null = null;
   heartbeatTimeoutS = 300;
+  /** It serves TLS with the fleet's certificate and sends it as agent_verify_ca (API >= 1.68). */
+  tls = false;
   heartbeatTimer?: NodeJS.Timeout;
   heartbeatAt = 0;
   previousHeartbeat = 0;

@@ -4,12 +4,17 @@
 import type { SoftRaidDevice } from './raid.js';
 import type { Dispatcher } from 'undici';
 import type { SimBmc } from '../redfish/state.js';
+import type { IsoCmdlineReader } from './iso-cmdline.js';
 
 /** How the agents of a Redfish simulator fleet behave (`startRedfishSim({agent})`). */
 export interface AgentSimOptions {
   /** Galvanic's API, as IPA's `ipa-api-url` kernel argument: `http://127.0.0.1:6385`. */
   apiUrl: string;
-  /** A booted virtual-media image whose URL matches this is an agent ISO. */
+  /**
+   * A booted virtual-media image whose URL matches this is an agent ISO, which calls `apiUrl`.
+   * Any other http(s) image is read as a BMC reads it (byte ranges): an ISO whose boot loader
+   * passes `ipa-api-url` (or `ipa-inspection-callback-url`) is an agent ISO that calls that URL.
+   */
   isoPattern?: RegExp;
   /** An agent comes up this long (s, uniform in [min, max]) after its host booted the ISO (default [1, 2]). */
   bootSeconds?: [number, number];
@@ -19,21 +24,37 @@ export interface AgentSimOptions {
   heartbeatMinGapMs?: number;
   /** The longest wait between lookup retries (ms, default 2000); waits grow exponentially with jitter up to it. */
   lookupRetryMs?: number;
-  /** Address and port of the agents' shared HTTP server (default 127.0.0.1, a free port). */
+  /**
+   * The ramdisk also carries OpenShift's CoreOSInstallHardwareManager (ironic-agent-image), whose
+   * `install_coreos` deploy step Metal3's custom deploy runs (default false).
+   */
+  coreosInstaller?: boolean;
+  /** Address and port of the agents' shared server (default 127.0.0.1, a free port). */
   host?: string;
   port?: number;
+  /**
+   * IPA's `enable_auto_tls` (default true, as IPA >= 7): against an API of 1.68 or later the
+   * agents serve HTTPS with a self-signed certificate for `host` and send it as agent_verify_ca.
+   */
+  autoTls?: boolean;
 }
 
 /** What every agent of a fleet shares: its options, resolved. */
 export interface AgentEnv {
   apiUrl: string;
-  /** `http://host:port` of the agents' shared server. */
-  baseUrl: string;
+  /** `http://host:port` and `https://host:port` of the agents' shared server. */
+  plainUrl: string;
+  tlsUrl: string;
+  /** The PEM certificate of automatic TLS, or null when it is off. */
+  certificate: string | null;
   dispatcher: Dispatcher;
   bootMs: [number, number];
   writeBytesPerMs: number;
   heartbeatMinGapMs: number;
   lookupRetryMs: number;
+  /** Reads the kernel command line of the ISOs the hosts boot. */
+  isoReader: IsoCmdlineReader;
+  coreosInstaller: boolean;
   /** Asks the host's BMC for a reset (ForceOff, ForceRestart), as the OS of the host would cause. */
   power(bmc: SimBmc, sysPath: string, type: 'ForceOff' | 'ForceRestart'): void;
 }
@@ -126,6 +147,13 @@ export interface DiskState {
   imageType: 'whole-disk' | 'partition';
   /** What image.install_bootloader installed, or null. */
   bootloader: { rootUuid: string; efiSystemPartUuid: string | null; targetBootMode: string } | null;
+  /**
+   * The config drive written with the image: handed inline (gzip + base64) or as a URL, and the
+   * size and SHA-256 of its image, which `GET /_sim/agent/configdrive` serves; null for none.
+   */
+  configdrive: { source: 'inline' | 'url'; url?: string; bytes: number; sha256: string } | null;
+  /** What install_coreos was given as the Ignition config (the config drive's user_data); absent for other writes. */
+  ignition?: string | null;
 }
 
 /** `GET /_sim/agent` on a BMC's port. */
@@ -135,8 +163,10 @@ export interface AgentWitness {
   bootedAt: number | null;
   /** Agents started on this host so far. */
   boots: number;
-  /** `http://<host>:<port>/<id>`: the agent's callback_url (also when it is not running). */
+  /** `https://<host>:<port>/<id>` (http:// without automatic TLS): the agent's callback_url (also when it is not running). */
   callbackUrl: string;
+  /** The certificate (PEM) the agent serves and sends as agent_verify_ca; null when it runs plain HTTP. */
+  verifyCa: string | null;
   /** The node UUID the last lookup gave, else null. */
   nodeUuid: string | null;
   lookups: number;

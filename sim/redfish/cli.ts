@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { parseQuirks, QUIRK_NAMES } from './quirks.js';
 import { DEFAULT_ISO_PATTERN, type AgentSimOptions } from '../agent/types.js';
 import { startRedfishSim, type RedfishSimOptions } from './server.js';
+import type { QemuOptions } from '../qemu/hosts.js';
 
 export const SIM_REDFISH_USAGE = `Usage: galvanic sim redfish --count N --base-port P [options]
 
@@ -41,10 +42,21 @@ ironic-python-agent simulation (docs/agent-simulator.md), off unless --agent-api
   --agent-write-mbps N    write_image writes at most N MB/s (10^6 bytes; default 200)
   --agent-heartbeat-min-gap-ms N  a forced heartbeat comes at least N ms after the previous (default 5000)
   --agent-lookup-retry-ms N  longest wait between lookup retries (default 2000)
-  --agent-port P          port of the agents' shared HTTP server (default: a free port)
+  --agent-port P          port of the agents' shared server (default: a free port)
+  --agent-no-auto-tls     the agents serve plain HTTP (IPA's enable_auto_tls = False); by default they
+                          serve HTTPS with a self-signed certificate against an API of 1.68 or later
+  --agent-coreos-installer  the ramdisk also offers OpenShift's install_coreos deploy step
+
+QEMU-backed hosts (docs/vm-lab.md), off unless --qemu is given: each BMC's system is a QEMU VM
+  --qemu                  power, boot override and virtual media act on a QEMU virtual machine
+  --qemu-accel A          tcg (default) or kvm
+  --qemu-memory MIB       guest memory (default 256)
+  --qemu-dir DIR          where the machines live (default: a new temporary directory, removed at exit)
+  --qemu-agent-port       forward a free 127.0.0.1 port to each guest's 9999 (shown in /_sim/vm)
 
 Control API per BMC: /_sim/stats, /_sim/reset, /_sim/expire-sessions, /_sim/faults, /_sim/state,
-/_sim/events, /_sim/totals, /_sim/chains (docs/operations.md), /_sim/agent, /_sim/agent/faults.`;
+/_sim/events, /_sim/totals, /_sim/chains (docs/operations.md), /_sim/agent, /_sim/agent/faults,
+/_sim/agent/configdrive, /_sim/vm, /_sim/vm/console.`;
 
 function fraction(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -94,6 +106,13 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
       'agent-heartbeat-min-gap-ms': { type: 'string' },
       'agent-lookup-retry-ms': { type: 'string' },
       'agent-port': { type: 'string' },
+      'agent-no-auto-tls': { type: 'boolean' },
+      'agent-coreos-installer': { type: 'boolean' },
+      qemu: { type: 'boolean' },
+      'qemu-accel': { type: 'string' },
+      'qemu-memory': { type: 'string' },
+      'qemu-dir': { type: 'string' },
+      'qemu-agent-port': { type: 'boolean' },
     },
     allowPositionals: false,
   });
@@ -162,6 +181,24 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
     username: values.username,
     password: values.password,
     agent: agentOptions(values),
+    qemu: qemuOptions(values),
+  };
+}
+
+function qemuOptions(values: Record<string, string | boolean | undefined>): QemuOptions | undefined {
+  const others = ['qemu-accel', 'qemu-memory', 'qemu-dir', 'qemu-agent-port'].filter((k) => values[k] !== undefined);
+  if (!values.qemu) {
+    if (others.length) throw new Error(`--${others[0]} needs --qemu`);
+    return undefined;
+  }
+  const accel = values['qemu-accel'];
+  if (accel !== undefined && accel !== 'tcg' && accel !== 'kvm') throw new Error(`--qemu-accel must be tcg or kvm, got "${String(accel)}"`);
+  const memory = typeof values['qemu-memory'] === 'string' ? count('qemu-memory', values['qemu-memory'], 64) : undefined;
+  return {
+    ...(accel ? { accel } : {}),
+    ...(memory ? { memoryMiB: memory } : {}),
+    ...(typeof values['qemu-dir'] === 'string' ? { workDir: values['qemu-dir'] } : {}),
+    ...(values['qemu-agent-port'] ? { agentPort: true } : {}),
   };
 }
 
@@ -178,7 +215,7 @@ function seconds(name: string, v: string | undefined): [number, number] | undefi
 function agentOptions(values: Record<string, string | boolean | undefined>): AgentSimOptions | undefined {
   const str = (k: string) => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
   const url = str('agent-api-url');
-  const others = ['agent-iso', 'agent-boot-seconds', 'agent-write-mbps', 'agent-heartbeat-min-gap-ms', 'agent-lookup-retry-ms', 'agent-port'].filter((k) => str(k) !== undefined);
+  const others = ['agent-iso', 'agent-boot-seconds', 'agent-write-mbps', 'agent-heartbeat-min-gap-ms', 'agent-lookup-retry-ms', 'agent-port', 'agent-no-auto-tls', 'agent-coreos-installer'].filter((k) => values[k] !== undefined);
   if (url === undefined) {
     if (others.length) throw new Error(`--${others[0]} needs --agent-api-url`);
     return undefined;
@@ -206,6 +243,8 @@ function agentOptions(values: Record<string, string | boolean | undefined>): Age
     heartbeatMinGapMs: count('agent-heartbeat-min-gap-ms', str('agent-heartbeat-min-gap-ms'), 0),
     lookupRetryMs: count('agent-lookup-retry-ms', str('agent-lookup-retry-ms'), 1),
     port,
+    autoTls: values['agent-no-auto-tls'] !== true,
+    coreosInstaller: values['agent-coreos-installer'] === true,
   };
 }
 
@@ -224,7 +263,7 @@ export async function runRedfishSim(argv: string[]): Promise<number> {
   }
   const sim = await startRedfishSim(opts);
   const ports = sim.bmcs.map((b) => b.port);
-  process.stdout.write(`${JSON.stringify({ listening: sim.bmcs.length, host: '127.0.0.1', firstPort: ports[0], lastPort: ports[ports.length - 1], mockup: opts.mockup ?? null, agentUrl: sim.agentUrl ?? null })}\n`);
+  process.stdout.write(`${JSON.stringify({ listening: sim.bmcs.length, host: '127.0.0.1', firstPort: ports[0], lastPort: ports[ports.length - 1], mockup: opts.mockup ?? null, agentUrl: sim.agentUrl ?? null, agentCertificate: sim.agentCertificate ?? null })}\n`);
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', () => resolve());
     process.once('SIGINT', () => resolve());

@@ -3,5 +3,6 @@ export { startRedfishSim, type RedfishSim, type RedfishSimOptions, type SimBmcHa
 export type { SimFaults, BmcCounters, LogEntry, SimEvent, Running } from './state.js';
 export { parseQuirks, QUIRK_NAMES, type VmediaQuirks } from './quirks.js';
 export type { ImageCheck } from './vmedia.js';
+export type { QemuOptions } from '../qemu/hosts.js';
 export { runRedfishSim } from './cli.js';
 export type { AgentFaults, AgentSimOptions, AgentWitness, CommandResult } from '../agent/types.js';

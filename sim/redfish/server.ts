@@ -18,6 +18,9 @@
  *                              BMC's chain, by port
  *   GET  /_sim/agent           with `agent`: what the host's agent did and holds (docs/agent-simulator.md)
  *   GET|POST /_sim/agent/faults  read or set the agent's faults ({} clears them)
+ *   GET  /_sim/agent/configdrive  the image of the config drive the agent wrote to the disk (404: none)
+ *   GET  /_sim/vm              with `qemu`: the host's virtual machine (docs/vm-lab.md)
+ *   GET  /_sim/vm/console[?from=N]  with `qemu`: its serial console log, from byte N
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -32,6 +35,8 @@ import { FAULT_KEYS as AGENT_FAULT_KEYS, type AgentFaults, type AgentSimOptions 
 import { addCounters, DEFAULT_FAULTS, SimBmc, etagOf, type BmcCounters, type MediaState, type SimFaults } from './state.js';
 import type { ImageCheck, VirtualMedia } from './vmedia.js';
 import { DEFAULT_STORAGE, type Storage, type StorageOptions } from './storage.js';
+import { QemuHosts, type QemuOptions } from '../qemu/hosts.js';
+import { QemuModel } from '../qemu/model.js';
 
 export interface RedfishSimOptions extends Partial<Omit<SimFaults, 'unavailable'>> {
   /** Number of BMCs. */
@@ -73,6 +78,11 @@ export interface RedfishSimOptions extends Partial<Omit<SimFaults, 'unavailable'
    * agent that looks itself up at `apiUrl`, heartbeats and serves IPA's command API.
    */
   agent?: AgentSimOptions;
+  /**
+   * Each BMC's host is a QEMU virtual machine (sim/qemu, docs/vm-lab.md): power, boot override
+   * and virtual media act on it. Synthetic BMC only, and not with `agent`.
+   */
+  qemu?: QemuOptions;
 }
 
 export interface SimBmcHandle {
@@ -86,8 +96,10 @@ export interface RedfishSim {
   bmcs: SimBmcHandle[];
   /** Counters summed over every BMC. */
   totals(): BmcCounters & { bmcs: number };
-  /** With `agent`: `http://127.0.0.1:<port>` of the agents' shared server, else undefined. */
+  /** With `agent`: `https://127.0.0.1:<port>` of the agents' shared server (http:// without automatic TLS), else undefined. */
   agentUrl?: string;
+  /** With `agent` and automatic TLS: the agents' self-signed certificate (PEM), which they send as agent_verify_ca. */
+  agentCertificate?: string;
   stop(): Promise<void>;
 }
 
@@ -148,6 +160,12 @@ function agentControl(bmc: SimBmc, model: SimModel, agents: AgentFleet | null, r
   const sysPath = [...model.systemPaths][0];
   const host = agents.host(bmc, sysPath, systemOf(bmc, model, sysPath));
   if (pathname === '/_sim/agent') return send(res, 200, JSON.stringify(host.witness()));
+  if (pathname === '/_sim/agent/configdrive') {
+    const image = host.configdriveImage;
+    if (!image) return send(res, 404, JSON.stringify({ error: 'the disk holds no config drive' }));
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': image.length }).end(image);
+    return;
+  }
   if (write) {
     const unknown = Object.keys(input).filter((k) => !AGENT_FAULT_KEYS.has(k));
     if (unknown.length) return send(res, 400, JSON.stringify({ error: `unknown agent fault keys: ${unknown.join(', ')}` }));
@@ -156,7 +174,14 @@ function agentControl(bmc: SimBmc, model: SimModel, agents: AgentFleet | null, r
   send(res, 200, JSON.stringify(host.faults));
 }
 
-async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: VirtualMedia, storage: Storage, req: IncomingMessage, res: ServerResponse, port: number, handles: readonly SimBmcHandle[], agents: AgentFleet | null): Promise<void> {
+async function vmControl(bmc: SimBmc, vms: QemuHosts | null, res: ServerResponse, url: URL): Promise<void> {
+  if (!vms) return send(res, 404, JSON.stringify({ error: 'this simulator runs no virtual machines (start it with qemu)' }));
+  if (url.pathname === '/_sim/vm') return send(res, 200, JSON.stringify(await vms.describe(bmc)));
+  const text = await vms.console(bmc, Number(url.searchParams.get('from') ?? 0) || 0);
+  send(res, 200, text, { 'content-type': 'text/plain; charset=utf-8' });
+}
+
+async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: VirtualMedia, storage: Storage, req: IncomingMessage, res: ServerResponse, port: number, handles: readonly SimBmcHandle[], agents: AgentFleet | null, vms: QemuHosts | null): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://sim');
   const write = req.method === 'POST' || req.method === 'PUT';
   const body = write ? await readBody(req) : '';
@@ -179,7 +204,11 @@ async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: Virt
       return send(res, 200, JSON.stringify(chainSummary(all, write, url.searchParams.get('all') === '1' ? handles : undefined)));
     case '/_sim/agent':
     case '/_sim/agent/faults':
+    case '/_sim/agent/configdrive':
       return agentControl(bmc, model, agents, res, url.pathname, write, input);
+    case '/_sim/vm':
+    case '/_sim/vm/console':
+      return vmControl(bmc, vms, res, url);
     case '/_sim/reset':
       bmc.resetCounters();
       if (agents) for (const p of model.systemPaths) agents.host(bmc, p, systemOf(bmc, model, p)).resetCounters();
@@ -226,7 +255,7 @@ async function control(bmc: SimBmc, all: SimBmc[], model: SimModel, vmedia: Virt
             s.power = input.power;
             const wasRunning = s.running;
             s.running = input.power === 'Off' ? null : (s.running ?? { device: 'Hdd', image: null, slot: null, phase: 'up', since: Date.now() });
-            if (input.power === 'Off') bmc.hooks?.stopped(bmc, s);
+            if (input.power === 'Off') bmc.hooks?.stopped(bmc, s, 'control');
             else if (!wasRunning) bmc.hooks?.booted(bmc, s);
           }
           if (typeof input.boot === 'object' && input.boot !== null) s.boot = { ...s.boot, ...(input.boot as object) };
@@ -285,7 +314,9 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
   const base = opts.basePort ?? 0;
   const creds: Credentials = { username: opts.username ?? 'admin', password: opts.password ?? 'password' };
   const quirks = quirksOf(opts);
-  const model: SimModel = opts.mockup ? new MockupModel(path.resolve(opts.mockup)) : new SyntheticModel(opts.chassis ?? 'both', opts.expand ?? true, opts.fleetId ?? 0, quirks);
+  if (opts.qemu && (opts.mockup || opts.agent)) throw new Error('QEMU-backed hosts need the synthetic BMC and no simulated agent');
+  const Synthetic = opts.qemu ? QemuModel : SyntheticModel;
+  const model: SimModel = opts.mockup ? new MockupModel(path.resolve(opts.mockup)) : new Synthetic(opts.chassis ?? 'both', opts.expand ?? true, opts.fleetId ?? 0, quirks);
   const handler = new RedfishHandler(model, creds, quirks, opts.vmediaCheckImage ?? 'none', { ...DEFAULT_STORAGE, ...opts.storage });
   const faults: SimFaults = { ...DEFAULT_FAULTS };
   for (const key of Object.keys(DEFAULT_FAULTS) as Array<keyof SimFaults>) {
@@ -304,19 +335,22 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
         handler.vmedia.checkBoot(bmc, s);
       })
     : null;
+  const vms = opts.qemu ? await QemuHosts.start(opts.qemu, model, handler.vmedia, opts.fleetId ?? 0) : null;
+  if (vms) handler.vmedia.hooks = vms;
   const bmcs: SimBmc[] = [];
   const servers: http.Server[] = [];
   const handles: SimBmcHandle[] = [];
   const startOne = async (i: number): Promise<void> => {
     const bmc = new SimBmc(i, isSlow(i) ? slowFaults : faults, logLimit);
     if (agents) bmc.hooks = agents;
+    if (vms) bmc.hooks = vms;
     bmcs[i] = bmc;
     const server = http.createServer();
     servers[i] = server;
     let port = 0;
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       const p = req.url ?? '';
-      const work = p.startsWith('/_sim/') ? control(bmc, bmcs, model, handler.vmedia, handler.storage, req, res, port, handles, agents) : handler.handle(bmc, req, res);
+      const work = p.startsWith('/_sim/') ? control(bmc, bmcs, model, handler.vmedia, handler.storage, req, res, port, handles, agents, vms) : handler.handle(bmc, req, res);
       work.catch((err: unknown) => send(res, 500, JSON.stringify({ error: String(err) })));
     });
     // Keep idle keep-alive sockets longer than clients' pools do, so clients close first.
@@ -336,15 +370,18 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
   } catch (err) {
     await closeAll(servers);
     await agents?.stop();
+    await vms?.stop();
     throw err;
   }
   return {
     bmcs: handles,
     totals: () => sumCounters(bmcs),
     ...(agents ? { agentUrl: agents.url } : {}),
+    ...(agents?.certificate ? { agentCertificate: agents.certificate } : {}),
     async stop() {
       for (const b of bmcs) b?.stop();
       await agents?.stop();
+      await vms?.stop();
       await closeAll(servers);
     },
   };

@@ -138,7 +138,7 @@ export interface SimEvent {
   seq: number;
   /** Epoch ms. */
   at: number;
-  type: 'insert' | 'eject' | 'refused' | 'boot-override' | 'reset' | 'boot-started' | 'boot-finished' | 'boot-failed' | 'power-lost' | 'power-restored' | 'agent-started' | 'agent-stopped'
+  type: 'insert' | 'eject' | 'refused' | 'boot-override' | 'reset' | 'boot-started' | 'boot-finished' | 'boot-failed' | 'power-lost' | 'power-restored' | 'agent-started' | 'agent-stopped' | 'vm'
     | 'subscription-created' | 'subscription-deleted' | 'bios' | 'volume' | 'firmware-task' | 'firmware-activated' | 'idrac';
   [detail: string]: unknown;
 }
@@ -204,11 +204,14 @@ export function addCounters<T extends object>(total: T, more: Partial<T>): void 
 
 /**
  * Told when a system has finished booting (its `running.phase` is `up`) and when whatever ran
- * on it stops (power off, restart, lost power, a failed boot): the agent simulator's hook.
+ * on it stops (power off, restart, lost power, a failed boot): the hook of the agent simulator
+ * and of the QEMU-backed hosts. `cause` is the reset type that stopped it, or `power-lost`,
+ * `control` (the control API) or `boot-failed`; a restart is a `stopped` with its reset type
+ * followed by a `booted`.
  */
 export interface SystemHooks {
   booted(bmc: SimBmc, system: SystemState): void;
-  stopped(bmc: SimBmc, system: SystemState): void;
+  stopped(bmc: SimBmc, system: SystemState, cause: string): void;
 }
 
 function now(): number {
@@ -300,7 +303,7 @@ export class SimBmc {
     if (this.faults.powerLost && !wasLost) {
       for (const s of this.systems.values()) {
         this.endBoot(s, false);
-        this.hooks?.stopped(this, s);
+        this.hooks?.stopped(this, s, 'power-lost');
         if (s.timer) clearTimeout(s.timer);
         s.timer = undefined;
         s.power = 'Off';
@@ -406,7 +409,7 @@ export class SimBmc {
     const boots = target === 'On' && (restart || !current);
     if (target === 'Off' || boots) {
       this.endBoot(system, false);
-      this.hooks?.stopped(this, system);
+      this.hooks?.stopped(this, system, type);
     }
     if (target === 'Off') system.running = null;
     let delay = this.faults.powerDelayMs;
@@ -463,6 +466,20 @@ export class SimBmc {
       this.event('boot-finished', { device: r.device, image: r.image, slot: r.slot });
       this.hooks?.booted(this, system);
     }
+  }
+
+  /**
+   * The host turned itself off (a QEMU guest that powered down, or a QEMU that died): the
+   * system is Off with nothing running, as a BMC sees a host that shut down.
+   */
+  hostOff(system: SystemState, detail: Record<string, unknown>): void {
+    this.endBoot(system, false);
+    if (system.timer) clearTimeout(system.timer);
+    system.timer = undefined;
+    system.power = 'Off';
+    system.running = null;
+    system.version++;
+    this.event('vm', { what: 'off', ...detail });
   }
 
   stop(): void {

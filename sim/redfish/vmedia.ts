@@ -20,6 +20,16 @@ export interface Reply {
 const TRANSFER_PROTOCOLS = new Set(['CIFS', 'FTP', 'SFTP', 'HTTP', 'HTTPS', 'NFS', 'SCP', 'TFTP', 'OEM']);
 const PROBE_TIMEOUT_MS = 5000;
 
+/**
+ * What a BMC that really mounts its images does with them (the QEMU-backed hosts, sim/qemu):
+ * told of every insert before it takes effect, and of every eject.
+ */
+export interface MediaHooks {
+  /** Fetches the image (and puts it into a running host); resolves with null, or why it cannot be had. */
+  insert(bmc: SimBmc, slot: MediaSlot, image: string): Promise<string | null>;
+  ejected(bmc: SimBmc, slot: MediaSlot): void;
+}
+
 function nowMs(): number {
   return Date.now();
 }
@@ -59,6 +69,8 @@ function stripWeak(tag: string): string {
 }
 
 export class VirtualMedia {
+  hooks?: MediaHooks;
+
   constructor(
     private readonly model: SimModel,
     private readonly quirks: Readonly<VmediaQuirks>,
@@ -136,6 +148,10 @@ export class VirtualMedia {
       const problem = await probeImage(image);
       if (problem) return this.refuse(bmc, slot, call, 400, 'GeneralError', `The remote file location is not accessible or reachable: ${problem}.`, ['#/Image']);
     }
+    if (this.hooks) {
+      const problem = await this.hooks.insert(bmc, slot, image);
+      if (problem) return this.refuse(bmc, slot, call, 400, 'GeneralError', `The remote file location is not accessible or reachable: ${problem}.`, ['#/Image']);
+    }
     m.image = image;
     m.imageName = imageName(image);
     m.inserted = args.Inserted !== false;
@@ -176,6 +192,7 @@ export class VirtualMedia {
     m.ejectedAt = nowMs();
     m.version++;
     bmc.event('eject', { slot: slot.id, image, via: call });
+    this.hooks?.ejected(bmc, slot);
     return { status: 204 };
   }
 
@@ -247,7 +264,7 @@ export class VirtualMedia {
       if (r.phase !== 'up') return;
       r.phase = 'failed';
       bmc.event('boot-failed', { device: r.device, image: r.image, slot: r.slot, error: problem });
-      bmc.hooks?.stopped(bmc, s);
+      bmc.hooks?.stopped(bmc, s, 'boot-failed');
     });
   }
 }

@@ -11,6 +11,7 @@ import { expect } from 'chai';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { galvanicAndSim } from '../helpers/agent-deploy.js';
 import { baremetalCli, requireCli } from '../helpers/baremetal.js';
 import {
@@ -91,19 +92,22 @@ describe('baremetal CLI: provisioning (e2e)', function () {
     await settle('deploy', 'cli-rf', '--config-drive', JSON.stringify(configdrive));
     const active = await show<Record<string, unknown>>('cli-rf', 'provision_state', 'power_state', 'last_error', 'instance_info');
     expect(active).to.deep.equal({ provision_state: 'active', power_state: 'power on', last_error: null, instance_info: { boot_iso: ISO, configdrive: '******' } });
-    expect((await storedInstanceInfo('cli-rf')).configdrive).to.deep.equal(configdrive);
+    // Built when the deploy ran, and kept as gzip + base64 (Ironic's build_configdrive).
+    expect((await storedInstanceInfo('cli-rf')).configdrive).to.be.a('string').and.match(/^H4sI/);
     const deployed = story(await simEvents(bmc));
-    expectInOrder(deployed, [/^reset ForceOff$/, /^insert live\.iso$/, /^boot-override Cd\/Continuous$/, /^reset On$/, /^boot-started Cd live\.iso$/]);
+    // The config drive's image, published in the conductor's HTTP root, goes in the USB slot.
+    expectInOrder(deployed, [/^reset ForceOff$/, /^insert live\.iso$/, new RegExp(`^insert configdrive-${created.uuid as string}$`), /^boot-override Cd\/Continuous$/, /^reset On$/, /^boot-started Cd live\.iso$/]);
     const running = Object.values((await simState(bmc)).systems)[0].running as { device: string; image: string; phase: string };
     expect(running).to.deep.include({ device: 'Cd', image: ISO, phase: 'up' });
 
     // A rebuild with a config drive file: its contents are sent as the (string) config drive.
     const file = path.join(dir!, 'configdrive.b64');
-    await fs.writeFile(file, 'H4sIAAAAAAAAA2NgGAWjYBSMglEwCgYAAMrt2m4AAQAA');
+    const encoded = gzipSync(Buffer.from('a config drive image')).toString('base64');
+    await fs.writeFile(file, encoded);
     await clearSimEvents(bmc);
     await settle('rebuild', 'cli-rf', '--config-drive', file);
     expect(await show('cli-rf', 'provision_state', 'last_error')).to.deep.equal({ provision_state: 'active', last_error: null });
-    expect((await storedInstanceInfo('cli-rf')).configdrive).to.equal('H4sIAAAAAAAAA2NgGAWjYBSMglEwCgYAAMrt2m4AAQAA');
+    expect((await storedInstanceInfo('cli-rf')).configdrive).to.equal(encoded);
     expectInOrder(story(await simEvents(bmc)), [/^reset ForceOff$/, /^eject live\.iso$/, /^insert live\.iso$/, /^boot-override Cd\//, /^reset On$/]);
 
     await clearSimEvents(bmc);

@@ -60,6 +60,25 @@ export async function startImageServer(bytes = 4 * 1024 * 1024): Promise<ImageSe
   };
 }
 
+/** Serves the firmware images the simulated BMC accepts (JSON naming the component and version). */
+export async function startFirmwareServer(): Promise<{ url: string; close(): Promise<void> }> {
+  const images: Record<string, object> = {
+    '/fw/bios-2.0.0.bin': { Component: 'BIOS', Version: '2.0.0' },
+    '/fw/bios-3.0.0.bin': { Component: 'BIOS', Version: '3.0.0' },
+    '/fw/bmc-2.0.0.bin': { Component: 'BMC', Version: '2.0.0-sim' },
+  };
+  const server = http.createServer((req, res) => {
+    const image = images[req.url ?? ''];
+    if (!image) return void res.writeHead(404).end('not found');
+    res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(JSON.stringify(image));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
+  };
+}
+
 /** A redfish node with virtual media and the direct deploy interface. */
 export function directNodeBody(name: string, bmcUrl: string, images: ImageServer, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {
@@ -97,7 +116,7 @@ export interface GalvanicAndSimOptions {
   /** Start an image server first (default false). */
   images?: boolean;
   /** Runs first in `before`, e.g. to skip the suite when a tool is missing. */
-  precondition?(ctx: Mocha.Context): void;
+  precondition?(ctx: Mocha.Context): void | Promise<void>;
   /** In `after`, expect `galvanic` to exit 0 (default true). */
   cleanExit?: boolean;
 }
@@ -122,7 +141,7 @@ export function galvanicAndSim(opts: GalvanicAndSimOptions): GalvanicAndSim {
   let images: ImageServer | undefined;
   let client: ApiCall | undefined;
   before(async function () {
-    opts.precondition?.(this);
+    await opts.precondition?.(this);
     if (opts.images) images = await startImageServer();
     galvanic = await startGalvanicOnFreshDatabase({ env: opts.env });
     sim = await startRedfishSim(opts.sim(galvanic.url));

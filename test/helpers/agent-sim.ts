@@ -7,15 +7,37 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { Agent, fetch as undiciFetch, type RequestInit, type Response } from 'undici';
 import { startRedfishSim, type RedfishSim, type RedfishSimOptions } from '../../sim/redfish/index.js';
 import type { AgentFaults, AgentSimOptions, AgentWitness, CommandResult } from '../../sim/agent/index.js';
 import { until } from './until.js';
 
 export type { AgentFaults, AgentWitness, CommandResult };
 
-/** Starts `count` BMCs whose hosts run an agent when they boot an agent ISO. */
-export function startAgentFleet(count: number, agent: AgentSimOptions, redfish: Partial<RedfishSimOptions> = {}): Promise<RedfishSim> {
-  return startRedfishSim({ count, ...redfish, agent: { bootSeconds: [0, 0], ...agent } });
+/** The agents' self-signed certificates (automatic TLS) that this process's calls to agents trust. */
+const trusted = new Set<string>();
+let trusting: Agent | undefined;
+
+/** Trusts a fleet's certificate for agentFetch, as Galvanic trusts the one a node's agent sent. */
+export function trustAgents(certificate: string | null | undefined): void {
+  if (!certificate || trusted.has(certificate)) return;
+  trusted.add(certificate);
+  const old = trusting;
+  trusting = undefined;
+  void old?.close();
+}
+
+/** fetch for an agent's API: its https:// URL is checked against the trusted fleets' certificates. */
+export function agentFetch(url: string, init: RequestInit = {}): Promise<Response> {
+  trusting ??= new Agent({ connect: { ca: [...trusted] } });
+  return undiciFetch(url, { ...init, dispatcher: trusting });
+}
+
+/** Starts `count` BMCs whose hosts run an agent when they boot an agent ISO; their certificate is trusted. */
+export async function startAgentFleet(count: number, agent: AgentSimOptions, redfish: Partial<RedfishSimOptions> = {}): Promise<RedfishSim> {
+  const sim = await startRedfishSim({ count, ...redfish, agent: { bootSeconds: [0, 0], ...agent } });
+  trustAgents(sim.agentCertificate);
+  return sim;
 }
 
 /** `GET /_sim/agent` of a BMC. */
@@ -71,14 +93,14 @@ export interface AgentReply {
 export async function agentCommand(callbackUrl: string, token: string | null, name: string, params: object = {}, wait = false): Promise<AgentReply> {
   const q = new URLSearchParams({ wait: String(wait) });
   if (token !== null) q.set('agent_token', token);
-  const res = await fetch(`${callbackUrl}/v1/commands/?${q.toString()}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, params }) });
+  const res = await agentFetch(`${callbackUrl}/v1/commands/?${q.toString()}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, params }) });
   return { status: res.status, body: await res.json().catch(() => null) };
 }
 
 /** `GET {callback}/v1/commands/?agent_token=…`: the agent's commands, in order. */
 export async function agentCommands(callbackUrl: string, token: string | null): Promise<AgentReply> {
   const q = token === null ? '' : `?agent_token=${encodeURIComponent(token)}`;
-  const res = await fetch(`${callbackUrl}/v1/commands/${q}`);
+  const res = await agentFetch(`${callbackUrl}/v1/commands/${q}`);
   return { status: res.status, body: await res.json().catch(() => null) };
 }
 
@@ -108,7 +130,9 @@ export async function spawnSim(args: string[]): Promise<{ proc: ChildProcessWith
     const [line] = await Promise.race([first, exit]);
     // Its later exit (when stopped) is no error.
     exit.catch(() => undefined);
-    return { proc, info: JSON.parse(line) as Record<string, unknown>, stop };
+    const info = JSON.parse(line) as Record<string, unknown>;
+    trustAgents(info.agentCertificate as string | null);
+    return { proc, info, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -4,6 +4,7 @@
  */
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -193,13 +194,35 @@ export interface RunningGalvanic {
   stop(): Promise<number | null>;
 }
 
-/** Starts `galvanic <command>` against a database URL and waits until the API answers. */
-export async function startGalvanic(opts: { databaseUrl: string; command?: string; env?: Record<string, string> }): Promise<RunningGalvanic> {
-  const port = await freePort();
+/**
+ * The environment of a spawned conductor's boot media of its own: its HTTP root and image
+ * cache in a new directory and its embedded server on a free port, since test files run at
+ * once and must share neither. `remove` deletes the directory once the process is gone.
+ */
+export function ownBootMediaEnv(): { env: Record<string, string>; remove(): Promise<void> } {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'galvanic-media-'));
+  return {
+    env: {
+      GALVANIC_DEPLOY__HTTP_SERVER_PORT: '0',
+      GALVANIC_DEPLOY__HTTP_ROOT: path.join(dir, 'httpboot'),
+      GALVANIC_DEPLOY__ISO_MASTER_PATH: path.join(dir, 'cache'),
+    },
+    remove: () => fs.rm(dir, { recursive: true, force: true }),
+  };
+}
+
+/**
+ * Starts `galvanic <command>` against a database URL and waits until the API answers; on `port`
+ * when given (a test that must hand out the API's URL before it starts), else a free one.
+ */
+export async function startGalvanic(opts: { databaseUrl: string; command?: string; env?: Record<string, string>; port?: number }): Promise<RunningGalvanic> {
+  const port = opts.port ?? (await freePort());
   let out = '';
+  const media = ownBootMediaEnv();
   const proc = spawn(process.execPath, [path.join(ROOT, 'dist/cli/main.js'), ...(opts.command ?? 'all-in-one').split(' '), '--config', path.join(ROOT, 'etc/galvanic.conf.sample')], {
     env: {
       ...process.env,
+      ...media.env,
       GALVANIC_DATABASE__CONNECTION: opts.databaseUrl,
       GALVANIC_API__PORT: String(port),
       GALVANIC_CONDUCTOR__POLL_INTERVAL: '1',
@@ -210,6 +233,7 @@ export async function startGalvanic(opts: { databaseUrl: string; command?: strin
   proc.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
   proc.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  void exited.then(() => media.remove());
   const url = `http://127.0.0.1:${port}`;
   // Seconds on a quiet machine; on one running four test files at once, a start (node, the
   // schema check, the first conductor heartbeat) has been seen to take more than 20 s.
@@ -247,7 +271,7 @@ export interface GalvanicOnFreshDatabase extends RunningGalvanic {
 }
 
 /** startGalvanic on a database of its own, which goes with it. */
-export async function startGalvanicOnFreshDatabase(opts: { command?: string; env?: Record<string, string> } = {}): Promise<GalvanicOnFreshDatabase> {
+export async function startGalvanicOnFreshDatabase(opts: { command?: string; env?: Record<string, string>; port?: number } = {}): Promise<GalvanicOnFreshDatabase> {
   const tdb = await freshDatabase();
   let galvanic: RunningGalvanic;
   try {
@@ -290,9 +314,11 @@ export interface RunningConductor {
 export async function startConductor(opts: { databaseUrl: string; host: string; env?: Record<string, string> }): Promise<RunningConductor> {
   const maxKept = 256 * 1024;
   let out = '';
+  const media = ownBootMediaEnv();
   const proc = spawn(process.execPath, [path.join(ROOT, 'dist/cli/main.js'), 'conductor', '--config', path.join(ROOT, 'etc/galvanic.conf.sample')], {
     env: {
       ...process.env,
+      ...media.env,
       GALVANIC_DATABASE__CONNECTION: opts.databaseUrl,
       GALVANIC_CONDUCTOR__POLL_INTERVAL: '1',
       ...opts.env,
@@ -310,6 +336,7 @@ export async function startConductor(opts: { databaseUrl: string; host: string; 
   proc.stdout!.on('data', onData);
   proc.stderr!.on('data', onData);
   const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  void exited.then(() => media.remove());
   const deadline = Date.now() + 30_000;
   while (!started) {
     if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`galvanic conductor ${opts.host} exited early (${proc.exitCode ?? proc.signalCode}):\n${out}`);

@@ -12,7 +12,7 @@ describe('adopt: manageable → adopting → active, or adopt failed', function 
   this.timeout(60_000);
   const g = galvanicAndSim({
     env: { GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0', GALVANIC_CONDUCTOR__INTENT_MAX_ATTEMPTS: '1', GALVANIC_REDFISH__CONNECTION_ATTEMPTS: '1' },
-    sim: () => ({ count: 2 }),
+    sim: () => ({ count: 3 }),
   });
   const { api } = g;
 
@@ -41,7 +41,7 @@ describe('adopt: manageable → adopting → active, or adopt failed', function 
   });
 
   it('fails into adopt failed with Ironic\'s message and no power state; adopt again, or manage', async () => {
-    const uuid = await manageable(1);
+    const uuid = await manageable(1, { instance_info: { boot_iso: 'http://images.example/live.iso' } });
     const good = g.sim.bmcs[1].url;
     const patch = (address: string) => api('PATCH', `/v1/nodes/${uuid}`, [{ op: 'replace', path: '/driver_info/redfish_address', value: address }]);
     expect((await patch('http://127.0.0.1:9')).status).to.equal(200);
@@ -60,5 +60,15 @@ describe('adopt: manageable → adopting → active, or adopt failed', function 
     const adopted = await provisionAndSettle(api, uuid, 'adopt');
     expect(adopted.provision_state, adopted.last_error ?? '').to.equal('active');
     expect(adopted.last_error).to.equal(null);
+  });
+
+  it('fails to adopt a node whose instance boots an ISO it does not name, asking nothing of the BMC', async () => {
+    const uuid = await manageable(2);
+    await resetHost(g.sim.bmcs[2].url, 'On');
+    const before = resourceRequests(await simStats(g.sim.bmcs[2].url)).length;
+    const node = await provisionAndSettle(api, uuid, 'adopt');
+    expect(node.provision_state).to.equal('adopt failed');
+    expect(node.last_error).to.equal(`Error while attempting to adopt node ${uuid}: Some parameters were missing in node's instance_info. Missing are: ['boot_iso'].`);
+    expect(resourceRequests(await simStats(g.sim.bmcs[2].url)).slice(before), 'nothing asked of the BMC').to.deep.equal([]);
   });
 });

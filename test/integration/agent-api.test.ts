@@ -184,6 +184,128 @@ describe('agent API: lookup, heartbeat and the agent token', function () {
     expect(await db('intents').where({ node_id: after.id }).count('* as n').first()).to.deep.equal({ n: 0 });
   });
 
+  describe('bodies as ironic-python-agent sends them', () => {
+    /** IPA's `requests` headers: its heartbeat and lookup name JSON; its 9.4 inspection post names nothing. */
+    const IPA = { 'user-agent': 'python-requests/2.28.1', 'accept-encoding': 'gzip, deflate', accept: 'application/json', 'content-type': 'application/json' };
+    const MAC_INSPECT = '52:54:00:aa:00:09';
+    let inspectUuid: string;
+
+    before(async () => {
+      const res = await call('POST', '/v1/nodes', { name: 'agent-inspect-wait', driver: 'redfish', driver_info: { redfish_address: 'http://127.0.0.1:9' } });
+      expect(res.statusCode, res.body).to.equal(201);
+      inspectUuid = res.json<{ uuid: string }>().uuid;
+      expect((await call('POST', '/v1/ports', { address: MAC_INSPECT, node_uuid: inspectUuid })).statusCode).to.equal(201);
+      await t.tdb.knex('nodes').where({ uuid: inspectUuid }).update({ provision_state: 'inspect wait', target_provision_state: 'manageable' });
+    });
+
+    const inventory = (vendor = 'Galvanic') => ({
+      inventory: { interfaces: [{ name: 'eth0', mac_address: MAC_INSPECT }], system_vendor: { manufacturer: vendor }, bmc_address: '' },
+      configuration: { collectors: ['default', 'logs'] }, error: null,
+    });
+
+    it('takes the inspection post of IPA 9.4 (no Content-Type, no version header) and answers as to ironic-inspector', async () => {
+      const res = await t.app.inject({
+        method: 'POST', url: '/v1/continue_inspection', payload: Buffer.from(JSON.stringify(inventory())),
+        headers: { 'user-agent': 'python-requests/2.28.1', 'accept-encoding': 'gzip, deflate', accept: '*/*' },
+      });
+      expect(res.statusCode, res.body).to.equal(202);
+      expect(res.json()).to.deep.equal({ uuid: inspectUuid });
+      const node = await t.tdb.knex('nodes').where({ uuid: inspectUuid }).first('provision_state');
+      expect(node.provision_state).to.equal('inspecting');
+    });
+
+    it('decodes a body by the charset its Content-Type names', async () => {
+      await t.tdb.knex('nodes').where({ uuid: inspectUuid }).update({ provision_state: 'inspect wait' });
+      const res = await t.app.inject({
+        method: 'POST', url: '/v1/continue_inspection', payload: Buffer.from(JSON.stringify(inventory('Café')), 'latin1'),
+        headers: { 'content-type': 'application/json; charset=ISO-8859-1', 'x-openstack-ironic-api-version': '1.84' },
+      });
+      expect(res.statusCode, res.body).to.equal(202);
+      const node = await t.tdb.knex('nodes').where({ uuid: inspectUuid }).first('id');
+      const intent = await t.tdb.knex('intents').where({ node_id: node.id, kind: 'provision' }).orderBy('seq', 'desc').first('args');
+      expect(JSON.stringify(intent.args)).to.include('"manufacturer":"Café"');
+    });
+
+    it('refuses an inspection post that is not JSON with Ironic\'s 400, whatever its Content-Type', async () => {
+      await t.tdb.knex('nodes').where({ uuid: inspectUuid }).update({ provision_state: 'inspect wait' });
+      const before = await snapshot(t.tdb.knex);
+      for (const headers of [{}, { 'content-type': 'text/plain' }, { 'content-type': 'application/json; charset=no-such-charset' }]) {
+        const res = await t.app.inject({ method: 'POST', url: '/v1/continue_inspection', payload: '{"inventory": ', headers });
+        expect(res.statusCode, `${JSON.stringify(headers)}: ${res.body}`).to.equal(400);
+        expect(faultOf(res.body).faultcode).to.equal('Client');
+      }
+      expect(await snapshot(t.tdb.knex)).to.deep.equal(before);
+    });
+
+    it('takes a lookup and a heartbeat with IPA\'s headers, with a charset, and without a Content-Type', async () => {
+      const res = await call('POST', '/v1/nodes', { name: 'agent-ipa-headers', driver: 'redfish', deploy_interface: 'direct', driver_info: { redfish_address: 'http://127.0.0.1:9' } });
+      const uuid = res.json<{ uuid: string }>().uuid;
+      await t.tdb.knex('nodes').where({ uuid }).update({ provision_state: 'wait call-back', target_provision_state: 'active' });
+      const lookup = await t.app.inject({ method: 'GET', url: `/v1/lookup?node_uuid=${uuid}`, headers: { ...IPA, 'x-openstack-ironic-api-version': '1.62' } });
+      expect(lookup.statusCode, lookup.body).to.equal(200);
+      const agentToken = lookup.json<{ config: { agent_token: string } }>().config.agent_token;
+      const hb = JSON.stringify({ callback_url: 'https://127.0.0.1:9/agent', agent_token: agentToken, agent_version: '9.4.3' });
+      const v68 = { 'x-openstack-ironic-api-version': '1.68' };
+      for (const headers of [{ ...IPA, ...v68 }, { ...IPA, ...v68, 'content-type': 'application/json; charset=UTF-8' }, v68]) {
+        const r = await t.app.inject({ method: 'POST', url: `/v1/heartbeat/${uuid}`, payload: hb, headers });
+        expect(r.statusCode, `${JSON.stringify(headers)}: ${r.body}`).to.equal(202);
+      }
+    });
+
+    it('other endpoints still take JSON only', async () => {
+      const res = await t.app.inject({ method: 'POST', url: '/v1/nodes', payload: JSON.stringify({ driver: 'fake-hardware' }), headers: { ...LATEST, 'content-type': 'text/plain' } });
+      expect(res.statusCode, res.body).to.equal(415);
+      expect(faultOf(res.body).faultcode).to.equal('Client');
+    });
+  });
+
+  describe('automatic TLS (1.68 agent_verify_ca)', () => {
+    const PEM_A = '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n';
+    const PEM_B = '-----BEGIN CERTIFICATE-----\nBBBB\n-----END CERTIFICATE-----\n';
+
+    async function waitingNode(name: string, app: TestApp): Promise<{ uuid: string; token: string }> {
+      const res = await app.app.inject({ method: 'POST', url: '/v1/nodes', headers: LATEST, payload: { name, driver: 'redfish', deploy_interface: 'direct', driver_info: { redfish_address: 'http://127.0.0.1:9' } } });
+      const uuid = res.json<{ uuid: string }>().uuid;
+      await app.tdb.knex('nodes').where({ uuid }).update({ provision_state: 'clean wait', target_provision_state: 'available' });
+      const lookup = await app.app.inject({ method: 'GET', url: `/v1/lookup?node_uuid=${uuid}`, headers: LATEST });
+      return { uuid, token: lookup.json<{ config: { agent_token: string } }>().config.agent_token };
+    }
+
+    it('records the certificate the agent sent, and refuses another one for that agent with Ironic\'s 400', async () => {
+      const n = await waitingNode('agent-tls', t);
+      const hb = (ca: string) => call('POST', `/v1/heartbeat/${n.uuid}`, { callback_url: 'https://127.0.0.1:9/agent-tls', agent_token: n.token, agent_version: '9.4.3', agent_verify_ca: ca });
+      expect((await hb(PEM_A)).statusCode).to.equal(202);
+      // The same certificate again, with other white space at its end, is the same.
+      expect((await hb(PEM_A.trimEnd())).statusCode).to.equal(202);
+      const row = await t.tdb.knex('nodes').where({ uuid: n.uuid }).first('driver_internal_info', 'version');
+      expect(row.driver_internal_info.agent_verify_ca).to.equal(PEM_A.trimEnd());
+      const other = await hb(PEM_B);
+      expect(other.statusCode, other.body).to.equal(400);
+      expect(faultOf(other.body).faultstring).to.equal('Detected change in ramdisk provided "agent_verify_ca"');
+      expect(await t.tdb.knex('nodes').where({ uuid: n.uuid }).first('driver_internal_info', 'version')).to.deep.equal(row);
+    });
+
+    describe('[agent] require_tls', () => {
+      let strict: TestApp;
+      before(async () => {
+        strict = await buildTestApp({ GALVANIC_AGENT__REQUIRE_TLS: 'true' }, { conductor: false });
+      });
+      after(async () => {
+        await strict?.close();
+      });
+
+      it('refuses a heartbeat whose callback_url is not https', async () => {
+        const n = await waitingNode('agent-require-tls', strict);
+        const hb = (url: string) => strict.app.inject({ method: 'POST', url: `/v1/heartbeat/${n.uuid}`, headers: LATEST, payload: { callback_url: url, agent_token: n.token, agent_version: '9.4.3' } });
+        const plain = await hb('http://127.0.0.1:9/agent');
+        expect(plain.statusCode, plain.body).to.equal(400);
+        expect(faultOf(plain.body).faultstring).to.equal('TLS is required by configuration');
+        expect((await strict.tdb.knex('nodes').where({ uuid: n.uuid }).first('driver_internal_info')).driver_internal_info).to.not.have.property('agent_url');
+        expect((await hb('https://127.0.0.1:9/agent')).statusCode).to.equal(202);
+      });
+    });
+  });
+
   it(`refuses malformed lookups, heartbeats, clean_steps and deploy_steps with a 4xx and no change`, async () => {
     const hb = (extra: Record<string, unknown>) => ({ callback_url: 'http://127.0.0.1:9/agent', agent_token: token, agent_version: '10.1.0', ...extra });
     const without = (k: string) => {
@@ -237,7 +359,7 @@ describe('agent API: lookup, heartbeat and the agent token', function () {
       { name: 'disable_ramdisk with provide', method: 'PUT', url: PROV('agent-manageable'), body: { target: 'provide', disable_ramdisk: true }, status: 400, message: 'disable_ramdisk' },
       { name: 'clean_steps with provide', method: 'PUT', url: PROV('agent-manageable'), body: { target: 'provide', clean_steps: [] }, status: 400, message: 'clean_steps' },
       { name: 'manual clean of an available node', method: 'PUT', url: PROV('agent-avail'), body: { target: 'clean', clean_steps: [{ interface: 'deploy', step: 'erase_devices' }] }, status: 400, message: 'available' },
-      { name: 'a deploy step of another interface', method: 'PUT', url: PROV('agent-avail'), body: { target: 'active', deploy_steps: [{ interface: 'bios', step: 'apply_configuration', priority: 90 }] }, status: 400, message: 'apply_configuration' },
+      { name: 'a deploy step of another interface', method: 'PUT', url: PROV('agent-avail'), body: { target: 'active', deploy_steps: [{ interface: 'bios', step: 'apply_configuration', args: {}, priority: 90 }] }, status: 400, message: 'apply_configuration' },
       { name: 'a deploy step with a negative priority', method: 'PUT', url: PROV('agent-avail'), body: { target: 'active', deploy_steps: [{ interface: 'deploy', step: 'write_image', priority: -1 }] }, status: 400, message: 'priority' },
       { name: 'deploy_steps that is not a list', method: 'PUT', url: PROV('agent-avail'), body: { target: 'active', deploy_steps: 'write_image' }, status: 400, message: 'deploy_steps' },
       { name: 'a deploy step with an unknown key', method: 'PUT', url: PROV('agent-avail'), body: { target: 'active', deploy_steps: [{ interface: 'deploy', step: 'write_image', colour: 'blue' }] }, status: 400, message: 'colour' },

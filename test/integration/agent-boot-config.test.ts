@@ -2,8 +2,9 @@
  * Where a node's agent image comes from, as Ironic's redfish-virtual-media boot finds it:
  * driver_info deploy_iso, else a deploy_kernel and deploy_ramdisk from driver_info or else from
  * `[conductor] deploy_kernel` / `deploy_ramdisk`, with Ironic's validation messages for what is
- * missing or ambiguous (`[conductor] error_on_ramdisk_config_inconsistency`). Galvanic builds no
- * ISO, so a kernel and ramdisk, wherever they are set, are refused with a message saying so.
+ * missing or ambiguous (`[conductor] error_on_ramdisk_config_inconsistency`). A kernel and
+ * ramdisk are built into the agent ISO by the conductor (agent-iso.test.ts); validation checks
+ * their URLs and checksums.
  */
 import { expect } from 'chai';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
@@ -45,11 +46,15 @@ describe('the agent image from driver_info or [conductor] deploy_kernel / deploy
     expect(await deployReason(api, 'iso', { deploy_iso: 'http://images.example/ipa.iso' })).to.equal(null);
   });
 
-  it('takes them from [conductor] for nodes that name none, and says that it builds no ISO from them', async () => {
+  it('takes them from driver_info, else from [conductor] for nodes that name none or one, and checks their URLs and checksums', async () => {
     const api = await apiWith({ GALVANIC_CONDUCTOR__DEPLOY_KERNEL: KERNEL, GALVANIC_CONDUCTOR__DEPLOY_RAMDISK: RAMDISK });
-    expect(await deployReason(api, 'conf', {})).to.include('Building the agent ISO from [conductor] deploy_kernel and deploy_ramdisk is not supported');
-    expect(await deployReason(api, 'conf-half', { deploy_ramdisk: RAMDISK })).to.include('from [conductor] deploy_kernel');
-    expect(await deployReason(api, 'own', { deploy_kernel: KERNEL, deploy_ramdisk: RAMDISK })).to.include('Building the agent ISO from driver_info deploy_kernel');
+    expect(await deployReason(api, 'conf', {})).to.equal(null);
+    expect(await deployReason(api, 'conf-half', { deploy_ramdisk: RAMDISK })).to.equal(null);
+    expect(await deployReason(api, 'own', { deploy_kernel: KERNEL, deploy_ramdisk: RAMDISK, deploy_ramdisk_checksum: `sha256:${'b'.repeat(64)}` })).to.equal(null);
+    expect(await deployReason(api, 'own-ftp', { deploy_kernel: 'ftp://images.example/k', deploy_ramdisk: RAMDISK }))
+      .to.include('driver_info deploy_kernel must be an http://, https:// or file:// URL, got "ftp://images.example/k"');
+    expect(await deployReason(api, 'own-sum', { deploy_kernel: KERNEL, deploy_ramdisk: RAMDISK, deploy_kernel_checksum: 'sha1:zz' }))
+      .to.include('The image checksum "sha1:zz" is not <algorithm>:<hex>');
     // The node's ISO comes first, as in Ironic.
     expect(await deployReason(api, 'conf-iso', { deploy_iso: 'http://images.example/ipa.iso' })).to.equal(null);
     const half = await apiWith({ GALVANIC_CONDUCTOR__DEPLOY_KERNEL: KERNEL });

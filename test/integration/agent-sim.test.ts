@@ -1,20 +1,22 @@
 /**
  * The ironic-python-agent simulator against a small stand-in for Galvanic's agent-facing API
  * (root, lookup, heartbeat, continue_inspection) and an image server: boot and death, lookup,
- * tokens, heartbeats, every command's shape, the API's errors, write_image and the faults.
+ * tokens, heartbeats, every command's shape, the API's errors, write_image (and its config
+ * drive, taken as IPA takes it) and the faults.
  */
 import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { gunzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { parseSimArgs, SIM_REDFISH_USAGE } from '../../sim/redfish/cli.js';
 import type { RedfishSim } from '../../sim/redfish/index.js';
 import {
   agentCommand,
+  agentFetch,
   agentCommands,
   agentWitness,
   bootIso,
@@ -33,9 +35,12 @@ interface Seen {
   path: string;
   query: URLSearchParams;
   version: string | undefined;
+  headers: IncomingMessage['headers'];
   body: Record<string, unknown> | null;
   at: number;
 }
+
+const NODE_UUID = '1be26c0b-03f2-4d2e-ae87-c02d7f33c123';
 
 /** The peer: what Galvanic's ramdisk endpoints answer, configurable per test. */
 class StandIn {
@@ -81,7 +86,7 @@ class StandIn {
     return this.seen.filter((s) => s.path.startsWith(path));
   }
 
-  lookupBody(uuid = '1be26c0b-03f2-4d2e-ae87-c02d7f33c123'): object {
+  lookupBody(uuid = NODE_UUID): object {
     const token = this.tokenGiven ? '******' : this.token;
     this.tokenGiven = true;
     return { node: { uuid, properties: {}, instance_info: {}, driver_internal_info: {}, links: [] }, config: { heartbeat_timeout: this.heartbeatTimeout, agent_token: token, agent_token_required: true } };
@@ -93,7 +98,7 @@ class StandIn {
     const text = Buffer.concat(chunks).toString('utf8');
     const url = new URL(req.url ?? '/', 'http://x');
     const v = req.headers['x-openstack-ironic-api-version'];
-    this.seen.push({ method: req.method ?? '', path: url.pathname, query: url.searchParams, version: typeof v === 'string' ? v : undefined, body: text ? (JSON.parse(text) as Record<string, unknown>) : null, at: Date.now() });
+    this.seen.push({ method: req.method ?? '', path: url.pathname, query: url.searchParams, version: typeof v === 'string' ? v : undefined, headers: req.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : null, at: Date.now() });
     const json = (status: number, body: unknown) => {
       const b = JSON.stringify(body);
       res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(b) }).end(b);
@@ -107,7 +112,8 @@ class StandIn {
       return json(200, this.lookupBody());
     }
     if (url.pathname.startsWith('/v1/heartbeat/')) return json(this.heartbeatStatus, this.heartbeatStatus === 202 ? null : { error_message: 'no' });
-    if (url.pathname === '/v1/continue_inspection') return json(this.inspectionStatus, this.inspectionStatus === 202 ? this.lookupBody() : this.inspectionBody);
+    // Without a version header (IPA never sends one here) Ironic answers as ironic-inspector did.
+    if (url.pathname === '/v1/continue_inspection') return json(this.inspectionStatus, this.inspectionStatus === 202 ? { uuid: NODE_UUID } : this.inspectionBody);
     const image = this.images.get(url.pathname);
     if (image) {
       res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': image.length }).end(image);
@@ -201,7 +207,7 @@ describe('agent simulator', function () {
     });
 
     it('an unknown agent path answers 404', async () => {
-      const res = await fetch(`${sim.agentUrl}/no-such-agent/v1/commands/`);
+      const res = await agentFetch(`${sim.agentUrl}/no-such-agent/v1/commands/`);
       expect(res.status).to.equal(404);
       expect(((await res.json()) as { faultcode: string }).faultcode).to.equal('Client');
     });
@@ -242,7 +248,9 @@ describe('agent simulator', function () {
         const hb = heartbeatsOf(peer);
         expect(hb[0].path).to.equal('/v1/heartbeat/1be26c0b-03f2-4d2e-ae87-c02d7f33c123');
         expect(hb[0].version).to.equal('1.68');
-        expect(hb[0].body).to.deep.equal({ callback_url: w.callbackUrl, agent_token: peer.token, agent_version: '10.1.0' });
+        expect(w.callbackUrl).to.match(/^https:\/\//);
+        expect(hb[0].body).to.deep.equal({ callback_url: w.callbackUrl, agent_token: peer.token, agent_version: '10.1.0', agent_verify_ca: sim.agentCertificate });
+        expect(hb[0].headers).to.include({ 'content-type': 'application/json', accept: 'application/json', 'user-agent': 'python-requests/2.28.1' });
         for (let i = 1; i < 4; i++) {
           const gap = hb[i].at - hb[i - 1].at;
           // 0.6-1.2 s, plus the request's own time on a busy machine.
@@ -264,15 +272,12 @@ describe('agent simulator', function () {
       expect(heartbeatsOf(peer)[1].at - first).to.be.at.least(290);
     });
 
-    it('stops heartbeating on 404, retries soon on 409', async () => {
+    it('retries soon on 409 and on 404 alike: IPA never stops heartbeating', async () => {
       peer.heartbeatStatus = 409;
       await booted();
       await until('three heartbeats', async () => heartbeatsOf(peer).length >= 3, 5000);
       peer.heartbeatStatus = 404;
-      await until('a 404', async () => (await agentWitness(bmc)).heartbeatStatuses['404'] === 1, 5000);
-      const n = heartbeatsOf(peer).length;
-      await sleep(1000);
-      expect(heartbeatsOf(peer).length).to.equal(n);
+      await until('three 404s', async () => (await agentWitness(bmc)).heartbeatStatuses['404'] >= 3, 5000);
       expect((await agentWitness(bmc)).running).to.equal(true);
     });
 
@@ -290,11 +295,14 @@ describe('agent simulator', function () {
       expect((await agentCommands(w.callbackUrl, '******')).status).to.equal(401);
     });
 
-    it('posts an IPA inventory to continue_inspection; a 202 gives it the token', async () => {
+    it('posts an IPA inventory to continue_inspection as IPA 9.4 does; a 202 gives the lookup its node', async () => {
       peer.inspectionStatus = 202;
       const w = await booted();
       const post = peer.of('/v1/continue_inspection')[0];
-      expect(post.version).to.equal('1.78');
+      // requests.post(url, data=<str>): no Content-Type, no version header.
+      expect(post.version).to.equal(undefined);
+      expect(post.headers).to.not.have.property('content-type');
+      expect(post.headers).to.include({ accept: '*/*', 'user-agent': 'python-requests/2.28.1', 'accept-encoding': 'gzip, deflate' });
       const inv = post.body!.inventory as Record<string, unknown>;
       expect((inv.interfaces as Array<{ mac_address: string }>).map((i) => i.mac_address)).to.deep.equal(['02:00:00:00:00:01', '02:00:00:00:00:02']);
       expect(inv.cpu).to.include({ count: 96, architecture: 'x86_64', frequency: '3400' });
@@ -306,28 +314,85 @@ describe('agent simulator', function () {
       expect(inv.system_vendor).to.include({ manufacturer: 'Galvanic', serial_number: 'SIM000000' });
       expect(inv.boot).to.deep.equal({ current_boot_mode: 'uefi', pxe_interface: null });
       expect(post.body).to.include.keys('root_disk', 'configuration', 'logs', 'error');
-      expect(w.token).to.equal(peer.token);
       expect(w.inspectionStatuses).to.deep.equal({ 202: 1 });
-      // The token comes before the lookup; the lookup after it gets "******" and the agent keeps its token.
-      await until('the lookup', async () => (await agentWitness(bmc)).lookups === 1);
-      expect(peer.of('/v1/lookup')).to.have.length(1);
-      expect((await agentWitness(bmc)).token).to.equal(peer.token);
+      // The node's UUID goes to the lookup, which gives the token.
+      const lookups = peer.of('/v1/lookup');
+      expect(lookups).to.have.length(1);
+      expect(lookups[0].query.get('node_uuid')).to.equal(NODE_UUID);
+      expect(w.token).to.equal(peer.token);
     });
 
-    it('a 4xx from continue_inspection is ignored', async () => {
+    it('an answer of 400 or more to continue_inspection ends inspection at once (IPA 9.4 retries only a connection error)', async () => {
+      for (const status of [400, 500, 409]) {
+        peer.reset();
+        peer.inspectionStatus = status;
+        await resetHost(bmc, 'ForceOff');
+        await fetch(`${bmc}/_sim/reset`, { method: 'POST' });
+        const w = await booted();
+        expect(w.inspectionStatuses, String(status)).to.deep.equal({ [status]: 1 });
+        expect(peer.of('/v1/lookup')[0].query.has('node_uuid')).to.equal(false);
+        expect(w.token).to.equal(peer.token);
+      }
+    });
+  });
+
+  describe('automatic TLS', () => {
+    it('serves its API over TLS with the certificate it sends as agent_verify_ca, IPA\'s kind; refuses plain HTTP', async () => {
       const w = await booted();
-      expect(w.inspectionStatuses).to.deep.equal({ 400: 1 });
-      expect(w.token).to.equal(peer.token);
+      expect(w.callbackUrl).to.match(/^https:\/\/127\.0\.0\.1:\d+\//);
+      expect(w.verifyCa).to.equal(sim.agentCertificate);
+      const cert = new X509Certificate(w.verifyCa!);
+      expect(cert.subjectAltName).to.equal('IP Address:127.0.0.1');
+      expect(cert.issuer).to.equal(cert.subject);
+      expect(cert.publicKey.asymmetricKeyDetails).to.deep.equal({ namedCurve: 'prime256v1' });
+      expect(Date.parse(cert.validTo) - Date.now()).to.be.within(29 * 86_400_000, 31 * 86_400_000);
+      expect((await agentCommands(w.callbackUrl, w.token)).status).to.equal(200);
+      // The system's CAs do not know it; the same port in plain HTTP gets no answer.
+      const untrusted = await fetch(`${w.callbackUrl}/v1/commands/?agent_token=${w.token}`).then(() => 'answered', (err: Error) => String((err.cause as { code?: string } | undefined)?.code));
+      expect(untrusted).to.equal('DEPTH_ZERO_SELF_SIGNED_CERT');
+      const plain = await fetch(`${w.callbackUrl.replace(/^https:/, 'http:')}/v1/commands/?agent_token=${w.token}`).then(() => 'answered', () => 'refused');
+      expect(plain).to.equal('refused');
+    });
+
+    it('against an API older than 1.68 it serves plain HTTP and sends no certificate', async () => {
+      peer.maxVersion = '1.67';
+      try {
+        const w = await booted();
+        expect(w.callbackUrl).to.match(/^http:\/\//);
+        expect(w.verifyCa).to.equal(null);
+        await until('a heartbeat', async () => heartbeatsOf(peer).length > 0);
+        expect(heartbeatsOf(peer)[0].body).to.not.have.property('agent_verify_ca');
+        expect((await agentCommands(w.callbackUrl, w.token)).status).to.equal(200);
+        const tls = await agentFetch(`${w.callbackUrl.replace(/^http:/, 'https:')}/v1/commands/?agent_token=${w.token}`).then(() => 'answered', () => 'refused');
+        expect(tls).to.equal('refused');
+      } finally {
+        peer.maxVersion = '1.78';
+      }
+    });
+
+    it('autoTls false: plain HTTP whatever the API (IPA\'s enable_auto_tls = False)', async () => {
+      const plain = await startAgentFleet(1, { apiUrl: peer.url, autoTls: false, heartbeatMinGapMs: 300, lookupRetryMs: 100 }, { fleetId: 9 });
+      try {
+        expect(plain.agentUrl).to.match(/^http:\/\//);
+        expect(plain.agentCertificate).to.equal(undefined);
+        const url = plain.bmcs[0].url;
+        await bootIso(url, ISO);
+        const w = await waitForAgent(url);
+        expect(w.callbackUrl.startsWith(plain.agentUrl!)).to.equal(true);
+        expect(w.verifyCa).to.equal(null);
+      } finally {
+        await plain.stop();
+      }
     });
   });
 
   describe('command API', () => {
     it('serves IPA root and v1 documents', async () => {
       const w = await booted();
-      const root = (await (await fetch(`${w.callbackUrl}/`)).json()) as { name: string; default_version: { id: string } };
+      const root = (await (await agentFetch(`${w.callbackUrl}/`)).json()) as { name: string; default_version: { id: string } };
       expect(root.name).to.equal('OpenStack Ironic Python Agent API');
       expect(root.default_version.id).to.equal('v1');
-      const v1 = (await (await fetch(`${w.callbackUrl}/v1/`)).json()) as { commands: Array<{ href: string }> };
+      const v1 = (await (await agentFetch(`${w.callbackUrl}/v1/`)).json()) as { commands: Array<{ href: string }> };
       expect(v1.commands[0].href).to.equal(`${w.callbackUrl}/v1/commands`);
     });
 
@@ -342,10 +407,10 @@ describe('agent simulator', function () {
     it('400 for a bad body, a bad name or missing params; 404 for an unknown extension or command id', async () => {
       const w = await booted();
       const t = w.token;
-      const bad = await fetch(`${w.callbackUrl}/v1/commands/?agent_token=${t}`, { method: 'POST', body: '{"name": "standby.sync"}' });
+      const bad = await agentFetch(`${w.callbackUrl}/v1/commands/?agent_token=${t}`, { method: 'POST', body: '{"name": "standby.sync"}' });
       expect(bad.status).to.equal(400);
       expect(((await bad.json()) as { faultstring: string }).faultstring).to.equal('400 Bad Request: Missing or invalid name or params');
-      expect((await fetch(`${w.callbackUrl}/v1/commands/?agent_token=${t}`, { method: 'POST', body: 'not json' })).status).to.equal(400);
+      expect((await agentFetch(`${w.callbackUrl}/v1/commands/?agent_token=${t}`, { method: 'POST', body: 'not json' })).status).to.equal(400);
       const noDot = await agentCommand(w.callbackUrl, t, 'sync');
       expect(noDot.status).to.equal(400);
       expect(noDot.body).to.include({ type: 'InvalidCommandError' });
@@ -358,7 +423,7 @@ describe('agent simulator', function () {
       const ext = await agentCommand(w.callbackUrl, t, 'nosuch.thing');
       expect(ext.status).to.equal(404);
       expect((ext.body as { faultstring: string }).faultstring).to.equal('Not found: Extension with id nosuch not found.');
-      expect((await fetch(`${w.callbackUrl}/v1/commands/nope?agent_token=${t}`)).status).to.equal(404);
+      expect((await agentFetch(`${w.callbackUrl}/v1/commands/nope?agent_token=${t}`)).status).to.equal(404);
       // Nothing refused was recorded.
       expect(((await agentCommands(w.callbackUrl, t)).body as { commands: unknown[] }).commands).to.have.length(0);
     });
@@ -390,7 +455,7 @@ describe('agent simulator', function () {
       const done = await waitForCommand(w.callbackUrl, w.token!);
       expect(done.command_status).to.equal('SUCCEEDED');
       expect(done.command_result).to.deep.equal({ clean_result: { '/dev/sda': null, '/dev/sdb': null }, clean_step: step });
-      const one = (await (await fetch(`${w.callbackUrl}/v1/commands/${done.id}?agent_token=${w.token}`)).json()) as CommandResult;
+      const one = (await (await agentFetch(`${w.callbackUrl}/v1/commands/${done.id}?agent_token=${w.token}`)).json()) as CommandResult;
       expect(one).to.deep.equal(done);
       const sync = await agentCommand(w.callbackUrl, w.token, 'standby.sync');
       expect((sync.body as CommandResult).command_status).to.equal('SUCCEEDED');
@@ -533,6 +598,47 @@ describe('agent simulator', function () {
       expect((await agentWitness(bmc)).disk).to.include({ bytes: small.length, sha256: sha256(small) });
     });
 
+    it('takes the config drive as IPA does: gzip + base64 inline or from a URL, kept on the disk; a dict, bad base64 or gzip fail with IPA\'s errors', async () => {
+      const image = Buffer.concat([Buffer.from('CD001 config-2 '), Buffer.alloc(64 * 1024, 3)]);
+      const encoded = gzipSync(image).toString('base64');
+      peer.images.set('/configdrive/cd.b64', Buffer.from(encoded));
+      const w = await booted();
+      const withDrive = (configdrive: unknown, imageInfo: object = {}) => {
+        const s = writeStep({ urls: [`${peer.url}/images/small.img`], os_hash_algo: 'sha256', os_hash_value: sha256(small), node_uuid: 'n-1', ...imageInfo });
+        return { ...s, step: { ...s.step, args: { ...s.step.args, configdrive } } };
+      };
+      const write = async (configdrive: unknown, imageInfo: object = {}) =>
+        (await agentCommand(w.callbackUrl, w.token, 'deploy.execute_deploy_step', withDrive(configdrive, imageInfo), true)).body as CommandResult;
+      const served = async () => {
+        const res = await fetch(`${bmc}/_sim/agent/configdrive`);
+        return res.status === 200 ? Buffer.from(await res.arrayBuffer()) : res.status;
+      };
+
+      expect((await write(encoded)).command_status).to.equal('SUCCEEDED');
+      expect((await agentWitness(bmc)).disk!.configdrive).to.deep.equal({ source: 'inline', bytes: image.length, sha256: sha256(image) });
+      expect(await served()).to.deep.equal(image);
+
+      const url = `${peer.url}/configdrive/cd.b64`;
+      expect((await write(url, { image_type: 'partition' })).command_status).to.equal('SUCCEEDED');
+      expect((await agentWitness(bmc)).disk!.configdrive).to.deep.equal({ source: 'url', url, bytes: image.length, sha256: sha256(image) });
+
+      // The JSON form, as a conductor that does not build it hands it on.
+      const dict = await write({ meta_data: { hostname: 'h' }, user_data: '#cloud-config' });
+      expect(dict.command_error).to.deep.equal({ type: 'CommandExecutionError', code: 500, message: 'Command execution failed', details: "'dict' object has no attribute 'lower'" });
+      expect((await write('this is not base64!')).command_error).to.deep.equal({
+        type: 'DeploymentError', code: 500, message: 'Deploy step failed',
+        details: 'Config drive for node n-1 is not base64 encoded or the content is malformed. Error: Incorrect padding.',
+      });
+      expect((await write(Buffer.from('plain text').toString('base64'))).command_error!.details)
+        .to.equal("Encountered error while decompressing and writing config drive for node n-1. Error: Not a gzipped file (b'pl')");
+      const gone = await write(`${peer.url}/configdrive/gone`);
+      expect(gone.command_error!.details).to.match(/^Can't download the configdrive content for node n-1 from 'http:\/\/127\.0\.0\.1:\d+\/configdrive\/gone'\. Got status code 404/);
+      // Without one, the disk holds none.
+      expect((await write(null)).command_status).to.equal('SUCCEEDED');
+      expect((await agentWitness(bmc)).disk!.configdrive).to.equal(null);
+      expect(await served()).to.equal(404);
+    });
+
     it('erase_devices_metadata empties the disk', async () => {
       const w = await booted();
       await agentCommand(w.callbackUrl, w.token, 'deploy.execute_deploy_step', writeStep({ urls: [`${peer.url}/images/small.img`], os_hash_algo: 'sha256', os_hash_value: sha256(small) }), true);
@@ -670,20 +776,59 @@ describe('agent simulator', function () {
     });
   });
 
+  describe('install_coreos (coreosInstaller: OpenShift\'s CoreOSInstallHardwareManager)', () => {
+    let coreos: RedfishSim;
+    before(async () => {
+      coreos = await startAgentFleet(1, { apiUrl: peer.url, heartbeatMinGapMs: 300, lookupRetryMs: 100, coreosInstaller: true });
+    });
+    after(async () => coreos?.stop());
+
+    it('lists the second manager\'s step; needs the config drive as JSON, its user_data the Ignition', async () => {
+      const url = coreos.bmcs[0].url;
+      await bootIso(url, ISO);
+      const w = await waitForAgent(url);
+      const d = ((await agentCommand(w.callbackUrl, w.token, 'deploy.get_deploy_steps', { node: {}, ports: [] })).body as CommandResult).command_result as {
+        deploy_steps: Record<string, Array<Record<string, unknown>>>; hardware_manager_version: Record<string, string>;
+      };
+      expect(d.deploy_steps.CoreOSInstallHardwareManager).to.deep.equal([{ step: 'install_coreos', priority: 0, interface: 'deploy', reboot_requested: false, argsinfo: {} }]);
+      expect(d.hardware_manager_version).to.deep.equal({ GenericHardwareManager: '1.2', CoreOSInstallHardwareManager: '1' });
+      // The versions as the conductor sends them back, in another key order (a JSON column's).
+      const version = { CoreOSInstallHardwareManager: '1', GenericHardwareManager: '1.2' };
+      const run = async (instanceInfo: Record<string, unknown>) => ((await agentCommand(w.callbackUrl, w.token, 'deploy.execute_deploy_step', {
+        step: { interface: 'deploy', step: 'install_coreos', args: {}, priority: 80 }, node: { instance_info: instanceInfo }, ports: [], deploy_version: version,
+      }, true)).body as CommandResult);
+
+      const rendered = await run({ configdrive: 'H4sIAAAAAAAA' });
+      expect(rendered.command_status).to.equal('FAILED');
+      expect(rendered.command_error).to.include({ type: 'DeploymentError', details: 'Cannot use a pre-rendered configdrive, please pass it as JSON data' });
+      expect((await agentWitness(url)).disk).to.equal(null);
+
+      const ignition = '{"ignition":{"version":"3.2.0"}}';
+      const installed = await run({ image_source: 'http://images.example/rhcos.raw.gz', configdrive: { meta_data: { name: 'w0' }, user_data: ignition } });
+      expect(installed.command_status, JSON.stringify(installed.command_error)).to.equal('SUCCEEDED');
+      expect((await agentWitness(url)).disk).to.include({ imageUrl: 'http://images.example/rhcos.raw.gz', ignition });
+    });
+  });
+
   describe('CLI', () => {
     it('parses the agent options and lists them in --help', () => {
       const o = parseSimArgs(['--count', '2', '--agent-api-url', 'http://127.0.0.1:6385', '--agent-iso', 'deploy\\.iso$', '--agent-boot-seconds', '3-5', '--agent-write-mbps', '50', '--agent-heartbeat-min-gap-ms', '1000', '--agent-lookup-retry-ms', '500', '--agent-port', '7000']);
-      expect(o.agent).to.deep.include({ apiUrl: 'http://127.0.0.1:6385', bootSeconds: [3, 5], writeMBps: 50, heartbeatMinGapMs: 1000, lookupRetryMs: 500, port: 7000 });
+      expect(o.agent).to.deep.include({ apiUrl: 'http://127.0.0.1:6385', bootSeconds: [3, 5], writeMBps: 50, heartbeatMinGapMs: 1000, lookupRetryMs: 500, port: 7000, autoTls: true });
+      expect(parseSimArgs(['--agent-api-url', 'http://x', '--agent-no-auto-tls']).agent).to.deep.include({ autoTls: false });
+      expect(() => parseSimArgs(['--agent-no-auto-tls'])).to.throw('--agent-no-auto-tls needs --agent-api-url');
       expect(o.agent!.isoPattern!.test('http://x/DEPLOY.iso')).to.equal(true);
       expect(parseSimArgs(['--count', '1']).agent).to.equal(undefined);
-      for (const flag of ['--agent-api-url', '--agent-iso', '--agent-boot-seconds', '--agent-write-mbps', '--agent-heartbeat-min-gap-ms', '--agent-lookup-retry-ms', '--agent-port']) expect(SIM_REDFISH_USAGE).to.include(flag);
+      for (const flag of ['--agent-api-url', '--agent-iso', '--agent-boot-seconds', '--agent-write-mbps', '--agent-heartbeat-min-gap-ms', '--agent-lookup-retry-ms', '--agent-port', '--agent-no-auto-tls', '--agent-coreos-installer']) expect(SIM_REDFISH_USAGE).to.include(flag);
+      expect(o.agent!.coreosInstaller).to.equal(false);
+      expect(parseSimArgs(['--agent-api-url', 'http://x', '--agent-coreos-installer']).agent!.coreosInstaller).to.equal(true);
     });
 
     it('galvanic sim redfish --agent-api-url runs agents and prints their server', async () => {
       const sim2 = await spawnSim(['--count', '1', '--agent-api-url', peer.url, '--agent-boot-seconds', '0']);
       try {
-        const info = sim2.info as { firstPort: number; agentUrl: string };
-        expect(info.agentUrl).to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
+        const info = sim2.info as { firstPort: number; agentUrl: string; agentCertificate: string };
+        expect(info.agentUrl).to.match(/^https:\/\/127\.0\.0\.1:\d+$/);
+        expect(info.agentCertificate).to.match(/^-----BEGIN CERTIFICATE-----/);
         const url = `http://127.0.0.1:${info.firstPort}`;
         await bootIso(url, ISO);
         const w = await waitForAgent(url);
@@ -697,6 +842,7 @@ describe('agent simulator', function () {
 
     it('refuses bad agent options', () => {
       expect(() => parseSimArgs(['--agent-boot-seconds', '1-2'])).to.throw('--agent-boot-seconds needs --agent-api-url');
+      expect(() => parseSimArgs(['--agent-coreos-installer'])).to.throw('--agent-coreos-installer needs --agent-api-url');
       expect(() => parseSimArgs(['--agent-api-url', 'ftp://x'])).to.throw('--agent-api-url must be an http(s) URL');
       expect(() => parseSimArgs(['--agent-api-url', 'http://x', '--agent-write-mbps', '0'])).to.throw('--agent-write-mbps');
       expect(() => parseSimArgs(['--agent-api-url', 'http://x', '--agent-iso', '('])).to.throw('--agent-iso');

@@ -191,6 +191,17 @@ describe('Ironic fidelity: routing, gates, HTTP-layer errors and validation', fu
     });
   }
 
+  it('takes an empty config drive ({} as Metal3 sends with a live ISO, or "") as none: not checked, not stored', async () => {
+    for (const [configdrive, version] of [[{}, 'latest'], [{}, '1.55'], ['', 'latest']] as const) {
+      const created = await t.app.inject({ method: 'POST', url: '/v1/nodes', headers: { 'x-openstack-ironic-api-version': '1.1' }, payload: { driver: 'fake-hardware' } });
+      const uuid = created.json<{ uuid: string }>().uuid;
+      const res = await t.app.inject({ method: 'PUT', url: `/v1/nodes/${uuid}/states/provision`, headers: { 'x-openstack-ironic-api-version': version }, payload: { target: 'active', configdrive } });
+      expect(res.statusCode, `${JSON.stringify(configdrive)} at ${version}: ${res.body}`).to.equal(202);
+      const node = (await t.app.inject({ method: 'GET', url: `/v1/nodes/${uuid}`, headers: { 'x-openstack-ironic-api-version': 'latest' } })).json<{ instance_info: Record<string, unknown> }>();
+      expect(node.instance_info, JSON.stringify(configdrive)).to.not.have.property('configdrive');
+    }
+  });
+
   it('deletes a node that a periodic task holds for a moment instead of answering 409', async () => {
     const uuid = await (async () => {
       const res = await t.app.inject({ method: 'POST', url: '/v1/nodes', headers: { 'x-openstack-ironic-api-version': 'latest' }, payload: { driver: 'fake-hardware' } });

@@ -128,6 +128,9 @@ describe('galvanic command', function () {
         GALVANIC_DATABASE__EMBEDDED_DATA_DIR: dataDir,
         GALVANIC_DATABASE__EMBEDDED_PORT: String(pgPort),
         GALVANIC_API__PORT: String(port),
+        GALVANIC_DEPLOY__HTTP_SERVER_PORT: '0',
+        GALVANIC_DEPLOY__HTTP_ROOT: path.join(tmp, 'httpboot'),
+        GALVANIC_DEPLOY__ISO_MASTER_PATH: path.join(tmp, 'cache'),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -34,7 +34,8 @@ describe('custom-agent deploy: the agent\'s deploy steps, no image written (real
     const validate = (await api('GET', `/v1/nodes/${uuid}/validate`)).json<Record<string, { result: boolean; reason?: string }>>();
     expect(validate.deploy, JSON.stringify(validate.deploy)).to.deep.equal({ result: true });
 
-    await provision(api, uuid, 'active', { deploy_steps: [{ interface: 'deploy', step: 'erase_devices_metadata', priority: 70, args: {} }] });
+    // The priority as a string of digits, which Ironic's deploy step schema takes too.
+    await provision(api, uuid, 'active', { deploy_steps: [{ interface: 'deploy', step: 'erase_devices_metadata', priority: '70', args: {} }] });
     const { states, node } = await watchStates(api, uuid);
     expect(node.provision_state, node.last_error ?? '').to.equal('active');
     expect(states).to.include('wait call-back');

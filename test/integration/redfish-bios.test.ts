@@ -7,7 +7,7 @@
 import { expect } from 'chai';
 import { setFaults } from '../helpers/redfish.js';
 import { AGENT_TEST_ENV, directNodeBody, galvanicAndSim, watchStates } from '../helpers/agent-deploy.js';
-import { createNode, provision, provisionAndSettle } from '../helpers/provisioning.js';
+import { createNode, provision, provisionAndSettle, simEvents, story } from '../helpers/provisioning.js';
 
 type Setting = Record<string, unknown> & { name: string; value: string | null };
 
@@ -16,7 +16,7 @@ describe('redfish BIOS interface: settings cached and changed through the BMC (r
   const g = galvanicAndSim({
     images: true,
     env: { ...AGENT_TEST_ENV, GALVANIC_CONDUCTOR__AUTOMATED_CLEAN: 'false', GALVANIC_DEFAULT__ENABLED_BIOS_INTERFACES: 'fake,no-bios,redfish' },
-    sim: (apiUrl) => ({ count: 4, agent: { apiUrl, bootSeconds: [0.1, 0.2], heartbeatMinGapMs: 200, lookupRetryMs: 300 } }),
+    sim: (apiUrl) => ({ count: 5, agent: { apiUrl, bootSeconds: [0.1, 0.2], heartbeatMinGapMs: 200, lookupRetryMs: 300 } }),
     cleanExit: false,
   });
   const { api } = g;
@@ -153,5 +153,38 @@ describe('redfish BIOS interface: settings cached and changed through the BMC (r
     // The cache shows what the BMC has, not what was asked.
     const list = await biosList(uuid);
     expect([valueOf(list, 'PowerProfile'), valueOf(list, 'NicBoot1')]).to.deep.equal(['MaxPerf', 'Disabled']);
+  });
+
+  it('applies settings and factory-resets them in servicing, rebooting the instance in place (no agent)', async () => {
+    const uuid = await inspectedNode(4);
+    expect((await provisionAndSettle(api, uuid, 'provide')).provision_state).to.equal('available');
+    await provision(api, uuid, 'active');
+    expect((await watchStates(api, uuid)).node.provision_state).to.equal('active');
+
+    const service = async (steps: unknown[]) => {
+      const before = (await simEvents(g.sim.bmcs[4].url)).length;
+      await provision(api, uuid, 'service', { service_steps: steps });
+      const run = await watchStates(api, uuid);
+      return { ...run, resets: story((await simEvents(g.sim.bmcs[4].url)).slice(before)).filter((e) => e.startsWith('reset ')) };
+    };
+    const applied = await service([{ interface: 'bios', step: 'apply_configuration', args: { settings: [{ name: 'ProcTurboMode', value: 'Disabled' }, { name: 'ProcCoreDisable', value: 3 }] } }]);
+    expect(applied.node.provision_state, applied.node.last_error ?? '').to.equal('active');
+    expect(applied.states).to.not.include('service wait');
+    expect(applied.resets, 'one reboot of the instance').to.have.length(1);
+    expect(applied.node.driver_internal_info).to.not.have.property('redfish_bios_state');
+    expect(await bmcAttributes(4)).to.include({ ProcTurboMode: 'Disabled', ProcCoreDisable: 3 });
+    expect([valueOf(await biosList(uuid), 'ProcTurboMode'), valueOf(await biosList(uuid), 'ProcCoreDisable')]).to.deep.equal(['Disabled', '3']);
+
+    const reset = await service([{ interface: 'bios', step: 'factory_reset', args: {} }]);
+    expect(reset.node.provision_state, reset.node.last_error ?? '').to.equal('active');
+    expect(reset.resets).to.have.length(1);
+    expect(await bmcAttributes(4)).to.include({ ProcTurboMode: 'Enabled', ProcCoreDisable: 0 });
+
+    // Not applied at the reboot: service failed with Ironic's message, the instance running.
+    await setFaults(g.sim.bmcs[4].url, { biosUnapplied: ['PowerProfile'] });
+    const unapplied = await service([{ interface: 'bios', step: 'apply_configuration', args: { settings: [{ name: 'PowerProfile', value: 'PowerSaver' }] } }]);
+    expect(unapplied.node.provision_state).to.equal('service failed');
+    expect(unapplied.node.last_error).to.include('Redfish BIOS apply_configuration step failed. Attributes {\'PowerProfile\': \'PowerSaver\'} are not updated.');
+    expect(unapplied.node.power_state).to.equal('power on');
   });
 });

@@ -6,11 +6,9 @@
  * place), and the ways an update fails: the BMC's task ends in Exception, the BMC cannot be
  * reached after the reboot, bad settings.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
-import { AGENT_TEST_ENV, directNodeBody, galvanicAndSim, watchStates } from '../helpers/agent-deploy.js';
+import { AGENT_TEST_ENV, directNodeBody, galvanicAndSim, startFirmwareServer, watchStates } from '../helpers/agent-deploy.js';
 import { createNode, provision, provisionAndSettle, simEvents, type NodeView } from '../helpers/provisioning.js';
 import { setFaults } from '../helpers/redfish.js';
 import { agentWitness } from '../helpers/agent-sim.js';
@@ -24,25 +22,6 @@ interface Component {
   last_version_flashed: string | null;
   created_at: string;
   updated_at: string | null;
-}
-
-/** Serves the firmware images the simulated BMC accepts (JSON naming the component and version). */
-async function startFirmwareServer(): Promise<{ url: string; close(): Promise<void> }> {
-  const images: Record<string, object> = {
-    '/fw/bios-2.0.0.bin': { Component: 'BIOS', Version: '2.0.0' },
-    '/fw/bios-3.0.0.bin': { Component: 'BIOS', Version: '3.0.0' },
-    '/fw/bmc-2.0.0.bin': { Component: 'BMC', Version: '2.0.0-sim' },
-  };
-  const server = http.createServer((req, res) => {
-    const image = images[req.url ?? ''];
-    if (!image) return void res.writeHead(404).end('not found');
-    res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(JSON.stringify(image));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
-  };
 }
 
 describe('redfish firmware interface: UpdateService, firmware.update and GET firmware (real processes)', function () {

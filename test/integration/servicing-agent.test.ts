@@ -49,11 +49,14 @@ describe('servicing through the agent (real processes)', function () {
     return ((await (await fetch(`${g.sim.bmcs[i].url}${SYSTEM}/Bios`, { headers: AUTH })).json()) as Json).Attributes as Json;
   }
 
-  it('applies BIOS settings in servicing through the agent, and boots the instance again', async () => {
+  it('applies BIOS settings by a reboot into the agent when the servicing runs it, and boots the instance again', async () => {
     const uuid = await activeNode(0);
     const url = g.sim.bmcs[0].url;
     const since = (await simEvents(url)).at(-1)?.seq ?? 0;
-    const { states, node } = await service(uuid, [{ interface: 'bios', step: 'apply_configuration', args: { settings: [{ name: 'ProcTurboMode', value: 'Disabled' }] } }]);
+    const { states, node } = await service(uuid, [
+      { interface: 'deploy', step: 'burnin_cpu' },
+      { interface: 'bios', step: 'apply_configuration', args: { settings: [{ name: 'ProcTurboMode', value: 'Disabled' }] } },
+    ]);
     expect(node.provision_state, node.last_error ?? '').to.equal('active');
     expect(states).to.include('service wait');
     expect(node.service_step).to.deep.equal({});
@@ -108,9 +111,14 @@ describe('servicing through the agent (real processes)', function () {
 
   it('runs steps that need no agent at once, without booting it, and refuses a step no interface offers', async () => {
     const uuid = await activeNode(3);
-    const { states, node } = await service(uuid, [{ interface: 'power', step: 'reboot' }]);
+    // A BIOS step needs no agent in servicing: the instance is rebooted in place.
+    const { states, node } = await service(uuid, [
+      { interface: 'power', step: 'reboot' },
+      { interface: 'bios', step: 'apply_configuration', args: { settings: [{ name: 'ProcVirtualization', value: 'Disabled' }] } },
+    ]);
     expect(node.provision_state, node.last_error ?? '').to.equal('active');
     expect(states).to.not.include('service wait');
+    expect((await bios(3)).ProcVirtualization).to.equal('Disabled');
     expect((await agentWitness(g.sim.bmcs[3].url)).received['service.get_service_steps'] ?? 0).to.equal(0);
 
     const refused = await service(uuid, [{ interface: 'bios', step: 'defragment' }]);

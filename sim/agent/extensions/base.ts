@@ -40,6 +40,8 @@ export interface ExtensionAgent {
   disk: DiskState | null;
   /** The software RAID devices the agent built on the host's disks; they outlive the agent too. */
   softwareRaid: SoftRaidDevice[] | null;
+  /** The image of the config drive on the disk, or null. */
+  configdriveImage: Buffer | null;
   /** The version the hardware manager reports. */
   hwVersion: string;
   /** The commands of the current (or last) agent. */

@@ -3,7 +3,7 @@
  * and the commands by which the host's OS goes down (power_off, run_image, reboot).
  */
 import { DEFAULT_STEP_MS } from '../hardware.js';
-import { downloadImage, partitionsOf, validateImageInfo } from '../image.js';
+import { diskAfter, validateImageInfo, writeImage } from '../image.js';
 import { sleep, timer, type Life } from '../life.js';
 import type { CommandSpec, Extension, ExtensionAgent } from './base.js';
 
@@ -24,7 +24,7 @@ export function standbyExtension(agent: ExtensionAgent): Extension {
   });
   return {
     get_partition_uuids: { async: false, required: [], run: (_p, life) => life.partitionUuids ?? {} },
-    prepare_image: { async: true, required: ['image_info'], validate: (p) => void validateImageInfo(p.image_info), run: async (p, life) => ({ result: `prepare_image: ${await writeImage(agent, p, life)}` }) },
+    prepare_image: { async: true, required: ['image_info'], validate: (p) => void validateImageInfo(p.image_info), run: async (p, life) => ({ result: `prepare_image: ${await prepareImage(agent, p, life)}` }) },
     power_off: shutdown('ForceOff'),
     run_image: shutdown('ForceRestart'),
     reboot: shutdown('ForceRestart'),
@@ -33,12 +33,12 @@ export function standbyExtension(agent: ExtensionAgent): Extension {
 }
 
 /** standby.prepare_image, the legacy way in. */
-async function writeImage(agent: ExtensionAgent, params: Record<string, unknown>, life: Life): Promise<string> {
+async function prepareImage(agent: ExtensionAgent, params: Record<string, unknown>, life: Life): Promise<string> {
   const info = validateImageInfo(params.image_info);
-  const written = await downloadImage(info, agent.env.dispatcher, life.signal);
-  await sleep(life, written.bytes / agent.env.writeBytesPerMs);
-  const parts = partitionsOf(info);
-  agent.disk = { imageUrl: written.url, bytes: written.bytes, sha256: written.sha256, writtenAt: Date.now(), imageType: parts.imageType, bootloader: null };
-  life.partitionUuids = parts.uuids;
-  return `image (${info.id}) written to device /dev/sda root_uuid=${parts.uuids['root uuid']}`;
+  const w = await writeImage(info, params.configdrive, agent.env.dispatcher, life.signal);
+  await sleep(life, w.written.bytes / agent.env.writeBytesPerMs);
+  agent.disk = diskAfter(w);
+  agent.configdriveImage = w.configdrive?.image ?? null;
+  life.partitionUuids = w.parts.uuids;
+  return `image (${info.id}) written to device /dev/sda root_uuid=${w.parts.uuids['root uuid']}`;
 }

@@ -1,0 +1,254 @@
+/**
+ * Shared by the VM tests: which accelerator boots the test kernel here, the serial console of a
+ * QEMU-backed BMC (GET /_sim/vm/console), what the test ramdisk said on it, and a suite's
+ * Galvanic with a QEMU-backed BMC.
+ */
+import { expect } from 'chai';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { probeKvm } from '../../sim/qemu/index.js';
+import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
+import { startGalvanicOnFreshDatabase, type GalvanicOnFreshDatabase } from './app.js';
+import { freePort } from './net.js';
+import { getNode, httpClient, type ApiCall } from './provisioning.js';
+import { until } from './until.js';
+import { requireVmLab, testRamdisk, type TestRamdisk } from './vm-ramdisk.js';
+
+export type Accel = 'kvm' | 'tcg';
+
+let reported = false;
+
+/**
+ * KVM when this host's KVM boots `kernel`, else TCG (the probe runs once per process);
+ * GALVANIC_QEMU_ACCEL=kvm|tcg skips the probe.
+ */
+export async function vmAccel(kernel: string): Promise<{ accel: Accel; detail: string }> {
+  const forced = process.env.GALVANIC_QEMU_ACCEL;
+  const chosen: { accel: Accel; detail: string } = forced === 'kvm' || forced === 'tcg'
+    ? { accel: forced, detail: 'GALVANIC_QEMU_ACCEL' }
+    : await probeKvm(kernel).then((p) => ({ accel: p.kvm ? ('kvm' as const) : ('tcg' as const), detail: p.detail }));
+  if (!reported) {
+    reported = true;
+    process.stderr.write(`      VM lab: ${chosen.accel.toUpperCase()} (${chosen.detail})\n`);
+  }
+  return chosen;
+}
+
+export interface VmState {
+  running: boolean;
+  pid: number | null;
+  firmware: 'bios' | 'uefi' | null;
+  boot: string | null;
+  media: { cd: string | null; usb: string | null };
+  mediaFiles: string[];
+  macs: [string, string];
+  uuid: string;
+  serialBytes: number;
+  lastError: string | null;
+}
+
+export async function vmState(bmcUrl: string): Promise<VmState> {
+  const res = await fetch(`${bmcUrl}/_sim/vm`);
+  if (!res.ok) throw new Error(`/_sim/vm: ${res.status} ${await res.text()}`);
+  return (await res.json()) as VmState;
+}
+
+/** The serial console from byte `from`. */
+export async function vmConsole(bmcUrl: string, from = 0): Promise<string> {
+  const res = await fetch(`${bmcUrl}/_sim/vm/console?from=${from}`);
+  if (!res.ok) throw new Error(`/_sim/vm/console: ${res.status} ${await res.text()}`);
+  return res.text();
+}
+
+/** The console's output since `from` once it matches `re`; on a timeout the error shows its end. */
+export async function waitForConsole(bmcUrl: string, re: RegExp, opts: { from?: number; timeoutMs?: number; what?: string } = {}): Promise<string> {
+  let text = '';
+  return until(
+    () => `${opts.what ?? re.source} on the serial console; it ends with:\n${text.slice(-2500)}`,
+    async () => {
+      text = await vmConsole(bmcUrl, opts.from ?? 0);
+      return re.test(text) ? text : null;
+    },
+    opts.timeoutMs ?? 180_000,
+    500,
+  );
+}
+
+/** What the test ramdisk reported (its `vmlab: ` lines): the last boot's, when given its output. */
+export interface RamdiskReport {
+  cmdline: string | null;
+  /** Kernel parameters by name (the last of each). */
+  params: Record<string, string>;
+  nic: { name: string; mac: string } | null;
+  configDrive: string | null;
+  /** Files read from the config drive, decoded; null when missing. */
+  files: Record<string, string | null>;
+  lookups: string[];
+  heartbeats: Array<{ n: number; ok: boolean; text: string }>;
+  /** The inventory posted to ipa-inspection-callback-url, when it was taken. */
+  inspection: Record<string, unknown> | null;
+  inspectionError: string | null;
+}
+
+export function ramdiskReport(output: string): RamdiskReport {
+  const r: RamdiskReport = { cmdline: null, params: {}, nic: null, configDrive: null, files: {}, lookups: [], heartbeats: [], inspection: null, inspectionError: null };
+  for (const raw of output.split('\n')) {
+    const at = raw.indexOf('vmlab: ');
+    if (at < 0) continue;
+    const line = raw.slice(at + 7).trim();
+    const [word, ...rest] = line.split(' ');
+    if (word === 'cmdline') {
+      r.cmdline = rest.join(' ');
+      for (const p of rest) {
+        const eq = p.indexOf('=');
+        if (eq > 0) r.params[p.slice(0, eq)] = p.slice(eq + 1);
+      }
+    } else if (word === 'nic') {
+      r.nic = { name: rest[0], mac: rest[1] };
+    } else if (word === 'config-drive') {
+      r.configDrive = rest.join(' ');
+    } else if (word === 'file') {
+      r.files[rest[0]] = rest[1] === 'missing' ? null : Buffer.from(rest[2] ?? '', 'base64').toString('utf8');
+    } else if (word === 'lookup') {
+      r.lookups.push(rest.join(' '));
+    } else if (word === 'inspection') {
+      if (rest[0] === 'ok') r.inspection = (JSON.parse(Buffer.from(rest[1], 'base64').toString('utf8')) as { inventory: Record<string, unknown> }).inventory;
+      else r.inspectionError = rest.slice(1).join(' ');
+    } else if (word === 'heartbeat') {
+      r.heartbeats.push({ n: Number(rest[0]), ok: rest[1] === 'ok', text: rest.slice(1).join(' ') });
+    }
+  }
+  return r;
+}
+
+/** The console output of the last power on or reset (after the simulator's last mark). */
+export function lastBoot(output: string): string {
+  const at = output.lastIndexOf('[galvanic-sim]');
+  return at < 0 ? output : output.slice(at);
+}
+
+/** Every file under `dir`, relative to it (none when it does not exist). */
+export async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await fs.promises.readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
+  return entries.filter((e) => e.isFile()).map((e) => path.relative(dir, path.join(e.parentPath, e.name))).sort();
+}
+
+export interface VmLabGalvanic {
+  readonly galvanic: GalvanicOnFreshDatabase;
+  readonly api: ApiCall;
+  readonly sim: RedfishSim;
+  /** The QEMU-backed BMC. */
+  readonly bmc: string;
+  readonly ramdisk: TestRamdisk;
+  /** Where the test's files are served (`<url>/vmlinuz`, `<url>/initrd.gz`, and what `serve` adds). */
+  readonly files: string;
+  /** Galvanic's HTTP root. */
+  readonly httpRoot: string;
+  /** Galvanic's API as the guest reaches it (ipa-api-url). */
+  readonly guestApi: string;
+  /** Serves `data` at `<files>/<name>`. */
+  serve(name: string, data: Buffer): void;
+}
+
+/**
+ * The hooks of a suite that drives a real `galvanic all-in-one` against one QEMU-backed BMC:
+ * the test ramdisk built, a file server for it, Galvanic with an HTTP root and image cache of
+ * the suite's own and `[deploy] external_callback_url` the API's address from the guest
+ * (10.0.2.2, QEMU's user network), and the simulator. Call it inside `describe`.
+ */
+export function vmLabGalvanic(what: string, env: Record<string, string> = {}): VmLabGalvanic {
+  const served = new Map<string, Buffer>();
+  let server: http.Server | undefined;
+  let files = '';
+  let work = '';
+  let galvanic: GalvanicOnFreshDatabase | undefined;
+  let sim: RedfishSim | undefined;
+  let ramdisk: TestRamdisk | undefined;
+  let port = 0;
+  before(async function () {
+    requireVmLab(this, what);
+    ramdisk = await testRamdisk();
+    const { accel } = await vmAccel(ramdisk.kernel);
+    served.set('vmlinuz', await fs.promises.readFile(ramdisk.kernel));
+    served.set('initrd.gz', await fs.promises.readFile(ramdisk.initrd));
+    server = http.createServer((req, res) => {
+      const body = served.get((req.url ?? '').replace(/^\//, ''));
+      if (!body) return void res.writeHead(404).end();
+      res.writeHead(200, { 'content-length': String(body.length) }).end(req.method === 'HEAD' ? undefined : body);
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    files = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    work = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'vm-lab-'));
+    port = await freePort();
+    galvanic = await startGalvanicOnFreshDatabase({
+      port,
+      env: {
+        GALVANIC_DEPLOY__HTTP_ROOT: path.join(work, 'httpboot'),
+        GALVANIC_DEPLOY__ISO_MASTER_PATH: path.join(work, 'cache'),
+        GALVANIC_DEPLOY__EXTERNAL_CALLBACK_URL: `http://10.0.2.2:${port}`,
+        GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
+        GALVANIC_REDFISH__CONNECTION_RETRY_INTERVAL: '0.1',
+        ...env,
+      },
+    });
+    sim = await startRedfishSim({ count: 1, qemu: { accel } });
+  });
+  after(async () => {
+    try {
+      await galvanic?.shutdownCleanly();
+    } finally {
+      // The machines go whatever Galvanic's exit was.
+      await sim?.stop();
+      if (server) {
+        server.closeAllConnections();
+        await new Promise((resolve) => server!.close(resolve));
+      }
+      if (work) await fs.promises.rm(work, { recursive: true, force: true });
+    }
+  });
+  const started = <T>(name: string, v: T | undefined): T => {
+    if (v === undefined) throw new Error(`${name} is not started (outside the suite's hooks and tests?)`);
+    return v;
+  };
+  const api = (() => {
+    let client: ApiCall | undefined;
+    return (...args: Parameters<ApiCall>) => {
+      client ??= httpClient(started('galvanic', galvanic).url);
+      return client(...args);
+    };
+  })();
+  return {
+    get galvanic() { return started('galvanic', galvanic); },
+    get sim() { return started('the simulator', sim); },
+    get bmc() { return started('the simulator', sim).bmcs[0].url; },
+    get ramdisk() { return started('the test ramdisk', ramdisk); },
+    get files() { return files; },
+    get httpRoot() { return path.join(work, 'httpboot'); },
+    get guestApi() { return `http://10.0.2.2:${port}`; },
+    api,
+    serve: (name, data) => void served.set(name, data),
+  };
+}
+
+/**
+ * What a torn-down node leaves, checked: its machine powered off with nothing in its drives
+ * and no download kept, the BMC's slots empty, the HTTP root holding no file, the node off.
+ */
+export async function expectNothingLeft(lab: VmLabGalvanic, nodeUuid: string): Promise<void> {
+  const off = await until('the machine to be powered off', async () => {
+    const s = await vmState(lab.bmc);
+    return s.running ? null : s;
+  }, 60_000, 500);
+  expect(off.media).to.deep.equal({ cd: null, usb: null });
+  expect(off.mediaFiles).to.deep.equal([]);
+  const auth = { authorization: `Basic ${Buffer.from('admin:password').toString('base64')}` };
+  for (const slot of ['Cd', 'USB']) {
+    const body = (await (await fetch(`${lab.bmc}/redfish/v1/Managers/BMC/VirtualMedia/${slot}`, { headers: auth })).json()) as { Inserted: boolean; Image: string };
+    expect(body, slot).to.deep.include({ Inserted: false, Image: '' });
+  }
+  expect(await filesUnder(lab.httpRoot)).to.deep.equal([]);
+  expect((await getNode(lab.api, nodeUuid)).power_state).to.equal('power off');
+}
