@@ -1,10 +1,12 @@
 /**
- * Where a deploy's config drive is built and kept (Ironic's do_node_deploy and
- * _store_configdrive, conductor side): the JSON form the API took (1.56) is built when the
- * deploy runs, never by the API; a config drive above `[deploy] configdrive_max_inline_size`
- * (or every one, with `configdrive_use_object_store`) is published in the conductor's HTTP root
- * and instance_info keeps only its URL, as Ironic keeps a Swift temporary URL; a smaller one
- * stays in instance_info as gzip + base64. A URL the user gave goes on as it is.
+ * Where a deploy's config drive is built and kept (Ironic's do_node_deploy, _store_configdrive
+ * and get_configdrive_image, conductor side): the JSON form the API took (1.56) is built when
+ * the deploy starts, never by the API, to check it and measure it. One whose image is within
+ * `[deploy] configdrive_max_inline_size` stays in instance_info as the user gave it (JSON, which
+ * a custom deploy step such as OpenShift's install_coreos reads) and is built again where it is
+ * consumed; a bigger one (or every one, with `configdrive_use_object_store`) is published in
+ * the conductor's HTTP root and instance_info keeps only its URL, as Ironic keeps a Swift
+ * temporary URL. A URL or a built image the user gave goes on as it is.
  */
 import { InvalidParameterValue } from '../common/errors.js';
 import { CONFIGDRIVE_FILE, buildConfigdrive, decodeConfigdrive, isConfigdriveContent, type ConfigdriveContent } from '../drivers/image/configdrive.js';
@@ -40,10 +42,12 @@ export interface ConfigdriveServices {
 }
 
 /**
- * Builds and keeps the config drive of the node being deployed, before its deploy steps run.
- * For a deploy that boots the instance from media (ramdisk), a published config drive is the
- * raw image the BMC attaches; for the agent, the gzip + base64 it takes from a URL. On failure
- * the row keeps no config drive and the root no file (as Ironic, which persisted none).
+ * Checks and keeps the config drive of the node being deployed, before its deploy steps run:
+ * a JSON one that cannot be built fails the deploy before the node is touched. Only one that
+ * must be published is replaced by its URL: for a deploy that boots the instance from media
+ * (ramdisk), the raw image the BMC attaches; for the agent, the gzip + base64 it takes from a
+ * URL. On failure the row keeps no config drive and the root no file (as Ironic, which
+ * persisted none).
  * @throws ImageCreationFailed | ImagePublishFailed | InvalidParameterValue (too big, no HTTP root)
  */
 export async function storeConfigdrive(ctx: ActionContext, services: ConfigdriveServices): Promise<void> {
@@ -58,9 +62,9 @@ export async function storeConfigdrive(ctx: ActionContext, services: Configdrive
     // What a BMC attaches (ramdisk) is decoded now: a bad one fails before the node is touched.
     const image = deployOf(ctx).bootOption === 'ramdisk' ? decodeConfigdrive(encoded) : undefined;
     if (!services.useObjectStore && size <= services.maxInlineSize) {
-      // What an earlier deploy published is not this config drive.
+      // What an earlier deploy published is not this config drive. The JSON form stays: it is
+      // built again where it is consumed (configdriveImage).
       await root?.remove(node.uuid, CONFIGDRIVE_FILE);
-      if (json) await ctx.task.progress({ instanceInfo: { ...ctx.node.instanceInfo, configdrive: encoded } });
       return;
     }
     if (!root) {
@@ -81,7 +85,19 @@ export async function storeConfigdrive(ctx: ActionContext, services: Configdrive
   }
 }
 
-async function build(services: ConfigdriveServices, node: { uuid: string; name: string | null }, content: ConfigdriveContent): Promise<string> {
+/**
+ * Ironic's get_configdrive_image: the node's config drive as its consumers take it (the
+ * agent's write_image, a BMC's virtual USB stick), the JSON form built now into gzip + base64;
+ * a URL or a built image as it is; undefined when it has none.
+ * @throws ImageCreationFailed
+ */
+export async function configdriveImage(ctx: Pick<ActionContext, 'node'>, services: ConfigdriveServices | undefined): Promise<string | undefined> {
+  const given = ctx.node.instanceInfo.configdrive;
+  if (isConfigdriveContent(given)) return build(services ?? {}, { uuid: ctx.node.uuid, name: ctx.node.name }, given);
+  return typeof given === 'string' && given !== '' ? given : undefined;
+}
+
+async function build(services: Pick<ConfigdriveServices, 'builds' | 'tools'>, node: { uuid: string; name: string | null }, content: ConfigdriveContent): Promise<string> {
   const release = await services.builds?.acquire();
   try {
     return await buildConfigdrive(node, content, services.tools);

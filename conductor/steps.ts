@@ -24,6 +24,7 @@ import { syncBiosSettings } from '../db/bios-settings.js';
 import { syncFirmware } from '../db/firmware-components.js';
 import type { ActionContext } from './actions/types.js';
 import { pyRepr } from '../common/py-repr.js';
+import { configdriveImage } from './configdrive.js';
 
 
 export { stepId, type PlannedStep } from '../drivers/steps.js';
@@ -155,6 +156,7 @@ export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit
       return enabled(ctx, 'management') as ManagementInterface;
     },
     agent: () => agentOf(ctx),
+    configdrive: () => configdriveImage(ctx, ctx.configdrive),
     record: stepRecorder(ctx),
   };
 }

@@ -132,6 +132,25 @@ export interface TaskOutcome {
 }
 
 /**
+ * Whether the API moved the node to another provision state since the task last read or wrote
+ * it: the API takes a verb while a task still holds the node (it never answers "locked"), as
+ * Ironic's synchronous events end a state at once (an inspection aborted in inspect wait).
+ */
+function movedOnSince(row: Pick<Node, 'provisionState' | 'targetProvisionState'>, seen: Pick<Node, 'provisionState' | 'targetProvisionState'>): boolean {
+  return row.provisionState !== seen.provisionState || row.targetProvisionState !== seen.targetProvisionState;
+}
+
+/**
+ * A task's changes without those of the transition it ran: the verb accepted since is the
+ * node's newest state, and the older task's end (its state, target and last_error) must not
+ * put the node back; what it did at the BMC (power state) and its other changes stay.
+ */
+function withoutTransition(changes: NodeChanges): NodeChanges {
+  const { provisionState: _p, targetProvisionState: _t, provisionUpdatedAt: _u, lastError: _e, ...rest } = changes;
+  return rest;
+}
+
+/**
  * Commits the outcomes of many exclusive tasks in one transaction: locks their nodes (in id
  * order), writes the changes of those still held (updateLockedNodes: one statement per set of
  * changed columns) with their reservations cleared, then `more` for those. A task no longer
@@ -153,7 +172,8 @@ export async function commitTasks(
     const out = new Array<Node | LockLost>(outcomes.length);
     outcomes.forEach((o, index) => {
       const row = locked.get(o.task.node.id);
-      if (row?.held) held.push({ index, change: { before: row.before, changes: release ? { ...o.changes, reservation: null } : o.changes } });
+      const changes = row?.held && movedOnSince(row.before, o.task.node) ? withoutTransition(o.changes) : o.changes;
+      if (row?.held) held.push({ index, change: { before: row.before, changes: release ? { ...changes, reservation: null } : changes } });
       else out[index] = o.task.lockLost();
     });
     const nodes = await updateLockedNodes(trx, held.map((h) => h.change), update);

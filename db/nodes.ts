@@ -326,8 +326,8 @@ export async function updateNode(db: Knex, id: number, changes: NodeChanges, opt
 }
 
 /** What a change of a locked node depends on (see changeOf): a caller may read just these. */
-export type LockedNodeState = Pick<Node, 'id' | 'version' | 'accessEpoch' | 'owner' | 'lessee' | 'consoleEnabled' | 'maintenance'>;
-export const LOCKED_STATE_COLUMNS = ['id', 'version', 'access_epoch', 'owner', 'lessee', 'console_enabled', 'maintenance'] as const;
+export type LockedNodeState = Pick<Node, 'id' | 'version' | 'accessEpoch' | 'owner' | 'lessee' | 'consoleEnabled' | 'maintenance' | 'provisionState' | 'targetProvisionState'>;
+export const LOCKED_STATE_COLUMNS = ['id', 'version', 'access_epoch', 'owner', 'lessee', 'console_enabled', 'maintenance', 'provision_state', 'target_provision_state'] as const;
 
 /** A change of a node whose row the transaction already holds locked, read as `before`. */
 export interface LockedNodeChange {

@@ -87,6 +87,12 @@ export interface StepContext {
   readonly step: PlannedStep;
   /** This run's driver_internal_info, written with the step's outcome; a step may record in it. */
   readonly info: Record<string, unknown>;
+  /**
+   * The node's config drive as the agent or a BMC takes it (Ironic's get_configdrive_image): a
+   * URL, or gzip + base64, built now from the JSON form instance_info keeps; undefined when none.
+   * @throws ImageCreationFailed
+   */
+  configdrive(): Promise<string | undefined>;
   /** The step may have been started by a run its conductor's death cut short: send agent commands once. */
   readonly resume: boolean;
   readonly record: StepRecorder;

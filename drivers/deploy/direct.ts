@@ -28,8 +28,11 @@ function deployBootMode(node: StepNode): string {
 /** instance_info fields AgentDeploy.write_image hands the agent for a partition image (PARTITION_IMAGE_LABELS). */
 const PARTITION_IMAGE_LABELS = ['kernel', 'ramdisk', 'root_gb', 'root_mb', 'swap_mb', 'ephemeral_mb', 'ephemeral_format', 'configdrive', 'preserve_ephemeral', 'image_type', 'deploy_boot_mode'];
 
-/** image_info for write_image, as AgentDeploy.write_image builds it for an http image. */
-function writeImageArgs(node: StepNode): Record<string, unknown> {
+/**
+ * image_info for write_image, as AgentDeploy.write_image builds it for an http image, with the
+ * config drive as get_configdrive_image gives it (a URL, or gzip + base64).
+ */
+function writeImageArgs(node: StepNode, configdrive: string | undefined): Record<string, unknown> {
   const ii = node.instanceInfo;
   const source = String(ii.image_source);
   const info: Record<string, unknown> = {
@@ -43,7 +46,7 @@ function writeImageArgs(node: StepNode): Record<string, unknown> {
     info.checksum = ii.image_checksum;
   }
   if (!isWholeDiskImage(ii)) {
-    for (const label of PARTITION_IMAGE_LABELS) info[label] = ii[label] ?? null;
+    for (const label of PARTITION_IMAGE_LABELS) info[label] = label === 'configdrive' ? configdrive ?? null : ii[label] ?? null;
     // Ironic's build_instance_info_for_deploy gives the agent the root partition's size in MiB.
     if (info.root_mb === null && ii.root_gb !== undefined && ii.root_gb !== null) info.root_mb = 1024 * Number(ii.root_gb);
     info.deploy_boot_mode = deployBootMode(node);
@@ -51,10 +54,9 @@ function writeImageArgs(node: StepNode): Record<string, unknown> {
     const label = parseCapabilities(ii.capabilities).disk_label ?? parseCapabilities(node.properties.capabilities).disk_label;
     if (label) info.disk_label = label;
   }
-  // The conductor built and kept it when the deploy started: gzip + base64, or a URL. Ironic
-  // also puts it in image_info, where older agents look for it.
-  if (ii.configdrive) info.configdrive = ii.configdrive;
-  return { image_info: info, configdrive: ii.configdrive ?? null };
+  // Ironic also puts it in image_info, where older agents look for it.
+  if (configdrive) info.configdrive = configdrive;
+  return { image_info: info, configdrive: configdrive ?? null };
 }
 
 /**
@@ -122,7 +124,7 @@ export class DirectDeploy extends CustomAgentDeploy {
     super(opts, [
       {
         step: 'write_image', priority: { deploy: 80 }, sendsAgentStep: true,
-        run: (ctx, args) => ctx.agent().executeStep('deploy', { ...ctx.step, args: { ...args, ...writeImageArgs(ctx.node) } }, ctx.info.agent_deploy_version, ctx.resume),
+        run: async (ctx, args) => ctx.agent().executeStep('deploy', { ...ctx.step, args: { ...args, ...writeImageArgs(ctx.node, await ctx.configdrive()) } }, ctx.info.agent_deploy_version, ctx.resume),
       },
       {
         step: 'prepare_instance_boot', priority: { deploy: 60 },

@@ -41,7 +41,8 @@ const DEPLOY_STEP: StepDeclaration = {
     const req: InstanceBootRequest = { bootIso: ramdiskBootIso(node.instanceInfo) };
     const mode = parseCapabilities(node.properties.capabilities).boot_mode ?? parseCapabilities(node.instanceInfo.capabilities).boot_mode;
     if (mode === 'uefi' || mode === 'bios') req.bootMode = mode;
-    if (typeof node.instanceInfo.configdrive === 'string') req.configdrive = node.instanceInfo.configdrive;
+    const configdrive = await ctx.configdrive();
+    if (configdrive) req.configdrive = configdrive;
     const force = node.driverInfo.force_persistent_boot_device;
     if (force === 'Default' || force === 'Always' || force === 'Never') req.forcePersistentBootDevice = force;
     await ctx.boot.prepareInstance(ctx.driver, req);

@@ -2,8 +2,8 @@
  * Config drives end to end, with a real `galvanic all-in-one`, the Redfish simulator and its
  * agents (as strict as IPA about the config drive they are handed): the JSON form (1.56) is
  * built by the conductor when the deploy runs, as Ironic builds it; below
- * `[deploy] configdrive_max_inline_size` it is kept in instance_info as gzip + base64, above it
- * published in the conductor's HTTP root with only its URL in the row. The direct deploy hands
+ * `[deploy] configdrive_max_inline_size` it stays in instance_info as JSON and is built where it
+ * is consumed, above it published in the conductor's HTTP root with only its URL in the row. The direct deploy hands
  * it to the agent, which writes it beside the image; the ramdisk deploy attaches its image to
  * the BMC's virtual USB slot. What a machine would mount is read back with xorriso.
  */
@@ -94,7 +94,7 @@ describe('config drives built by the conductor (real processes)', function () {
     return usb.length ? usb[0].image : null;
   }
 
-  it('direct: builds a config drive given as JSON into a config-2 ISO the agent writes, and keeps it as gzip + base64', async () => {
+  it('direct: builds a config drive given as JSON into a config-2 ISO the agent writes, and keeps the JSON', async () => {
     const { uuid, name } = await availableDirectNode(0);
     const configdrive = {
       meta_data: { hostname: 'cd-direct-0.example', public_keys: { default: 'ssh-ed25519 AAAAC3Nz test' } },
@@ -117,10 +117,8 @@ describe('config drives built by the conductor (real processes)', function () {
     expect(JSON.parse(files['network_data.json'])).to.deep.equal(configdrive.network_data);
     expect(JSON.parse(files['vendor_data2.json'])).to.deep.equal(configdrive.vendor_data);
 
-    // The row holds what the agent got, gzip + base64 (Ironic's form), no longer the JSON; nothing is published.
-    const stored = (await storedInstanceInfo(uuid)).configdrive as string;
-    expect(stored).to.be.a('string').and.match(/^H4sI/);
-    expect(decodeConfigdrive(stored)).to.deep.equal(got.body);
+    // The row keeps the JSON, as Ironic does (a custom deploy step reads it); nothing is published.
+    expect((await storedInstanceInfo(uuid)).configdrive).to.deep.equal(configdrive);
     expect(await publishedFiles(uuid)).to.deep.equal([]);
   });
 
@@ -166,8 +164,8 @@ describe('config drives built by the conductor (real processes)', function () {
     const configdrive = { meta_data: { hostname: 'live' }, user_data: '#cloud-config\nhostname: live\n' };
     const node = await provisionAndSettle(api, uuid, 'active', { configdrive });
     expect(node.provision_state, node.last_error ?? '').to.equal('active');
-    // Below the bound: kept as gzip + base64; the BMC gets the raw image from the HTTP root.
-    expect((await storedInstanceInfo(uuid)).configdrive).to.match(/^H4sI/);
+    // Below the bound: the JSON is kept; the BMC gets the raw image built from it from the HTTP root.
+    expect((await storedInstanceInfo(uuid)).configdrive).to.deep.equal(configdrive);
     const usb = await usbImage(3);
     expect(usb).to.match(new RegExp(`^http://127\\.0\\.0\\.1:\\d+/redfish/configdrive-${uuid}$`));
     const files = await latestFiles((await fetchBytes(usb!)).body);
@@ -274,7 +272,7 @@ describe('config drives on a conductor without an HTTP root', function () {
     const small = await availableFakeNode('cd-fake-small');
     expect((await provisionAndSettle(api, small, 'active', { configdrive: { meta_data: { hostname: 'small' } } })).provision_state).to.equal('active');
     const row = await t.tdb.knex('nodes').where({ uuid: small }).first('instance_info');
-    expect(row.instance_info.configdrive).to.match(/^H4sI/);
+    expect(row.instance_info.configdrive).to.deep.equal({ meta_data: { hostname: 'small' } });
 
     const big = await availableFakeNode('cd-fake-big');
     const failed = await provisionAndSettle(api, big, 'active', { configdrive: { user_data: bigUserData() } });

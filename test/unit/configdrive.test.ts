@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { ImageCreationFailed, ImageToolMissing } from '../../common/errors.js';
 import { buildConfigdrive, buildConfigdriveImage, decodeConfigdrive, pythonJson, type ConfigdriveContent } from '../../drivers/image/configdrive.js';
+import { configdriveImage } from '../../conductor/configdrive.js';
 import { readIso, requireXorriso } from '../helpers/iso.js';
 
 const run = promisify(execFile);
@@ -108,5 +109,22 @@ describe('config drive builder (Ironic build_configdrive, openstacksdk configdri
     expect(err).to.be.instanceOf(ImageToolMissing);
     expect((err as Error).message).to.match(/^Creating iso image failed: xorriso not found \(looked in \/nonexistent\/xorriso\): install the Debian package xorriso/);
     expect(() => decodeConfigdrive('not a config drive')).to.throw(ImageCreationFailed, /not a gzipped and base64-encoded image/);
+  });
+
+  it('gives the config drive as its consumers take it (get_configdrive_image): the JSON built now, a string as it is, none as undefined', async () => {
+    const services = { useObjectStore: false, maxInlineSize: 65536, httpRoot: null };
+    const node = (configdrive?: unknown) => ({ node: { ...NODE, instanceInfo: configdrive === undefined ? {} : { configdrive } } }) as Parameters<typeof configdriveImage>[0];
+    const built = await configdriveImage(node({ meta_data: { hostname: 'h' }, user_data: 'u' }), services);
+    const iso = await readIso(decodeConfigdrive(built!));
+    expect(iso.volumeId).to.equal('config-2');
+    expect(text(iso.files, 'openstack/latest/user_data')).to.equal('u');
+    expect(JSON.parse(text(iso.files, 'openstack/latest/meta_data.json')!)).to.deep.equal({ hostname: 'h', uuid: NODE.uuid, name: NODE.name });
+    expect(await configdriveImage(node('http://cd.example/cd'), services)).to.equal('http://cd.example/cd');
+    expect(await configdriveImage(node('H4sIAAAA'), undefined)).to.equal('H4sIAAAA');
+    expect(await configdriveImage(node(), services)).to.equal(undefined);
+    expect(await configdriveImage(node(''), services)).to.equal(undefined);
+    // A build that fails where it is consumed throws the builder's error, which the step reports.
+    const err = await configdriveImage(node({ user_data: 'u' }), { ...services, tools: { xorriso: '/nonexistent/xorriso' } }).catch((e: unknown) => e);
+    expect(err).to.be.instanceOf(ImageToolMissing);
   });
 });
