@@ -130,7 +130,9 @@ export function registerInspectionRoutes(app: FastifyInstance, deps: ApiDeps, ac
     acceptor.wake.notify(INTENT_CHANNEL, intentWakePayload({ nodeUuid: node.uuid, seq }));
     reply.code(202);
     if (!newStyle) return { uuid: node.uuid };
-    // Ironic's get_node_with_token: the agent that inspects gets its token here (later lookups see `******`).
+    // Ironic's get_node_with_token: the agent that inspects gets its token here (later lookups
+    // see `******`), even while a conductor holds the node: its data was taken above, and an
+    // agent that could post it booted after the conductor's last reboot of the node.
     const token = (await mintAgentToken(db, node.id)) ?? MASK;
     return lookupBody(node, token, baseUrl(req, config.api.public_endpoint), config.api.ramdisk_heartbeat_timeout);
   });

@@ -25,7 +25,9 @@ import { deleteNodeIfUnreserved } from '../db/reservations.js';
 import { TRAITS_VERSION } from './traits.js';
 import { patchInstanceUuid } from './allocations.js';
 import { checkNodeListQuery } from './list-gates.js';
-import { describeNode, validateAll } from '../drivers/validate-node.js';
+import { bootNeedsPorts, describeNode, validateAll } from '../drivers/validate-node.js';
+import { bootPort } from '../drivers/dhcp.js';
+import { portsOfNode } from '../db/ports.js';
 import { getInventory } from '../db/inventory.js';
 import { childAndShardFilters, resolveParentNode } from './node-relations.js';
 import { getNodeWithSuffix } from './json-suffix.js';
@@ -377,7 +379,8 @@ export function registerNodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
 
   app.get('/v1/nodes/:node/validate', async (req) => {
     const n = await getNode(db, ident(req));
-    return validateAll(registry, describeNode(n));
+    const ports = bootNeedsPorts(registry, n) ? (await portsOfNode(db, n.id)).map(bootPort) : undefined;
+    return validateAll(registry, describeNode(n, ports));
   });
 
   app.get('/v1/nodes/:node/inventory', async (req) => {

@@ -4,6 +4,9 @@ import { intentArgs } from '../common/intent-kinds.js';
 import type { IntentAcceptor } from './intents.js';
 import type { Node, NodeChanges } from '../db/nodes.js';
 import { checkNodeForProvision, cleanStepToAbortAfter, provisionTransition, transitionStartChanges } from '../drivers/provision-checks.js';
+import { bootNeedsPorts } from '../drivers/validate-node.js';
+import { bootPort } from '../drivers/dhcp.js';
+import { portsOfNode } from '../db/ports.js';
 import type { ApiDeps } from './deps.js';
 import { baseUrl } from './links.js';
 import { requireObject } from './body.js';
@@ -224,7 +227,8 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
             serviceSteps = steps;
           }
         }
-        checkNodeForProvision(registry, current, verb, t);
+        const ports = bootNeedsPorts(registry, current) ? (await portsOfNode(trx, current.id)).map(bootPort) : undefined;
+        checkNodeForProvision(registry, current, verb, t, ports);
         // The user's deploy steps as the conductor will plan them (the agent's own are checked once it runs).
         if (deploySteps && t.work === 'deploy') planDeploySteps(current, registry, deploySteps);
         // A clean step that is not abortable is only marked: the node stays in clean wait, and

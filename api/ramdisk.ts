@@ -8,8 +8,9 @@
  * certificates_path and keeps the path; any conductor here may take the node over), and
  * pinned by the conductor's agent client for that agent's URL.
  *
- * The token is minted at the first lookup of a node (later lookups see `******`), kept apart
- * from the node (db/agent-tokens.ts) and required on every heartbeat. A heartbeat records the
+ * The token is minted at the first lookup of a node (later lookups see `******`; one while a
+ * conductor holds the node is refused with 409, as Ironic's, and the agent asks again), kept
+ * apart from the node (db/agent-tokens.ts) and required on every heartbeat. A heartbeat records the
  * agent's URL and version, moves the wait state's deadline on (Ironic's touch_provisioning),
  * and queues one `agent_continue` intent that the node's conductor runs: any API server may
  * take it. While a conductor holds the node, it records nothing (as Ironic) but still wakes
@@ -228,7 +229,7 @@ export function registerRamdiskRoutes(app: FastifyInstance, deps: ApiDeps, accep
     // Absent and in the wrong state look the same: the lookup must not tell which nodes exist.
     if (!node || (config.api.restrict_lookup && !LOOKUP_ALLOWED_STATES.has(node.provisionState))) throw notFound();
     let token: string | null = null;
-    if (req.apiVersion.atLeast(62)) token = (await mintAgentToken(db, node.id)) ?? MASK;
+    if (req.apiVersion.atLeast(62)) token = (await mintAgentToken(db, node.id, { unlessHeld: true })) ?? MASK;
     return lookupBody(node, token, baseUrl(req, config.api.public_endpoint), config.api.ramdisk_heartbeat_timeout);
   });
 

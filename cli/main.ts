@@ -172,7 +172,11 @@ async function serve(command: string, config: Readonly<Config>, log: ReturnType<
   const runsConductor = command === 'all-in-one' || command === 'conductor';
   const media = runsConductor ? await startBootMedia(config, log) : null;
   if (media) releasers.add('boot media', () => media.close());
-  const registry = buildRegistry(config, log, media ? { bootImages: media.bootImages } : {});
+  const registry = buildRegistry(config, log, media ? {
+    bootImages: media.bootImages, imageCache: media.cache,
+    // Nodes fetch their network boot from the provisioning network's URL, not the BMCs' external one.
+    httpUrl: () => config.deploy.http_url || media.server?.url || '',
+  } : {});
   releasers.add('drivers', () => registry.close());
   const { db, connectionString } = await openDatabase(config, log, releasers, command);
   if (command === 'all-in-one') await migrateLatest(db);

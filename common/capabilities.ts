@@ -27,3 +27,11 @@ export function updatedCapabilities(raw: unknown, updates: Readonly<Record<strin
   const caps = { ...parseCapabilities(raw), ...updates };
   return Object.entries(caps).map(([k, v]) => `${k}:${v}`).join(',');
 }
+
+/**
+ * Ironic's boot_mode_utils.get_boot_mode: the instance's `boot_mode` capability, else the
+ * node's, else `uefi` (Ironic's `[deploy] default_boot_mode`).
+ */
+export function bootModeOf(node: { instanceInfo: Readonly<Record<string, unknown>>; properties: Readonly<Record<string, unknown>> }): string {
+  return parseCapabilities(node.instanceInfo.capabilities).boot_mode ?? parseCapabilities(node.properties.capabilities).boot_mode ?? 'uefi';
+}

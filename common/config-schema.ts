@@ -108,7 +108,7 @@ export const SCHEMA = {
     ['management', 'Management', ['fake', 'redfish', 'ipmitool']],
     ['console', 'Console', ['no-console', 'fake', 'ipmitool-sol']],
     ['bios', 'BIOS', ['fake', 'no-bios']],
-    ['boot', 'Boot', ['fake', 'redfish-virtual-media', 'pxe']],
+    ['boot', 'Boot', ['fake', 'redfish-virtual-media', 'ipxe', 'pxe']],
     ['deploy', 'Deploy', ['fake', 'ramdisk', 'direct', 'custom-agent']],
     ['firmware', 'Firmware', ['fake', 'no-firmware']],
     ['inspect', 'Inspect', ['fake', 'redfish', 'no-inspect']],
@@ -650,6 +650,107 @@ export const SCHEMA = {
       default: 65536,
       min: 1024,
       help: "Largest config drive, in bytes once gzipped and base64-encoded (a JSON one once built), kept whole in the node's instance_info; a larger one is published in the HTTP root and instance_info keeps its URL, and without an HTTP root its deploy fails.",
+    },
+  },
+
+  dhcp: {
+    dhcp_provider: {
+      type: 'enum',
+      choices: ['none', 'dnsmasq'],
+      default: 'none',
+      help: 'Who tells network-booting nodes where to boot from: dnsmasq writes per-node host and option files that a dnsmasq reads ([dnsmasq]); none writes nothing, for a DHCP server set up by hand. Galvanic runs no DHCP server of its own.',
+    },
+  },
+
+  dnsmasq: {
+    dhcp_optsdir: {
+      type: 'string',
+      default: '/etc/dnsmasq.d/optsdir.d',
+      help: 'Directory where the dnsmasq provider writes option files (ironic-<node uuid>.conf) for an external dnsmasq to read. Use the same path for the dhcp-optsdir dnsmasq directive.',
+    },
+    dhcp_hostsdir: {
+      type: 'string',
+      default: '/etc/dnsmasq.d/hostsdir.d',
+      help: 'Directory where the dnsmasq provider writes host files (ironic-<mac>.conf) for an external dnsmasq to read. Use the same path for the dhcp-hostsdir dnsmasq directive.',
+    },
+    dhcp_leasefile: {
+      type: 'string',
+      default: '/var/lib/dnsmasq/dnsmasq.leases',
+      help: "dnsmasq's lease file, read to find the IP addresses of a node's ports (GRUB's per-address configuration). Use the same path for the dhcp-leasefile dnsmasq directive.",
+    },
+  },
+
+  pxe: {
+    kernel_append_params: {
+      type: 'string',
+      default: 'nofb vga=normal',
+      help: "Kernel parameters put first on the command line of the agent booted by the pxe and ipxe boot interfaces, before ipa-api-url; a node's instance_info or driver_info kernel_append_params replaces them ('%default%' in it stands for these).",
+    },
+    tftp_server: {
+      type: 'string',
+      default: '',
+      help: "IP address of the TFTP server that hands out the boot loaders, sent in the DHCP options (66, 150, and dnsmasq's server address). Empty means this machine's first non-loopback IPv4 address (Ironic's $my_ip).",
+    },
+    tftp_root: {
+      type: 'string',
+      default: '/tftpboot',
+      help: "The TFTP server's root: the pxe interface writes its per-node files there (<uuid>/config, pxelinux.cfg/01-<mac>), and the boot loaders DHCP names (pxe_bootfile_name, ipxe_bootfile_name, ...) must be found there.",
+    },
+    pxe_config_subdir: {
+      type: 'string',
+      default: 'pxelinux.cfg',
+      help: 'Directory of tftp_root (pxe) or http_root (ipxe) where each MAC address gets a link to its node\'s configuration.',
+    },
+    pxe_bootfile_name: {
+      type: 'string',
+      default: 'pxelinux.0',
+      help: 'Boot loader DHCP hands to a BIOS node of the pxe interface.',
+    },
+    uefi_pxe_bootfile_name: {
+      type: 'string',
+      default: 'bootx64.efi',
+      help: 'Boot loader DHCP hands to a UEFI node of the pxe interface (a signed shim or GRUB).',
+    },
+    ipxe_bootfile_name: {
+      type: 'string',
+      default: 'undionly.kpxe',
+      help: "iPXE image DHCP hands to a BIOS node's firmware (ipxe interface); iPXE then asks again and gets boot.ipxe.",
+    },
+    uefi_ipxe_bootfile_name: {
+      type: 'string',
+      default: 'snponly.efi',
+      help: "iPXE image DHCP hands to a UEFI node's firmware (ipxe interface). snponly.efi uses the firmware's network driver; ipxe.efi has its own.",
+    },
+    pxe_config_template: {
+      type: 'string',
+      default: '',
+      help: "PXELINUX configuration template (BIOS, pxe interface), in the part of Jinja2 Ironic's templates use ({{ }}, |default, if/elif/else/endif). Empty means Galvanic's, which writes what Ironic's default writes.",
+    },
+    uefi_pxe_config_template: {
+      type: 'string',
+      default: '',
+      help: 'GRUB configuration template (UEFI, pxe interface), as pxe_config_template.',
+    },
+    ipxe_config_template: {
+      type: 'string',
+      default: '',
+      help: 'iPXE script template of a node (ipxe interface), as pxe_config_template.',
+    },
+    ipxe_boot_script: {
+      type: 'string',
+      default: '',
+      help: 'Template of boot.ipxe, the script DHCP hands to iPXE, written to http_root; it chains to pxelinux.cfg/<mac>. Empty means Galvanic\'s (what Ironic writes).',
+    },
+    ipxe_fallback_script: {
+      type: 'string',
+      default: '',
+      help: 'Name of an iPXE script in http_root that boot.ipxe chains to when no configuration exists for the MAC that booted (e.g. inspector.ipxe for discovery). Empty: boot.ipxe reboots after 180 s.',
+    },
+    ipxe_timeout: {
+      type: 'int',
+      default: 0,
+      min: 0,
+      help: 'Seconds iPXE waits for a kernel or ramdisk download before it gives up and retries; 0 waits forever.',
     },
   },
 

@@ -427,6 +427,22 @@ export class BiosStepFailed extends DriverError {
 export class FirmwareUpdateFailed extends DriverError {
   readonly code = 'FIRMWARE_UPDATE_FAILED';
 }
+/**
+ * The DHCP provider could not write a node's boot options (Ironic's FailedToUpdateDHCPOptions;
+ * for dnsmasq, a host or option file that could not be written). Not retried: a directory that
+ * cannot be written stays so until an operator acts.
+ */
+export class DhcpUpdateFailed extends DriverError {
+  readonly code = 'FAILED_TO_UPDATE_DHCP_OPTIONS';
+}
+/** The DHCP provider could not withdraw a node's boot options (Ironic's FailedToCleanDHCPOpts). */
+export class DhcpCleanFailed extends DriverError {
+  readonly code = 'FAILED_TO_CLEAN_DHCP_OPTS';
+}
+/** A network boot's files (boot loader configurations, links by MAC) could not be written or read. */
+export class BootFilesFailed extends DriverError {
+  readonly code = 'BOOT_FILES_FAILED';
+}
 /** A virtual media operation the BMC cannot do (no suitable slot, no action, …). */
 export class VirtualMediaUnavailable extends DriverError {
   readonly code = 'VIRTUAL_MEDIA_UNAVAILABLE';

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { backoffMs } from '../common/backoff.js';
 import { lazyChild } from '../common/logger.js';
-import { DriverError, GalvanicError, UnknownIntentKind } from '../common/errors.js';
+import { DriverError, GalvanicError, UnknownIntentKind, UnsupportedDriverExtension } from '../common/errors.js';
 import type { Notifier } from '../common/notifier.js';
 import { retryPolicyOf } from '../db/operations.js';
 import { operationStopped } from './operation-progress.js';
@@ -12,6 +12,7 @@ import { isDatabaseUnavailable } from '../db/transaction.js';
 import type { PgNotifyBatcher } from '../db/notify.js';
 import type { AccessOptions } from '../db/nodes.js';
 import type { DriverRegistry } from '../drivers/registry.js';
+import type { BootPort, DriverContext, NodeAccess } from '../drivers/interfaces.js';
 import type { Action, ActionContext, ActionResult } from './actions/types.js';
 import { nodePayload } from './node-payload.js';
 import { LockLost, type Task, type TaskManager } from './task-manager.js';
@@ -32,12 +33,39 @@ export interface RunnerOptions {
   update?: AccessOptions;
   /** What actions use to talk to agents. */
   agent?: AgentServices;
+  /** A node's ports as network boot sees them (the drivers' NodeAccess.ports). */
+  bootPortsOf?: (nodeId: number) => Promise<BootPort[]>;
   /** What deploys use to build and keep config drives. */
   configdrive?: ConfigdriveServices;
   /** Conductors on the hash ring, this one included (1 when absent): claim pacing waits longer with more. */
   conductors?: () => number;
   /** The clock claim pacing reads (performance.now when absent). */
   clock?: Clock;
+}
+
+/** What the task's drivers may read of its node beyond driver_info, and write back. */
+function nodeAccess(task: Task, registry: DriverRegistry, portsOf: RunnerOptions['bootPortsOf'], driver: () => DriverContext): NodeAccess {
+  return {
+    get node() {
+      return task.node;
+    },
+    ports: () => (portsOf ? portsOf(task.node.id) : Promise.resolve([])),
+    saveInternalInfo: async (patch) => void (await task.saveInternalInfo(patch)),
+    // Ironic's conductor utils node_set_boot_device.
+    async setBootDevice(device, persistent, bootMode) {
+      const node = task.node;
+      const m = registry.impl('management', node.managementInterface);
+      if (!m) throw new UnsupportedDriverExtension(`Management interface ${node.managementInterface} is not enabled on this conductor.`);
+      m.validate(node.driverInfo);
+      let p = persistent;
+      if (node.provisionState !== 'adopting') {
+        const force = node.driverInfo.force_persistent_boot_device;
+        if (force === 'Always' || force === true || force === 'true' || force === 'True') p = true;
+        else if (force === 'Never') p = false;
+      }
+      await m.setBootDevice(driver(), device, p, bootMode ? { bootMode } : {});
+    },
+  };
 }
 
 function isTransient(err: unknown): boolean {
@@ -384,6 +412,7 @@ export class IntentRunner {
       },
       driver: { nodeUuid: node.uuid, driverInfo: node.driverInfo, log, trace: `${intent.uuid}#${intent.attempts}`, attempt: intent.attempts },
     };
+    ctx.driver.access = nodeAccess(task, this.registry, this.opts.bootPortsOf, () => ctx.driver);
     // How long it waited once due: a wake-up that reaches no claim shows here.
     log.debug({ dueMs: Date.now() - (intent.notBefore ?? intent.createdAt).getTime() }, 'intent started');
     const note = action?.notification;

@@ -20,7 +20,8 @@ import { ConsoleManager } from './console/manager.js';
 import { IntentRunner } from './intent-runner.js';
 import { AgentClient } from '../drivers/agent/client.js';
 import { agentTokenOf, wipeAgentToken } from '../db/agent-tokens.js';
-import { portAddressesOfNode } from '../db/ports.js';
+import { portAddressesOfNode, portsOfNode } from '../db/ports.js';
+import { bootPort } from '../drivers/dhcp.js';
 import { failureChanges, settleFailure } from './intent-outcome.js';
 import { Allocator } from './allocations.js';
 import { ALLOCATION_CHANNEL } from '../db/allocations.js';
@@ -109,6 +110,7 @@ export class ConductorService {
         portsOf: (id) => portAddressesOfNode(deps.db, id),
         config: { agent: deps.config.agent, deploy: deps.config.deploy },
       },
+      bootPortsOf: async (id) => (await portsOfNode(deps.db, id)).map(bootPort),
       configdrive: {
         useObjectStore: deps.config.deploy.configdrive_use_object_store,
         maxInlineSize: deps.config.deploy.configdrive_max_inline_size,

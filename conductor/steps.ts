@@ -25,6 +25,7 @@ import { syncFirmware } from '../db/firmware-components.js';
 import type { ActionContext } from './actions/types.js';
 import { pyRepr } from '../common/py-repr.js';
 import { configdriveImage } from './configdrive.js';
+import { taskPower } from './node-power.js';
 
 
 export { stepId, type PlannedStep } from '../drivers/steps.js';
@@ -113,12 +114,15 @@ export interface RunRecord {
   powerState?: 'power on' | 'power off';
 }
 
-/** The power interface, with what it is asked to set recorded, so that the run's outcome says it. */
-function recordingPower(power: PowerInterface, record: RunRecord): PowerInterface {
+/**
+ * The task's power interface (conductor/node-power.ts: a power off or reboot wipes the agent's
+ * traces from the run's `info` too), with what it is asked to set recorded, so that the run's
+ * outcome says it.
+ */
+function recordingPower(ctx: ActionContext, record: RunRecord, info?: Record<string, unknown>): PowerInterface {
+  const power = taskPower(ctx, info);
   return {
-    validate: (info) => power.validate(info),
-    getPowerState: (d) => power.getPowerState(d),
-    getSupportedPowerStates: (d) => power.getSupportedPowerStates(d),
+    ...power,
     async setPowerState(d, target, timeout) {
       await power.setPowerState(d, target, timeout);
       record.powerState = target === 'power off' || target === 'soft power off' ? 'power off' : 'power on';
@@ -139,15 +143,18 @@ function stepRecorder(ctx: ActionContext): StepRecorder {
   };
 }
 
-/** The task's node, interfaces and agent as a step or a deploy interface sees them, resolved when first used. */
-export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit<StepContext, 'kind' | 'step' | 'info' | 'resume'> {
+/**
+ * The task's node, interfaces and agent as a step or a deploy interface sees them, resolved
+ * when first used; `info` is the run's working copy of driver_internal_info, if one is at work.
+ */
+export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}, info?: Record<string, unknown>): Omit<StepContext, 'kind' | 'step' | 'info' | 'resume'> {
   return {
     get node() {
       return ctx.node;
     },
     driver: ctx.driver, log: ctx.log,
     get power() {
-      return recordingPower(enabled(ctx, 'power') as PowerInterface, record);
+      return recordingPower(ctx, record, info);
     },
     get boot() {
       return enabled(ctx, 'boot') as BootInterface;
@@ -163,7 +170,7 @@ export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}): Omit
 
 /** What a step's `run` sees of the task. */
 function stepContext(ctx: ActionContext, kind: StepKind, step: PlannedStep, info: Record<string, unknown>, resume: boolean, record: RunRecord): StepContext {
-  return Object.assign(taskInterfaces(ctx, record), { kind, step, info, resume });
+  return Object.assign(taskInterfaces(ctx, record, info), { kind, step, info, resume });
 }
 
 function stepsOf(info: Record<string, unknown>, kind: RunKind): PlannedStep[] {
@@ -304,7 +311,7 @@ export async function startCleaning(ctx: ActionContext, manual: readonly UserSte
     if (manual) info.clean_steps_requested = manual;
     else delete info.clean_steps_requested;
     await ctx.task.progress({ ...pending, cleanStep: {}, driverInternalInfo: info });
-    await bootAgent(taskInterfaces(ctx), 'inspect');
+    await bootAgent(taskInterfaces(ctx, {}, info));
     return { wait: true, changes: { ...waitChanges(ctx, 'clean', info), powerState: 'power on' } };
   }
   info[DII_STEPS.clean] = cleanSteps(ctx.node, ctx.registry, [], manual);
@@ -320,6 +327,12 @@ export async function startCleaning(ctx: ActionContext, manual: readonly UserSte
 export async function continueFromHeartbeat(ctx: ActionContext, kind: RunKind): Promise<StepOutcome> {
   const info = { ...dii(ctx) };
   if (ctx.node.provisionState === RUNNING[kind]) return resumeCutShort(ctx, kind, info);
+  if (typeof info.agent_url !== 'string') {
+    // The agent whose heartbeat queued this was powered off or rebooted since (its URL wiped,
+    // conductor/node-power.ts): the next agent's heartbeat carries the run on.
+    ctx.log.debug('the agent that heartbeated is gone (powered off or rebooted): waiting for the next one');
+    return { wait: true, changes: {} };
+  }
   if (kind === 'clean' && Object.keys(ctx.node.cleanStep ?? {}).length === 0) {
     // The agent just booted for cleaning: its steps decide what runs.
     const agentSteps = await refreshSteps(ctx, 'clean', info);
@@ -437,7 +450,13 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
     }
   }
   if (stepsOf(info, kind)[index]?.reboot_requested) {
-    await (enabled(ctx, 'power') as PowerInterface).setPowerState(ctx.driver, 'rebooting');
+    // Ironic's _post_step_reboot (reboot_to_finish_step): the node boots the agent again; the
+    // new agent's first heartbeat finds it freshly booted, and the next step runs.
+    try {
+      await bootAgent(taskInterfaces(ctx, {}, info));
+    } catch (err) {
+      throw new AgentStepFailed(`Reboot requested by ${kind} step ${stepId(current as { interface: string; step: string })} failed for node ${ctx.node.uuid}: ${(err as Error).message}`);
+    }
     return { wait: true, changes: resumed ? waitChanges(ctx, kind, info) : { driverInternalInfo: info, provisionUpdatedAt: new Date() } };
   }
   return next();
@@ -450,7 +469,7 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
 export async function tearDownCleaning(ctx: ActionContext): Promise<void> {
   const boot = enabled(ctx, 'boot') as BootInterface;
   await (boot.cleanUpRamdisk ?? boot.cleanUpInstance).call(boot, ctx.driver);
-  if (!ctx.node.disablePowerOff) await (enabled(ctx, 'power') as PowerInterface).setPowerState(ctx.driver, 'power off');
+  if (!ctx.node.disablePowerOff) await taskPower(ctx).setPowerState(ctx.driver, 'power off');
   await agentOf(ctx).wipeToken();
 }
 

@@ -29,6 +29,8 @@ export interface IntentFence {
 export class Task {
   private released = false;
   private readonly acquiredAt = Date.now();
+  /** driver_internal_info keys a driver saved during this task (null: removed), kept by its later writes. */
+  private readonly kept: Record<string, unknown> = {};
 
   constructor(
     private readonly db: Knex,
@@ -95,6 +97,27 @@ export class Task {
     }
     this.node = node;
     return node;
+  }
+
+  /**
+   * Saves `patch` into driver_internal_info now (a driver's node.save(): the dnsmasq tag before
+   * a file names it) and keeps it in the task's later writes, whose driver_internal_info the
+   * actions compute from what they read before. `null` removes a key.
+   */
+  async saveInternalInfo(patch: Readonly<Record<string, unknown>>): Promise<Node> {
+    Object.assign(this.kept, patch);
+    return this.progress({ driverInternalInfo: { ...(this.node.driverInternalInfo ?? {}) } });
+  }
+
+  /** `changes` with the saved driver_internal_info keys applied to any driver_internal_info they write. */
+  withKeptInfo(changes: NodeChanges): NodeChanges {
+    if (changes.driverInternalInfo === undefined || Object.keys(this.kept).length === 0) return changes;
+    const info = { ...changes.driverInternalInfo };
+    for (const [k, v] of Object.entries(this.kept)) {
+      if (v === null) delete info[k];
+      else info[k] = v;
+    }
+    return { ...changes, driverInternalInfo: info };
   }
 
   /** Releases without changes; safe to call twice (use it in `finally`). */
@@ -172,7 +195,8 @@ export async function commitTasks(
     const out = new Array<Node | LockLost>(outcomes.length);
     outcomes.forEach((o, index) => {
       const row = locked.get(o.task.node.id);
-      const changes = row?.held && movedOnSince(row.before, o.task.node) ? withoutTransition(o.changes) : o.changes;
+      const kept = o.task.withKeptInfo(o.changes);
+      const changes = row?.held && movedOnSince(row.before, o.task.node) ? withoutTransition(kept) : kept;
       if (row?.held) held.push({ index, change: { before: row.before, changes: release ? { ...changes, reservation: null } : changes } });
       else out[index] = o.task.lockLost();
     });

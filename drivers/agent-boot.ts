@@ -77,13 +77,17 @@ function imageRef(url: unknown, checksum: unknown, what: string): ImageRef {
   return ref;
 }
 
+/** Ironic's message when neither driver_info nor the configuration names the pair (redfish/boot.py's). */
+const VMEDIA_MISSING = "Error validating Redfish virtual media. Some parameters were missing in node's driver_info";
+
 /**
  * Ironic's get_agent_kernel_ramdisk: driver_info's pair when it names both; one of them alone
  * is ambiguous (refused with `error_on_ramdisk_config_inconsistency`, else ignored); then the
- * `[conductor]` pair.
+ * `[conductor]` pair. `missing` starts the message when there is none (each boot interface has
+ * Ironic's own).
  * @throws MissingParameterValue for a missing pair, or an ambiguous driver_info the config says to refuse
  */
-function kernelAndRamdisk(node: AgentBootNode, defaults: AgentBootDefaults): AgentImage {
+export function agentKernelAndRamdisk(node: AgentBootNode, defaults: AgentBootDefaults, missing = VMEDIA_MISSING): Extract<AgentImage, { kind: 'kernel' }> {
   const info = node.driverInfo;
   const kernel = field(info, 'deploy_kernel');
   const ramdisk = field(info, 'deploy_ramdisk');
@@ -98,10 +102,8 @@ function kernelAndRamdisk(node: AgentBootNode, defaults: AgentBootDefaults): Age
     const [solo, missing] = kernel ? ['deploy_kernel', 'deploy_ramdisk'] : ['deploy_ramdisk', 'deploy_kernel'];
     throw new MissingParameterValue(`Node ${node.uuid} driver_info has an override for ${solo}, but not for ${missing}. This configuration is ambiguous. Node ${node.uuid} cannot boot a ramdisk.`);
   }
-  const missing = [['deploy_kernel', defaults.deployKernel], ['deploy_ramdisk', defaults.deployRamdisk]].filter(([, v]) => !v).map(([k]) => `'${k}'`);
-  if (missing.length) {
-    throw new MissingParameterValue(`Error validating Redfish virtual media. Some parameters were missing in node's driver_info. Missing are: [${missing.join(', ')}]`);
-  }
+  const absent = [['deploy_kernel', defaults.deployKernel], ['deploy_ramdisk', defaults.deployRamdisk]].filter(([, v]) => !v).map(([k]) => `'${k}'`);
+  if (absent.length) throw new MissingParameterValue(`${missing}. Missing are: [${absent.join(', ')}]`);
   return {
     kind: 'kernel', from: '[conductor]',
     kernel: imageRef(defaults.deployKernel, defaults.deployKernelChecksum || undefined, '[conductor] deploy_kernel'),
@@ -117,7 +119,7 @@ function kernelAndRamdisk(node: AgentBootNode, defaults: AgentBootDefaults): Age
  */
 export function agentImage(node: AgentBootNode, defaults: AgentBootDefaults): AgentImage {
   const iso = field(node.driverInfo, 'deploy_iso') ?? field(node.driverInfo, 'redfish_deploy_iso');
-  if (iso === undefined) return kernelAndRamdisk(node, defaults);
+  if (iso === undefined) return agentKernelAndRamdisk(node, defaults);
   if (typeof iso !== 'string' || !IMAGE_URL.test(iso)) {
     throw new InvalidParameterValue(`driver_info deploy_iso must be an http, https, nfs or cifs URL, got ${JSON.stringify(iso)}.`);
   }
@@ -137,7 +139,7 @@ export interface AgentCmdlineInput {
 }
 
 /** IPA's inspection endpoint under an API URL (Ironic's inspect_utils.get_inspection_callback). */
-function inspectionCallback(apiUrl: string): string {
+export function inspectionCallback(apiUrl: string): string {
   const base = apiUrl.replace(/\/+$/, '');
   return base.endsWith('/v1') ? `${base}/continue_inspection` : `${base}/v1/continue_inspection`;
 }
@@ -148,7 +150,7 @@ function inspectionCallback(apiUrl: string): string {
  * configuration is refused as Ironic refuses one its parser cannot read.
  * @throws InvalidParameterValue
  */
-function kernelAppendParams(input: AgentCmdlineInput, configured: string): string {
+export function kernelAppendParams(input: Pick<AgentCmdlineInput, 'driverInfo' | 'instanceKernelAppendParams'>, configured: string): string {
   for (const [location, value] of [['instance_info', input.instanceKernelAppendParams], ['driver_info', input.driverInfo.kernel_append_params]] as const) {
     if (value === undefined || value === null) continue;
     const text = typeof value === 'string' ? value.replaceAll('%default%', configured) : null;

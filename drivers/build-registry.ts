@@ -8,7 +8,10 @@ import { INTERFACE_KINDS, type HardwareType, type InterfaceImplementations, type
 import { createIpmiInterfaces, ipmiHardware, ipmiRunnerOptions } from './ipmi/hardware.js';
 import { RedfishDriver, redfishHardware, redfishOptions } from './redfish/index.js';
 import { IdracDriver, idracHardware, IDRAC_REDFISH, IDRAC_VIRTUAL_MEDIA } from './idrac/index.js';
-import { GenericImpl, NoInspect, PxeBoot, fakeAndNone } from './generic.js';
+import { GenericImpl, NoInspect, fakeAndNone } from './generic.js';
+import { netbootInterfaces } from './netboot/index.js';
+import { CachedImageSource } from './netboot/images.js';
+import type { ImageCache } from './image/image-cache.js';
 import { AgentInspect } from './agent-inspect.js';
 import { AgentRaid, agentRaidOptions } from './agent-raid.js';
 import { deployInterfaces } from './deploy/index.js';
@@ -21,9 +24,12 @@ export const KNOWN_HARDWARE_TYPES: readonly HardwareType[] = [fakeHardware, redf
 /**
  * Builds the registry for one process from its config. Drivers whose hardware type is not
  * enabled are still constructed cheaply (no pools or workers start until first use).
- * `bootImages` is a conductor's: what it builds and publishes for its nodes' BMCs.
+ * `bootImages`, `imageCache` and `httpUrl` are a conductor's: what it builds and publishes for its
+ * nodes' BMCs, the images it downloads once, and where its HTTP root is served.
  */
-export function buildRegistry(config: Readonly<Config>, log?: Logger, deps: { bootImages?: BootImages } = {}): DriverRegistry {
+export function buildRegistry(
+  config: Readonly<Config>, log?: Logger, deps: { bootImages?: BootImages; imageCache?: ImageCache; httpUrl?: () => string } = {},
+): DriverRegistry {
   const bmcs = new FakeBmcs(config.fake.record_file);
   // One budget per BMC for every driver and path of this process (bmc-budget.ts).
   const budget = new BmcBudget(config.conductor.per_bmc_concurrency);
@@ -41,7 +47,10 @@ export function buildRegistry(config: Readonly<Config>, log?: Logger, deps: { bo
   });
   const impls: InterfaceImplementations = {
     bios: { ...fakeAndNone('bios'), redfish: redfish.bios, [IDRAC_REDFISH]: redfish.bios },
-    boot: { fake: new FakeBoot(bmcs), 'redfish-virtual-media': redfish.boot, 'redfish-https': redfish.httpsBoot, [IDRAC_VIRTUAL_MEDIA]: idrac.boot, pxe: new PxeBoot() },
+    boot: {
+      fake: new FakeBoot(bmcs), 'redfish-virtual-media': redfish.boot, 'redfish-https': redfish.httpsBoot, [IDRAC_VIRTUAL_MEDIA]: idrac.boot,
+      ...netbootInterfaces(config, { ...(deps.imageCache ? { images: new CachedImageSource(deps.imageCache) } : {}), ...(deps.httpUrl ? { httpUrl: deps.httpUrl } : {}) }),
+    },
     console: { fake: new FakeConsole(), 'no-console': new NoConsole(), 'ipmitool-sol': new IpmitoolSolConsole() },
     deploy: deployInterfaces(config),
     firmware: { ...fakeAndNone('firmware'), redfish: redfish.firmware },

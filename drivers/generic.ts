@@ -1,11 +1,10 @@
 /**
  * Interfaces that need no BMC of their own: Ironic's `no-*` interfaces, the no-op network and
- * storage interfaces of a standalone deployment, `pxe` (named so that ipmi nodes resolve as in
- * Ironic, but Galvanic serves no DHCP/TFTP, so it cannot boot anything), and the fake
- * interfaces of kinds that have no driver of their own.
+ * storage interfaces of a standalone deployment, and the fake interfaces of kinds that have no
+ * driver of their own.
  */
 import { UnsupportedDriverExtension } from '../common/errors.js';
-import type { BootInterface, DriverContext, GenericInterface, InspectInterface } from './interfaces.js';
+import type { GenericInterface, InspectInterface } from './interfaces.js';
 import type { StepDeclaration } from './steps.js';
 
 /** An interface that accepts any driver_info; `supported: false` for the no-* ones. */
@@ -29,18 +28,6 @@ const FAKE_STEPS: Readonly<Record<string, readonly StepDeclaration[]>> = {
 export function fakeAndNone(kind: string): Record<string, GenericInterface> {
   const fake = new GenericImpl(true, Object.hasOwn(FAKE_STEPS, kind) ? FAKE_STEPS[kind] : undefined);
   return { fake, [`no-${kind}`]: new GenericImpl(false) };
-}
-
-/** Network boot, which needs a DHCP/TFTP/HTTP boot service that Galvanic does not run. */
-export class PxeBoot implements BootInterface {
-  readonly ramdiskBoot = false;
-  validate(): void {
-    throw new UnsupportedDriverExtension('PXE boot needs a DHCP and TFTP/HTTP boot service, which Galvanic does not provide; use a boot interface that boots from virtual media (redfish-virtual-media).');
-  }
-  prepareInstance(_ctx: DriverContext): Promise<void> {
-    return Promise.reject(new UnsupportedDriverExtension('PXE boot is not available in Galvanic.'));
-  }
-  async cleanUpInstance(): Promise<void> {}
 }
 
 /** Ironic's no-inspect: validation reports inspection as unsupported, as for every no-* interface. */

@@ -25,6 +25,49 @@ export interface DriverContext {
   attempt?: number;
   /** Its place when it waits for the BMC's budget (bmc-budget.ts); `intent` unless a periodic task says otherwise. */
   priority?: BmcPriority;
+  /** The node beyond driver_info, where the caller holds it (the conductor's tasks); network boot needs it. */
+  access?: NodeAccess;
+}
+
+/** A port as network boot sees it. */
+export interface BootPort {
+  /** The MAC address, lower case. */
+  address: string;
+  pxeEnabled: boolean;
+  /** extra `client-id`: an InfiniBand port, whose PXELINUX configuration is named 20-<mac>. */
+  clientId?: string;
+}
+
+/** The node fields a boot interface reads beyond driver_info; the conductor's node fits as it is. */
+export interface BootNodeView {
+  readonly uuid: string;
+  readonly provisionState: string;
+  readonly properties: Readonly<Record<string, unknown>>;
+  readonly instanceInfo: Readonly<Record<string, unknown>>;
+  readonly driverInfo: Readonly<Record<string, unknown>>;
+  readonly driverInternalInfo: Readonly<Record<string, unknown>> | null;
+}
+
+/**
+ * What the conductor lets a driver read of its node beyond driver_info, and write back
+ * (drivers know no database): Ironic's `task.node`, `task.ports` and `node.save()`.
+ */
+export interface NodeAccess {
+  /** The node as the task last wrote it. */
+  readonly node: BootNodeView;
+  /** The node's ports, read when asked. */
+  ports(): Promise<readonly BootPort[]>;
+  /**
+   * Ironic's node_set_boot_device through the node's management interface, `bootMode` telling
+   * it UEFI from BIOS where it must say (ipmitool's efiboot); driver_info
+   * force_persistent_boot_device applies. @throws DriverError
+   */
+  setBootDevice(device: string, persistent: boolean, bootMode?: 'uefi' | 'bios'): Promise<void>;
+  /**
+   * Merges `patch` into driver_internal_info at once, and into every later write of the task,
+   * so that a step's own copy of driver_internal_info does not undo it; `null` removes a key.
+   */
+  saveInternalInfo(patch: Readonly<Record<string, unknown>>): Promise<void>;
 }
 
 export interface PowerInterface {
@@ -42,6 +85,10 @@ export interface PowerInterface {
   getSupportedPowerStates(ctx: DriverContext): Promise<PowerTarget[]>;
 }
 
+export interface BootDeviceOptions {
+  bootMode?: 'uefi' | 'bios';
+}
+
 export interface BootDevice {
   bootDevice: string | null;
   persistent: boolean | null;
@@ -53,7 +100,8 @@ export type SensorData = Record<string, Record<string, Record<string, unknown>>>
 export interface ManagementInterface {
   validate(driverInfo: Readonly<Record<string, unknown>>): void;
   getBootDevice(ctx: DriverContext): Promise<BootDevice>;
-  setBootDevice(ctx: DriverContext, device: string, persistent: boolean): Promise<void>;
+  /** `options.bootMode` says UEFI or BIOS where the BMC must be told (IPMI's efiboot flag). */
+  setBootDevice(ctx: DriverContext, device: string, persistent: boolean, options?: BootDeviceOptions): Promise<void>;
   getSupportedBootDevices(ctx: DriverContext): Promise<string[]>;
   /**
    * The boot devices this interface accepts whatever the BMC says, when that is known
@@ -93,7 +141,10 @@ export interface ConsoleInterface {
 /** What a boot interface needs to boot a node into an instance image (Ironic's `prepare_instance`). */
 export interface InstanceBootRequest {
   /** URL of a bootable ISO (ramdisk deploy: `instance_info.boot_iso`), handed to the BMC as is. */
-  bootIso: string;
+  bootIso?: string;
+  /** A kernel and ramdisk to boot instead (`instance_info.kernel` / `ramdisk`), where the interface `bootsKernel`. */
+  kernel?: string;
+  ramdisk?: string;
   /** The node's wanted boot mode (`properties.capabilities` boot_mode), when it names one. */
   bootMode?: 'uefi' | 'bios';
   /** A config drive to attach as a second medium where the BMC offers one (URL or gzip+base64 ISO). */
@@ -114,6 +165,16 @@ export interface RamdiskBootRequest {
   vendor?: string;
 }
 
+/** What a boot interface's validation reads of its node beyond driver_info (Ironic's task.node and task.ports). */
+export interface BootValidation {
+  uuid: string;
+  driverInfo: Readonly<Record<string, unknown>>;
+  instanceInfo: Readonly<Record<string, unknown>>;
+  properties: Readonly<Record<string, unknown>>;
+  /** Undefined where the caller did not read them; the boot itself checks them then. */
+  ports?: readonly BootPort[];
+}
+
 /**
  * Boots a node from media (Ironic's BootInterface, the part a deploy without an agent uses).
  * Implementations touch only the BMC; power is the deploy interface's job.
@@ -123,6 +184,10 @@ export interface BootInterface {
   validate(driverInfo: Readonly<Record<string, unknown>>): void;
   /** Whether this interface can boot a ramdisk deploy's ISO (Ironic's `ramdisk_boot` capability). */
   readonly ramdiskBoot: boolean;
+  /** Whether it can also boot a ramdisk deploy's kernel and ramdisk instead of an ISO (network boot). */
+  readonly bootsKernel?: boolean;
+  /** Checks what the node needs beyond driver_info (its ports, boot mode, instance_info). @throws MissingParameterValue | InvalidParameterValue */
+  validateNode?(node: BootValidation): void;
   /**
    * Ejects whatever is inserted, inserts the ISO, syncs the boot mode and sets the next boot
    * to it. Does not power on. @throws DriverError (BmcRejected, BmcTimeout, …)
@@ -271,10 +336,7 @@ export interface FirmwareInterface extends GenericInterface {
 }
 
 /** What a deploy interface's validation reads of its node. */
-export interface DeployValidation {
-  uuid: string;
-  driverInfo: Readonly<Record<string, unknown>>;
-  instanceInfo: Readonly<Record<string, unknown>>;
+export interface DeployValidation extends BootValidation {
   /** The node's boot interface, when it is enabled here. */
   boot: BootInterface | undefined;
 }

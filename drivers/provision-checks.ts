@@ -8,6 +8,7 @@
 import { GalvanicError, InvalidParameterValue, InvalidState, InvalidStateRequested, NodeInMaintenance, NodeLocked, NodeProtected } from '../common/errors.js';
 import { KNOWN_VERBS, ProvisionState, refusedMessage, transitionFor, type Transition } from '../common/states.js';
 import type { DriverRegistry } from './registry.js';
+import type { BootPort } from './interfaces.js';
 import { describeNode, validateForDeploy, validateInterface, type NodeLike } from './validate-node.js';
 
 /** The parts of a node the provision rules read; a node from db/ fits as it is. */
@@ -33,11 +34,11 @@ export function provisionTransition(node: ProvisionNode, verb: string, heldByUs 
 
 /**
  * Maintenance, protection, and the interfaces the work will use, validated against the node's
- * driver_info and instance_info.
+ * driver_info and instance_info (and its ports, when given: see bootNeedsPorts).
  * @throws NodeInMaintenance | NodeProtected | InvalidParameterValue | MissingParameterValue
  */
-export function checkNodeForProvision(registry: DriverRegistry, node: ProvisionNode, verb: string, t: Transition): void {
-  const desc = describeNode(node);
+export function checkNodeForProvision(registry: DriverRegistry, node: ProvisionNode, verb: string, t: Transition, ports?: readonly BootPort[]): void {
+  const desc = describeNode(node, ports);
   if (t.work === 'deploy') {
     if (node.maintenance) throw new NodeInMaintenance('provisioning', node.uuid);
     if (verb === 'rebuild' && node.protected) throw new NodeProtected(node.uuid);

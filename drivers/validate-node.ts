@@ -4,7 +4,7 @@
  * what the conductor checks again before it starts one. No I/O.
  */
 import { GalvanicError, InvalidParameterValue, UnsupportedDriverExtension } from '../common/errors.js';
-import { INTERFACE_KINDS, type DeployInterface, type InterfaceKind } from './interfaces.js';
+import { INTERFACE_KINDS, type BootInterface, type BootPort, type BootValidation, type DeployInterface, type InterfaceKind } from './interfaces.js';
 import type { DriverRegistry } from './registry.js';
 
 /** The parts of a node that validation reads. */
@@ -14,6 +14,9 @@ export interface NodeDescription {
   interfaces: Record<InterfaceKind, string | null>;
   driverInfo: Readonly<Record<string, unknown>>;
   instanceInfo: Readonly<Record<string, unknown>>;
+  properties: Readonly<Record<string, unknown>>;
+  /** The node's ports, where the caller read them (network boot needs one to boot from). */
+  ports?: readonly BootPort[];
 }
 
 /** A node's fields as validation needs them; a node from db/ fits as it is. */
@@ -22,13 +25,28 @@ export type NodeLike = {
   driver: string;
   driverInfo: Readonly<Record<string, unknown>>;
   instanceInfo: Readonly<Record<string, unknown>>;
+  properties?: Readonly<Record<string, unknown>>;
 } & { [K in `${InterfaceKind}Interface`]?: string | null };
 
-/** The description of a node that validation reads. */
-export function describeNode(node: NodeLike): NodeDescription {
+/** The description of a node that validation reads; `ports` when the caller has them. */
+export function describeNode(node: NodeLike, ports?: readonly BootPort[]): NodeDescription {
   const interfaces = {} as Record<InterfaceKind, string | null>;
   for (const kind of INTERFACE_KINDS) interfaces[kind] = node[`${kind}Interface`] ?? null;
-  return { uuid: node.uuid, driver: node.driver, driverInfo: node.driverInfo, instanceInfo: node.instanceInfo, interfaces };
+  return {
+    uuid: node.uuid, driver: node.driver, driverInfo: node.driverInfo, instanceInfo: node.instanceInfo, properties: node.properties ?? {}, interfaces,
+    ...(ports ? { ports } : {}),
+  };
+}
+
+/** Whether validating the node's boot interface reads its ports (callers read them only then). */
+export function bootNeedsPorts(registry: DriverRegistry, node: NodeLike): boolean {
+  return registry.impl('boot', node.bootInterface)?.validateNode !== undefined;
+}
+
+/** A boot interface's checks: its driver_info, then the node beyond it. @throws InvalidParameterValue | MissingParameterValue | InvalidDriverInfo */
+export function validateBoot(boot: BootInterface, node: BootValidation): void {
+  boot.validate(node.driverInfo);
+  boot.validateNode?.(node);
 }
 
 export interface ValidationResult {
@@ -51,10 +69,12 @@ export function validateInterface(registry: DriverRegistry, node: NodeDescriptio
   const impl = registry.impl(kind, name);
   if (!impl) throw new UnsupportedDriverExtension(`The ${kind} interface ${name ?? '(none)'} of node ${node.uuid} is not enabled.`);
   if ('supported' in impl && !impl.supported) throw unsupported(node, kind);
-  impl.validate(node.driverInfo);
+  if (kind === 'boot') validateBoot(impl as BootInterface, node);
+  else impl.validate(node.driverInfo);
   if (kind === 'deploy') {
     (impl as DeployInterface).validateDeploy({
-      uuid: node.uuid, driverInfo: node.driverInfo, instanceInfo: node.instanceInfo, boot: registry.impl('boot', node.interfaces.boot),
+      uuid: node.uuid, driverInfo: node.driverInfo, instanceInfo: node.instanceInfo, properties: node.properties,
+      ...(node.ports ? { ports: node.ports } : {}), boot: registry.impl('boot', node.interfaces.boot),
     });
   }
   if (kind === 'inspect' && 'inBand' in impl && impl.inBand) validateInspectionBoot(registry, node);
@@ -68,7 +88,7 @@ export function validateInspectionBoot(registry: DriverRegistry, node: NodeDescr
   const name = node.interfaces.boot;
   const boot = registry.impl('boot', name);
   if (!boot) throw new UnsupportedDriverExtension(`The boot interface ${name ?? '(none)'} of node ${node.uuid} is not enabled.`);
-  boot.validate(node.driverInfo);
+  validateBoot(boot, node);
   if (!boot.validateRamdisk || !boot.prepareRamdisk) {
     throw new UnsupportedDriverExtension(`Driver ${node.driver} does not support validate_inspection (disabled or not implemented).`);
   }

@@ -57,6 +57,9 @@ const SERIAL: ReadonlySet<string> = new Set([
  * less what single-file runs showed for the files whose waits were shortened since.
  */
 const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
+  // Two boots of a VM under TCG where KVM boots no kernel (about 40 s each, network boot included).
+  'e2e/vm-ipmi-netboot.test.js': 95,
+  'e2e/baremetal-cli-ipmi-netboot.test.js': 85,
   // Four QEMU boots, under TCG where KVM boots no kernel (OVMF about 20 s each, after a 10 s KVM probe); the
   // first run also downloads a Debian kernel.
   'integration/iso-boot.test.js': 80,
@@ -69,7 +72,7 @@ const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
   'integration/power-sync-fleet.test.js': 50,
   'integration/operations-races.test.js': 45,
   'e2e/baremetal-cli-agent.test.js': 45,
-  'e2e/vm-agent-inspect.test.js': 65,
+  'e2e/vm-agent-inspect.test.js': 45,
   'e2e/vm-redfish-sim.test.js': 30,
   'e2e/vm-ramdisk-deploy.test.js': 25,
   'integration/agent-deploy.test.js': 44,
@@ -88,6 +91,7 @@ const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
   'integration/agent-sim.test.js': 21,
   'e2e/baremetal-cli-microversions.test.js': 20,
   'integration/provisioning-bmcs.test.js': 19,
+  'integration/agent-reboot.test.js': 19,
   'integration/agent-takeover.test.js': 18,
   'integration/agent-inspect.test.js': 16,
   'integration/bmo-flow.test.js': 16,

@@ -2,6 +2,7 @@ import { AgentStepFailed, GalvanicError } from '../../common/errors.js';
 import { ProvisionState, eventChanges, hasEvent, nextState } from '../../common/states.js';
 import type { NodeChanges } from '../../db/nodes.js';
 import { abortCleaning, agentOf, continueFromHeartbeat, endOfRunChanges, runToContinue, tearDownCleaning, type RunKind } from '../steps.js';
+import { taskPower } from '../node-power.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 import { tearDownService } from '../servicing.js';
 
@@ -76,8 +77,7 @@ async function failRun(ctx: ActionContext, type: RunKind, err: unknown): Promise
       await tearDownService(ctx, true);
     } else {
       if (ctx.agent) await agentOf(ctx).wipeToken();
-      const power = ctx.registry.impl('power', ctx.node.powerInterface);
-      if (power && !ctx.node.disablePowerOff) await power.setPowerState(ctx.driver, 'power off');
+      if (!ctx.node.disablePowerOff) await taskPower(ctx).setPowerState(ctx.driver, 'power off');
     }
   } catch (e) {
     ctx.log.warn({ err: (e as Error).message, cause: err instanceof GalvanicError ? err.code : 'error' }, `tearing down after a failed ${type} failed`);

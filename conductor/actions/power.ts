@@ -1,6 +1,7 @@
 import { InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../../common/errors.js';
 import type { PowerTarget } from '../../drivers/interfaces.js';
 import { argsOf, POWER_TARGETS } from '../../common/intent-kinds.js';
+import { taskPower } from '../node-power.js';
 import type { Action, ActionContext } from './types.js';
 
 /** The state a node is in once `target` has been reached. */
@@ -14,7 +15,7 @@ function powerOf(ctx: ActionContext) {
   return power;
 }
 
-/** Drives the node's power through its power interface. */
+/** Drives the node's power through its power interface (the conductor's power path, conductor/node-power.ts). */
 export const powerAction: Action = {
   notification: {
     prefix: 'baremetal.node.power_set',
@@ -27,7 +28,7 @@ export const powerAction: Action = {
     if (!POWER_TARGETS.includes(target)) throw new InvalidParameterValue(`Invalid power target ${target}`);
     // Ironic's node_power_action refuses it under the lock, whatever the API saw.
     if (ctx.node.disablePowerOff && resultingPowerState(target) === 'power off') throw new PowerOffDisabled(target);
-    const power = powerOf(ctx);
+    const power = taskPower(ctx);
     power.validate(ctx.node.driverInfo);
     await power.setPowerState(ctx.driver, target, timeout);
     const state = resultingPowerState(target);

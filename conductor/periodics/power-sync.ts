@@ -29,6 +29,7 @@ import { nodesForPowerSync, type Node, type NodeChanges, type PowerSyncNode } fr
 import type { DriverContext, PowerInterface, PowerStateValue, PowerTarget } from '../../drivers/interfaces.js';
 import type { DriverRegistry } from '../../drivers/registry.js';
 import { nodePayload } from '../node-payload.js';
+import { nodePowerAction } from '../node-power.js';
 import { logIterationEnd, PendingOptions, type PeriodicTask } from '../periodic.js';
 import type { Task, TaskManager } from '../task-manager.js';
 import { runKeyedBounded } from '../sensors/keyed-limiter.js';
@@ -251,7 +252,8 @@ export function powerSyncTask(deps: PowerSyncDeps): PowerSyncTask {
     const nodeLog = lazyChild(log, { node: task.node.uuid });
     try {
       nodeLog.warn({ actual: f.actual, state: target }, 'During sync_power_state, the node state does not match the expected state: changing the hardware state');
-      await f.power.setPowerState({ nodeUuid: task.node.uuid, driverInfo: task.node.driverInfo, log: nodeLog, signal: shutdown, trace: 'power state sync', priority: 'periodic' }, target);
+      const driver: DriverContext = { nodeUuid: task.node.uuid, driverInfo: task.node.driverInfo, log: nodeLog, signal: shutdown, trace: 'power state sync', priority: 'periodic' };
+      await nodePowerAction({ task, power: f.power, driver }, target);
       pass.forced++;
       stats.forced++;
     } catch (err) {

@@ -4,9 +4,10 @@
  * booting the agent, its core `deploy` step, and the out-of-band steps that end a deploy.
  */
 import { InvalidParameterValue } from '../../common/errors.js';
-import { parseCapabilities } from '../../common/capabilities.js';
+import { bootModeOf, parseCapabilities } from '../../common/capabilities.js';
 import { backoffCeilingMs } from '../../common/backoff.js';
-import type { BootInterface, DeployValidation } from '../interfaces.js';
+import type { BootInterface, BootValidation } from '../interfaces.js';
+import { validateBoot } from '../validate-node.js';
 import type { StepContext, StepDeclaration } from '../steps.js';
 
 /** `[agent]` options the agent's deploy steps read. */
@@ -24,12 +25,12 @@ export function capabilityBootMode(properties: Readonly<Record<string, unknown>>
 }
 
 /**
- * Boots the agent (Ironic's prepare_ramdisk + reboot): a new agent gets a new token, so the
- * old one and the old agent URL are forgotten first; the boot interface sets the agent's
- * image up for the next boot; the node is powered on (or restarted).
+ * Boots the agent (Ironic's prepare_agent_boot + REBOOT): the boot interface sets the agent's
+ * image up for the next boot, and the node is rebooted (powered on when it is off). The reboot
+ * is what forgets the old agent's URL and token (the conductor's power path), so that the new
+ * agent gets a token of its own.
  */
-export async function bootAgent(ctx: Pick<StepContext, 'node' | 'driver' | 'boot' | 'power' | 'agent'>, purpose: 'deploy' | 'inspect' = 'deploy'): Promise<void> {
-  await ctx.agent().wipeToken();
+export async function bootAgent(ctx: Pick<StepContext, 'node' | 'driver' | 'boot' | 'power'>, purpose: 'deploy' | 'inspect' = 'deploy'): Promise<void> {
   if (!ctx.boot.prepareRamdisk) throw new InvalidParameterValue(AGENT_BOOT_UNSUPPORTED);
   const mode = capabilityBootMode(ctx.node.properties);
   const vendor = ctx.node.properties.vendor;
@@ -37,16 +38,15 @@ export async function bootAgent(ctx: Pick<StepContext, 'node' | 'driver' | 'boot
     purpose, instanceKernelAppendParams: ctx.node.instanceInfo?.kernel_append_params, ...(mode ? { bootMode: mode } : {}),
     ...(typeof vendor === 'string' && vendor ? { vendor } : {}),
   });
-  const state = await ctx.power.getPowerState(ctx.driver);
-  await ctx.power.setPowerState(ctx.driver, state === 'power on' ? 'rebooting' : 'power on');
+  await ctx.power.setPowerState(ctx.driver, 'rebooting');
 }
 
-const AGENT_BOOT_UNSUPPORTED = 'Invalid configuration: the boot interface cannot boot the agent ISO; use a boot interface with virtual media (redfish-virtual-media).';
+const AGENT_BOOT_UNSUPPORTED = 'Invalid configuration: the boot interface cannot boot the agent; use one that can (redfish-virtual-media, ipxe, pxe).';
 
 /** The boot interface can boot the agent, and finds the agent's image. @throws InvalidParameterValue | MissingParameterValue */
-export function validateAgentBoot(node: Pick<DeployValidation, 'uuid' | 'driverInfo'>, boot: BootInterface | undefined): void {
+export function validateAgentBoot(node: BootValidation, boot: BootInterface | undefined): void {
   if (!boot?.prepareRamdisk || !boot.validateRamdisk) throw new InvalidParameterValue(AGENT_BOOT_UNSUPPORTED);
-  boot.validate(node.driverInfo);
+  validateBoot(boot, node);
   boot.validateRamdisk(node.uuid, node.driverInfo);
 }
 
@@ -84,6 +84,26 @@ export const BOOT_AGENT_STEP: StepDeclaration = {
   async run(ctx) {
     await bootAgent(ctx);
     return 'wait';
+  },
+};
+
+/**
+ * The instance boots from its disk (Ironic's prepare_instance for a local boot): the agent's
+ * boot undone (its medium ejected, its network boot files and DHCP entries gone) and the disk
+ * made the boot device for good, in the node's boot mode.
+ */
+export async function bootFromDisk(ctx: Pick<StepContext, 'node' | 'driver' | 'boot' | 'management'>): Promise<void> {
+  await ctx.boot.cleanUpInstance(ctx.driver);
+  const mode = bootModeOf(ctx.node);
+  await ctx.management.setBootDevice(ctx.driver, 'disk', true, mode === 'uefi' || mode === 'bios' ? { bootMode: mode } : {});
+}
+
+/** CustomAgentDeploy.prepare_instance_boot: the instance's boot prepared (from the disk). */
+export const PREPARE_INSTANCE_BOOT_STEP: StepDeclaration = {
+  step: 'prepare_instance_boot', priority: { deploy: 60 },
+  async run(ctx) {
+    await bootFromDisk(ctx);
+    return 'done';
   },
 };
 

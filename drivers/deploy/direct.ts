@@ -4,11 +4,11 @@
  * and the node then boots from its disk.
  */
 import { AgentStepFailed, InvalidParameterValue, MissingParameterValue } from '../../common/errors.js';
-import { parseCapabilities } from '../../common/capabilities.js';
+import { bootModeOf, parseCapabilities } from '../../common/capabilities.js';
 import { commandError } from '../agent/client.js';
 import type { DeployValidation } from '../interfaces.js';
 import type { StepContext, StepNode } from '../steps.js';
-import { validateAgentBoot, type AgentDeployOptions } from './agent-base.js';
+import { bootFromDisk, validateAgentBoot, type AgentDeployOptions } from './agent-base.js';
 import { CustomAgentDeploy } from './custom-agent.js';
 
 /**
@@ -20,10 +20,6 @@ export function isWholeDiskImage(ii: Readonly<Record<string, unknown>>): boolean
   return !ii.kernel && !ii.ramdisk;
 }
 
-/** Ironic's boot_mode_utils.get_boot_mode: the instance's capability, the node's, else `[deploy] default_boot_mode` (uefi). */
-function deployBootMode(node: StepNode): string {
-  return parseCapabilities(node.instanceInfo.capabilities).boot_mode ?? parseCapabilities(node.properties.capabilities).boot_mode ?? 'uefi';
-}
 
 /** instance_info fields AgentDeploy.write_image hands the agent for a partition image (PARTITION_IMAGE_LABELS). */
 const PARTITION_IMAGE_LABELS = ['kernel', 'ramdisk', 'root_gb', 'root_mb', 'swap_mb', 'ephemeral_mb', 'ephemeral_format', 'configdrive', 'preserve_ephemeral', 'image_type', 'deploy_boot_mode'];
@@ -49,7 +45,7 @@ function writeImageArgs(node: StepNode, configdrive: string | undefined): Record
     for (const label of PARTITION_IMAGE_LABELS) info[label] = label === 'configdrive' ? configdrive ?? null : ii[label] ?? null;
     // Ironic's build_instance_info_for_deploy gives the agent the root partition's size in MiB.
     if (info.root_mb === null && ii.root_gb !== undefined && ii.root_gb !== null) info.root_mb = 1024 * Number(ii.root_gb);
-    info.deploy_boot_mode = deployBootMode(node);
+    info.deploy_boot_mode = bootModeOf(node);
     info.boot_option = 'local';
     const label = parseCapabilities(ii.capabilities).disk_label ?? parseCapabilities(node.properties.capabilities).disk_label;
     if (label) info.disk_label = label;
@@ -75,7 +71,7 @@ async function prepareInstanceBoot(ctx: StepContext): Promise<void> {
   const root = typeof uuids['root uuid'] === 'string' ? uuids['root uuid'] : undefined;
   if (root) ctx.info.root_uuid_or_disk_id = root;
   if (root && !isWholeDiskImage(ctx.node.instanceInfo)) {
-    const mode = deployBootMode(ctx.node);
+    const mode = bootModeOf(ctx.node);
     const arch = ctx.node.properties.cpu_arch;
     const result = installed || await agent.executeAndPoll('image.install_bootloader', {
       root_uuid: root,
@@ -87,8 +83,7 @@ async function prepareInstanceBoot(ctx: StepContext): Promise<void> {
       throw new AgentStepFailed(`Failed to install a bootloader when deploying node ${ctx.node.uuid}: ${commandError(result)}`);
     }
   }
-  await ctx.boot.cleanUpInstance(ctx.driver);
-  await ctx.management.setBootDevice(ctx.driver, 'disk', true);
+  await bootFromDisk(ctx);
 }
 
 /**

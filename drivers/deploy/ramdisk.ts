@@ -8,23 +8,32 @@ import { parseCapabilities } from '../../common/capabilities.js';
 import type { DeployInterface, DeployValidation, InstanceBootRequest } from '../interfaces.js';
 import type { StepDeclaration } from '../steps.js';
 import { tearDownInstance } from './agent-base.js';
+import { validateBoot } from '../validate-node.js';
+
+const URL = /^(https?|nfs|cifs):\/\/[^\s/]+\S*$/i;
 
 /**
- * The ISO a ramdisk deploy boots. Ironic can also build one from `kernel` + `ramdisk`;
- * Galvanic hands URLs to the BMC as they are and builds no images, so it needs `boot_iso`.
+ * What a ramdisk deploy boots: `boot_iso`, or (for a boot interface that boots a kernel, the
+ * network boot ones) `kernel` and `ramdisk`. Virtual media needs an ISO, and Galvanic builds
+ * none from a kernel and ramdisk for it.
  */
-export function ramdiskBootIso(instanceInfo: Readonly<Record<string, unknown>>): string {
+export function ramdiskBootImages(instanceInfo: Readonly<Record<string, unknown>>, bootsKernel = false): Pick<InstanceBootRequest, 'bootIso' | 'kernel' | 'ramdisk'> {
   const iso = instanceInfo.boot_iso;
   if (iso === undefined || iso === null || iso === '') {
-    if (instanceInfo.kernel !== undefined && instanceInfo.ramdisk !== undefined) {
-      throw new InvalidParameterValue("Building a boot ISO from instance_info kernel and ramdisk is not supported; set instance_info boot_iso to the URL of a bootable ISO.");
+    const { kernel, ramdisk } = instanceInfo;
+    if (kernel !== undefined && ramdisk !== undefined) {
+      if (!bootsKernel) throw new InvalidParameterValue("Building a boot ISO from instance_info kernel and ramdisk is not supported; set instance_info boot_iso to the URL of a bootable ISO.");
+      for (const [name, v] of [['kernel', kernel], ['ramdisk', ramdisk]] as const) {
+        if (typeof v !== 'string' || !/^(https?|file):\/\/\S+$/i.test(v)) throw new InvalidParameterValue(`instance_info ${name} must be an http, https or file URL, got ${JSON.stringify(v)}.`);
+      }
+      return { kernel: kernel as string, ramdisk: ramdisk as string };
     }
     throw new MissingParameterValue("Some parameters were missing in node's instance_info. Missing are: ['boot_iso']");
   }
-  if (typeof iso !== 'string' || !/^(https?|nfs|cifs):\/\/[^\s/]+\S*$/i.test(iso)) {
+  if (typeof iso !== 'string' || !URL.test(iso)) {
     throw new InvalidParameterValue(`instance_info boot_iso must be an http, https, nfs or cifs URL, got ${JSON.stringify(iso)}.`);
   }
-  return iso;
+  return { bootIso: iso };
 }
 
 /**
@@ -38,7 +47,7 @@ const DEPLOY_STEP: StepDeclaration = {
     // It powers off first, which a node with disable_power_off refuses.
     if (node.disablePowerOff) throw new PowerOffDisabled('power off');
     await ctx.power.setPowerState(ctx.driver, 'power off');
-    const req: InstanceBootRequest = { bootIso: ramdiskBootIso(node.instanceInfo) };
+    const req: InstanceBootRequest = ramdiskBootImages(node.instanceInfo, ctx.boot.bootsKernel === true);
     const mode = parseCapabilities(node.properties.capabilities).boot_mode ?? parseCapabilities(node.instanceInfo.capabilities).boot_mode;
     if (mode === 'uefi' || mode === 'bios') req.bootMode = mode;
     const configdrive = await ctx.configdrive();
@@ -64,8 +73,8 @@ export class RamdiskDeploy implements DeployInterface {
     if (!node.boot || !node.boot.ramdiskBoot) {
       throw new InvalidParameterValue('Invalid configuration: The boot interface must have the `ramdisk_boot` capability. You are using an incompatible boot interface.');
     }
-    node.boot.validate(node.driverInfo);
-    ramdiskBootIso(node.instanceInfo);
+    validateBoot(node.boot, node);
+    ramdiskBootImages(node.instanceInfo, node.boot.bootsKernel === true);
   }
 
   tearDown = tearDownInstance;

@@ -22,7 +22,8 @@ export const idracHardware: HardwareType = {
   name: 'idrac',
   supported: {
     bios: [IDRAC_REDFISH, 'redfish', 'no-bios'],
-    boot: [IDRAC_VIRTUAL_MEDIA, 'redfish-https'],
+    // Ironic's idrac type inherits redfish's list with its own virtual media in place of redfish's.
+    boot: [IDRAC_VIRTUAL_MEDIA, 'ipxe', 'pxe', 'redfish-https'],
     console: ['no-console'],
     deploy: GENERIC_DEPLOY_INTERFACES,
     firmware: ['redfish', 'no-firmware'],

@@ -3,18 +3,19 @@ import type { Config } from '../../common/config.js';
 import type { BmcBudget } from '../bmc-budget.js';
 import type { HardwareType } from '../interfaces.js';
 import { IPMI_PROPERTIES } from './driver-info.js';
+import { GENERIC_DEPLOY_INTERFACES } from '../deploy/index.js';
 import { IpmitoolManagement } from './management.js';
 import { IpmitoolPower } from './power.js';
 import { IpmitoolRunner, type IpmitoolRunnerOptions } from './runner.js';
 
 /**
  * Ironic's `ipmi` hardware type; no-console first so that a console is asked for, as in Ironic.
- * Its boot interface is network boot, which Galvanic cannot serve (see drivers/generic.ts).
+ * It boots from the network (ipxe, pxe: drivers/netboot/).
  */
 export const ipmiHardware: HardwareType = {
   name: 'ipmi',
   supported: {
-    bios: ['no-bios'], boot: ['pxe'], console: ['no-console', 'ipmitool-sol'], deploy: ['ramdisk'], firmware: ['no-firmware'],
+    bios: ['no-bios'], boot: ['ipxe', 'pxe'], console: ['no-console', 'ipmitool-sol'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['no-firmware'],
     inspect: ['agent', 'no-inspect'], management: ['ipmitool'], network: ['noop'], power: ['ipmitool'], raid: ['no-raid', 'agent'],
     rescue: ['no-rescue'], storage: ['noop'], vendor: ['no-vendor'],
   },

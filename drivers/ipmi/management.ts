@@ -1,5 +1,5 @@
 import { BmcRejected, InvalidParameterValue } from '../../common/errors.js';
-import type { BootDevice, DriverContext, ManagementInterface, SensorData } from '../interfaces.js';
+import type { BootDevice, BootDeviceOptions, DriverContext, ManagementInterface, SensorData } from '../interfaces.js';
 import { parseIpmiDriverInfo } from './driver-info.js';
 import { bootdevAccepted, parseBootDevice, parseSensorData } from './parse.js';
 import { summarizeStderr } from './protocol.js';
@@ -11,8 +11,8 @@ export const IPMI_BOOT_DEVICES: readonly string[] = ['pxe', 'disk', 'cdrom', 'bi
 /** Tells the BMC not to drop boot flags after 60 s (IPMI spec; Ironic's ipmi_disable_boot_timeout). */
 const DISABLE_BOOT_TIMEOUT = ['raw', '0x00', '0x08', '0x03', '0x08'];
 
-export interface SetBootDeviceOptions {
-  /** Add `efiboot` to the options: boot the device in UEFI mode. */
+export interface SetBootDeviceOptions extends BootDeviceOptions {
+  /** Add `efiboot` to the options: boot the device in UEFI mode (as `bootMode: 'uefi'`). */
   efiboot?: boolean;
 }
 
@@ -48,7 +48,7 @@ export class IpmitoolManagement implements ManagementInterface {
     }
     const info = parseIpmiDriverInfo(ctx.driverInfo);
     if (info.disableBootTimeout) await this.runner.run(ctx, info, DISABLE_BOOT_TIMEOUT);
-    const flags = [...(persistent ? ['persistent'] : []), ...(options.efiboot ? ['efiboot'] : [])];
+    const flags = [...(persistent ? ['persistent'] : []), ...(options.efiboot || options.bootMode === 'uefi' ? ['efiboot'] : [])];
     const command = ['chassis', 'bootdev', device, ...(flags.length ? [`options=${flags.join(',')}`] : [])];
     const { stdout, stderr } = await this.runner.run(ctx, info, command);
     if (!bootdevAccepted(stdout)) {

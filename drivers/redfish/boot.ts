@@ -122,8 +122,9 @@ export class RedfishVirtualMediaBoot implements BootInterface {
 
   /** prepareInstance's work; `vendor` (the agent's boot only) is first checked as Ironic's prepare_ramdisk does. */
   private async mountAndBoot(ctx: DriverContext, req: InstanceBootRequest, vendor?: string | null): Promise<void> {
-    if (!IMAGE_URL.test(req.bootIso)) {
-      throw new InvalidParameterValue(`instance_info/boot_iso ${JSON.stringify(req.bootIso)} is not a URL the BMC can fetch (http, https, nfs or cifs).`);
+    const iso = req.bootIso;
+    if (iso === undefined || !IMAGE_URL.test(iso)) {
+      throw new InvalidParameterValue(`instance_info/boot_iso ${JSON.stringify(iso)} is not a URL the BMC can fetch (http, https, nfs or cifs).`);
     }
     const configdrive = req.configdrive ? await this.configdriveUrl(ctx, req.configdrive) : undefined;
     await this.client.run(ctx, async (call) => {
@@ -140,7 +141,7 @@ export class RedfishVirtualMediaBoot implements BootInterface {
       }
       await ejectAll(call, collections, configdrive ? OWN_MEDIA : ['CD', 'DVD'], this.retry);
       await syncBootMode(call, req.bootMode);
-      await insertImage(call, ctx.nodeUuid, collections, 'CD', req.bootIso, this.retry);
+      await insertImage(call, ctx.nodeUuid, collections, 'CD', iso, this.retry);
       if (configdrive) await insertImage(call, ctx.nodeUuid, collections, 'USBStick', configdrive, this.retry);
       const system = await this.setCdBoot(call, ctx.nodeUuid, req.forcePersistentBootDevice !== 'Never');
       // Some Supermicro BMCs reset the mode when the device is set (Ironic management.py).

@@ -50,13 +50,14 @@ export class RedfishHttpsBoot implements BootInterface {
    * @throws InvalidParameterValue | UnsupportedHardwareFeature | DriverError
    */
   async prepareInstance(ctx: DriverContext, req: InstanceBootRequest): Promise<void> {
-    if (!HTTP_URL.test(req.bootIso)) {
-      throw new InvalidParameterValue(`instance_info/boot_iso ${JSON.stringify(req.bootIso)} is not a URL the node's firmware can boot over HTTP (http or https).`);
+    const iso = req.bootIso;
+    if (iso === undefined || !HTTP_URL.test(iso)) {
+      throw new InvalidParameterValue(`instance_info/boot_iso ${JSON.stringify(iso)} is not a URL the node's firmware can boot over HTTP (http or https).`);
     }
     if (req.configdrive) ctx.log.warn({ node: ctx.nodeUuid }, 'The redfish-https boot interface inserts no media: the config drive is not attached');
     await this.client.run(ctx, async (call) => {
       await syncBootMode(call, req.bootMode);
-      await this.setHttpBoot(call, ctx.nodeUuid, req.bootIso, req.forcePersistentBootDevice !== 'Never');
+      await this.setHttpBoot(call, ctx.nodeUuid, iso, req.forcePersistentBootDevice !== 'Never');
     });
   }
 

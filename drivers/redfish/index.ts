@@ -1,6 +1,7 @@
 /**
- * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media` or `redfish-https`, inspect, vendor, BIOS,
- * RAID and firmware `redfish` (the last three where enabled).
+ * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media` (or network
+ * boot, `ipxe` and `pxe`: Ironic lists those first, Galvanic keeps virtual media its default, or
+ * `redfish-https`), inspect, vendor, BIOS, RAID and firmware `redfish` (the last three where enabled).
  * `RedfishDriver` owns the client shared by both interfaces; constructing it opens nothing
  * (connections and sessions appear on the first call to a BMC), `close()` logs out and closes.
  */
@@ -28,7 +29,7 @@ export type { RedfishOptions } from './client.js';
 export const redfishHardware: HardwareType = {
   name: 'redfish',
   supported: {
-    bios: ['redfish', 'no-bios'], boot: ['redfish-virtual-media', 'redfish-https'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['redfish', 'no-firmware'],
+    bios: ['redfish', 'no-bios'], boot: ['redfish-virtual-media', 'ipxe', 'pxe', 'redfish-https'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['redfish', 'no-firmware'],
     inspect: ['redfish', 'agent', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['redfish', 'no-raid', 'agent'],
     rescue: ['no-rescue'], storage: ['noop'], vendor: ['redfish', 'no-vendor'],
   },

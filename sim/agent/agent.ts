@@ -11,7 +11,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { gunzipSync } from 'node:zlib';
 import { request } from 'undici';
-import type { SimBmc, SystemState } from '../redfish/state.js';
+import type { SystemState } from '../redfish/state.js';
 import { serveApi, type ApiAgent } from './api.js';
 import { executeCommand, type Command, type Extension } from './extensions/base.js';
 import { cleanExtension } from './extensions/clean.js';
@@ -23,9 +23,11 @@ import { pollExtension } from './extensions/poll.js';
 import { standbyExtension } from './extensions/standby.js';
 import { systemExtension } from './extensions/system.js';
 import type { HostFacts } from './inventory.js';
-import { AGENT_VERSION, HARDWARE_MANAGER, HARDWARE_MANAGER_VERSION, systemLogs } from './ipa.js';
+import { hardwareVersions } from './hardware.js';
+import { AGENT_VERSION, HARDWARE_MANAGER_VERSION, systemLogs } from './ipa.js';
 import { Life, MIN_IRONIC_VERSION, bump, sleep, timer, uniform, type Version } from './life.js';
 import type { AgentEnv, AgentFaults, AgentWitness, DiskState } from './types.js';
+import { agentUrls, kernelParams } from './kernel-params.js';
 
 const V_AGENT_VERSION: Version = [1, 36];
 const V_TOKEN: Version = [1, 62];
@@ -52,7 +54,23 @@ const cmp = (a: Version, b: Version) => a[0] - b[0] || a[1] - b[1];
 const minV = (a: Version, b: Version): Version => (cmp(a, b) <= 0 ? a : b);
 const vstr = (v: Version) => `${v[0]}.${v[1]}`;
 
-/** The agent of one system of one simulated BMC. */
+/** What an agent reaches of its host's machine: the BMC's event log and power (a reset the host's OS causes). */
+export interface HostLink {
+  event(type: 'agent-started' | 'agent-stopped', detail: Record<string, unknown>): void;
+  power(type: 'ForceOff' | 'ForceRestart'): void;
+}
+
+/**
+ * Where a booted agent calls (IPA's kernel parameters): `ipa-api-url` for its lookup and
+ * heartbeats, `ipa-inspection-callback-url` for its inventory. Without the first it only
+ * inspects; without the second it does not inspect.
+ */
+export interface AgentUrls {
+  apiUrl: string | null;
+  inspectionUrl: string | null;
+}
+
+/** The agent of one simulated host. */
 export class AgentHost implements ApiAgent {
   life: Life | null = null;
   lastCommands: Command[] = [];
@@ -80,19 +98,15 @@ export class AgentHost implements ApiAgent {
   hwVersion = HARDWARE_MANAGER_VERSION;
   faults: AgentFaults = {};
   private readonly extensions: Record<string, Extension>;
-  /** The API this run of the agent calls (its ISO's ipa-api-url, or the fleet's). */
-  private apiUrl: string;
 
   constructor(
     readonly env: AgentEnv,
-    private readonly bmc: SimBmc,
-    readonly sysPath: string,
+    private readonly link: HostLink,
     /** The path prefix of this agent on the shared server. */
     readonly id: string,
     readonly facts: HostFacts,
     private readonly isAgentIso: (url: string) => boolean,
   ) {
-    this.apiUrl = env.apiUrl;
     this.extensions = {
       clean: cleanExtension(this),
       service: serviceExtension(this),
@@ -116,9 +130,10 @@ export class AgentHost implements ApiAgent {
   }
 
   /**
-   * The host finished booting: the agent ISO starts an agent, the disk starts the instance. An
-   * ISO the pattern does not name is read: its kernel command line says whether it boots an
-   * agent, and which API that agent calls.
+   * The host finished booting from virtual media or its disk: an agent ISO starts an agent, the
+   * disk starts the instance. An ISO the pattern names calls the fleet's API URL (as one built
+   * with ipa-api-url does); any other is read, and its kernel command line says whether it boots
+   * an agent and where that agent calls.
    */
   booted(system: SystemState): void {
     this.stopped();
@@ -126,27 +141,33 @@ export class AgentHost implements ApiAgent {
     if (!r || r.phase !== 'up') return;
     if (r.image && r.device !== 'Hdd') {
       if (this.isAgentIso(r.image)) {
-        this.startAfterBoot(null);
+        this.bootRamdisk(agentUrls(new Map([['ipa-api-url', this.env.apiUrl]])));
         return;
       }
       void this.env.isoReader.read(r.image).then((params) => {
         // Still the same boot: the host was not stopped or booted again meanwhile.
-        if (params && system.running === r && r.phase === 'up' && !this.life && !this.bootTimer) this.startAfterBoot(params.apiUrl);
+        if (params && system.running === r && r.phase === 'up' && !this.life && !this.bootTimer) this.bootRamdisk(agentUrls(kernelParams(params.cmdline)));
       });
-    } else if (r.device === 'Hdd' && this.disk) {
-      this.instanceRunning = true;
+    } else if (r.device === 'Hdd') {
+      this.bootDisk();
     }
   }
 
-  /** The agent starts after the ramdisk's boot time; `apiUrl` is the one its command line gave, if any. */
-  private startAfterBoot(apiUrl: string | null): void {
+  /** The host booted the agent's kernel and ramdisk with these parameters: an agent comes up after the boot delay. */
+  bootRamdisk(urls: AgentUrls): void {
+    this.stopped();
     if (this.faults.noBoot) return;
     const [lo, hi] = this.faults.bootSeconds ? [this.faults.bootSeconds[0] * 1000, this.faults.bootSeconds[1] * 1000] : this.env.bootMs;
     this.bootTimer = timer(() => {
       this.bootTimer = undefined;
-      this.apiUrl = apiUrl ?? this.env.apiUrl;
-      this.start();
+      this.start(urls);
     }, uniform(lo, hi));
+  }
+
+  /** The host booted its disk: the instance runs when an image was written to it. */
+  bootDisk(): void {
+    this.stopped();
+    if (this.disk) this.instanceRunning = true;
   }
 
   /** The host powered off, restarted or lost power: whatever ran on it is gone. */
@@ -162,7 +183,7 @@ export class AgentHost implements ApiAgent {
     if (!life) return;
     life.end();
     this.life = null;
-    this.bmc.event('agent-stopped', { agent: this.id, why });
+    this.link.event('agent-stopped', { agent: this.id, why });
   }
 
   shutdown(): void {
@@ -171,7 +192,7 @@ export class AgentHost implements ApiAgent {
 
   /** The host's OS asks its BMC for a reset. */
   power(type: 'ForceOff' | 'ForceRestart'): void {
-    this.env.power(this.bmc, this.sysPath, type);
+    this.link.power(type);
   }
 
   /** Records one of the agent's calls, served requests or command runs: what, from, to (epoch ms). */
@@ -180,8 +201,8 @@ export class AgentHost implements ApiAgent {
     this.calls.push([what, from, Date.now()]);
   }
 
-  private start(): void {
-    const life = new Life();
+  private start(urls: AgentUrls): void {
+    const life = new Life(urls.apiUrl?.replace(/\/+$/, '') ?? null, urls.inspectionUrl);
     this.life = life;
     this.lastCommands = [];
     this.lockedDown = false;
@@ -189,18 +210,22 @@ export class AgentHost implements ApiAgent {
     this.boots++;
     this.lastToken = null;
     this.lastNodeUuid = null;
-    this.bmc.event('agent-started', { agent: this.id });
+    this.link.event('agent-started', { agent: this.id });
     void this.run(life).catch(() => undefined);
   }
 
   // ---- talking to Galvanic ----
 
-  /** One request to the API, with `headers` as IPA sends them; a gzipped answer is read as requests reads it. */
+  /**
+   * One request to Galvanic (`path` under the agent's API URL, or a whole URL), with `headers`
+   * as IPA sends them; a gzipped answer is read as requests reads it.
+   */
   private async call(life: Life, method: 'GET' | 'POST', path: string, version: Version | null, body?: unknown, headers: Readonly<Record<string, string>> = API_CLIENT_HEADERS): Promise<{ status: number; json: unknown }> {
     const from = Date.now();
     const sent: Record<string, string> = { ...headers };
     if (version) sent['x-openstack-ironic-api-version'] = vstr(version);
-    const res = await request(`${this.apiUrl}${path}`, {
+    const url = /^https?:/.test(path) ? path : `${life.apiUrl ?? ''}${path}`;
+    const res = await request(url, {
       method,
       headers: sent,
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -211,7 +236,7 @@ export class AgentHost implements ApiAgent {
     });
     const raw = Buffer.from(await res.body.arrayBuffer());
     const text = (res.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw).toString('utf8');
-    this.record(`api ${method} ${path.replace(/\?.*$/, '').replace(/[0-9a-f]{8}-[0-9a-f-]{27}/, '{node}')} ${res.statusCode}`, from);
+    this.record(`api ${method} ${new URL(url).pathname.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/, '{node}')} ${res.statusCode}`, from);
     let json: unknown = null;
     try {
       json = text ? JSON.parse(text) : null;
@@ -221,13 +246,14 @@ export class AgentHost implements ApiAgent {
     return { status: res.statusCode, json };
   }
 
+  /** IPA's run: the API version, the inventory (with an inspection callback), then lookup and heartbeats (with an API URL). */
   private async run(life: Life): Promise<void> {
     life.version = await this.discoverVersion(life);
     if (life.dead) return;
     // `_start_auto_tls`: a certificate only for an API that takes agent_verify_ca.
     this.tls = life.tls = this.env.certificate !== null && cmp(life.version, V_VERIFY_CA) >= 0;
-    await this.inspect(life);
-    if (life.dead) return;
+    if (life.inspectionUrl) await this.inspect(life, life.inspectionUrl);
+    if (life.dead || !life.apiUrl) return;
     await this.lookup(life);
     if (life.dead) return;
     life.heartbeating = true;
@@ -236,8 +262,10 @@ export class AgentHost implements ApiAgent {
   }
 
   private async discoverVersion(life: Life): Promise<Version> {
+    // An agent told only where to post its inventory asks the API that URL is under.
+    const root = life.apiUrl ? '/' : `${(life.inspectionUrl ?? '').replace(/\/v1\/continue_inspection$/, '')}/`;
     try {
-      const { json } = await this.call(life, 'GET', '/', null);
+      const { json } = await this.call(life, 'GET', root, null);
       const v = String((json as { default_version?: { version?: string } })?.default_version?.version ?? '').split('.');
       const parsed: Version = [Number(v[0]), Number(v[1])];
       if (Number.isInteger(parsed[0]) && Number.isInteger(parsed[1])) return parsed;
@@ -258,12 +286,12 @@ export class AgentHost implements ApiAgent {
    * answer of 400 or more ends inspection (IPA logs it and goes on to the lookup), and a
    * success hands the node's UUID to the lookup.
    */
-  private async inspect(life: Life): Promise<void> {
+  private async inspect(life: Life, url: string): Promise<void> {
     const data = {
       inventory: this.facts.inventory,
       ...(this.facts.rootDisk ? { root_disk: this.facts.rootDisk } : {}),
       boot_interface: null,
-      configuration: { collectors: ['default', 'logs'], managers: [{ name: HARDWARE_MANAGER, version: this.hwVersion }] },
+      configuration: { collectors: ['default', 'logs'], managers: Object.entries(hardwareVersions(this)).map(([name, version]) => ({ name, version })) },
       logs: systemLogs([`ironic-python-agent ${AGENT_VERSION} collecting inventory`]),
       error: null,
     };
@@ -271,7 +299,7 @@ export class AgentHost implements ApiAgent {
       let status: number | 'error';
       let json: unknown = null;
       try {
-        ({ status, json } = await this.call(life, 'POST', '/v1/continue_inspection', null, data, INSPECTION_HEADERS));
+        ({ status, json } = await this.call(life, 'POST', url, null, data, INSPECTION_HEADERS));
       } catch {
         status = 'error';
       }

@@ -18,9 +18,9 @@ import { Agent } from 'undici';
 import { readBody } from '../redfish/handler.js';
 import type { SimModel } from '../redfish/model.js';
 import type { SimBmc, SystemHooks, SystemState } from '../redfish/state.js';
-import { AgentHost } from './agent.js';
+import { AgentHost, type HostLink } from './agent.js';
 import { faultBody } from './ipa.js';
-import { hostFacts } from './inventory.js';
+import { hostFacts, type HostFacts } from './inventory.js';
 import { generateAgentCertificate } from './tls.js';
 import { DEFAULT_ISO_PATTERN, type AgentEnv, type AgentSimOptions } from './types.js';
 import { IsoCmdlineReader } from './iso-cmdline.js';
@@ -95,7 +95,7 @@ export class AgentFleet implements SystemHooks {
   private constructor(
     private readonly server: DualServer,
     private readonly env: AgentEnv,
-    private readonly model: SimModel,
+    private readonly model: SimModel | null,
     private readonly bmcAddress: string,
     pattern: RegExp,
   ) {
@@ -106,7 +106,7 @@ export class AgentFleet implements SystemHooks {
   }
 
   /** Starts the agents' shared server; `power` resets a system at its BMC (for power_off, reboot and faults). */
-  static async start(opts: AgentSimOptions, model: SimModel, bmcAddress: string, power: AgentEnv['power']): Promise<AgentFleet> {
+  static async start(opts: AgentSimOptions, model: SimModel | null, bmcAddress: string, power: AgentEnv['power']): Promise<AgentFleet> {
     const host = opts.host ?? '127.0.0.1';
     const tls = opts.autoTls === false ? undefined : await generateAgentCertificate(host, fleetHostName());
     // The server exists before the fleet it serves: requests find the fleet once it is made.
@@ -152,8 +152,20 @@ export class AgentFleet implements SystemHooks {
     return this.env.certificate;
   }
 
+  /**
+   * A host that is not one of a Redfish simulator's (a network-booting machine behind another
+   * BMC): its agent serves under `id`, tells `link` of its life, and reports `facts`.
+   */
+  attach(id: string, link: HostLink, facts: HostFacts): AgentHost {
+    if (this.hosts.has(id)) throw new Error(`an agent host ${id} is attached already`);
+    const h = new AgentHost(this.env, link, id, facts, this.isAgentIso);
+    this.hosts.set(id, h);
+    return h;
+  }
+
   /** The agent of `bmc`'s system `sysPath`, made on first use. */
   host(bmc: SimBmc, sysPath: string, state: SystemState): AgentHost {
+    if (!this.model) throw new Error('this agent fleet serves attached hosts only');
     let perBmc = this.byBmc.get(bmc);
     if (!perBmc) {
       perBmc = new Map();
@@ -164,7 +176,8 @@ export class AgentFleet implements SystemHooks {
       const facts = hostFacts(this.model, bmc.index, sysPath, state, this.bmcAddress);
       // Mockup fleets serve one UUID on every BMC: keep the prefixes apart.
       const id = this.hosts.has(facts.systemUuid) ? `${facts.systemUuid}-${bmc.index}` : facts.systemUuid;
-      h = new AgentHost(this.env, bmc, sysPath, id, facts, this.isAgentIso);
+      const link: HostLink = { event: (type, detail) => bmc.event(type, detail), power: (type) => this.env.power(bmc, sysPath, type) };
+      h = new AgentHost(this.env, link, id, facts, this.isAgentIso);
       perBmc.set(sysPath, h);
       this.hosts.set(id, h);
     }

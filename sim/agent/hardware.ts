@@ -8,6 +8,8 @@ import { diskAfter, validateImageInfo, writeImage } from './image.js';
 import {
   CLEAN_STEPS,
   DEPLOY_STEPS,
+  EXTRA_HARDWARE_MANAGER,
+  EXTRA_HARDWARE_MANAGER_VERSION,
   HARDWARE_MANAGER,
   SERVICE_STEPS,
   servicingError,
@@ -17,6 +19,7 @@ import {
   methodNotFound,
   pyRepr,
   versionMismatch,
+  type Step,
 } from './ipa.js';
 import { sleep, type Life } from './life.js';
 import type { InventoryDisk } from './inventory.js';
@@ -28,18 +31,30 @@ const STEPS = { clean: CLEAN_STEPS, deploy: DEPLOY_STEPS, service: SERVICE_STEPS
 const STEP_MS: Record<string, number> = { erase_devices: 1000, erase_devices_metadata: 100, erase_devices_express: 200 };
 export const DEFAULT_STEP_MS = 50;
 
+/** The vendor manager's clean steps this host's agent is given (`extraCleanSteps`), as IPA lists them. */
+function extraCleanSteps(agent: ExtensionAgent): Step[] {
+  return (agent.faults.extraCleanSteps ?? []).map((s) => ({
+    step: s.step, priority: s.priority ?? 0, interface: s.interface ?? 'deploy', reboot_requested: s.reboot_requested ?? false, abortable: s.abortable ?? true,
+  }));
+}
+
 /** `get_current_versions`: the hardware managers and their versions. */
 export function hardwareVersions(agent: ExtensionAgent): Record<string, string> {
-  return { [HARDWARE_MANAGER]: agent.hwVersion, ...(agent.env.coreosInstaller ? { [COREOS_MANAGER]: COREOS_MANAGER_VERSION } : {}) };
+  const out: Record<string, string> = { [HARDWARE_MANAGER]: agent.hwVersion };
+  if (agent.env.coreosInstaller) out[COREOS_MANAGER] = COREOS_MANAGER_VERSION;
+  if (extraCleanSteps(agent).length) out[EXTRA_HARDWARE_MANAGER] = EXTRA_HARDWARE_MANAGER_VERSION;
+  return out;
 }
 
 /** `get_clean_steps` / `get_deploy_steps` of every manager, with the agent's versions. */
 export function listSteps(agent: ExtensionAgent, kind: 'clean' | 'deploy' | 'service'): unknown {
   const coreos = kind === 'deploy' && agent.env.coreosInstaller ? { [COREOS_MANAGER]: COREOS_DEPLOY_STEPS.map((s) => ({ ...s })) } : {};
+  const extra = kind === 'clean' ? extraCleanSteps(agent) : [];
   return {
     [`${kind}_steps`]: {
       [HARDWARE_MANAGER]: STEPS[kind].map((s) => (kind === 'clean' && s.step === agent.faults.unabortableStep ? { ...s, abortable: false } : { ...s })),
       ...coreos,
+      ...(extra.length ? { [EXTRA_HARDWARE_MANAGER]: extra } : {}),
     },
     hardware_manager_version: hardwareVersions(agent),
   };
@@ -64,7 +79,7 @@ function canonical(v: unknown): string {
 }
 
 function isKnownStep(agent: ExtensionAgent, name: string): boolean {
-  if ([CLEAN_STEPS, DEPLOY_STEPS, SERVICE_STEPS].some((list) => list.some((s) => s.step === name))) return true;
+  if ([...CLEAN_STEPS, ...DEPLOY_STEPS, ...SERVICE_STEPS, ...extraCleanSteps(agent)].some((s) => s.step === name)) return true;
   return agent.env.coreosInstaller && COREOS_DEPLOY_STEPS.some((s) => s.step === name);
 }
 
@@ -82,6 +97,7 @@ export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy
   const step = params.step as Record<string, unknown> | null;
   if (!step || typeof step !== 'object' || !('step' in step)) throw executionError(`Malformed ${kind}_step, no "step" key: ${pyRepr(step)}`);
   const name = String(step.step);
+  // IPA dispatches a step to whichever manager has its method.
   if (!isKnownStep(agent, name)) throw methodNotFound(name);
   const args: Record<string, unknown> = { ...params, ...((step.args as Record<string, unknown> | undefined) ?? {}) };
   const fail = { clean: cleaningError, deploy: deploymentError, service: servicingError }[kind];

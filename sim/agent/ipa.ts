@@ -60,6 +60,9 @@ export function pyRepr(v: unknown): string {
 
 export const HARDWARE_MANAGER = 'GenericHardwareManager';
 export const HARDWARE_MANAGER_VERSION = '1.2';
+/** A vendor's hardware manager beside the generic one, with the steps a host's agent is given (`extraCleanSteps`). */
+export const EXTRA_HARDWARE_MANAGER = 'SimulatedHardwareManager';
+export const EXTRA_HARDWARE_MANAGER_VERSION = '1.0';
 export const AGENT_VERSION = '10.1.0';
 
 export interface Step {

@@ -56,7 +56,12 @@ export class Life {
   forcePending = false;
   partitionUuids: Record<string, unknown> | null = null;
 
-  constructor() {
+  constructor(
+    /** `ipa-api-url`, without a trailing slash; null: no lookup, no heartbeats. */
+    readonly apiUrl: string | null = null,
+    /** `ipa-inspection-callback-url`; null: no inspection. */
+    readonly inspectionUrl: string | null = null,
+  ) {
     this.died = new Promise((resolve) => {
       this.onDeath = resolve;
     });

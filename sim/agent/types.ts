@@ -98,6 +98,37 @@ export interface AgentFaults {
    * at once, but answered only `ms` later; the fault then clears itself.
    */
   holdAnswer?: { command: string; ms: number };
+  /**
+   * Clean steps of a vendor's hardware manager (`SimulatedHardwareManager` 1.0, listed and
+   * versioned beside the generic one), as real hardware managers add them: a firmware update
+   * with `reboot_requested: true`, after which the conductor reboots the node into a new agent.
+   * Each runs as the generic steps without real work do.
+   */
+  extraCleanSteps?: ExtraStep[];
+}
+
+/** A step of the vendor's hardware manager (`extraCleanSteps`): its defaults are interface deploy, priority 0, no reboot, abortable. */
+export interface ExtraStep {
+  step: string;
+  interface?: string;
+  priority?: number;
+  reboot_requested?: boolean;
+  abortable?: boolean;
+}
+
+/** Why `extraCleanSteps` is not a list of steps, or null when it is. */
+export function extraStepsProblem(v: unknown): string | null {
+  if (!Array.isArray(v)) return 'extraCleanSteps must be a list';
+  for (const s of v as unknown[]) {
+    const o = s as Record<string, unknown> | null;
+    if (!o || typeof o !== 'object' || typeof o.step !== 'string' || !o.step) return 'each of extraCleanSteps needs a "step" name';
+    if (o.interface !== undefined && typeof o.interface !== 'string') return 'extraCleanSteps: "interface" must be a string';
+    if (o.priority !== undefined && !Number.isInteger(o.priority)) return 'extraCleanSteps: "priority" must be an integer';
+    if ((o.reboot_requested !== undefined && typeof o.reboot_requested !== 'boolean') || (o.abortable !== undefined && typeof o.abortable !== 'boolean')) {
+      return 'extraCleanSteps: "reboot_requested" and "abortable" must be booleans';
+    }
+  }
+  return null;
 }
 
 export const FAULT_KEYS: ReadonlySet<string> = new Set([
@@ -115,6 +146,7 @@ export const FAULT_KEYS: ReadonlySet<string> = new Set([
   'noBoot',
   'bootSeconds',
   'holdAnswer',
+  'extraCleanSteps',
 ]);
 
 export type CommandStatus = 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'CLEAN_VERSION_MISMATCH';

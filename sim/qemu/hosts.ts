@@ -59,7 +59,6 @@ const MARK = '[galvanic-sim]';
 interface Host {
   bmc: SimBmc;
   sysPath: string;
-  system: SystemState;
   spec: MachineSpec;
   machine: Machine | null;
   /** Operations on the machine, one at a time and in order. */
@@ -124,7 +123,8 @@ export async function fetchImage(url: string, file: string, timeoutMs: number): 
 }
 
 export class QemuHosts implements SystemHooks, MediaHooks {
-  private readonly hosts = new Map<SimBmc, Host>();
+  /** By BMC; a promise, so that calls that come at once for a new BMC share one host. */
+  private readonly hosts = new Map<SimBmc, Promise<Host>>();
   private readonly opts: Required<Omit<QemuOptions, 'workDir'>>;
 
   private constructor(
@@ -157,9 +157,16 @@ export class QemuHosts implements SystemHooks, MediaHooks {
   }
 
   /** The host of `bmc`'s (only) system, made on first use. */
-  private async host(bmc: SimBmc): Promise<Host> {
-    const known = this.hosts.get(bmc);
-    if (known) return known;
+  private host(bmc: SimBmc): Promise<Host> {
+    let host = this.hosts.get(bmc);
+    if (!host) {
+      host = this.makeHost(bmc);
+      this.hosts.set(bmc, host);
+    }
+    return host;
+  }
+
+  private async makeHost(bmc: SimBmc): Promise<Host> {
     const sysPath = [...this.model.systemPaths][0];
     let system = bmc.systems.get(sysPath);
     if (!system) {
@@ -184,13 +191,8 @@ export class QemuHosts implements SystemHooks, MediaHooks {
       ovmfVars: this.opts.ovmfVars,
       ...(this.opts.agentPort ? { agentPort: await freePort() } : {}),
     };
-    // Made while awaiting the port by another call: keep the first.
-    const raced = this.hosts.get(bmc);
-    if (raced) return raced;
     await fs.promises.mkdir(spec.dir, { recursive: true });
-    const host: Host = { bmc, sysPath, system, spec, machine: null, queue: Promise.resolve(), restart: false, media: new Map(), downloads: 0, lastError: null, first: null };
-    this.hosts.set(bmc, host);
-    return host;
+    return { bmc, sysPath, spec, machine: null, queue: Promise.resolve(), restart: false, media: new Map(), downloads: 0, lastError: null, first: null };
   }
 
   /** Runs `op` after the host's earlier operations; its failure is the host's last error. */
@@ -220,7 +222,7 @@ export class QemuHosts implements SystemHooks, MediaHooks {
     void this.host(bmc).then((host) =>
       this.enqueue(host, 'power on', async () => {
         if (system.running !== running) return; // stopped again before its turn
-        const setup = await this.bootSetup(host, running.device);
+        const setup = await this.bootSetup(host, system, running.device);
         const m = host.machine;
         if (m?.running && host.restart && m.boot.firmware === setup.firmware) {
           await this.mark(host, `reset: boot ${setup.first}`);
@@ -286,7 +288,7 @@ export class QemuHosts implements SystemHooks, MediaHooks {
    * the images in the slots as the BMC shows them (fetched now if an image got there without
    * an insert, through the control API).
    */
-  private async bootSetup(host: Host, device: string): Promise<BootSetup> {
+  private async bootSetup(host: Host, system: SystemState, device: string): Promise<BootSetup> {
     const media: Record<MediaDevice, string | null> = { cd: null, usb: null };
     for (const slot of this.model.mediaSlots.values()) {
       if (slot.system !== host.sysPath) continue;
@@ -309,7 +311,7 @@ export class QemuHosts implements SystemHooks, MediaHooks {
       }
       media[dev] = host.media.get(dev)?.file ?? null;
     }
-    return { firmware: host.system.boot.BootSourceOverrideMode === 'Legacy' ? 'bios' : 'uefi', first: bootDevice(device), media };
+    return { firmware: system.boot.BootSourceOverrideMode === 'Legacy' ? 'bios' : 'uefi', first: bootDevice(device), media };
   }
 
   private mediaFile(host: Host, dev: MediaDevice): string {
@@ -400,7 +402,9 @@ export class QemuHosts implements SystemHooks, MediaHooks {
 
   async stop(): Promise<void> {
     await Promise.all(
-      [...this.hosts.values()].map(async (host) => {
+      [...this.hosts.values()].map(async (made) => {
+        const host = await made.catch(() => null);
+        if (!host) return;
         await host.queue.catch(() => {});
         const m = host.machine;
         host.machine = null;

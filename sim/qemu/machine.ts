@@ -7,7 +7,8 @@
  *   cd    IDE CD-ROM on the second channel (removable)       (Cd, UsbCd)
  *   usb   removable SCSI disk on virtio-scsi, write-protected (Usb: the virtual USB stick; a
  *         guest sees it as a removable disk, as a USB stick appears)
- *   nic0  virtio-net with its option ROM (iPXE), on QEMU's user network (Pxe)
+ *   nic0  virtio-net with its option ROM (iPXE), on QEMU's user network (Pxe), or on a tap of a
+ *         network namespace (spec.tap)
  *   nic1  virtio-net on a user network that reaches nothing (a second port, as the inventory says)
  *
  * The serial console goes to a file (appended over the machine's life); QEMU's own messages to
@@ -44,6 +45,11 @@ export interface MachineSpec {
   ovmfVars: string;
   /** A host port forwarded to the guest's 9999 (the agent's port), on 127.0.0.1. */
   agentPort?: number;
+  /**
+   * nic0 on a tap device of a network namespace instead of QEMU's user network (a provisioning
+   * network with a DHCP server of its own): QEMU runs in that namespace.
+   */
+  tap?: { netns: string; ifname: string };
 }
 
 /** What a power on boots. */
@@ -58,6 +64,7 @@ export interface BootSetup {
 const DEFAULT_ORDER: readonly BootDevice[] = ['disk', 'cd', 'usb', 'nic0'];
 const QMP_TIMEOUT_MS = 10_000;
 const QUIT_GRACE_MS = 5_000;
+const RESET_TIMEOUT_MS = 10_000;
 
 /** Boot indexes: `first` at 0, the rest in the default order after it. */
 export function bootOrder(first: BootDevice): Record<BootDevice, number> {
@@ -106,7 +113,9 @@ export function qemuArgs(spec: MachineSpec, boot: BootSetup): string[] {
     '-device', 'virtio-scsi-pci,id=scsi0',
     '-drive', media('usb', ''),
     '-device', `scsi-hd,drive=usb-drive,removable=on,id=usb,bootindex=${order.usb}`,
-    '-netdev', `user,id=net0${spec.agentPort ? `,hostfwd=tcp:127.0.0.1:${spec.agentPort}-:9999` : ''}`,
+    '-netdev', spec.tap
+      ? `tap,id=net0,ifname=${esc(spec.tap.ifname)},script=no,downscript=no`
+      : `user,id=net0${spec.agentPort ? `,hostfwd=tcp:127.0.0.1:${spec.agentPort}-:9999` : ''}`,
     '-device', `virtio-net-pci,netdev=net0,mac=${spec.macs[0]},id=nic0,bootindex=${order.nic0}`,
     '-netdev', 'user,id=net1,restrict=on',
     '-device', `virtio-net-pci,netdev=net1,mac=${spec.macs[1]},id=nic1,romfile=`,
@@ -159,9 +168,11 @@ export class Machine extends EventEmitter<{ exit: [MachineExit] }> {
     const sock = path.join(spec.dir, 'qmp.sock');
     await fs.promises.rm(sock, { force: true });
     const log = await fs.promises.open(path.join(spec.dir, 'qemu.log'), 'a');
-    const args = qemuArgs(spec, boot);
+    // `ip netns exec` enters the namespace and execs QEMU: one process, whose death we see.
+    const qemu = spec.tap ? ['ip', 'netns', 'exec', spec.tap.netns, spec.qemu] : [spec.qemu];
+    const args = [...qemu.slice(1), ...qemuArgs(spec, boot)];
     // QEMU dies with us: a test that crashes must not leave machines running.
-    const [cmd, argv] = hasSetpriv() ? ['setpriv', ['--pdeathsig', 'KILL', '--', spec.qemu, ...args]] : [spec.qemu, args];
+    const [cmd, argv] = hasSetpriv() ? ['setpriv', ['--pdeathsig', 'KILL', '--', qemu[0], ...args]] : [qemu[0], args];
     const child = spawn(cmd, argv, { stdio: ['ignore', 'ignore', log.fd] });
     await log.close();
     const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
@@ -201,9 +212,30 @@ export class Machine extends EventEmitter<{ exit: [MachineExit] }> {
     await this.qmp.execute('blockdev-change-medium', { id: device, filename: file, format: 'raw', 'read-only-mode': 'read-only' });
   }
 
-  /** A hard reset (the reset button): the firmware runs again with the boot order in force. */
+  /**
+   * A hard reset (the reset button): the firmware runs again with the boot order in force.
+   * Resolves once QEMU has reset the machine (its RESET event), which is when it reads the boot
+   * order: a change made after that is for the next reset.
+   */
   async reset(): Promise<void> {
-    await this.qmp.execute('system_reset');
+    let onEvent: (name: string) => void = () => {};
+    let timer: NodeJS.Timeout | undefined;
+    const done = new Promise<void>((resolve, reject) => {
+      timer = setTimeout(() => reject(new Error('QEMU did not report the reset')), RESET_TIMEOUT_MS);
+      onEvent = (name) => {
+        if (name === 'RESET') resolve();
+      };
+      this.qmp.on('event', onEvent);
+    });
+    // Handled here too: it may time out while system_reset is still being answered.
+    done.catch(() => {});
+    try {
+      await this.qmp.execute('system_reset');
+      await done;
+    } finally {
+      clearTimeout(timer);
+      this.qmp.off('event', onEvent);
+    }
   }
 
   /** Presses the power button (ACPI): the guest may shut down, or not. */

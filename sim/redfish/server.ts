@@ -31,7 +31,7 @@ import { SyntheticModel, type ChassisModel } from './model-synthetic.js';
 import { emptyMedia, normalisePath, type SimModel } from './model.js';
 import { NO_QUIRKS, parseQuirks, type VmediaQuirks } from './quirks.js';
 import { AgentFleet } from '../agent/fleet.js';
-import { FAULT_KEYS as AGENT_FAULT_KEYS, type AgentFaults, type AgentSimOptions } from '../agent/types.js';
+import { FAULT_KEYS as AGENT_FAULT_KEYS, extraStepsProblem, type AgentFaults, type AgentSimOptions } from '../agent/types.js';
 import { addCounters, DEFAULT_FAULTS, SimBmc, etagOf, type BmcCounters, type MediaState, type SimFaults } from './state.js';
 import type { ImageCheck, VirtualMedia } from './vmedia.js';
 import { DEFAULT_STORAGE, type Storage, type StorageOptions } from './storage.js';
@@ -169,6 +169,8 @@ function agentControl(bmc: SimBmc, model: SimModel, agents: AgentFleet | null, r
   if (write) {
     const unknown = Object.keys(input).filter((k) => !AGENT_FAULT_KEYS.has(k));
     if (unknown.length) return send(res, 400, JSON.stringify({ error: `unknown agent fault keys: ${unknown.join(', ')}` }));
+    const problem = input.extraCleanSteps === undefined ? null : extraStepsProblem(input.extraCleanSteps);
+    if (problem) return send(res, 400, JSON.stringify({ error: problem }));
     host.faults = Object.keys(input).length ? { ...host.faults, ...(input as AgentFaults) } : {};
   }
   send(res, 200, JSON.stringify(host.faults));

@@ -27,6 +27,9 @@ export interface ImageServer {
   /** URL of an image of `bytes` bytes and its sha256. */
   image: { url: string; sha256: string; md5: string; bytes: number };
   isoUrl: string;
+  /** The agent's kernel and ramdisk, for network boot. */
+  kernelUrl: string;
+  ramdiskUrl: string;
   close(): Promise<void>;
 }
 
@@ -40,9 +43,9 @@ export async function startImageServer(bytes = 4 * 1024 * 1024): Promise<ImageSe
       res.end(req.method === 'HEAD' ? undefined : data);
       return;
     }
-    if (req.url === '/deploy/ipa.iso') {
+    if (req.url === '/deploy/ipa.iso' || req.url === '/deploy/ipa.kernel' || req.url === '/deploy/ipa.initramfs') {
       res.writeHead(200, { 'content-type': 'application/octet-stream' });
-      res.end('ISO');
+      res.end(req.method === 'HEAD' ? undefined : req.url === '/deploy/ipa.iso' ? 'ISO' : `${req.url.slice(8)} bytes`);
       return;
     }
     res.writeHead(404).end();
@@ -56,6 +59,8 @@ export async function startImageServer(bytes = 4 * 1024 * 1024): Promise<ImageSe
       sha256: createHash('sha256').update(data).digest('hex'), md5: createHash('md5').update(data).digest('hex'),
     },
     isoUrl: `${url}/deploy/ipa.iso`,
+    kernelUrl: `${url}/deploy/ipa.kernel`,
+    ramdiskUrl: `${url}/deploy/ipa.initramfs`,
     close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
   };
 }

@@ -6,6 +6,10 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
+import { pino } from 'pino';
+import { nodePowerAction } from '../../conductor/node-power.js';
+import { TaskManager } from '../../conductor/task-manager.js';
+import type { PowerInterface } from '../../drivers/interfaces.js';
 import { buildTestApp, faultOf, type TestApp } from '../helpers/app.js';
 
 const LATEST = { 'x-openstack-ironic-api-version': 'latest' };
@@ -146,6 +150,74 @@ describe('agent API: lookup, heartbeat and the agent token', function () {
         provision_state: row.provision_state, reservation: null, driver_internal_info: row.driver_internal_info, version: row.version,
       });
     }
+  });
+
+  it('forgets the agent before the conductor reboots its node: the old agent is refused, and the new one gets a token once the node is let go', async () => {
+    const db = t.tdb.knex;
+    const mac = '52:54:00:aa:00:0a';
+    const created = await call('POST', '/v1/nodes', {
+      name: 'agent-reboot', driver: 'redfish', boot_interface: 'redfish-virtual-media', deploy_interface: 'direct',
+      driver_info: { redfish_address: 'http://127.0.0.1:9', redfish_username: 'admin', redfish_password: 'pw', deploy_iso: 'http://127.0.0.1:9/ipa.iso' },
+    });
+    expect(created.statusCode, created.body).to.equal(201);
+    const uuid = created.json<{ uuid: string }>().uuid;
+    expect((await call('POST', '/v1/ports', { address: mac, node_uuid: uuid })).statusCode).to.equal(201);
+    const steps = [{ interface: 'deploy', step: 'flash', priority: 0, args: {}, reboot_requested: true }];
+    await db('nodes').where({ uuid }).update({
+      provision_state: 'clean wait', target_provision_state: 'manageable', power_state: 'power on',
+      driver_internal_info: { clean_steps: steps, clean_step_index: 0, agent_cached_clean_steps: steps },
+    });
+    const lookup = async () => call('GET', `/v1/lookup?addresses=${mac}`);
+    const heartbeat = (url: string, agentToken: string, ca: string) => call('POST', `/v1/heartbeat/${uuid}`, {
+      callback_url: url, agent_token: agentToken, agent_version: '10.1.0', agent_verify_ca: ca,
+    });
+    const first = await lookup();
+    expect(first.statusCode, first.body).to.equal(200);
+    const oldToken = first.json<{ config: { agent_token: string } }>().config.agent_token;
+    const OLD = 'https://192.0.2.10:9999';
+    expect((await heartbeat(OLD, oldToken, 'old certificate')).statusCode).to.equal(202);
+
+    const node = await db('nodes').where({ uuid }).first('id');
+    const tasks = new TaskManager(db, 'conductor-rebooting', pino({ level: 'silent' }), 60);
+    const task = await tasks.acquire(node.id as number, { mode: 'exclusive', purpose: 'reboot after a step' });
+    const seen: Record<string, unknown> = {};
+    const power: PowerInterface = {
+      validate: () => undefined,
+      getPowerState: async () => 'power on',
+      getSupportedPowerStates: async () => ['rebooting'],
+      setPowerState: async (_ctx, target) => {
+        // What the BMC's reset meets: the agent forgotten, already written.
+        seen.target = target;
+        seen.info = (await db('nodes').where({ uuid }).first('driver_internal_info')).driver_internal_info;
+        seen.token = await db('agent_tokens').where({ node_id: node.id }).first('node_id');
+        seen.oldHeartbeat = (await heartbeat(OLD, oldToken, 'old certificate')).statusCode;
+        seen.lookup = (await lookup()).statusCode;
+      },
+    };
+    try {
+      await nodePowerAction({ task, power, driver: { nodeUuid: uuid, driverInfo: {}, log: pino({ level: 'silent' }) } }, 'rebooting');
+    } finally {
+      await task.release();
+    }
+    expect(seen.target).to.equal('rebooting');
+    expect(seen.info).to.deep.equal({ clean_steps: steps, clean_step_index: 0, agent_version: '10.1.0', agent_last_heartbeat: (seen.info as Record<string, unknown>).agent_last_heartbeat });
+    expect(seen.token).to.equal(undefined);
+    // The old agent's heartbeat is refused for its token; no token is minted while the node is held (Ironic's NodeLocked).
+    expect(seen.oldHeartbeat).to.equal(400);
+    expect(seen.lookup).to.equal(409);
+
+    const late = await heartbeat(OLD, oldToken, 'old certificate');
+    expect(late.statusCode).to.equal(400);
+    expect(faultOf(late.body).faultstring).to.equal('Invalid or missing agent token received.');
+    const fresh = await lookup();
+    expect(fresh.statusCode, fresh.body).to.equal(200);
+    const newToken = fresh.json<{ config: { agent_token: string } }>().config.agent_token;
+    expect(newToken).to.have.length.at.least(32).and.not.equal(oldToken);
+    expect((await heartbeat('https://192.0.2.11:9999', newToken, 'new certificate')).statusCode).to.equal(202);
+    const info = (await db('nodes').where({ uuid }).first('driver_internal_info')).driver_internal_info as Record<string, unknown>;
+    expect(info).to.include({ agent_url: 'https://192.0.2.11:9999', agent_verify_ca: 'new certificate' });
+    await db('intents').where({ node_id: node.id }).delete();
+    await db('nodes').where({ uuid }).update({ provision_state: 'manageable', target_provision_state: null });
   });
 
   it('records a burst of heartbeats together, each as if alone: refusals change nothing, one continue per node', async () => {

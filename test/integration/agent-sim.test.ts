@@ -660,6 +660,26 @@ describe('agent simulator', function () {
       expect(await setAgentFaults(bmc, {})).to.deep.equal({});
     });
 
+    it('extraCleanSteps: a vendor manager\'s steps, listed and versioned beside the generic ones, and run; a malformed list is a 400', async () => {
+      for (const bad of [{ extraCleanSteps: 'flash' }, { extraCleanSteps: [{ priority: 1 }] }, { extraCleanSteps: [{ step: 'flash', reboot_requested: 'yes' }] }]) {
+        const res = await fetch(`${bmc}/_sim/agent/faults`, { method: 'POST', body: JSON.stringify(bad) });
+        expect(res.status, JSON.stringify(bad)).to.equal(400);
+      }
+      const w = await booted();
+      await setAgentFaults(bmc, { extraCleanSteps: [{ step: 'flash_firmware', reboot_requested: true, priority: 5 }] });
+      const listed = (await agentCommand(w.callbackUrl, w.token, 'clean.get_clean_steps', { node: {}, ports: [] })).body as CommandResult;
+      const res = listed.command_result as { clean_steps: Record<string, unknown[]>; hardware_manager_version: Record<string, string> };
+      expect(res.clean_steps.SimulatedHardwareManager).to.deep.equal([{ step: 'flash_firmware', priority: 5, interface: 'deploy', reboot_requested: true, abortable: true }]);
+      expect(res.clean_steps.GenericHardwareManager).to.have.length.above(1);
+      expect(res.hardware_manager_version).to.deep.equal({ GenericHardwareManager: '1.2', SimulatedHardwareManager: '1.0' });
+      const step = { step: 'flash_firmware', interface: 'deploy', priority: 5, reboot_requested: true };
+      const ran = (await agentCommand(w.callbackUrl, w.token, 'clean.execute_clean_step', { step, node: {}, ports: [], clean_version: res.hardware_manager_version }, true)).body as CommandResult;
+      expect(ran).to.include({ command_status: 'SUCCEEDED' });
+      expect(ran.command_result).to.deep.equal({ clean_result: null, clean_step: step });
+      // IPA itself does not reboot: the conductor does, after the step.
+      expect((await agentWitness(bmc)).running).to.equal(true);
+    });
+
     it('failStep / failMessage: FAILED with a CleaningError or DeploymentError', async () => {
       const w = await booted();
       await setAgentFaults(bmc, { failStep: 'erase_devices_metadata', failMessage: 'disk on fire' });

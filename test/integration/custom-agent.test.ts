@@ -8,6 +8,8 @@ import { agentWitness } from '../helpers/agent-sim.js';
 import { AGENT_TEST_ENV, directNodeBody, galvanicAndSim, watchStates } from '../helpers/agent-deploy.js';
 import { createNode, nodePorts, provision, provisionAndSettle } from '../helpers/provisioning.js';
 
+const AUTH = { authorization: `Basic ${Buffer.from('admin:password').toString('base64')}` };
+
 describe('custom-agent deploy: the agent\'s deploy steps, no image written (real processes)', function () {
   this.timeout(120_000);
   const g = galvanicAndSim({
@@ -47,6 +49,13 @@ describe('custom-agent deploy: the agent\'s deploy steps, no image written (real
     expect(Object.keys(w.received).filter((k) => k.includes('write_image')), 'custom-agent writes no image').to.deep.equal([]);
     // tear_down_agent: the agent was asked to power the node off.
     expect(w.received['standby.power_off']).to.equal(1);
+    // prepare_instance_boot (Ironic's CustomAgentDeploy has it too): the agent's ISO ejected,
+    // the disk the boot device for good; else the instance's power on boots the agent again.
+    const cd = (await (await fetch(`${g.sim.bmcs[0].url}/redfish/v1/Managers/BMC/VirtualMedia/Cd`, { headers: AUTH })).json()) as { Inserted: boolean };
+    expect(cd.Inserted).to.equal(false);
+    const system = (await (await fetch(`${g.sim.bmcs[0].url}/redfish/v1/Systems/System.Embedded.1`, { headers: AUTH })).json()) as { Boot: Record<string, unknown> };
+    expect(system.Boot).to.deep.include({ BootSourceOverrideTarget: 'Hdd', BootSourceOverrideEnabled: 'Continuous' });
+    expect(w.instance).to.equal(null);
   });
 
   it('runs no RAID step of the agent on a no-raid node: a manual cleaning asking for one fails', async () => {
