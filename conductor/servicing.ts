@@ -38,19 +38,23 @@ export async function runServicing(ctx: ActionContext, steps: readonly UserStep[
   return { wait: false, changes: await runOutOfBand(ctx, steps) };
 }
 
-/** The steps run at once, in order, without the agent. */
+/**
+ * The steps run at once, in order, without the agent, on one working copy of
+ * driver_internal_info, written with the outcome (a step's reboot writes it too: node-power.ts).
+ */
 async function runOutOfBand(ctx: ActionContext, steps: readonly UserStep[]): Promise<NodeChanges> {
-  const changes: NodeChanges = {};
+  const info = { ...dii(ctx) };
+  const changes: NodeChanges = { driverInternalInfo: info };
   for (const step of steps) {
     const record: RunRecord = {};
     const decl = isFlowPowerStep(step) ? undefined : declaredStep(ctx, 'service', step);
     if (decl) {
-      const { run, powerState } = await runDeclaredStep(ctx, 'service', decl, { interface: step.interface, step: step.step, priority: step.priority ?? 0, args: step.args ?? {} });
+      const { run, powerState } = await runDeclaredStep(ctx, 'service', decl, { interface: step.interface, step: step.step, priority: step.priority ?? 0, args: step.args ?? {} }, info);
       if (run === 'wait') throw new UnsupportedDriverExtension(`Service step ${stepId(step)} hands the node to its agent, and node ${ctx.node.uuid}'s deploy interface ${ctx.node.deployInterface ?? ''} runs none.`);
       if (powerState) changes.powerState = powerState;
       continue;
     }
-    await runFlowPowerStep(ctx, step, record);
+    await runFlowPowerStep(ctx, step, record, info);
     if (record.powerState) changes.powerState = record.powerState;
   }
   return changes;

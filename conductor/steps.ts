@@ -223,9 +223,11 @@ export function declaredStep(ctx: ActionContext, kind: StepKind, step: { interfa
  * Runs a declared step outside a persisted run (servicing's steps, which no agent carries on).
  * @returns what it came to, and the power state it left
  */
-export async function runDeclaredStep(ctx: ActionContext, kind: StepKind, decl: StepDeclaration, step: PlannedStep): Promise<{ run: 'done' | 'wait'; powerState?: RunRecord['powerState'] }> {
+export async function runDeclaredStep(
+  ctx: ActionContext, kind: StepKind, decl: StepDeclaration, step: PlannedStep, info: Record<string, unknown> = { ...dii(ctx) },
+): Promise<{ run: 'done' | 'wait'; powerState?: RunRecord['powerState'] }> {
   const record: RunRecord = {};
-  const run = await decl.run(stepContext(ctx, kind, step, { ...dii(ctx) }, false, record), step.args);
+  const run = await decl.run(stepContext(ctx, kind, step, info, false, record), step.args);
   return { run, powerState: record.powerState };
 }
 
@@ -233,17 +235,17 @@ export async function runDeclaredStep(ctx: ActionContext, kind: StepKind, decl: 
  * A flow step of servicing (power_on, power_off, reboot), which Ironic's conductor runs itself.
  * @throws PowerOffDisabled for power_off of a node that may not be powered off
  */
-export async function runFlowPowerStep(ctx: ActionContext, step: { step: string }, record: RunRecord): Promise<void> {
+export async function runFlowPowerStep(ctx: ActionContext, step: { step: string }, record: RunRecord, info?: Record<string, unknown>): Promise<void> {
   const target = FLOW_POWER_STEPS[step.step];
   if (target === 'power off' && ctx.node.disablePowerOff) throw new PowerOffDisabled(target);
-  await taskInterfaces(ctx, record).power.setPowerState(ctx.driver, target);
+  await taskInterfaces(ctx, record, info).power.setPowerState(ctx.driver, target);
 }
 
 /** Runs one step: an in-band one on the agent, a declared one through its interface. */
 async function runStep(ctx: ActionContext, kind: RunKind, step: PlannedStep, info: Record<string, unknown>, resume: boolean, record: RunRecord): Promise<'done' | 'wait'> {
   if (step.inband) return agentOf(ctx).executeStep(kind, step, info[DII_VERSION[kind]], resume);
   if (kind === 'service' && isFlowPowerStep(step)) {
-    await runFlowPowerStep(ctx, step, record);
+    await runFlowPowerStep(ctx, step, record, info);
     return 'done';
   }
   const decl = declarationOf(ctx, kind, step);
