@@ -71,8 +71,7 @@ function fullView(node: Node, base: string, conductor: string | null, traits: re
     shard: node.shard,
     parent_node: node.parentNode,
     firmware_interface: node.firmwareInterface,
-    // No service step runs long enough to be seen: the flow steps are one BMC call each.
-    service_step: {},
+    service_step: node.serviceStep ?? {},
     disable_power_off: node.disablePowerOff,
     created_at: iso(node.createdAt),
     updated_at: iso(node.updatedAt),

@@ -180,15 +180,9 @@ export function checkProvisionBody(body: Record<string, unknown>, req: FastifyRe
   if (body.deploy_steps !== undefined && body.deploy_steps !== null && !deploying) {
     throw new InvalidParameterValue('"deploy_steps" is only valid when setting target provision state to active, deploy or rebuild');
   }
-  if (body.deploy_steps !== undefined && body.deploy_steps !== null) {
-    // Deploy steps belong to the deploy interface (direct's own, or its agent's, known once it runs).
-    deploySteps = checkSteps(body.deploy_steps, 'deploy_steps', true);
-    for (const s of deploySteps) {
-      if (s.interface !== 'deploy') {
-        throw new InvalidParameterValue(`Invalid deploy_steps: the node's interfaces have no deploy step ${s.interface}.${s.step}.`);
-      }
-    }
-  }
+  // Any interface may offer deploy steps (raid.apply_configuration, bios.apply_configuration):
+  // the node's are checked against what its interfaces declare when the deploy is accepted.
+  if (body.deploy_steps !== undefined && body.deploy_steps !== null) deploySteps = checkSteps(body.deploy_steps, 'deploy_steps', true);
   const runbook = body.runbook === undefined || body.runbook === null ? undefined : body.runbook;
   if (runbook !== undefined && typeof runbook !== 'string') throw new InvalidParameterValue('Invalid input for field/attribute runbook. Expected a string.');
   const cleanSteps = stepsOfVerb(body, verb, 'clean', runbook);

@@ -41,7 +41,10 @@ export function registerRaidRoutes(app: FastifyInstance, deps: ApiDeps): void {
     // As in Ironic, an empty configuration clears the target whatever the interface.
     if (Object.keys(config).length > 0) {
       if (raidInterfaceOf(node) === NO_RAID) throw new RaidNotSupported(node.driver);
-      validateRaidConfig(config);
+      // Ironic's conductor asks the node's RAID interface (set_target_raid_config).
+      const raid = registry.impl('raid', raidInterfaceOf(node));
+      if (raid?.validateRaidConfig) raid.validateRaidConfig(config);
+      else validateRaidConfig(config);
     }
     await updateNode(db, node.id, { targetRaidConfig: config });
     reply.code(204).send();

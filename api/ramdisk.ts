@@ -38,8 +38,8 @@ const S = ProvisionState;
  * States in which a heartbeat makes the conductor carry the run on. In deploying / cleaning the
  * conductor is at a step that may end in a wait: the continue queued behind it then looks.
  */
-const CONTINUES: ReadonlySet<string> = new Set([S.DEPLOYWAIT, S.CLEANWAIT, S.DEPLOYING, S.CLEANING]);
-const WAITS: ReadonlySet<string> = new Set([S.DEPLOYWAIT, S.CLEANWAIT]);
+const CONTINUES: ReadonlySet<string> = new Set([S.DEPLOYWAIT, S.CLEANWAIT, S.SERVICEWAIT, S.DEPLOYING, S.CLEANING, S.SERVICING]);
+const WAITS: ReadonlySet<string> = new Set([S.DEPLOYWAIT, S.CLEANWAIT, S.SERVICEWAIT]);
 const AGENT_STATUSES = ['start', 'end', 'error'];
 
 /** Heartbeat body fields and the microversion that introduced each. */
@@ -81,7 +81,7 @@ export function lookupBody(node: Node, token: string | null, base: string, heart
       agent_md5_checksum_enable: false,
       disable_deep_image_inspection: false,
       permitted_image_formats: ['raw', 'qcow2', 'iso'],
-      agent_skip_bmc_detect: node.managementInterface === 'redfish',
+      agent_skip_bmc_detect: node.managementInterface === 'redfish' || node.managementInterface === 'idrac-redfish',
       enable_bios_bootloader_install: false,
       tls_min_version: '1.2',
       tls_cipher_suites: null,

@@ -22,6 +22,12 @@ export function withCapability(raw: unknown, key: string, value: string): string
   return Object.entries(caps).map(([k, v]) => `${k}:${v}`).join(',');
 }
 
+/** Ironic's get_updated_capabilities: the capabilities string with `updates` set over what it has, in place. */
+export function updatedCapabilities(raw: unknown, updates: Readonly<Record<string, string>>): string {
+  const caps = { ...parseCapabilities(raw), ...updates };
+  return Object.entries(caps).map(([k, v]) => `${k}:${v}`).join(',');
+}
+
 /**
  * Ironic's boot_mode_utils.get_boot_mode: the instance's `boot_mode` capability, else the
  * node's, else `uefi` (Ironic's `[deploy] default_boot_mode`).

@@ -113,7 +113,7 @@ export const SCHEMA = {
     ['firmware', 'Firmware', ['fake', 'no-firmware']],
     ['inspect', 'Inspect', ['fake', 'redfish', 'no-inspect']],
     ['network', 'Network', ['noop']],
-    ['raid', 'RAID', ['fake', 'no-raid']],
+    ['raid', 'RAID', ['fake', 'no-raid', 'agent']],
     ['rescue', 'Rescue', ['fake', 'no-rescue']],
     ['storage', 'Storage', ['noop']],
     ['vendor', 'Vendor', ['fake', 'redfish', 'no-vendor']],
@@ -301,6 +301,12 @@ export const SCHEMA = {
       default: 1800,
       min: 0,
       help: 'Seconds a node may wait in clean wait before its cleaning is failed. 0 disables the check.',
+    },
+    service_callback_timeout: {
+      type: 'int',
+      default: 1800,
+      min: 0,
+      help: 'Seconds a node may wait in service wait for its agent before its servicing is failed. 0 disables the check.',
     },
     check_provision_state_interval: {
       type: 'int',
@@ -550,6 +556,18 @@ export const SCHEMA = {
       default: -1,
       min: -1,
       help: "Priority of the agent's erase_devices_metadata clean step in automated cleaning; 0 disables it, -1 keeps the agent's own (99).",
+    },
+    delete_configuration_priority: {
+      type: 'int',
+      default: -1,
+      min: -1,
+      help: "Priority of the in-band raid.delete_configuration clean step of nodes with the agent RAID interface; 0 disables it, -1 keeps the agent's own (0).",
+    },
+    create_configuration_priority: {
+      type: 'int',
+      default: -1,
+      min: -1,
+      help: "Priority of the in-band raid.create_configuration clean step of nodes with the agent RAID interface; 0 disables it, -1 keeps the agent's own (0).",
     },
     http_root: {
       type: 'string',

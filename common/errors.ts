@@ -331,6 +331,18 @@ export class UnsupportedDriverExtension extends DriverError {
   readonly code = 'UNSUPPORTED_DRIVER_EXTENSION';
   override readonly httpStatus: number = 400;
 }
+/** Ironic's bare IronicException, where Ironic raises one (a driver's check of what it was given failed). */
+export class IronicException extends DriverError {
+  readonly code = 'IRONIC_EXCEPTION';
+}
+/** Ironic's UnsupportedHardwareFeature: the BMC lacks what the node's configuration needs (400, as Ironic's Invalid). */
+export class UnsupportedHardwareFeature extends DriverError {
+  readonly code = 'UNSUPPORTED_HARDWARE_FEATURE';
+  override readonly httpStatus: number = 400;
+  constructor(node: string, feature: string) {
+    super(`Node ${node} hardware does not support feature ${feature}, which is required based upon the requested configuration.`);
+  }
+}
 
 /** Ironic's ImageDownloadFailed: an image the conductor needs (a deploy kernel or ramdisk) could not be fetched. */
 export class ImageDownloadFailed extends DriverError {

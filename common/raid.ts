@@ -1,101 +1,165 @@
 /**
  * A node's target RAID configuration as Ironic defines it (ironic/drivers/raid_config_schema.json):
- * `{"logical_disks": [{"size_gb": 100 | "MAX", "raid_level": "1", …}, …]}`. Validated by
- * hand against that schema, with jsonschema's messages, since clients and operators are used
- * to reading those.
+ * `{"logical_disks": [{"size_gb": 100 | "MAX", "raid_level": "1", …}, …]}`, validated as
+ * Ironic's raid.validate_configuration validates it (json-schema.ts: jsonschema's messages,
+ * which clients and operators are used to reading).
  */
-import { InvalidParameterValue } from './errors.js';
-
-const RAID_LEVELS = ['JBOD', '0', '1', '2', '5', '6', '1+0', '5+0', '6+0'];
-const DISK_TYPES = ['hdd', 'ssd'];
-const INTERFACE_TYPES = ['sata', 'scsi', 'sas'];
-
-/** Each logical disk property and its description, as Ironic's schema has them (GET /v1/drivers/{d}/raid/logical_disk_properties). */
-export const LOGICAL_DISK_PROPERTIES: Readonly<Record<string, string>> = Object.freeze({
-  raid_level: "RAID level for the logical disk. Valid values are 'JBOD', '0', '1', '2', '5', '6', '1+0', '5+0' and '6+0'. Required.",
-  size_gb: "Size in GiB (Integer) for the logical disk. Use 'MAX' as size_gb if this logical disk is supposed to use the rest of the space available. Required.",
-  volume_name: 'Name of the volume to be created. If this is not specified, it will be auto-generated. Optional.',
-  is_root_volume: 'Specifies whether this disk is a root volume. By default, this is False. Optional.',
-  share_physical_disks: 'Specifies whether other logical disks can share physical disks with this logical disk. By default, this is False. Optional.',
-  disk_type: "The type of disk preferred. Valid values are 'hdd' and 'ssd'. If this is not specified, disk type will not be a selection criterion for choosing backing physical disks. Optional.",
-  interface_type: "The interface type of disk. Valid values are 'sata', 'scsi' and 'sas'. If this is not specified, interface type will not be a selection criterion for choosing backing physical disks. Optional.",
-  number_of_physical_disks: 'Number of physical disks to use for this logical disk. By default, the driver uses the minimum number of disks required for that RAID level. Optional.',
-  controller: 'Controller to use for this logical disk. If not specified, the driver will choose a suitable RAID controller on the bare metal node. Optional.',
-  physical_disks: 'The physical disks to use for this logical disk. If not specified, the driver will choose suitable physical disks to use. Optional.',
-});
-
-/** A value as Python prints it, which is what jsonschema's messages show. */
-function py(v: unknown): string {
-  if (v === null || v === undefined) return 'None';
-  if (v === true) return 'True';
-  if (v === false) return 'False';
-  if (typeof v === 'string') return `'${v.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-  if (Array.isArray(v)) return `[${v.map(py).join(', ')}]`;
-  if (typeof v === 'object') return `{${Object.entries(v).map(([k, x]) => `${py(k)}: ${py(x)}`).join(', ')}}`;
-  return String(v);
-}
-
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
-const isInteger = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v);
-
-function fail(message: string): never {
-  throw new InvalidParameterValue(`RAID config validation error: ${message}`);
-}
-
-function checkType(v: unknown, type: 'string' | 'boolean' | 'integer' | 'object' | 'array'): void {
-  const ok = type === 'integer' ? isInteger(v) : type === 'object' ? isObject(v) : type === 'array' ? Array.isArray(v) : typeof v === type;
-  if (!ok) fail(`${py(v)} is not of type '${type}'`);
-}
-
-function checkEnum(v: unknown, allowed: readonly string[]): void {
-  checkType(v, 'string');
-  if (!allowed.includes(v as string)) fail(`${py(v)} is not one of ${py(allowed)}`);
-}
-
-function checkLogicalDisk(disk: unknown): void {
-  checkType(disk, 'object');
-  const d = disk as Record<string, unknown>;
-  for (const required of ['raid_level', 'size_gb']) {
-    if (!(required in d)) fail(`'${required}' is a required property`);
-  }
-  const extra = Object.keys(d).filter((k) => !(k in LOGICAL_DISK_PROPERTIES));
-  if (extra.length) fail(`Additional properties are not allowed (${extra.map(py).join(', ')} ${extra.length > 1 ? 'were' : 'was'} unexpected)`);
-  if ('physical_disks' in d && !('controller' in d)) fail("'controller' is a dependency of 'physical_disks'");
-  checkEnum(d.raid_level, RAID_LEVELS);
-  const size = d.size_gb;
-  if (!((isInteger(size) && size >= 0) || size === 'MAX')) fail(`${py(size)} is not valid under any of the given schemas`);
-  for (const k of ['volume_name', 'controller'] as const) if (k in d) checkType(d[k], 'string');
-  for (const k of ['is_root_volume', 'share_physical_disks'] as const) if (k in d) checkType(d[k], 'boolean');
-  if ('disk_type' in d) checkEnum(d.disk_type, DISK_TYPES);
-  if ('interface_type' in d) checkEnum(d.interface_type, INTERFACE_TYPES);
-  if ('number_of_physical_disks' in d) {
-    checkType(d.number_of_physical_disks, 'integer');
-    if ((d.number_of_physical_disks as number) <= 0) fail(`${py(d.number_of_physical_disks)} is less than or equal to the minimum of 0`);
-  }
-  if ('physical_disks' in d) {
-    const p = d.physical_disks;
-    const strings = Array.isArray(p) && p.every((x) => typeof x === 'string');
-    const objects = Array.isArray(p) && p.length >= 2 && p.every(isObject);
-    if (!strings && !objects) fail(`${py(p)} is not valid under any of the given schemas`);
-  }
-}
+import { updatedCapabilities } from './capabilities.js';
+import { InvalidParameterValue, MissingParameterValue } from './errors.js';
+import { schemaError, type Schema } from './json-schema.js';
 
 /**
- * Checks a target RAID configuration against Ironic's schema, and that at most one logical
- * disk is the root volume. An empty object is valid: it clears the target.
+ * Ironic's RAID configuration schema (ironic/drivers/raid_config_schema.json), the contract
+ * between users and every RAID interface; the logical disk properties' descriptions are what
+ * `GET /v1/drivers/{d}/raid/logical_disk_properties` lists.
+ */
+const RAID_CONFIG_SCHEMA: Schema = {
+  type: 'object',
+  properties: {
+    logical_disks: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          raid_level: {
+            type: 'string',
+            enum: ['JBOD', '0', '1', '2', '5', '6', '1+0', '5+0', '6+0'],
+            description: 'RAID level for the logical disk. Valid values are \'JBOD\', \'0\', \'1\', \'2\', \'5\', \'6\', \'1+0\', \'5+0\' and \'6+0\'. Required.',
+          },
+          size_gb: {
+            anyOf: [{
+              type: 'integer',
+              minimum: 0,
+            }, {
+              type: 'string',
+              enum: ['MAX'],
+            }],
+            description: 'Size in GiB (Integer) for the logical disk. Use \'MAX\' as size_gb if this logical disk is supposed to use the rest of the space available. Required.',
+          },
+          volume_name: {
+            type: 'string',
+            description: 'Name of the volume to be created. If this is not specified, it will be auto-generated. Optional.',
+          },
+          is_root_volume: {
+            type: 'boolean',
+            description: 'Specifies whether this disk is a root volume. By default, this is False. Optional.',
+          },
+          share_physical_disks: {
+            type: 'boolean',
+            description: 'Specifies whether other logical disks can share physical disks with this logical disk. By default, this is False. Optional.',
+          },
+          disk_type: {
+            type: 'string',
+            enum: ['hdd', 'ssd'],
+            description: 'The type of disk preferred. Valid values are \'hdd\' and \'ssd\'. If this is not specified, disk type will not be a selection criterion for choosing backing physical disks. Optional.',
+          },
+          interface_type: {
+            type: 'string',
+            enum: ['sata', 'scsi', 'sas'],
+            description: 'The interface type of disk. Valid values are \'sata\', \'scsi\' and \'sas\'. If this is not specified, interface type will not be a selection criterion for choosing backing physical disks. Optional.',
+          },
+          number_of_physical_disks: {
+            type: 'integer',
+            minimum: 0,
+            exclusiveMinimum: true,
+            description: 'Number of physical disks to use for this logical disk. By default, the driver uses the minimum number of disks required for that RAID level. Optional.',
+          },
+          controller: {
+            type: 'string',
+            description: 'Controller to use for this logical disk. If not specified, the driver will choose a suitable RAID controller on the bare metal node. Optional.',
+          },
+          physical_disks: {
+            anyOf: [{
+              type: 'array',
+              items: {
+                type: 'string',
+              },
+            }, {
+              type: 'array',
+              items: {
+                type: 'object',
+              },
+              minItems: 2,
+            }],
+            description: 'The physical disks to use for this logical disk. If not specified, the driver will choose suitable physical disks to use. Optional.',
+          },
+        },
+        required: ['raid_level', 'size_gb'],
+        additionalProperties: false,
+        dependencies: {
+          physical_disks: ['controller'],
+        },
+      },
+      minItems: 1,
+    },
+  },
+  required: ['logical_disks'],
+  additionalProperties: false,
+};
+
+const LOGICAL_DISK_SCHEMA = (RAID_CONFIG_SCHEMA.properties as Record<string, Schema>).logical_disks.items as Schema;
+
+/** Each logical disk property and its description, as Ironic's schema has them (GET /v1/drivers/{d}/raid/logical_disk_properties). */
+export const LOGICAL_DISK_PROPERTIES: Readonly<Record<string, string>> = Object.freeze(
+  Object.fromEntries(Object.entries(LOGICAL_DISK_SCHEMA.properties ?? {}).map(([name, p]) => [name, p.description ?? ''])),
+);
+
+/**
+ * Ironic's raid.validate_configuration: a RAID configuration against the schema, and at most
+ * one logical disk the root volume.
  * @throws InvalidParameterValue
  */
-export function validateRaidConfig(config: Record<string, unknown>): void {
-  if (Object.keys(config).length === 0) return;
-  if (!('logical_disks' in config)) fail("'logical_disks' is a required property");
-  const extra = Object.keys(config).filter((k) => k !== 'logical_disks');
-  if (extra.length) fail(`Additional properties are not allowed (${extra.map(py).join(', ')} ${extra.length > 1 ? 'were' : 'was'} unexpected)`);
-  const disks = config.logical_disks;
-  checkType(disks, 'array');
-  if ((disks as unknown[]).length === 0) fail('[] is too short');
-  for (const disk of disks as unknown[]) checkLogicalDisk(disk);
-  const roots = (disks as Array<Record<string, unknown>>).filter((d) => d.is_root_volume === true).length;
+export function validateRaidConfig(config: unknown): void {
+  const error = schemaError(config, RAID_CONFIG_SCHEMA);
+  if (error) throw new InvalidParameterValue(`RAID config validation error: ${error}`);
+  const roots = ((config as Record<string, unknown>).logical_disks as Array<Record<string, unknown>>).filter((d) => d.is_root_volume).length;
   if (roots > 1) {
     throw new InvalidParameterValue(`Raid config cannot have more than one root volume. ${roots} root volumes were specified`);
   }
+}
+
+/** Python's str(datetime.utcnow()), as Ironic's raid_config.last_updated shows it. */
+export function raidTimestamp(): string {
+  return `${new Date().toISOString().replace('T', ' ').replace('Z', '')}000`;
+}
+
+/**
+ * Ironic's filter_target_raid_config: the node's target without the root volume, or without
+ * the others, as a step's arguments ask.
+ * @throws MissingParameterValue when there is no target, or nothing is left of it
+ */
+export function filterTargetRaidConfig(node: string, target: Readonly<Record<string, unknown>>, createRoot: boolean, createNonRoot: boolean): Record<string, unknown> {
+  if (!Object.keys(target).length) throw new MissingParameterValue(`Node ${node} has no target RAID configuration.`);
+  let disks = Array.isArray(target.logical_disks) ? (target.logical_disks as Array<Record<string, unknown>>) : [];
+  const skipped: string[] = [];
+  if (!createRoot) {
+    disks = disks.filter((d) => !d.is_root_volume);
+    skipped.push('skipping root volume');
+  }
+  if (!createNonRoot) {
+    disks = disks.filter((d) => d.is_root_volume);
+    skipped.push('skipping non-root volumes');
+  }
+  if (!disks.length) throw new MissingParameterValue(`Node ${node} has empty target RAID configuration after ${skipped.join(' and ')}.`);
+  return { ...target, logical_disks: disks };
+}
+
+/**
+ * Ironic's update_raid_info: the node's raid_config becomes `config` (stamped), and a root
+ * volume sets the node's local_gb (unless MAX), its root_device hint (when it names one) and
+ * the raid_level capability.
+ * @throws InvalidParameterValue for more than one root volume
+ */
+export function updateRaidInfo(properties: Readonly<Record<string, unknown>>, config: Readonly<Record<string, unknown>>): { raidConfig: Record<string, unknown>; properties?: Record<string, unknown> } {
+  const raidConfig = { ...config, last_updated: raidTimestamp() };
+  const disks = Array.isArray(config.logical_disks) ? (config.logical_disks as Array<Record<string, unknown>>) : [];
+  const roots = disks.filter((d) => d.is_root_volume);
+  if (roots.length > 1) throw new InvalidParameterValue(`Raid config cannot have more than one root volume. ${roots.length} root volumes were specified`);
+  const root = roots[0];
+  if (!root) return { raidConfig };
+  const props: Record<string, unknown> = { ...properties };
+  if (root.size_gb !== 'MAX') props.local_gb = root.size_gb;
+  if (Object.hasOwn(root, 'root_device_hint')) props.root_device = root.root_device_hint;
+  props.capabilities = updatedCapabilities(props.capabilities ?? '', { raid_level: String(root.raid_level) });
+  return { raidConfig, properties: props };
 }

@@ -98,10 +98,11 @@ export function eventChanges(
 }
 
 /** States that wait for a call-back, each failed (its `timeout` event) after its `[conductor]` timeout. */
-export const WAIT_STATES: Readonly<Record<string, { timeoutOption: 'deploy_callback_timeout' | 'inspect_wait_timeout' | 'clean_callback_timeout'; what: string }>> = {
+export const WAIT_STATES: Readonly<Record<string, { timeoutOption: 'deploy_callback_timeout' | 'inspect_wait_timeout' | 'clean_callback_timeout' | 'service_callback_timeout'; what: string }>> = {
   [S.DEPLOYWAIT]: { timeoutOption: 'deploy_callback_timeout', what: 'deploy' },
   [S.INSPECTWAIT]: { timeoutOption: 'inspect_wait_timeout', what: 'inspection' },
   [S.CLEANWAIT]: { timeoutOption: 'clean_callback_timeout', what: 'cleaning' },
+  [S.SERVICEWAIT]: { timeoutOption: 'service_callback_timeout', what: 'servicing' },
 };
 
 /** States in which a conductor works on a node (not waiting for a call-back): one left there with nobody working fails. */
@@ -200,7 +201,7 @@ const TABLE: Record<string, Record<string, Transition>> = {
   [S.ACTIVE]: { rebuild: deploy, deleted: tearDown, undeploy: tearDown, service },
   // Ironic's abort from service failed goes straight back to active (do_node_service_abort).
   [S.SERVICEFAIL]: { service, abort: t(S.ACTIVE, S.ACTIVE, S.SERVICEFAIL, 'none'), deleted: tearDown, undeploy: tearDown },
-  // Entered only by a step that waits for a ramdisk, which no interface Galvanic ships has.
+  // Servicing through the agent waits here for its heartbeats.
   [S.SERVICEWAIT]: { abort: t(S.SERVICEFAIL, S.SERVICEFAIL, S.SERVICEFAIL, 'abort'), deleted: tearDown, undeploy: tearDown },
   [S.DEPLOYFAIL]: { active: deploy, deploy, rebuild: deploy, deleted: tearDown, undeploy: tearDown },
   [S.DEPLOYWAIT]: { deleted: tearDown, undeploy: tearDown },

@@ -25,3 +25,14 @@ export function sortSteps<S extends { interface: string; priority: number }>(ste
   const rank = (s: S) => (Object.hasOwn(STEP_INTERFACE_PRIORITY, s.interface) ? STEP_INTERFACE_PRIORITY[s.interface] : 0);
   return [...steps].sort((a, b) => b.priority - a.priority || rank(b) - rank(a));
 }
+
+/**
+ * The flow steps Ironic's conductor runs itself, on any interface, in servicing (its
+ * RESERVED_STEP_HANDLER_MAPPING, less hold and wait), and the power action of each.
+ */
+export const FLOW_POWER_STEPS: Readonly<Record<string, 'power on' | 'power off' | 'rebooting'>> = { power_on: 'power on', power_off: 'power off', reboot: 'rebooting' };
+
+/** Whether a step is one of FLOW_POWER_STEPS. */
+export function isFlowPowerStep(step: { step: string }): boolean {
+  return Object.hasOwn(FLOW_POWER_STEPS, step.step);
+}

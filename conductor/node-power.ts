@@ -25,7 +25,7 @@ import type { ActionContext } from './actions/types.js';
 import type { Task } from './task-manager.js';
 
 /** What driver_internal_info keeps of an agent only while it lives. */
-const AGENT_LIFE_KEYS = ['agent_url', 'agent_verify_ca', 'agent_cached_deploy_steps', 'agent_cached_clean_steps'] as const;
+const AGENT_LIFE_KEYS = ['agent_url', 'agent_verify_ca', 'agent_cached_deploy_steps', 'agent_cached_clean_steps', 'agent_cached_service_steps'] as const;
 
 /** Whether a power change ends the agent running on the node (all but a power on do). */
 export function endsAgent(target: PowerTarget): boolean {

@@ -9,10 +9,10 @@
  * agent leaves the node waiting (`wait call-back`, `clean wait`) until a heartbeat queues an
  * `agent_continue` intent that carries the run on here. No worker waits for an agent.
  */
-import { AgentStepFailed, InvalidParameterValue, UnsupportedDriverExtension } from '../common/errors.js';
+import { AgentStepFailed, InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../common/errors.js';
 import { ProvisionState, eventChanges, nextState } from '../common/states.js';
-import type { UserStep } from '../common/steps.js';
-import { cleanSteps, cleaningNeedsAgent, declaredSteps, deploySteps, usesAgent as planUsesAgent } from '../drivers/step-plan.js';
+import { FLOW_POWER_STEPS, isFlowPowerStep, type UserStep } from '../common/steps.js';
+import { cleanSteps, cleaningNeedsAgent, declaredSteps, deploySteps, serviceSteps, usesAgent as planUsesAgent } from '../drivers/step-plan.js';
 import type { Node, NodeChanges } from '../db/nodes.js';
 import type { AgentCommand } from '../drivers/agent/client.js';
 import { AgentSession, completedCommand, freshlyBooted, isVersionMismatch, shownStep, type AgentStepKind } from '../drivers/agent/session.js';
@@ -23,6 +23,7 @@ import { stepId, type PlannedStep, type StepContext, type StepDeclaration, type 
 import { syncBiosSettings } from '../db/bios-settings.js';
 import { syncFirmware } from '../db/firmware-components.js';
 import type { ActionContext } from './actions/types.js';
+import { pyRepr } from '../common/py-repr.js';
 import { configdriveImage } from './configdrive.js';
 import { taskPower } from './node-power.js';
 
@@ -40,18 +41,20 @@ export type RunKind = AgentStepKind;
  */
 export type StepOutcome = { wait: true; changes: NodeChanges } | { wait: false; abortAfter?: true; powerState?: RunRecord['powerState'] };
 
-const DII_STEPS: Record<RunKind, string> = { deploy: 'deploy_steps', clean: 'clean_steps' };
-const DII_INDEX: Record<RunKind, string> = { deploy: 'deploy_step_index', clean: 'clean_step_index' };
-const DII_CACHED: Record<RunKind, string> = { deploy: 'agent_cached_deploy_steps', clean: 'agent_cached_clean_steps' };
-const DII_VERSION: Record<RunKind, string> = { deploy: 'agent_deploy_version', clean: 'agent_clean_version' };
+const DII_STEPS: Record<RunKind, string> = { deploy: 'deploy_steps', clean: 'clean_steps', service: 'service_steps' };
+const DII_INDEX: Record<RunKind, string> = { deploy: 'deploy_step_index', clean: 'clean_step_index', service: 'service_step_index' };
+const DII_CACHED: Record<RunKind, string> = { deploy: 'agent_cached_deploy_steps', clean: 'agent_cached_clean_steps', service: 'agent_cached_service_steps' };
+const DII_VERSION: Record<RunKind, string> = { deploy: 'agent_deploy_version', clean: 'agent_clean_version', service: 'agent_service_version' };
+/** How messages name a run's steps. */
+const STEP_WORD: Record<RunKind, string> = { deploy: 'Deploy', clean: 'Clean', service: 'Service' };
 /** What driver_internal_info keeps only while an agent works on the node. */
 const AGENT_KEYS = ['agent_url', 'agent_version', 'agent_last_heartbeat', 'agent_verify_ca'];
 
 /** The node's state while the conductor runs a step, and while it waits for the agent. */
-const RUNNING: Record<RunKind, string> = { deploy: ProvisionState.DEPLOYING, clean: ProvisionState.CLEANING };
-const WAITING: Record<RunKind, string> = { deploy: nextState(RUNNING.deploy, 'wait'), clean: nextState(RUNNING.clean, 'wait') };
+const RUNNING: Record<RunKind, string> = { deploy: ProvisionState.DEPLOYING, clean: ProvisionState.CLEANING, service: ProvisionState.SERVICING };
+const WAITING: Record<RunKind, string> = { deploy: nextState(RUNNING.deploy, 'wait'), clean: nextState(RUNNING.clean, 'wait'), service: nextState(RUNNING.service, 'wait') };
 
-function dii(ctx: ActionContext): Record<string, unknown> {
+export function dii(ctx: ActionContext): Record<string, unknown> {
   return ctx.node.driverInternalInfo ?? {};
 }
 
@@ -59,7 +62,7 @@ function dii(ctx: ActionContext): Record<string, unknown> {
 export function wipedInternalInfo(info: Record<string, unknown>, kind?: RunKind): Record<string, unknown> {
   const out = { ...info };
   for (const k of AGENT_KEYS) delete out[k];
-  for (const t of kind ? [kind] : (['deploy', 'clean'] as RunKind[])) {
+  for (const t of kind ? [kind] : (['deploy', 'clean', 'service'] as RunKind[])) {
     delete out[DII_STEPS[t]];
     delete out[DII_INDEX[t]];
     delete out[DII_CACHED[t]];
@@ -73,7 +76,7 @@ export function endOfRunChanges(node: Node, kind: RunKind): NodeChanges {
   return { driverInternalInfo: wipedInternalInfo(node.driverInternalInfo ?? {}, kind), [`${kind}Step`]: {} } as NodeChanges;
 }
 
-function enabled<K extends InterfaceKind>(ctx: ActionContext, kind: K) {
+export function enabled<K extends InterfaceKind>(ctx: ActionContext, kind: K) {
   const name = ctx.node[`${kind}Interface`];
   const impl = ctx.registry.impl(kind, name);
   if (!impl) throw new UnsupportedDriverExtension(`${kind[0].toUpperCase()}${kind.slice(1)} interface ${name} is not enabled on this conductor.`);
@@ -144,7 +147,7 @@ function stepRecorder(ctx: ActionContext): StepRecorder {
  * The task's node, interfaces and agent as a step or a deploy interface sees them, resolved
  * when first used; `info` is the run's working copy of driver_internal_info, if one is at work.
  */
-export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}, info?: Record<string, unknown>): Omit<StepContext, 'step' | 'info' | 'resume'> {
+export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}, info?: Record<string, unknown>): Omit<StepContext, 'kind' | 'step' | 'info' | 'resume'> {
   return {
     get node() {
       return ctx.node;
@@ -166,8 +169,8 @@ export function taskInterfaces(ctx: ActionContext, record: RunRecord = {}, info?
 }
 
 /** What a step's `run` sees of the task. */
-function stepContext(ctx: ActionContext, step: PlannedStep, info: Record<string, unknown>, resume: boolean, record: RunRecord): StepContext {
-  return Object.assign(taskInterfaces(ctx, record, info), { step, info, resume });
+function stepContext(ctx: ActionContext, kind: StepKind, step: PlannedStep, info: Record<string, unknown>, resume: boolean, record: RunRecord): StepContext {
+  return Object.assign(taskInterfaces(ctx, record, info), { kind, step, info, resume });
 }
 
 function stepsOf(info: Record<string, unknown>, kind: RunKind): PlannedStep[] {
@@ -180,7 +183,7 @@ function indexOf(info: Record<string, unknown>, kind: RunKind): number {
 }
 
 /** The node's changes that make it wait for its agent (its run's `wait` event). */
-function waitChanges(ctx: ActionContext, kind: RunKind, info: Record<string, unknown>): NodeChanges {
+export function waitChanges(ctx: ActionContext, kind: RunKind, info: Record<string, unknown>): NodeChanges {
   return { ...eventChanges({ provisionState: RUNNING[kind], targetProvisionState: ctx.node.targetProvisionState }, 'wait'), driverInternalInfo: { ...info } };
 }
 
@@ -220,18 +223,34 @@ export function declaredStep(ctx: ActionContext, kind: StepKind, step: { interfa
  * Runs a declared step outside a persisted run (servicing's steps, which no agent carries on).
  * @returns what it came to, and the power state it left
  */
-export async function runDeclaredStep(ctx: ActionContext, kind: StepKind, decl: StepDeclaration, step: PlannedStep): Promise<{ run: 'done' | 'wait'; powerState?: RunRecord['powerState'] }> {
+export async function runDeclaredStep(
+  ctx: ActionContext, kind: StepKind, decl: StepDeclaration, step: PlannedStep, info: Record<string, unknown> = { ...dii(ctx) },
+): Promise<{ run: 'done' | 'wait'; powerState?: RunRecord['powerState'] }> {
   const record: RunRecord = {};
-  const run = await decl.run(stepContext(ctx, step, { ...dii(ctx) }, false, record), step.args);
+  const run = await decl.run(stepContext(ctx, kind, step, info, false, record), step.args);
   return { run, powerState: record.powerState };
+}
+
+/**
+ * A flow step of servicing (power_on, power_off, reboot), which Ironic's conductor runs itself.
+ * @throws PowerOffDisabled for power_off of a node that may not be powered off
+ */
+export async function runFlowPowerStep(ctx: ActionContext, step: { step: string }, record: RunRecord, info?: Record<string, unknown>): Promise<void> {
+  const target = FLOW_POWER_STEPS[step.step];
+  if (target === 'power off' && ctx.node.disablePowerOff) throw new PowerOffDisabled(target);
+  await taskInterfaces(ctx, record, info).power.setPowerState(ctx.driver, target);
 }
 
 /** Runs one step: an in-band one on the agent, a declared one through its interface. */
 async function runStep(ctx: ActionContext, kind: RunKind, step: PlannedStep, info: Record<string, unknown>, resume: boolean, record: RunRecord): Promise<'done' | 'wait'> {
   if (step.inband) return agentOf(ctx).executeStep(kind, step, info[DII_VERSION[kind]], resume);
+  if (kind === 'service' && isFlowPowerStep(step)) {
+    await runFlowPowerStep(ctx, step, record, info);
+    return 'done';
+  }
   const decl = declarationOf(ctx, kind, step);
   if (!decl) throw new InvalidParameterValue(`Node ${ctx.node.uuid} has no ${kind} step ${stepId(step)}.`);
-  return decl.run(stepContext(ctx, step, info, resume, record), step.args);
+  return decl.run(stepContext(ctx, kind, step, info, resume, record), step.args);
 }
 
 /**
@@ -258,7 +277,7 @@ async function runSteps(ctx: ActionContext, kind: RunKind, info: Record<string, 
       // run's failure names its step, and is not retried: the agent has moved on meanwhile.
       if (!usesAgent(ctx)) throw err;
       const msg = (err as Error).message;
-      throw new AgentStepFailed(msg.includes(stepId(step)) ? msg : `${kind === 'deploy' ? 'Deploy' : 'Clean'} step ${stepId(step)} failed: ${msg}`);
+      throw new AgentStepFailed(msg.includes(stepId(step)) ? msg : `${STEP_WORD[kind]} step ${stepId(step)} failed: ${msg}`);
     }
     if (run === 'wait') return { wait: true, changes: waitChanges(ctx, kind, info) };
   }
@@ -323,6 +342,13 @@ export async function continueFromHeartbeat(ctx: ActionContext, kind: RunKind): 
     delete info.clean_steps_requested;
     return runSteps(ctx, 'clean', info, 0);
   }
+  if (kind === 'service' && Object.keys(ctx.node.serviceStep ?? {}).length === 0) {
+    // The agent just booted for servicing: the steps asked for are checked against its own too.
+    const agentSteps = await refreshSteps(ctx, 'service', info);
+    info[DII_STEPS.service] = serviceSteps(ctx.node, ctx.registry, agentSteps, (info.service_steps_requested as UserStep[] | undefined) ?? []);
+    delete info.service_steps_requested;
+    return runSteps(ctx, 'service', info, 0);
+  }
   if (kind === 'deploy' && !info[DII_CACHED.deploy]) {
     const agentSteps = await refreshSteps(ctx, 'deploy', info);
     // User steps that only the agent has must be among its steps now.
@@ -341,7 +367,7 @@ export async function continueFromHeartbeat(ctx: ActionContext, kind: RunKind): 
  * run still running (its conductor died, see resumeCutShort). Undefined otherwise.
  */
 export function runToContinue(node: Node): RunKind | undefined {
-  for (const kind of ['deploy', 'clean'] as const) {
+  for (const kind of ['deploy', 'clean', 'service'] as const) {
     if (node.provisionState === WAITING[kind]) return kind;
     const info = node.driverInternalInfo ?? {};
     if (node.provisionState === RUNNING[kind] && stepsOf(info, kind)[indexOf(info, kind)] !== undefined) return kind;
@@ -379,7 +405,7 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
   const index = indexOf(info, kind);
   // A run cut short left the node showing the step running: waiting, it waits again from now.
   const resumed = ctx.node.provisionState === RUNNING[kind];
-  const current = (kind === 'deploy' ? ctx.node.deployStep : ctx.node.cleanStep) ?? {};
+  const current = ctx.node[`${kind}Step`] ?? {};
   // Ironic's continue_node_clean: the step asked to be aborted after has ended, so the cleaning ends.
   const next = (): Promise<StepOutcome> => (kind === 'clean' && current.abort_after === true ? Promise.resolve({ wait: false, abortAfter: true }) : runSteps(ctx, kind, info, index + 1));
   if (freshlyBooted(commands, kind)) {
@@ -389,7 +415,7 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
     if (decl?.afterReboot) {
       let run: 'done' | 'wait';
       try {
-        run = await decl.afterReboot(stepContext(ctx, step, info, false, {}), step.args);
+        run = await decl.afterReboot(stepContext(ctx, kind, step, info, false, {}), step.args);
       } finally {
         // What the hook changed in driver_internal_info (its reboot's state cleared) outlives
         // it, whether the step ends here, fails, or is the run's last.
@@ -400,7 +426,7 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
     return next();
   }
   const done = completedCommand(commands, kind, current);
-  const what = `${kind === 'deploy' ? 'Deploy' : 'Clean'} step ${stepId(current as { interface: string; step: string })}`;
+  const what = `${STEP_WORD[kind]} step ${stepId(current as { interface: string; step: string })}`;
   if (!done) {
     if (resumed) return { wait: true, changes: waitChanges(ctx, kind, info) };
     // Still running: the heartbeat already moved the deadline on.
@@ -414,6 +440,16 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
   }
   if (done.command_status !== 'SUCCEEDED') {
     throw new AgentStepFailed(`Agent returned unknown status for ${kind} step ${stepId(current as { interface: string; step: string })} on node ${ctx.node.uuid} : ${done.command_status}.`);
+  }
+  const ended = stepsOf(info, kind)[index];
+  const hook = ended && !ended.inband ? declarationOf(ctx, kind, ended)?.afterCommand : undefined;
+  if (hook) {
+    try {
+      await hook(stepContext(ctx, kind, ended, info, false, {}), done);
+    } catch (err) {
+      // Ironic's words (agent_base._process_next_step), less the Python method's name.
+      throw new AgentStepFailed(`For node ${ctx.node.uuid}, post ${kind} step hook failed for ${kind} step ${pyRepr(current)}.${(err as Error).name}: ${(err as Error).message}`);
+    }
   }
   if (stepsOf(info, kind)[index]?.reboot_requested) {
     // Ironic's _post_step_reboot (reboot_to_finish_step): the node boots the agent again; the

@@ -68,6 +68,8 @@ export interface Node {
   /** The deploy step running now ({} when none), as Ironic shows it. */
   deployStep: Record<string, unknown>;
   cleanStep: Record<string, unknown>;
+  /** The service step running now ({} when none). */
+  serviceStep: Record<string, unknown>;
   networkData: Record<string, unknown>;
   disablePowerOff: boolean;
   version: number;
@@ -81,7 +83,7 @@ export type NodeChanges = Partial<Omit<Node, 'id' | 'version' | 'accessEpoch' | 
 
 const JSON_COLUMNS = [
   'driver_info', 'driver_internal_info', 'properties', 'instance_info', 'extra', 'deploy_step', 'clean_step', 'network_data',
-  'target_raid_config', 'raid_config',
+  'target_raid_config', 'raid_config', 'service_step',
 ];
 export const NODE_COLUMNS = [
   'id', 'uuid', 'name', 'driver', 'power_interface', 'management_interface', 'console_interface',

@@ -114,6 +114,8 @@ export interface ManagementInterface {
   getSensorData?(ctx: DriverContext): Promise<SensorData>;
   /** Non-blocking sensor read, run many at once on the event loop. */
   getSensorDataAsync?(ctx: DriverContext): Promise<SensorData>;
+  /** The hardware's vendor as the BMC reports it (Ironic's detect_vendor), null when it says none. @throws DriverError */
+  detectVendor?(ctx: DriverContext): Promise<string | null>;
 }
 
 /** A process to run: argv plus extra environment (credentials go there, never on argv). */
@@ -159,6 +161,8 @@ export interface RamdiskBootRequest {
   purpose?: 'deploy' | 'inspect';
   /** The node's instance_info `kernel_append_params`, which takes precedence over driver_info's. */
   instanceKernelAppendParams?: unknown;
+  /** The node's vendor as cached in `properties.vendor`, when it is known (Ironic's _validate_vendor reads it). */
+  vendor?: string;
 }
 
 /** What a boot interface's validation reads of its node beyond driver_info (Ironic's task.node and task.ports). */
@@ -297,6 +301,15 @@ export interface VendorInterface extends GenericInterface {
   readonly methods?: Readonly<Record<string, VendorMethod>>;
 }
 
+/** A RAID interface (Ironic's RAIDInterface): its steps, and its check of a target configuration. */
+export interface RaidInterface extends GenericInterface {
+  /**
+   * Ironic's validate_raid_config: the schema (common/raid.ts) and what the interface adds to
+   * it; no I/O. Absent: the schema alone. @throws InvalidParameterValue
+   */
+  validateRaidConfig?(config: Record<string, unknown>): void;
+}
+
 /** A BIOS interface: its steps, and (where it talks to the BMC) the reading the conductor caches. */
 export interface BiosInterface extends GenericInterface {
   /**
@@ -375,7 +388,7 @@ export interface InterfaceImplementations {
   management: Record<string, ManagementInterface>;
   network: Record<string, GenericInterface>;
   power: Record<string, PowerInterface>;
-  raid: Record<string, GenericInterface>;
+  raid: Record<string, RaidInterface>;
   rescue: Record<string, GenericInterface>;
   storage: Record<string, GenericInterface>;
   vendor: Record<string, VendorInterface>;

@@ -5,7 +5,8 @@
  * plans the run it starts with it (conductor/steps.ts).
  */
 import { InvalidParameterValue } from '../common/errors.js';
-import { sortSteps, type UserStep } from '../common/steps.js';
+import { isFlowPowerStep, sortSteps, type UserStep } from '../common/steps.js';
+import { pyRepr } from '../common/py-repr.js';
 import type { DeployInterface, GenericInterface, InterfaceKind } from './interfaces.js';
 import type { DriverRegistry } from './registry.js';
 import { stepId, type PlannedStep, type StepDeclaration, type StepKind } from './steps.js';
@@ -83,10 +84,13 @@ export function deploySteps(node: StepPlanNode, registry: DriverRegistry, user: 
       errors.push(...checkArgs('deploy', u, declared[i].decl));
       if (u.priority !== undefined) steps[i].priority = u.priority;
       if (u.args) steps[i].args = u.args;
-    } else if (agent) {
+    } else if (agent && u.interface === 'deploy') {
+      // Only the deploy interface takes the agent's own steps (Ironic's AgentDeployMixin.get_deploy_steps).
       steps.push({ interface: u.interface, step: u.step, priority: u.priority ?? 0, args: u.args ?? {}, inband: true });
     } else {
-      errors.push(`Node ${node.uuid} has no deploy step ${stepId(u)}: its deploy interface ${node.deployInterface ?? '(none)'} runs no agent that could offer it.`);
+      errors.push(agent
+        ? `Node ${node.uuid} has no deploy step ${stepId(u)}: its ${u.interface} interface (${node[`${u.interface}Interface` as `${InterfaceKind}Interface`] ?? 'none'}) does not offer it.`
+        : `Node ${node.uuid} has no deploy step ${stepId(u)}: its deploy interface ${node.deployInterface ?? '(none)'} runs no agent that could offer it.`);
     }
   }
   if (errors.length) throw new InvalidParameterValue(errors.join('; '));
@@ -136,4 +140,54 @@ export function cleaningNeedsAgent(node: StepPlanNode, registry: DriverRegistry,
   const declared = declaredSteps(node, registry, 'clean');
   // Ironic boots no ramdisk when every requested step can run without one.
   return !manual.every((s) => declared.some((d) => d.interface === s.interface && d.decl.step === s.step && d.decl.requiresRamdisk === false));
+}
+
+/** A service step in the order Ironic's API builds it (interface, step, args, priority), as its messages show it. */
+export function serviceStepRepr(step: UserStep): string {
+  const ordered: Record<string, unknown> = { interface: step.interface, step: step.step };
+  if (step.args !== undefined) ordered.args = step.args;
+  if (step.priority !== undefined) ordered.priority = step.priority;
+  return pyRepr(ordered);
+}
+
+/**
+ * The steps of a servicing, in the order asked (Ironic's set_node_service_steps): each a flow
+ * step, a service step the node's interfaces declare, or (when the agent runs) one of the
+ * agent's service steps of the deploy interface.
+ * @throws InvalidParameterValue naming every step the node does not support
+ */
+export function serviceSteps(node: StepPlanNode, registry: DriverRegistry, agentSteps: readonly PlannedStep[], requested: readonly UserStep[]): PlannedStep[] {
+  const declared = declaredSteps(node, registry, 'service');
+  const errors: string[] = [];
+  const steps: PlannedStep[] = [];
+  for (const u of requested) {
+    const args = u.args ?? {};
+    if (isFlowPowerStep(u)) {
+      steps.push({ interface: u.interface, step: u.step, priority: u.priority ?? 0, args, inband: false });
+      continue;
+    }
+    const d = declared.find((x) => x.interface === u.interface && x.decl.step === u.step);
+    if (d) {
+      errors.push(...checkArgs('service', u, d.decl));
+      steps.push({ ...planned(d, 'service'), args });
+      continue;
+    }
+    const a = agentSteps.find((x) => x.interface === 'deploy' && x.interface === u.interface && x.step === u.step);
+    if (a) steps.push({ ...a, args });
+    else errors.push(`node does not support this service step: ${serviceStepRepr(u)}`);
+  }
+  if (errors.length) throw new InvalidParameterValue(errors.join('; '));
+  return steps;
+}
+
+/**
+ * Whether a servicing needs the agent booted: the deploy interface works through it and a step
+ * is not a flow step and does not declare that it runs without the ramdisk (an undeclared step
+ * can only be the agent's). Ironic boots it for every servicing; the steps that run out of
+ * band without it are run so here, as they were before servicing knew the agent.
+ */
+export function servicingNeedsAgent(node: StepPlanNode, registry: DriverRegistry, requested: readonly UserStep[]): boolean {
+  if (!usesAgent(node, registry)) return false;
+  const declared = declaredSteps(node, registry, 'service');
+  return requested.some((u) => !isFlowPowerStep(u) && declared.find((d) => d.interface === u.interface && d.decl.step === u.step)?.decl.requiresRamdisk !== false);
 }

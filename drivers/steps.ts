@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import type { AgentSession } from './agent/session.js';
+import type { AgentCommand } from './agent/client.js';
 import type { BiosSetting } from '../common/bios.js';
 import type { BootInterface, DriverContext, FirmwareComponentReading, ManagementInterface, PowerInterface } from './interfaces.js';
 
@@ -28,6 +29,8 @@ export interface StepNode {
   readonly driverInfo: Readonly<Record<string, unknown>>;
   readonly driverInternalInfo: Readonly<Record<string, unknown>> | null;
   readonly targetRaidConfig: Readonly<Record<string, unknown>>;
+  /** What the node's disks hold now (raid_config). */
+  readonly raidConfig?: Readonly<Record<string, unknown>>;
   readonly provisionState: string;
   readonly targetProvisionState: string | null;
   readonly disablePowerOff: boolean;
@@ -51,6 +54,8 @@ export interface RaidRecord {
   raidConfig?: Record<string, unknown>;
   /** The configuration asked for (target_raid_config), as a step given one sets it. */
   targetRaidConfig?: Record<string, unknown>;
+  /** The node's properties as the configuration changes them (Ironic's update_raid_info: local_gb, root_device, raid_level). */
+  properties?: Record<string, unknown>;
 }
 
 /**
@@ -76,6 +81,8 @@ export interface StepContext {
   readonly management: ManagementInterface;
   /** The node's agent for this task. @throws UnsupportedDriverExtension where the conductor has no agent client */
   agent(): AgentSession;
+  /** The kind of run the step is part of (a step declared for several runs may differ in them). */
+  readonly kind: StepKind;
   /** The step being run, as the node shows it. */
   readonly step: PlannedStep;
   /** This run's driver_internal_info, written with the step's outcome; a step may record in it. */
@@ -115,6 +122,20 @@ export interface StepDeclaration {
    * step (Ironic's post-reboot hooks, e.g. the BIOS settings applied). Absent: the step is done.
    */
   afterReboot?(ctx: StepContext, args: Record<string, unknown>): Promise<StepRun>;
+  /**
+   * For a step whose agent command (`sendsAgentStep`) has succeeded: what it did, recorded
+   * before the run goes on (Ironic's post_clean_step_hook / post_deploy_step_hook).
+   * @throws DriverError to fail the step
+   */
+  afterCommand?(ctx: StepContext, command: AgentCommand): Promise<void>;
+}
+
+/**
+ * Whether the run has the node's agent up (it has heartbeated: its URL is known). Servicing
+ * runs its out-of-band steps without one when none of them needs it.
+ */
+export function agentRunning(ctx: Pick<StepContext, 'info'>): boolean {
+  return typeof ctx.info.agent_url === 'string' && ctx.info.agent_url !== '';
 }
 
 /** Ironic's step_id: `interface.step`. */

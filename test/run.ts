@@ -102,6 +102,7 @@ const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
   'integration/console-api.test.js': 15,
   'integration/hot-plans.test.js': 13,
   'integration/custom-agent.test.js': 14,
+  'integration/idrac.test.js': 14,
   'integration/adopt.test.js': 12,
   'e2e/baremetal-cli-console.test.js': 13,
   'integration/operations-api.test.js': 12,

@@ -4,17 +4,19 @@ import type { NodeChanges } from '../../db/nodes.js';
 import { abortCleaning, agentOf, continueFromHeartbeat, endOfRunChanges, runToContinue, tearDownCleaning, type RunKind } from '../steps.js';
 import { taskPower } from '../node-power.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
+import { tearDownService } from '../servicing.js';
 
 /** The run a node's state belongs to, when it waits for (or works with) an agent. */
 function runOf(state: string): RunKind | undefined {
   if (state === ProvisionState.DEPLOYWAIT || state === ProvisionState.DEPLOYING) return 'deploy';
   if (state === ProvisionState.CLEANWAIT || state === ProvisionState.CLEANING) return 'clean';
+  if (state === ProvisionState.SERVICEWAIT || state === ProvisionState.SERVICING) return 'service';
   return undefined;
 }
 
 /**
- * What a heartbeat queued: the node's conductor looks at its agent and carries the deploy or
- * the cleaning on (conductor/steps.ts); run again after its conductor died, it finds the
+ * What a heartbeat queued: the node's conductor looks at its agent and carries the deploy, the
+ * cleaning or the servicing on (conductor/steps.ts); run again after its conductor died, it finds the
  * node showing the step it was at, and carries on from there. A heartbeat that finds the node
  * in another state (the run ended, was aborted) does nothing. Failures fail the run as Ironic's error handlers
  * do: deploy failed (powered off), or clean failed with the node in maintenance.
@@ -27,7 +29,7 @@ export const agentContinueAction: Action = {
     try {
       if (ctx.node.maintenance) {
         // Ironic's _heartbeat_in_maintenance (there is no allow_provisioning_in_maintenance).
-        throw new AgentStepFailed(type === 'deploy' ? 'Deploy aborted as node is in maintenance mode' : 'Cleaning aborted as node is in maintenance mode');
+        throw new AgentStepFailed({ deploy: 'Deploy', clean: 'Cleaning', service: 'Servicing' }[type] + ' aborted as node is in maintenance mode');
       }
       const outcome = await continueFromHeartbeat(ctx, type);
       if (outcome.wait) return { changes: outcome.changes };
@@ -37,10 +39,17 @@ export const agentContinueAction: Action = {
         return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: changes.lastError as string } };
       }
       const node = ctx.node;
-      const changes: NodeChanges = { ...endOfRunChanges(node, type), ...eventChanges(node, 'done') };
+      // Ironic's machine has no done from service wait: the heartbeat's resume comes first.
+      const from = type === 'service' && node.provisionState === ProvisionState.SERVICEWAIT ? { ...node, provisionState: nextState(node.provisionState, 'resume') } : node;
+      const changes: NodeChanges = { ...endOfRunChanges(node, type), ...eventChanges(from, 'done') };
       if (type === 'deploy') {
         changes.powerState = 'power on';
         return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: `Deployed (${node.deployInterface} deploy), node is ${changes.provisionState}.` } };
+      }
+      if (type === 'service') {
+        const powerState = await tearDownService(ctx, false);
+        if (powerState) changes.powerState = powerState;
+        return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: `Servicing through the agent done, node is ${changes.provisionState}.` } };
       }
       await tearDownCleaning(ctx);
       if (!node.disablePowerOff) changes.powerState = 'power off';
@@ -64,6 +73,8 @@ async function failRun(ctx: ActionContext, type: RunKind, err: unknown): Promise
   try {
     if (type === 'clean') {
       await tearDownCleaning(ctx);
+    } else if (type === 'service') {
+      await tearDownService(ctx, true);
     } else {
       if (ctx.agent) await agentOf(ctx).wipeToken();
       if (!ctx.node.disablePowerOff) await taskPower(ctx).setPowerState(ctx.driver, 'power off');
@@ -79,12 +90,13 @@ async function failRun(ctx: ActionContext, type: RunKind, err: unknown): Promise
  */
 export function agentStepFailureChanges(node: ActionContext['node'], type: RunKind, error: Error): NodeChanges {
   const reason = error.message || String(error);
-  const failed = hasEvent(node.provisionState, 'fail') ? nextState(node.provisionState, 'fail') : type === 'deploy' ? ProvisionState.DEPLOYFAIL : ProvisionState.CLEANFAIL;
+  const failed = hasEvent(node.provisionState, 'fail') ? nextState(node.provisionState, 'fail') : { deploy: ProvisionState.DEPLOYFAIL, clean: ProvisionState.CLEANFAIL, service: ProvisionState.SERVICEFAIL }[type];
   const changes: NodeChanges = { ...endOfRunChanges(node, type), provisionState: failed, targetProvisionState: null, provisionUpdatedAt: new Date(), lastError: reason };
   if (type === 'deploy') return changes;
-  if (Object.keys(node.cleanStep ?? {}).length > 0) {
+  // Ironic's cleaning_error_handler and servicing_error_handler: a step was running, so maintenance.
+  if (Object.keys(node[`${type}Step`] ?? {}).length > 0) {
     changes.maintenance = true;
-    changes.fault = 'clean failure';
+    changes.fault = type === 'clean' ? 'clean failure' : 'service failure';
     if (!node.maintenanceReason) changes.maintenanceReason = reason;
   }
   return changes;

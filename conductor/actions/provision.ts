@@ -13,7 +13,7 @@ import type { FirmwareComponentReading } from '../../drivers/interfaces.js';
 import type { UserStep } from '../../common/steps.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 import { argsOf, type ProvisionArgs } from '../../common/intent-kinds.js';
-import { runServiceSteps } from '../servicing.js';
+import { abortServicing, runServicing } from '../servicing.js';
 import {
   abortCleaning, bootAgentForInspection, deployOf, endOfRunChanges, startCleaning, startDeploy, stepId, taskInterfaces, tearDownAgentBoot, usesAgent,
 } from '../steps.js';
@@ -30,12 +30,36 @@ function workOf(ctx: Pick<ActionContext, 'intent' | 'node'>): ProvisionWork {
   return provisionArgsOf(ctx).work ?? (ctx.node.provisionState === ProvisionState.VERIFYING ? 'verify' : 'none');
 }
 
-/** `manage` from enroll: the power interface must accept driver_info and answer a power-state read. */
+/**
+ * `manage` from enroll: the power interface must accept driver_info and answer a power-state
+ * read; the vendor is cached (Ironic's node_cache_vendor).
+ */
 async function verify(ctx: ActionContext): Promise<NodeChanges> {
   const power = ctx.registry.impl('power', ctx.node.powerInterface);
   if (!power) throw new InvalidDriverInfo(`Power interface ${ctx.node.powerInterface} is not enabled on this conductor.`);
   power.validate(ctx.node.driverInfo);
-  return { powerState: await power.getPowerState(ctx.driver) };
+  const changes: NodeChanges = { powerState: await power.getPowerState(ctx.driver) };
+  const vendor = await vendorToCache(ctx);
+  if (vendor) changes.properties = { ...ctx.node.properties, vendor };
+  return changes;
+}
+
+/**
+ * Ironic's node_cache_vendor: the vendor the management interface detects, when the node has
+ * none cached (vendors do not change on the fly). Never fails the work it goes with.
+ */
+async function vendorToCache(ctx: ActionContext): Promise<string | null> {
+  if (ctx.node.properties.vendor) return null;
+  const management = ctx.registry.impl('management', ctx.node.managementInterface);
+  if (!management?.detectVendor) return null;
+  try {
+    const vendor = await management.detectVendor(ctx.driver);
+    if (vendor) ctx.log.info({ node: ctx.node.uuid, vendor }, `Detected vendor ${vendor} for node ${ctx.node.uuid}`);
+    return vendor;
+  } catch (err) {
+    ctx.log.warn({ node: ctx.node.uuid, err: (err as Error).message }, 'Unexpected exception when trying to detect vendor');
+    return null;
+  }
 }
 
 /**
@@ -310,10 +334,12 @@ export const provisionAction: Action = {
         changes = await adopt(ctx);
         event = `Successfully adopted node ${ctx.node.uuid}, node is ${args.target}.`;
         break;
-      case 'service':
-        changes = await runServiceSteps(ctx, args.serviceSteps ?? []);
+      case 'service': {
+        const outcome = await runServicing(ctx, args.serviceSteps ?? []);
+        changes = outcome.changes ?? {};
         event = `Servicing (${(args.serviceSteps ?? []).length} step(s)) done, node is ${args.target}.`;
         break;
+      }
       case 'abort': {
         // An in-band inspection aborted (or timed out) leaves the agent ISO to eject and the node to power off.
         const iface = ctx.registry.impl('inspect', ctx.node.inspectInterface);
@@ -324,6 +350,11 @@ export const provisionAction: Action = {
         // An abort marked for after a step that was not abortable: that step's end has torn the cleaning down already.
         if (ctx.node.provisionState === ProvisionState.CLEANFAIL && usesAgent(ctx) && ctx.node.lastError === null) {
           changes = await abortCleaning(ctx);
+          event = changes.lastError as string;
+        }
+        // A servicing aborted in service wait (the API moved it to service failed): the agent's boot undone, the instance booted.
+        if (ctx.node.provisionState === ProvisionState.SERVICEFAIL && args.verb === 'abort' && ctx.node.lastError === null) {
+          changes = await abortServicing(ctx);
           event = changes.lastError as string;
         }
         if (ctx.node.provisionState === ProvisionState.CLEANWAIT) {
@@ -348,7 +379,7 @@ export const provisionAction: Action = {
         return { history: { severity: 'INFO', eventType: 'provisioning', event } };
     }
     // A run that waits for its agent keeps its target; the agent's heartbeats carry it on.
-    const waiting = changes.provisionState === ProvisionState.DEPLOYWAIT || changes.provisionState === ProvisionState.CLEANWAIT;
+    const waiting = changes.provisionState === ProvisionState.DEPLOYWAIT || changes.provisionState === ProvisionState.CLEANWAIT || changes.provisionState === ProvisionState.SERVICEWAIT;
     return {
       changes: {
         ...changes, provisionState: changes.provisionState ?? args.target, targetProvisionState: waiting ? args.target : null, provisionUpdatedAt: new Date(),
@@ -366,6 +397,10 @@ export const provisionAction: Action = {
     // A tear-down that got as far as cleaning fails as cleaning does.
     const onFail = work === 'tear_down' && ctx.node.provisionState === ProvisionState.CLEANING ? ProvisionState.CLEANFAIL : args.onFail;
     const reason = error.message || String(error);
+    if (work === 'service' && ctx.node.provisionState === ProvisionState.SERVICEWAIT) {
+      // The agent was booted (service wait written): the servicing fails as the agent's runs fail.
+      return { ...agentStepFailureChanges(ctx.node, 'service', error), lastError: `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}` };
+    }
     if (work === 'deploy' || work === 'clean' || work === 'tear_down') {
       const failed = agentStepFailureChanges(ctx.node, onFail === ProvisionState.DEPLOYFAIL ? 'deploy' : 'clean', error);
       if (onFail !== ProvisionState.DEPLOYFAIL && onFail !== ProvisionState.CLEANFAIL) failed.provisionState = onFail;

@@ -55,7 +55,7 @@ export function provisionChecksTask(deps: ProvisionChecksDeps): PeriodicTask {
         const done = await withTransaction(deps.db, async (trx) => {
           const node = await lockStalledNode(trx, cand.id, cand.provisionState, olderThan[cand.provisionState]);
           if (!node) return false;
-          await updateNode(trx, node.id, { ...eventChanges(node, event), lastError: message, deployStep: {}, cleanStep: {} });
+          await updateNode(trx, node.id, { ...eventChanges(node, event), lastError: message, deployStep: {}, cleanStep: {}, serviceStep: {} });
           await recordHistory(trx, { nodeId: node.id, severity: 'ERROR', eventType: 'provisioning', conductor: deps.hostname, user: null, operation: null, event: message });
           // The agent's boot is torn down as an abort tears it down (eject, power off), by the node's conductor.
           if (inspecting) {

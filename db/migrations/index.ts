@@ -15,6 +15,7 @@ import * as m0014 from './0014_node_ring_hash.js';
 import * as m0015 from './0015_intents_due_idx.js';
 import * as m0016 from './0016_bios_settings.js';
 import * as m0017 from './0017_firmware_information.js';
+import * as m0018 from './0018_node_service_step.js';
 
 export interface Migration {
   name: string;
@@ -44,4 +45,5 @@ export const migrations: Migration[] = [
   { name: '0015_intents_due_idx', ...m0015 },
   { name: '0016_bios_settings', ...m0016 },
   { name: '0017_firmware_information', ...m0017 },
+  { name: '0018_node_service_step', ...m0018 },
 ];

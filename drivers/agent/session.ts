@@ -50,7 +50,7 @@ export async function agentVerify(node: StepNode, configured: string): Promise<A
 }
 
 /** The kinds of run the agent has steps for. */
-export type AgentStepKind = Extract<StepKind, 'deploy' | 'clean'>;
+export type AgentStepKind = StepKind;
 
 /** A step as the node shows it (no internal flags). */
 export function shownStep(step: PlannedStep): Record<string, unknown> {
@@ -99,6 +99,7 @@ export function completedCommand(commands: AgentCommand[], kind: AgentStepKind, 
 const SENT_ONCE: Readonly<Record<string, (last: AgentCommand, step: Record<string, unknown>) => boolean>> = {
   'deploy.execute_deploy_step': (last, step) => isStepCommand(last, 'deploy', step) && !isVersionMismatch(last),
   'clean.execute_clean_step': (last, step) => isStepCommand(last, 'clean', step) && !isVersionMismatch(last),
+  'service.execute_service_step': (last, step) => isStepCommand(last, 'service', step) && !isVersionMismatch(last),
   'image.install_bootloader': (last) => last.command_name === 'install_bootloader',
   'standby.power_off': (last) => last.command_name === 'power_off',
   'system.lockdown': (last) => last.command_name === 'lockdown',
@@ -164,6 +165,8 @@ export class AgentSession {
     return {
       uuid: node.uuid, properties: node.properties, instance_info: node.instanceInfo, driver_internal_info: { ...node.driverInternalInfo },
       provision_state: node.provisionState, target_provision_state: node.targetProvisionState,
+      // IPA's RAID steps read these (create_configuration builds target_raid_config).
+      target_raid_config: node.targetRaidConfig, raid_config: node.raidConfig,
     };
   }
 

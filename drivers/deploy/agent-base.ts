@@ -33,8 +33,10 @@ export function capabilityBootMode(properties: Readonly<Record<string, unknown>>
 export async function bootAgent(ctx: Pick<StepContext, 'node' | 'driver' | 'boot' | 'power'>, purpose: 'deploy' | 'inspect' = 'deploy'): Promise<void> {
   if (!ctx.boot.prepareRamdisk) throw new InvalidParameterValue(AGENT_BOOT_UNSUPPORTED);
   const mode = capabilityBootMode(ctx.node.properties);
+  const vendor = ctx.node.properties.vendor;
   await ctx.boot.prepareRamdisk(ctx.driver, {
     purpose, instanceKernelAppendParams: ctx.node.instanceInfo?.kernel_append_params, ...(mode ? { bootMode: mode } : {}),
+    ...(typeof vendor === 'string' && vendor ? { vendor } : {}),
   });
   await ctx.power.setPowerState(ctx.driver, 'rebooting');
 }

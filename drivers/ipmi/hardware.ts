@@ -16,7 +16,7 @@ export const ipmiHardware: HardwareType = {
   name: 'ipmi',
   supported: {
     bios: ['no-bios'], boot: ['ipxe', 'pxe'], console: ['no-console', 'ipmitool-sol'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['no-firmware'],
-    inspect: ['agent', 'no-inspect'], management: ['ipmitool'], network: ['noop'], power: ['ipmitool'], raid: ['no-raid'],
+    inspect: ['agent', 'no-inspect'], management: ['ipmitool'], network: ['noop'], power: ['ipmitool'], raid: ['no-raid', 'agent'],
     rescue: ['no-rescue'], storage: ['noop'], vendor: ['no-vendor'],
   },
   properties: IPMI_PROPERTIES,

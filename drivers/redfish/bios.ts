@@ -7,9 +7,9 @@
  * _get_unapplied_bios_attrs); the cache is refreshed.
  *
  * In cleaning and deploying the reboot is into the agent, whose first heartbeat finishes the
- * step (`afterReboot`). Servicing runs its steps without an agent, so there the instance is
- * rebooted in place and the step finished once the node is on again: Ironic, with no ramdisk
- * booted for servicing, reboots it alike and polls the BMC until the settings show.
+ * step (`afterReboot`). In servicing the same happens when the servicing runs the agent (a
+ * step of it needs one); otherwise the instance is rebooted in place and the step finished once
+ * the node is on again, as Ironic reboots a node it booted no ramdisk for and polls the BMC.
  */
 import { BiosStepFailed, InvalidParameterValue, UnsupportedDriverExtension } from '../../common/errors.js';
 import type { BiosSetting } from '../../common/bios.js';
@@ -17,7 +17,7 @@ import { pyRepr } from '../../common/py-repr.js';
 import { ProvisionState } from '../../common/states.js';
 import { bootAgent } from '../deploy/agent-base.js';
 import type { BiosInterface, DriverContext } from '../interfaces.js';
-import type { StepArgInfo, StepContext, StepDeclaration, StepRun } from '../steps.js';
+import { agentRunning, type StepArgInfo, type StepContext, type StepDeclaration, type StepRun } from '../steps.js';
 import { statusError, type RedfishCall, type RedfishClient } from './client.js';
 import { isObject, lastSegment, linkPath, linkPaths, prop, str, type Json } from './odata.js';
 import { getSystem } from './system.js';
@@ -193,10 +193,10 @@ function unapplied(requested: Json, current: Json, pending: Json): Json {
 
 /**
  * Ironic's reboot_to_finish_step: into the agent, whose heartbeat calls `finish` (afterReboot);
- * in servicing, which boots no agent, the instance in place, and `finish` at once.
+ * in servicing without the agent, the instance in place, and `finish` at once.
  */
 async function rebootToFinish(ctx: StepContext, finish: (ctx: StepContext) => Promise<StepRun>): Promise<StepRun> {
-  if (ctx.node.provisionState !== ProvisionState.SERVICING) {
+  if (ctx.node.provisionState !== ProvisionState.SERVICING || agentRunning(ctx)) {
     await bootAgent(ctx);
     return 'wait';
   }
@@ -209,17 +209,22 @@ export class RedfishBios implements BiosInterface {
   readonly steps: readonly StepDeclaration[];
 
   constructor(private readonly client: RedfishClient) {
+    const apply: Omit<StepDeclaration, 'priority'> = {
+      step: 'apply_configuration', abortable: false, argsInfo: APPLY_ARGSINFO,
+      run: (ctx, args) => this.applyConfiguration(ctx, args),
+      afterReboot: (ctx) => this.verifyConfiguration(ctx),
+    };
+    const reset: Omit<StepDeclaration, 'priority'> = {
+      step: 'factory_reset', abortable: false,
+      run: (ctx) => this.factoryReset(ctx),
+      afterReboot: (ctx) => this.finishReset(ctx),
+    };
     this.steps = [
-      {
-        step: 'apply_configuration', priority: { clean: 0, deploy: 0, service: 0 }, abortable: false, argsInfo: APPLY_ARGSINFO,
-        run: (ctx, args) => this.applyConfiguration(ctx, args),
-        afterReboot: (ctx) => this.verifyConfiguration(ctx),
-      },
-      {
-        step: 'factory_reset', priority: { clean: 0, deploy: 0, service: 0 }, abortable: false,
-        run: (ctx) => this.factoryReset(ctx),
-        afterReboot: (ctx) => this.finishReset(ctx),
-      },
+      { ...apply, priority: { clean: 0, deploy: 0 } },
+      { ...reset, priority: { clean: 0, deploy: 0 } },
+      // A servicing need not boot the agent for them: without it the instance reboots in place (rebootToFinish).
+      { ...apply, priority: { service: 0 }, requiresRamdisk: false },
+      { ...reset, priority: { service: 0 }, requiresRamdisk: false },
     ];
   }
 

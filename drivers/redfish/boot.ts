@@ -11,7 +11,7 @@ import { BootImages } from '../image/boot-images.js';
 import { decodeConfigdrive } from '../image/configdrive.js';
 import { statusError, type RedfishCall, type RedfishClient } from './client.js';
 import { patchSystem } from './management.js';
-import { isObject, prop, str, type Json } from './odata.js';
+import { isObject, linkPaths, prop, str, type Json } from './odata.js';
 import { getSystem } from './system.js';
 import { DEFAULT_VMEDIA_RETRY, ejectAll, findCollections, insertImage, slotsFor, readSlots, type MediaType, type VirtualMediaRetry } from './vmedia.js';
 
@@ -40,12 +40,12 @@ const DEVICE_MEDIA: Readonly<Record<VirtualMediaDevice, MediaType>> = { cdrom: '
 /** What ejecting a device's medium covers: a CD slot may be a DVD-only one (sushy's Cisco workaround). */
 const DEVICE_EJECT: Readonly<Record<VirtualMediaDevice, readonly MediaType[]>> = { cdrom: ['CD', 'DVD'], disk: ['USBStick'], floppy: ['Floppy'] };
 
-function bootOf(body: Json): Json | null {
+export function bootOf(body: Json): Json | null {
   const b = prop(body, 'Boot');
   return isObject(b) ? b : null;
 }
 
-function allowed(boot: Json, key: string): string[] | null {
+export function allowed(boot: Json, key: string): string[] | null {
   const v = boot[`${key}@Redfish.AllowableValues`];
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : null;
 }
@@ -66,6 +66,25 @@ function cdTarget(call: RedfishCall, system: Json, boot: Json): string {
   throw new VirtualMediaUnavailable(`The BMC at ${call.info.origin} does not offer to boot from a virtual CD: BootSourceOverrideTarget allows only ${targets.join(', ')}.`);
 }
 
+/** PATCHes BootSourceOverrideMode when the node names a mode the BMC does not have (Ironic's sync_boot_mode). */
+export async function syncBootMode(call: RedfishCall, mode: InstanceBootRequest['bootMode']): Promise<void> {
+  if (!mode) return;
+  const system = await getSystem(call);
+  const boot = bootOf(system.body);
+  const wanted = REDFISH_BOOT_MODE[mode];
+  const current = boot ? str(boot.BootSourceOverrideMode) : null;
+  if (!boot || current === wanted) return;
+  if (current === null && allowed(boot, 'BootSourceOverrideMode') === null) {
+    call.log.info({ bmc: call.info.origin, mode }, 'Redfish system does not expose its boot mode; not syncing it');
+    return;
+  }
+  const r = await patchSystem(call, system, { Boot: { BootSourceOverrideMode: wanted } });
+  if (r.status < 200 || r.status >= 300) {
+    throw statusError(r, `Setting the boot mode of ${call.info.origin}${system.path} to ${wanted} (the node's boot_mode capability is ${mode})`);
+  }
+  call.log.info({ bmc: call.info.origin, from: current, to: wanted }, 'Redfish boot mode synced');
+}
+
 export class RedfishVirtualMediaBoot implements BootInterface {
   readonly ramdiskBoot = true;
 
@@ -74,7 +93,7 @@ export class RedfishVirtualMediaBoot implements BootInterface {
    * `images` builds and publishes the agent's ISO; a process without it (the API) only validates.
    */
   constructor(
-    private readonly client: RedfishClient,
+    protected readonly client: RedfishClient,
     private readonly retry: VirtualMediaRetry = DEFAULT_VMEDIA_RETRY,
     private readonly agentBoot: AgentBootDefaults = NO_AGENT_BOOT_DEFAULTS,
     private readonly images?: BootImages,
@@ -97,13 +116,19 @@ export class RedfishVirtualMediaBoot implements BootInterface {
    * and a USB slot found before anything is ejected: a deploy that cannot attach it changes nothing.
    * @throws InvalidParameterValue | VirtualMediaUnavailable | ImageCreationFailed | ImagePublishFailed | BmcRejected | BmcTimeout | BmcUnreachable | BmcAuthFailed
    */
-  async prepareInstance(ctx: DriverContext, req: InstanceBootRequest): Promise<void> {
+  prepareInstance(ctx: DriverContext, req: InstanceBootRequest): Promise<void> {
+    return this.mountAndBoot(ctx, req);
+  }
+
+  /** prepareInstance's work; `vendor` (the agent's boot only) is first checked as Ironic's prepare_ramdisk does. */
+  private async mountAndBoot(ctx: DriverContext, req: InstanceBootRequest, vendor?: string | null): Promise<void> {
     const iso = req.bootIso;
     if (iso === undefined || !IMAGE_URL.test(iso)) {
       throw new InvalidParameterValue(`instance_info/boot_iso ${JSON.stringify(iso)} is not a URL the BMC can fetch (http, https, nfs or cifs).`);
     }
     const configdrive = req.configdrive ? await this.configdriveUrl(ctx, req.configdrive) : undefined;
     await this.client.run(ctx, async (call) => {
+      if (vendor !== undefined) await this.checkVendor(call, ctx.nodeUuid, vendor);
       const collections = await findCollections(call);
       if (!collections.length) {
         throw new VirtualMediaUnavailable(
@@ -115,12 +140,12 @@ export class RedfishVirtualMediaBoot implements BootInterface {
         if (!usb.length) throw new VirtualMediaUnavailable(`Cannot attach configdrive for node ${ctx.nodeUuid}: no suitable virtual USB slot has been found`);
       }
       await ejectAll(call, collections, configdrive ? OWN_MEDIA : ['CD', 'DVD'], this.retry);
-      await this.syncBootMode(call, req.bootMode);
+      await syncBootMode(call, req.bootMode);
       await insertImage(call, ctx.nodeUuid, collections, 'CD', iso, this.retry);
       if (configdrive) await insertImage(call, ctx.nodeUuid, collections, 'USBStick', configdrive, this.retry);
-      const system = await this.setCdBoot(call, req.forcePersistentBootDevice !== 'Never');
+      const system = await this.setCdBoot(call, ctx.nodeUuid, req.forcePersistentBootDevice !== 'Never');
       // Some Supermicro BMCs reset the mode when the device is set (Ironic management.py).
-      if (isSupermicro(system)) await this.syncBootMode(call, req.bootMode);
+      if (isSupermicro(system)) await syncBootMode(call, req.bootMode);
     }, this.extraMs);
   }
 
@@ -130,13 +155,36 @@ export class RedfishVirtualMediaBoot implements BootInterface {
   }
 
   /**
-   * Ironic's prepare_ramdisk: the agent's ISO (built from a kernel and ramdisk, or given, see
-   * agentIsoUrl) inserted and booted once (the boot device is not kept). The ISO is ready
-   * before the BMC is touched: an image that cannot be had changes nothing at the node.
+   * Ironic's prepare_ramdisk: the vendor checked, the agent's ISO (built from a kernel and
+   * ramdisk, or given, see agentIsoUrl) inserted and booted once (the boot device is not kept).
+   * The ISO is ready before the BMC is touched: an image that cannot be had changes nothing at the node.
    */
   async prepareRamdisk(ctx: DriverContext, req: RamdiskBootRequest): Promise<void> {
     const iso = await this.agentIsoUrl(ctx, req);
-    await this.prepareInstance(ctx, { bootIso: iso, forcePersistentBootDevice: 'Never', ...(req.bootMode ? { bootMode: req.bootMode } : {}) });
+    await this.mountAndBoot(ctx, { bootIso: iso, forcePersistentBootDevice: 'Never', ...(req.bootMode ? { bootMode: req.bootMode } : {}) }, req.vendor ?? null);
+  }
+
+  /**
+   * Ironic's _validate_vendor: an iDRAC before firmware 6 boots the physical drive for a `Cd`
+   * override, so a Dell node needs idrac-redfish-virtual-media there.
+   * @throws InvalidParameterValue
+   */
+  protected async checkVendor(call: RedfishCall, nodeUuid: string, vendor: string | null): Promise<void> {
+    if (!vendor || !vendor.split(/\s+/).includes('Dell')) return;
+    const system = await getSystem(call);
+    const links = prop(system.body, 'Links');
+    let version: string | null = null;
+    for (const path of isObject(links) ? linkPaths(prop(links, 'ManagedBy')) : []) {
+      const manager = (await call.get(path)).body;
+      if (str(manager.ManagerType) === 'BMC') {
+        version = str(manager.FirmwareVersion) ?? '';
+        break;
+      }
+    }
+    if (version !== null && Number.parseInt(version.split('.')[0], 10) >= 6) return;
+    throw new InvalidParameterValue(
+      `The redfish-virtual-media boot interface is not suitable for node ${nodeUuid} with vendor ${vendor} and BMC version ${version ?? 'unknown'}, upgrade to 6.00.00.00 or newer or use idrac-redfish-virtual-media instead`,
+    );
   }
 
   /**
@@ -146,7 +194,7 @@ export class RedfishVirtualMediaBoot implements BootInterface {
    * or with `[deploy] remaster_deploy_iso` re-mastered with the same command line.
    * @throws MissingParameterValue | InvalidParameterValue | ImageDownloadFailed | ImageChecksumError | ImagePublishFailed
    */
-  private async agentIsoUrl(ctx: DriverContext, req: RamdiskBootRequest): Promise<string> {
+  async agentIsoUrl(ctx: DriverContext, req: RamdiskBootRequest): Promise<string> {
     const image = agentImage({ uuid: ctx.nodeUuid, driverInfo: ctx.driverInfo }, this.agentBoot);
     const fetchable = image.kind === 'kernel' || /^https?:/i.test(image.url);
     const remaster = image.kind === 'iso' && fetchable && this.agentBoot.remasterDeployIso;
@@ -191,6 +239,11 @@ export class RedfishVirtualMediaBoot implements BootInterface {
       }
     }, this.extraMs);
     // Withdrawn once ejected, as Ironic's _eject_all then cleanup_iso_image; an eject that fails leaves it to the sweep.
+    await this.withdrawIso(ctx);
+  }
+
+  /** Withdraws the node's published ISO, if any (Ironic's cleanup_iso_image). */
+  async withdrawIso(ctx: DriverContext): Promise<void> {
     await this.images?.withdraw(ctx.nodeUuid);
   }
 
@@ -231,31 +284,13 @@ export class RedfishVirtualMediaBoot implements BootInterface {
     });
   }
 
-  /** PATCHes BootSourceOverrideMode when the node names a mode the BMC does not have. */
-  private async syncBootMode(call: RedfishCall, mode: InstanceBootRequest['bootMode']): Promise<void> {
-    if (!mode) return;
-    const system = await getSystem(call);
-    const boot = bootOf(system.body);
-    const wanted = REDFISH_BOOT_MODE[mode];
-    const current = boot ? str(boot.BootSourceOverrideMode) : null;
-    if (!boot || current === wanted) return;
-    if (current === null && allowed(boot, 'BootSourceOverrideMode') === null) {
-      call.log.info({ bmc: call.info.origin, mode }, 'Redfish system does not expose its boot mode; not syncing it');
-      return;
-    }
-    const r = await patchSystem(call, system, { Boot: { BootSourceOverrideMode: wanted } });
-    if (r.status < 200 || r.status >= 300) {
-      throw statusError(r, `Setting the boot mode of ${call.info.origin}${system.path} to ${wanted} (the node's boot_mode capability is ${mode})`);
-    }
-    call.log.info({ bmc: call.info.origin, from: current, to: wanted }, 'Redfish boot mode synced');
-  }
 
   /**
    * Boots from the virtual CD for every boot (`Continuous`), or for the next one only where
    * the BMC refuses that or the node asks for it (force_persistent_boot_device=Never). As
    * management.ts, `Enabled` is sent only when it changes (always to Supermicro, Ironic 4a7d50ce5).
    */
-  private async setCdBoot(call: RedfishCall, persistent: boolean): Promise<Json> {
+  protected async setCdBoot(call: RedfishCall, _nodeUuid: string, persistent: boolean): Promise<Json> {
     const system = await getSystem(call);
     const boot = bootOf(system.body);
     if (!boot) throw new BmcRejected(`The system ${call.info.origin}${system.path} has no Boot object: it cannot be set to boot from the virtual CD.`);

@@ -179,6 +179,8 @@ export interface SendOptions {
   noAuth?: boolean;
   /** Also retry answers this predicate accepts (e.g. a login refused for a full session table). */
   retryIf?: (r: Reply) => boolean;
+  /** Tries at most this many times ([redfish] connection_attempts otherwise): 1 probes whether the BMC answers at all. */
+  attempts?: number;
 }
 
 /** One driver call's view of a BMC: deadline, cancellation, authentication, retries. */
@@ -277,7 +279,7 @@ export class RedfishCall implements CallScope {
   async send(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, opts: SendOptions = {}): Promise<Reply> {
     const what = this.describe(method, path);
     const idempotent = method !== 'POST' || opts.noAuth === true;
-    const attempts = this.client.options.connectionAttempts;
+    const attempts = opts.attempts ?? this.client.options.connectionAttempts;
     let relogged = false;
     for (let attempt = 1; ; attempt++) {
       const headers: Record<string, string> = { accept: 'application/json', 'odata-version': '4.0', [TRACE_HEADER]: this.traceValue, ...opts.headers };

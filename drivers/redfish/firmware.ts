@@ -17,7 +17,7 @@ import { BmcUnreachable, FirmwareUpdateFailed, InvalidParameterValue, Unsupporte
 import { bootAgent } from '../deploy/agent-base.js';
 import { pyRepr } from '../inspection-hooks.js';
 import type { DriverContext, FirmwareComponentReading, FirmwareInterface } from '../interfaces.js';
-import type { StepArgInfo, StepContext, StepDeclaration, StepRun } from '../steps.js';
+import { agentRunning, type StepArgInfo, type StepContext, type StepDeclaration, type StepRun } from '../steps.js';
 import { statusError, type RedfishCall, type RedfishClient } from './client.js';
 import { isObject, linkPath, linkPaths, prop, str, type Json } from './odata.js';
 import { getSystem, isMissing } from './system.js';
@@ -128,17 +128,20 @@ export class RedfishFirmware implements FirmwareInterface {
     const base = { step: 'update', abortable: false, argsInfo: ARGS_INFO };
     this.steps = [
       {
+        // A deploy step too (Ironic 2025.1): its reboot goes into the agent, as in cleaning.
         ...base,
-        priority: { clean: 0 },
+        priority: { clean: 0, deploy: 0 },
         requiresRamdisk: true,
         run: (ctx, args) => this.updateAll(ctx, parseSettings(args.settings), 'agent'),
         afterReboot: (ctx) => this.afterReboot(ctx),
       },
       {
+        // Without an agent (no step of the servicing needs one) the instance is rebooted in place.
         ...base,
         priority: { service: 0 },
         requiresRamdisk: false,
-        run: (ctx, args) => this.updateAll(ctx, parseSettings(args.settings), 'in-place'),
+        run: (ctx, args) => this.updateAll(ctx, parseSettings(args.settings), agentRunning(ctx) ? 'agent' : 'in-place'),
+        afterReboot: (ctx) => this.afterReboot(ctx),
       },
     ];
   }

@@ -1,7 +1,7 @@
 /**
  * The `redfish` hardware type: power and management `redfish`, boot `redfish-virtual-media` (or network
- * boot, `ipxe` and `pxe`: Ironic lists those first, Galvanic keeps virtual media its default),
- * inspect, vendor, BIOS, RAID and firmware `redfish` (the last three where enabled).
+ * boot, `ipxe` and `pxe`: Ironic lists those first, Galvanic keeps virtual media its default, or
+ * `redfish-https`), inspect, vendor, BIOS, RAID and firmware `redfish` (the last three where enabled).
  * `RedfishDriver` owns the client shared by both interfaces; constructing it opens nothing
  * (connections and sessions appear on the first call to a BMC), `close()` logs out and closes.
  */
@@ -10,6 +10,7 @@ import type { Config } from '../../common/config.js';
 import type { BmcBudget } from '../bmc-budget.js';
 import type { HardwareType } from '../interfaces.js';
 import { RedfishVirtualMediaBoot } from './boot.js';
+import { RedfishHttpsBoot } from './https-boot.js';
 import { RedfishClient, type RedfishOptions } from './client.js';
 import { REDFISH_PROPERTIES } from './driver-info.js';
 import { DEFAULT_FIRMWARE_OPTIONS, RedfishFirmware } from './firmware.js';
@@ -28,8 +29,8 @@ export type { RedfishOptions } from './client.js';
 export const redfishHardware: HardwareType = {
   name: 'redfish',
   supported: {
-    bios: ['redfish', 'no-bios'], boot: ['redfish-virtual-media', 'ipxe', 'pxe'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['redfish', 'no-firmware'],
-    inspect: ['redfish', 'agent', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['redfish', 'no-raid'],
+    bios: ['redfish', 'no-bios'], boot: ['redfish-virtual-media', 'ipxe', 'pxe', 'redfish-https'], console: ['no-console'], deploy: GENERIC_DEPLOY_INTERFACES, firmware: ['redfish', 'no-firmware'],
+    inspect: ['redfish', 'agent', 'no-inspect'], management: ['redfish'], network: ['noop'], power: ['redfish'], raid: ['redfish', 'no-raid', 'agent'],
     rescue: ['no-rescue'], storage: ['noop'], vendor: ['redfish', 'no-vendor'],
   },
   properties: REDFISH_PROPERTIES,
@@ -57,6 +58,8 @@ export class RedfishDriver {
   readonly management: RedfishManagement;
   /** `redfish-virtual-media`. */
   readonly boot: RedfishVirtualMediaBoot;
+  /** `redfish-https`. */
+  readonly httpsBoot: RedfishHttpsBoot;
   /** `redfish` (out-of-band). */
   readonly inspect: RedfishInspect;
   /** `redfish` (event subscriptions). */
@@ -65,13 +68,18 @@ export class RedfishDriver {
   readonly bios: RedfishBios;
   readonly raid: RedfishRaid;
   readonly firmware: RedfishFirmware;
+  /** The conductor's agent ISOs, for the boot interfaces built on this driver (iDRAC's). */
+  readonly images?: BootImages;
 
   /** `images`: the conductor's agent ISOs (absent in the API, which only validates). */
   constructor(options: RedfishOptions, log: Logger, budget?: BmcBudget, images?: BootImages) {
     this.client = new RedfishClient(options, log.child({ driver: 'redfish' }), budget);
     this.power = new RedfishPower(this.client);
     this.management = new RedfishManagement(this.client);
+    this.images = images;
     this.boot = new RedfishVirtualMediaBoot(this.client, options.vmediaRetry, options.agentBoot, images);
+    // The ISO it boots over HTTP is the one virtual media would insert.
+    this.httpsBoot = new RedfishHttpsBoot(this.client, this.boot);
     this.inspect = new RedfishInspect(this.client);
     this.vendor = new RedfishVendor(this.client);
     this.bios = new RedfishBios(this.client);

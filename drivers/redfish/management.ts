@@ -55,7 +55,7 @@ export async function patchSystem(call: RedfishCall, system: Resource, body: Jso
 }
 
 export class RedfishManagement implements ManagementInterface {
-  constructor(private readonly client: RedfishClient) {}
+  constructor(protected readonly client: RedfishClient) {}
 
   validate(driverInfo: Readonly<Record<string, unknown>>): void {
     this.client.parse(driverInfo);
@@ -116,6 +116,11 @@ export class RedfishManagement implements ManagementInterface {
     const r = await patchSystem(call, system, { Boot: patch });
     if (r.status < 200 || r.status >= 300) throw statusError(r, `Redfish PATCH ${call.info.origin}${system.path}`);
     call.log.debug({ bmc: call.info.origin, target, enabled }, 'Redfish boot override set');
+  }
+
+  /** Ironic's detect_vendor: the system's Manufacturer. @throws BmcTimeout | BmcUnreachable | BmcAuthFailed | BmcRejected | BmcBadResponse */
+  async detectVendor(ctx: DriverContext): Promise<string | null> {
+    return str((await this.client.run(ctx, getSystem)).body.Manufacturer)?.trim() || null;
   }
 
   /** @throws BmcTimeout | BmcUnreachable | BmcAuthFailed | BmcRejected | BmcBadResponse */

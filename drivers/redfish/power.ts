@@ -43,6 +43,70 @@ function pick(reset: ResetInfo, prefs: readonly string[]): string | null {
   return prefs.find((t) => reset.allowed?.includes(t)) ?? null;
 }
 
+async function resetTo(call: RedfishCall, reset: ResetInfo, prefs: readonly string[], want: Raw, purpose: string, waitUntil: number): Promise<void> {
+  const type = pick(reset, prefs);
+  if (!type) {
+    throw new BmcRejected(`The BMC at ${call.info.origin} offers no reset type for "${purpose}" (wanted one of ${prefs.join(', ')}; it offers ${reset.allowed?.join(', ') || 'none'}).`);
+  }
+  const what = `Redfish ${type} reset of ${call.info.origin}${reset.target}`;
+  const r = await call.send('POST', reset.target, { body: { ResetType: type } });
+  if (r.status < 200 || r.status >= 300) {
+    // Some BMCs refuse a reset to the state the node is already in.
+    if ((r.status === 400 || r.status === 409) && rawPower(await getSystem(call)) === want) return;
+    throw statusError(r, what);
+  }
+  call.log.debug({ bmc: call.info.origin, resetType: type }, 'Redfish reset sent');
+  await waitForPower(call, want, waitUntil);
+}
+
+async function waitForPower(call: RedfishCall, want: Raw, waitUntil: number): Promise<void> {
+  let last = '';
+  for (let i = 0; ; i++) {
+    const delay = POLL_MS[Math.min(i, POLL_MS.length - 1)];
+    if (Date.now() + delay > waitUntil) break;
+    if (delay) await pause(delay, call, `Waiting for ${call.info.origin} to reach ${want}`);
+    last = rawPower(await getSystem(call));
+    if (last === want) return;
+  }
+  throw new BmcTimeout(`The BMC at ${call.info.origin} did not reach PowerState ${want} in time (last seen: ${last || 'unknown'}).`);
+}
+
+/**
+ * Drives the system of `call` to `target` and waits (until `waitUntil`) for the BMC to report
+ * it: the power interface's work, also for a driver that must cycle the power inside a call
+ * of its own (iDRAC's pending configuration).
+ * @throws BmcTimeout | BmcRejected | DriverError
+ */
+export async function drivePower(call: RedfishCall, target: PowerTarget, waitUntil: number): Promise<void> {
+  const system = await getSystem(call);
+  const reset = await resetInfo(call, system);
+  const current = rawPower(system);
+  const on = current === 'On' || current === 'PoweringOn';
+  const run = (types: readonly string[], want: Raw, purpose: string) => resetTo(call, reset, types, want, purpose, waitUntil);
+  switch (target) {
+    case 'power on':
+      if (current === 'On') return;
+      if (current === 'PoweringOn') return waitForPower(call, 'On', waitUntil);
+      return run(RESET.on, 'On', target);
+    case 'power off':
+      if (current === 'Off') return;
+      return run(RESET.off, 'Off', target);
+    case 'soft power off':
+      if (current === 'Off') return;
+      return run(RESET.softOff, 'Off', target);
+    case 'rebooting':
+      if (!on) return run(RESET.on, 'On', target);
+      if (pick(reset, RESET.reboot)) return run(RESET.reboot, 'On', target);
+      await run(RESET.off, 'Off', target);
+      return run(RESET.on, 'On', target);
+    case 'soft rebooting':
+      if (!on) return run(RESET.on, 'On', target);
+      if (pick(reset, RESET.softReboot)) return run(RESET.softReboot, 'On', target);
+      await run(RESET.softOff, 'Off', target);
+      return run(RESET.on, 'On', target);
+  }
+}
+
 export class RedfishPower implements PowerInterface {
   constructor(private readonly client: RedfishClient) {}
 
@@ -68,38 +132,9 @@ export class RedfishPower implements PowerInterface {
    */
   async setPowerState(ctx: DriverContext, target: PowerTarget, timeout?: number): Promise<void> {
     const waitMs = timeout !== undefined && timeout > 0 ? timeout * 1000 : this.client.options.powerStateChangeTimeoutMs;
-    await this.client.run(ctx, (call) => this.drive(call, target, Date.now() + waitMs), waitMs);
+    await this.client.run(ctx, (call) => drivePower(call, target, Date.now() + waitMs), waitMs);
   }
 
-  private async drive(call: RedfishCall, target: PowerTarget, waitUntil: number): Promise<void> {
-    const system = await getSystem(call);
-    const reset = await resetInfo(call, system);
-    const current = rawPower(system);
-    const on = current === 'On' || current === 'PoweringOn';
-    const run = (types: readonly string[], want: Raw, purpose: string) => this.reset(call, reset, types, want, purpose, waitUntil);
-    switch (target) {
-      case 'power on':
-        if (current === 'On') return;
-        if (current === 'PoweringOn') return this.waitFor(call, 'On', waitUntil);
-        return run(RESET.on, 'On', target);
-      case 'power off':
-        if (current === 'Off') return;
-        return run(RESET.off, 'Off', target);
-      case 'soft power off':
-        if (current === 'Off') return;
-        return run(RESET.softOff, 'Off', target);
-      case 'rebooting':
-        if (!on) return run(RESET.on, 'On', target);
-        if (pick(reset, RESET.reboot)) return run(RESET.reboot, 'On', target);
-        await run(RESET.off, 'Off', target);
-        return run(RESET.on, 'On', target);
-      case 'soft rebooting':
-        if (!on) return run(RESET.on, 'On', target);
-        if (pick(reset, RESET.softReboot)) return run(RESET.softReboot, 'On', target);
-        await run(RESET.softOff, 'Off', target);
-        return run(RESET.on, 'On', target);
-    }
-  }
 
   /** What the BMC's advertised reset types allow. */
   async getSupportedPowerStates(ctx: DriverContext): Promise<PowerTarget[]> {
@@ -114,31 +149,5 @@ export class RedfishPower implements PowerInterface {
     return out;
   }
 
-  private async reset(call: RedfishCall, reset: ResetInfo, prefs: readonly string[], want: Raw, purpose: string, waitUntil: number): Promise<void> {
-    const type = pick(reset, prefs);
-    if (!type) {
-      throw new BmcRejected(`The BMC at ${call.info.origin} offers no reset type for "${purpose}" (wanted one of ${prefs.join(', ')}; it offers ${reset.allowed?.join(', ') || 'none'}).`);
-    }
-    const what = `Redfish ${type} reset of ${call.info.origin}${reset.target}`;
-    const r = await call.send('POST', reset.target, { body: { ResetType: type } });
-    if (r.status < 200 || r.status >= 300) {
-      // Some BMCs refuse a reset to the state the node is already in.
-      if ((r.status === 400 || r.status === 409) && rawPower(await getSystem(call)) === want) return;
-      throw statusError(r, what);
-    }
-    call.log.debug({ bmc: call.info.origin, resetType: type }, 'Redfish reset sent');
-    await this.waitFor(call, want, waitUntil);
-  }
 
-  private async waitFor(call: RedfishCall, want: Raw, waitUntil: number): Promise<void> {
-    let last = '';
-    for (let i = 0; ; i++) {
-      const delay = POLL_MS[Math.min(i, POLL_MS.length - 1)];
-      if (Date.now() + delay > waitUntil) break;
-      if (delay) await pause(delay, call, `Waiting for ${call.info.origin} to reach ${want}`);
-      last = rawPower(await getSystem(call));
-      if (last === want) return;
-    }
-    throw new BmcTimeout(`The BMC at ${call.info.origin} did not reach PowerState ${want} in time (last seen: ${last || 'unknown'}).`);
-  }
 }

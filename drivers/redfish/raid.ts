@@ -9,9 +9,9 @@
  * raid_config lists the RAID volumes the BMC has.
  */
 import { MissingParameterValue, InvalidParameterValue, RaidConfigError } from '../../common/errors.js';
-import { validateRaidConfig } from '../../common/raid.js';
+import { raidTimestamp, validateRaidConfig } from '../../common/raid.js';
 import { bootAgent } from '../deploy/agent-base.js';
-import type { GenericInterface } from '../interfaces.js';
+import type { RaidInterface } from '../interfaces.js';
 import type { StepArgInfo, StepContext, StepDeclaration, StepRun } from '../steps.js';
 import { statusError, type RedfishCall, type RedfishClient, type Reply } from './client.js';
 import { convertDriveUnits, filterLogicalDisks, findConfiguration, raidLevelOf, RAID_LEVELS, type LogicalDisk, type PhysicalDisk } from './raid-plan.js';
@@ -84,18 +84,19 @@ function applyTimeOf(collection: Json): ApplyTime {
   return null;
 }
 
-/** Python's str(datetime.utcnow()), as Ironic's raid_config.last_updated shows it. */
-function pythonNow(): string {
-  return `${new Date().toISOString().replace('T', ' ').replace('Z', '')}000`;
-}
 
-export class RedfishRaid implements GenericInterface {
+export class RedfishRaid implements RaidInterface {
   readonly supported = true;
   readonly steps: readonly StepDeclaration[];
 
-  constructor(private readonly client: RedfishClient) {
+  constructor(protected readonly client: RedfishClient) {
+    this.steps = this.declareSteps();
+  }
+
+  /** The steps this interface offers (a vendor's interface adjusts them). */
+  protected declareSteps(): StepDeclaration[] {
     const afterReboot = (ctx: StepContext) => this.checkRaidConfigs(ctx);
-    this.steps = [
+    return [
       {
         step: 'create_configuration', priority: { clean: 0 }, abortable: false, argsInfo: CREATE_ARGS,
         run: (ctx, args) => this.create(ctx, args, true), afterReboot,
@@ -346,5 +347,5 @@ async function currentRaidConfig(call: RedfishCall): Promise<Record<string, unkn
       logicalDisks.push({ id: str(v.Id) ?? path, name: str(v.Name), controller: s.id, size_gb: Math.floor((num(v.CapacityBytes) ?? 0) / GI), raid_level: level });
     }
   }
-  return { logical_disks: logicalDisks, last_updated: pythonNow() };
+  return { logical_disks: logicalDisks, last_updated: raidTimestamp() };
 }

@@ -5,6 +5,7 @@
  * extensions (`extensions/`). Everything is timers and promises, nothing polls, so a thousand
  * agents cost little when idle.
  */
+import type { SoftRaidDevice } from './raid.js';
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
@@ -14,6 +15,7 @@ import type { SystemState } from '../redfish/state.js';
 import { serveApi, type ApiAgent } from './api.js';
 import { executeCommand, type Command, type Extension } from './extensions/base.js';
 import { cleanExtension } from './extensions/clean.js';
+import { serviceExtension } from './extensions/service.js';
 import { deployExtension } from './extensions/deploy.js';
 import { imageExtension } from './extensions/image.js';
 import { logExtension } from './extensions/log.js';
@@ -90,6 +92,7 @@ export class AgentHost implements ApiAgent {
   private tls: boolean;
   lockedDown = false;
   disk: DiskState | null = null;
+  softwareRaid: SoftRaidDevice[] | null = null;
   configdriveImage: Buffer | null = null;
   private instanceRunning = false;
   hwVersion = HARDWARE_MANAGER_VERSION;
@@ -106,6 +109,7 @@ export class AgentHost implements ApiAgent {
   ) {
     this.extensions = {
       clean: cleanExtension(this),
+      service: serviceExtension(this),
       deploy: deployExtension(this),
       standby: standbyExtension(this),
       image: imageExtension(this),
@@ -443,6 +447,7 @@ export class AgentHost implements ApiAgent {
       calls: [...this.calls],
       lockedDown: this.lockedDown,
       disk: this.disk ? { ...this.disk } : null,
+      softwareRaid: this.softwareRaid ? this.softwareRaid.map((d) => ({ ...d, holders: [...d.holders] })) : null,
       instance: this.disk ? { running: this.instanceRunning, imageUrl: this.disk.imageUrl } : null,
       faults: { ...this.faults },
     };

@@ -74,7 +74,7 @@ export async function serveApi(agent: ApiAgent, req: IncomingMessage, res: Serve
   }
   const params = o.params as Record<string, unknown>;
   const step = (params.step as { step?: unknown } | undefined)?.step;
-  bump(agent.received, /\.execute_(deploy|clean)_step$/.test(o.name) && typeof step === 'string' ? `${o.name}/${step}` : o.name);
+  bump(agent.received, /\.execute_(deploy|clean|service)_step$/.test(o.name) && typeof step === 'string' ? `${o.name}/${step}` : o.name);
   let cmd: Command;
   try {
     cmd = agent.execute(life, o.name, params);

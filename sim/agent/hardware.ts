@@ -11,6 +11,8 @@ import {
   EXTRA_HARDWARE_MANAGER,
   EXTRA_HARDWARE_MANAGER_VERSION,
   HARDWARE_MANAGER,
+  SERVICE_STEPS,
+  servicingError,
   cleaningError,
   deploymentError,
   executionError,
@@ -20,6 +22,10 @@ import {
   type Step,
 } from './ipa.js';
 import { sleep, type Life } from './life.js';
+import type { InventoryDisk } from './inventory.js';
+import { applyConfiguration, createConfiguration, deleteConfiguration, type RaidHost } from './raid.js';
+
+const STEPS = { clean: CLEAN_STEPS, deploy: DEPLOY_STEPS, service: SERVICE_STEPS } as const;
 
 /** How long steps without real work take. */
 const STEP_MS: Record<string, number> = { erase_devices: 1000, erase_devices_metadata: 100, erase_devices_express: 200 };
@@ -41,16 +47,27 @@ export function hardwareVersions(agent: ExtensionAgent): Record<string, string> 
 }
 
 /** `get_clean_steps` / `get_deploy_steps` of every manager, with the agent's versions. */
-export function listSteps(agent: ExtensionAgent, kind: 'clean' | 'deploy'): unknown {
+export function listSteps(agent: ExtensionAgent, kind: 'clean' | 'deploy' | 'service'): unknown {
   const coreos = kind === 'deploy' && agent.env.coreosInstaller ? { [COREOS_MANAGER]: COREOS_DEPLOY_STEPS.map((s) => ({ ...s })) } : {};
   const extra = kind === 'clean' ? extraCleanSteps(agent) : [];
   return {
     [`${kind}_steps`]: {
-      [HARDWARE_MANAGER]: (kind === 'clean' ? CLEAN_STEPS : DEPLOY_STEPS).map((s) => (kind === 'clean' && s.step === agent.faults.unabortableStep ? { ...s, abortable: false } : { ...s })),
+      [HARDWARE_MANAGER]: STEPS[kind].map((s) => (kind === 'clean' && s.step === agent.faults.unabortableStep ? { ...s, abortable: false } : { ...s })),
       ...coreos,
       ...(extra.length ? { [EXTRA_HARDWARE_MANAGER]: extra } : {}),
     },
     hardware_manager_version: hardwareVersions(agent),
+  };
+}
+
+/** The host as the RAID steps see it: its disks, which hold partitions, its md devices (changed on a copy until the step ends). */
+function raidHost(agent: ExtensionAgent): RaidHost {
+  const disks = (agent.facts.inventory.disks as InventoryDisk[] | undefined) ?? [];
+  const current = agent.softwareRaid;
+  return {
+    disks,
+    partitioned: () => [...new Set([...(agent.disk && agent.facts.rootDisk ? [agent.facts.rootDisk.name] : []), ...(current ?? []).flatMap((d) => d.holders)])],
+    softwareRaid: current,
   };
 }
 
@@ -62,12 +79,12 @@ function canonical(v: unknown): string {
 }
 
 function isKnownStep(agent: ExtensionAgent, name: string): boolean {
-  if ([...CLEAN_STEPS, ...DEPLOY_STEPS, ...extraCleanSteps(agent)].some((s) => s.step === name)) return true;
+  if ([...CLEAN_STEPS, ...DEPLOY_STEPS, ...SERVICE_STEPS, ...extraCleanSteps(agent)].some((s) => s.step === name)) return true;
   return agent.env.coreosInstaller && COREOS_DEPLOY_STEPS.some((s) => s.step === name);
 }
 
 /** `execute_clean_step` / `execute_deploy_step`, with the step faults. */
-export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy', params: Record<string, unknown>, life: Life): Promise<unknown> {
+export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy' | 'service', params: Record<string, unknown>, life: Life): Promise<unknown> {
   const given = params[`${kind}_version`];
   if (given !== undefined && given !== null) {
     if (agent.faults.versionMismatch) {
@@ -83,7 +100,7 @@ export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy
   // IPA dispatches a step to whichever manager has its method.
   if (!isKnownStep(agent, name)) throw methodNotFound(name);
   const args: Record<string, unknown> = { ...params, ...((step.args as Record<string, unknown> | undefined) ?? {}) };
-  const fail = kind === 'clean' ? cleaningError : deploymentError;
+  const fail = { clean: cleaningError, deploy: deploymentError, service: servicingError }[kind];
   const f = agent.faults;
   if (f.hangStep === name) return new Promise<never>(() => undefined);
   let result: unknown = null;
@@ -108,6 +125,19 @@ export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy
     work = () => {
       agent.disk = installed;
     };
+  } else if (name === 'create_configuration' || name === 'delete_configuration' || name === 'apply_configuration') {
+    // Built before the step's time passes, so that a refusal fails it at once, as IPA's checks do.
+    const host = raidHost(agent);
+    const node = (args.node ?? {}) as Record<string, unknown>;
+    const built = name === 'create_configuration' ? createConfiguration(host, node)
+      : name === 'delete_configuration' ? deleteConfiguration(host) : applyConfiguration(host, node, args.raid_config, args.delete_existing);
+    const devices = host.softwareRaid;
+    work = () => {
+      agent.softwareRaid = devices;
+      // The disks were repartitioned: what was written on them is gone.
+      if (name !== 'delete_configuration' && devices) agent.disk = null;
+    };
+    result = built;
   } else if (name.startsWith('erase_devices')) {
     work = () => {
       agent.disk = null;
@@ -124,5 +154,5 @@ export async function executeStep(agent: ExtensionAgent, kind: 'clean' | 'deploy
   await sleep(life, busyMs);
   if (f.failStep === name) throw fail(f.failMessage ?? `Simulated failure of step ${name}`);
   work();
-  return kind === 'clean' ? { clean_result: result, clean_step: step } : { deploy_result: result, deploy_step: step };
+  return { [`${kind}_result`]: result, [`${kind}_step`]: step };
 }

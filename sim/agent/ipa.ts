@@ -29,6 +29,7 @@ export const agentIsBusy = (command: string) => new IpaError('AgentIsBusy', 409,
 export const executionError = (details: string) => new IpaError('CommandExecutionError', 500, 'Command execution failed', details);
 export const cleaningError = (details: string) => new IpaError('CleaningError', 500, 'Clean step failed', details);
 export const deploymentError = (details: string) => new IpaError('DeploymentError', 500, 'Deploy step failed', details);
+export const servicingError = (details: string) => new IpaError('ServicingError', 500, 'Service step failed', details);
 export const methodNotFound = (method: string) => new IpaError('HardwareManagerMethodNotFound', 500, 'No HardwareManager found to handle method', `Could not find method: ${method}`);
 export const versionMismatch = (agent: Record<string, string>, node: unknown) =>
   new IpaError('VersionMismatch', 409, 'Hardware managers version mismatch, reload agent with correct version', `Current versions: ${pyRepr(agent)}, versions used by ironic: ${pyRepr(node)}`);
@@ -87,6 +88,17 @@ export const CLEAN_STEPS: readonly Step[] = [
   cleanStep('burnin_cpu', 0),
   cleanStep('burnin_gpu', 0),
   cleanStep('burnin_disk', 0),
+  cleanStep('burnin_memory', 0),
+  cleanStep('burnin_network', 0),
+];
+
+/** GenericHardwareManager.get_service_steps (none of the destructive erase steps: the node holds its instance). */
+export const SERVICE_STEPS: readonly Step[] = [
+  cleanStep('delete_configuration', 0, 'raid'),
+  { ...cleanStep('apply_configuration', 0, 'raid'), abortable: undefined, argsinfo: { raid_config: { description: 'The RAID configuration to apply.', required: true }, delete_existing: { description: "Setting this to 'True' indicates to delete existing RAID configuration prior to creating the new configuration. Default value is 'True'.", required: false } } },
+  cleanStep('create_configuration', 0, 'raid'),
+  cleanStep('burnin_cpu', 0),
+  cleanStep('burnin_gpu', 0),
   cleanStep('burnin_memory', 0),
   cleanStep('burnin_network', 0),
 ];

@@ -1,6 +1,7 @@
 /**
  * Options, fault knobs and the witness read-out of the ironic-python-agent simulator.
  */
+import type { SoftRaidDevice } from './raid.js';
 import type { Dispatcher } from 'undici';
 import type { SimBmc } from '../redfish/state.js';
 import type { IsoCmdlineReader } from './iso-cmdline.js';
@@ -224,6 +225,8 @@ export interface AgentWitness {
   /** The agent locked itself down (system.lockdown): no API, no heartbeats. */
   lockedDown: boolean;
   disk: DiskState | null;
+  /** The software RAID devices on the host's disks (raid steps), or null. */
+  softwareRaid: SoftRaidDevice[] | null;
   /** What the host runs from its disk; null when the disk is empty. */
   instance: { running: boolean; imageUrl: string } | null;
   faults: AgentFaults;

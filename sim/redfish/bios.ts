@@ -142,6 +142,23 @@ export class Bios {
     return null;
   }
 
+  /** Whether settings wait for the system's next boot (a pending configuration job, on an iDRAC). */
+  hasPending(system: SystemState): boolean {
+    const s = this.states.get(system);
+    return s !== undefined && (s.resetPending || Object.keys(s.pending).length > 0);
+  }
+
+  /** Drops what waits for the next boot (an iDRAC's job queue cleared); the names of the attributes dropped. */
+  discardPending(bmc: SimBmc, system: SystemState): string[] {
+    const s = this.states.get(system);
+    if (!s || (!s.resetPending && Object.keys(s.pending).length === 0)) return [];
+    const dropped = Object.keys(s.pending);
+    s.pending = {};
+    s.resetPending = false;
+    bmc.event('bios', { change: 'discarded', dropped });
+    return dropped;
+  }
+
   /** The system booted: a factory reset, then the pending attributes, take effect (except those the faults drop). */
   booted(bmc: SimBmc, system: SystemState): void {
     const s = this.states.get(system);

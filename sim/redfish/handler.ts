@@ -12,6 +12,7 @@ import { UpdateService } from './update-service.js';
 import { VirtualMedia, type ImageCheck, type Reply } from './vmedia.js';
 import { EventService } from './events.js';
 import { Bios } from './bios.js';
+import { DellOem, type DellEnv } from './dell.js';
 
 export interface Credentials {
   username: string;
@@ -76,6 +77,8 @@ export class RedfishHandler {
   readonly bios: Bios;
   readonly storage: Storage;
   readonly updates: UpdateService;
+  /** The Dell OEM services, when the model is an iDRAC. */
+  readonly dell: DellOem | null;
   /** Requests seen on each connection, for RequestOrigin.conn. */
   private readonly onSocket = new WeakMap<object, number>();
 
@@ -91,6 +94,7 @@ export class RedfishHandler {
     this.bios = new Bios(model);
     this.storage = new Storage(model, storage);
     this.updates = new UpdateService(model);
+    this.dell = model.dellManager ? new DellOem(model.dellManager) : null;
   }
 
   private system(bmc: SimBmc, p: string): SystemState {
@@ -117,7 +121,7 @@ export class RedfishHandler {
   async handle(bmc: SimBmc, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = req.url ?? '/';
     const method = req.method ?? 'GET';
-    if (bmc.faults.powerLost) {
+    if (bmc.faults.powerLost || this.dell?.resetting(bmc)) {
       // No BMC to answer: the connection drops at once, and nothing is counted.
       req.socket.destroy();
       return;
@@ -202,6 +206,10 @@ export class RedfishHandler {
       return reply(res, this.vmedia.ejectAction(bmc, action.slot, body));
     }
     if (this.events.handles(p)) return reply(res, this.events.handle(bmc, method, p, body));
+    if (this.dell?.owns(p)) {
+      const answer = this.dell.route(bmc, method, p, body, this.dellEnv(bmc));
+      if (answer) return reply(res, answer);
+    }
     const bios = this.bios.route(bmc, method, p, body, (sys) => this.system(bmc, sys));
     if (bios) return reply(res, bios);
     const storage = this.storage.route(bmc, method, p, body);
@@ -210,6 +218,17 @@ export class RedfishHandler {
     const text = this.model.get(p, query, bmc.index);
     if (text === null) return send(res, 404, redfishError('ResourceMissingAtURI', `The resource at the URI ${url} was not found.`));
     send(res, 200, this.updates.decorate(bmc, p, text));
+  }
+
+  /** What the Dell OEM services need of this BMC's system, BIOS and storage. */
+  private dellEnv(bmc: SimBmc): DellEnv {
+    const [systemPath] = this.model.systemPaths;
+    return {
+      systemPath,
+      system: (p) => this.system(bmc, p),
+      biosPending: (s) => this.bios.hasPending(s),
+      discardPending: (s) => ({ bios: this.bios.discardPending(bmc, s), volumes: this.storage.discardPending(bmc) }),
+    };
   }
 
   private login(bmc: SimBmc, res: ServerResponse, body: string): void {
@@ -319,9 +338,29 @@ export class RedfishHandler {
         bmc.event('refused', { call: 'PATCH Boot', status: 400, messageId: 'PropertyValueNotInList', boot: b, ...origin });
         return send(res, 400, redfishError('PropertyValueNotInList', problem, ['#/Boot']));
       }
+      if (b.HttpBootUri !== undefined) {
+        // HttpBootUri goes with UEFI HTTP boot: a BMC without that target has no such property.
+        const refusal = !allowed.includes('UefiHttp')
+          ? { id: 'PropertyUnknown', text: 'The property HttpBootUri is not in the list of valid properties for the resource.' }
+          : b.HttpBootUri !== null && typeof b.HttpBootUri !== 'string'
+            ? { id: 'PropertyValueTypeError', text: `The value ${JSON.stringify(b.HttpBootUri)} for the property HttpBootUri is of a different type than the property can accept.` }
+            : typeof b.HttpBootUri === 'string' && b.HttpBootUri !== '' && !/^https?:\/\/[^/\s]+/i.test(b.HttpBootUri)
+              ? { id: 'PropertyValueFormatError', text: `The value ${JSON.stringify(b.HttpBootUri)} for the property HttpBootUri is of a different format than the property can accept.` }
+              : null;
+        if (refusal) {
+          bmc.event('refused', { call: 'PATCH Boot', status: 400, messageId: refusal.id, boot: b, ...origin });
+          return send(res, 400, redfishError(refusal.id, refusal.text, ['#/Boot/HttpBootUri']));
+        }
+        next.HttpBootUri = b.HttpBootUri === '' ? null : (b.HttpBootUri as string | null);
+      }
       s.boot = next;
+      // A standard override names real devices: `Cd` is the physical drive again on an old iDRAC.
+      s.virtualCd = false;
       s.version++;
-      bmc.event('boot-override', { target: next.BootSourceOverrideTarget, enabled: next.BootSourceOverrideEnabled, mode: next.BootSourceOverrideMode, ...origin });
+      bmc.event('boot-override', {
+        target: next.BootSourceOverrideTarget, enabled: next.BootSourceOverrideEnabled, mode: next.BootSourceOverrideMode,
+        ...(next.HttpBootUri ? { httpBootUri: next.HttpBootUri } : {}), ...origin,
+      });
     }
     send(res, 204);
   }

@@ -8,6 +8,7 @@ import { defaultBoot, emptyMedia, STANDARD_BOOT_TARGETS, type MediaSlot, type Si
 import { NO_QUIRKS, type VmediaQuirks } from './quirks.js';
 import type { MediaState, SystemState } from './state.js';
 import { SIM_BIOS_VERSION, SIM_BMC_VERSION } from './update-service.js';
+import { dellManagerExtras } from './dell.js';
 
 /** Which sensor resources the chassis offers: legacy Thermal/Power, the newer Sensors, or both. */
 export type ChassisModel = 'both' | 'legacy' | 'sensors';
@@ -17,6 +18,8 @@ const SYSTEM = `${V1}/Systems/System.Embedded.1`;
 const ENCLOSURE = `${V1}/Chassis/Enclosure`;
 const BOARD = `${V1}/Chassis/Baseboard`;
 const MANAGER = `${V1}/Managers/BMC`;
+/** An iDRAC's manager: its Id is the FQDD its configuration profiles name. */
+const IDRAC_MANAGER = `${V1}/Managers/iDRAC.Embedded.1`;
 const SESSIONS = `${V1}/SessionService/Sessions`;
 const RESET_TYPES = ['On', 'ForceOff', 'GracefulShutdown', 'GracefulRestart', 'ForceRestart', 'Nmi', 'ForceOn', 'PushPowerButton'];
 const BOOT_TARGETS = STANDARD_BOOT_TARGETS.filter((t) => t !== 'UefiTarget');
@@ -258,7 +261,7 @@ function nicBody(id: string, mac: string, nic: (typeof NICS)[number]): object {
  * Static bodies by normalised path; an expanded variant (`$expand=.($levels=1)`: a resource's
  * own subordinate resources inline, not its Links) under `<path>?expand` when `expand` is on.
  */
-function buildStatic(model: ChassisModel, expand: boolean, vmedia: string): Map<string, string> {
+function buildStatic(model: ChassisModel, expand: boolean, vmedia: string, manager: string, idrac: number): Map<string, string> {
   const m = new Map<string, string>();
   const put = (path: string, body: object) => m.set(path.toLowerCase(), JSON.stringify(body));
   put('/redfish', { v1: `${V1}/` });
@@ -306,7 +309,7 @@ function buildStatic(model: ChassisModel, expand: boolean, vmedia: string): Map<
     Name: 'Enclosure',
     ChassisType: 'RackMount',
     Status: status(),
-    Links: { Contains: [ref(BOARD)], ComputerSystems: [ref(SYSTEM)], ManagedBy: [ref(MANAGER)] },
+    Links: { Contains: [ref(BOARD)], ComputerSystems: [ref(SYSTEM)], ManagedBy: [ref(manager)] },
   });
   const board: Record<string, unknown> = {
     '@odata.type': '#Chassis.v1_14_0.Chassis',
@@ -315,7 +318,7 @@ function buildStatic(model: ChassisModel, expand: boolean, vmedia: string): Map<
     Name: 'System Board',
     ChassisType: 'Card',
     Status: status(),
-    Links: { ContainedBy: ref(ENCLOSURE), ComputerSystems: [ref(SYSTEM)], ManagedBy: [ref(MANAGER)] },
+    Links: { ContainedBy: ref(ENCLOSURE), ComputerSystems: [ref(SYSTEM)], ManagedBy: [ref(manager)] },
   };
   const boardExpanded: Record<string, unknown> = { ...board };
   if (model !== 'sensors') {
@@ -345,17 +348,20 @@ function buildStatic(model: ChassisModel, expand: boolean, vmedia: string): Map<
   }
   put(BOARD, board);
   if (expand) put(`${BOARD}?expand`, boardExpanded);
-  put(`${V1}/Managers`, collection('Manager', `${V1}/Managers`, 'Manager Collection', [MANAGER]));
-  put(MANAGER, {
+  put(`${V1}/Managers`, collection('Manager', `${V1}/Managers`, 'Manager Collection', [manager]));
+  const dell = idrac ? dellManagerExtras(manager) : null;
+  put(manager, {
     '@odata.type': '#Manager.v1_10_0.Manager',
-    '@odata.id': MANAGER,
-    Id: 'BMC',
-    Name: 'Simulated BMC',
+    '@odata.id': manager,
+    Id: manager.slice(manager.lastIndexOf('/') + 1),
+    Name: idrac ? 'Manager' : 'Simulated BMC',
+    ...(idrac ? { Model: '15G Monolithic' } : {}),
     ManagerType: 'BMC',
-    FirmwareVersion: SIM_BMC_VERSION,
+    FirmwareVersion: bmcVersion(idrac),
     Status: status(),
-    ...(vmedia.startsWith(MANAGER) ? { VirtualMedia: ref(vmedia) } : {}),
-    Links: { ManagerForServers: [ref(SYSTEM)], ManagerForChassis: [ref(ENCLOSURE), ref(BOARD)] },
+    ...(vmedia.startsWith(manager) ? { VirtualMedia: ref(vmedia) } : {}),
+    Links: { ManagerForServers: [ref(SYSTEM)], ManagerForChassis: [ref(ENCLOSURE), ref(BOARD)], ...(dell?.Links ?? {}) },
+    ...(dell ? { Actions: dell.Actions } : {}),
   });
   put(`${V1}/SessionService`, {
     '@odata.type': '#SessionService.v1_1_8.SessionService',
@@ -384,11 +390,16 @@ function buildStatic(model: ChassisModel, expand: boolean, vmedia: string): Map<
 }
 
 const STATIC_CACHE = new Map<string, Map<string, string>>();
+
+/** The manager's firmware version: an iDRAC's names its major version. */
+function bmcVersion(idrac: number): string {
+  return idrac ? `${idrac}.10.50.00` : SIM_BMC_VERSION;
+}
 const TRANSFER_PROTOCOLS = ['CIFS', 'FTP', 'SFTP', 'HTTP', 'HTTPS', 'NFS', 'SCP', 'TFTP', 'OEM'];
 
 /** The two slots, where the quirks put them: a CD/DVD drive and a USB stick. */
-function syntheticSlots(q: Readonly<VmediaQuirks>): Array<MediaSlot & { name: string; slotId: string }> {
-  const base = q.underSystems ? `${SYSTEM}/VirtualMedia` : `${MANAGER}/VirtualMedia`;
+function syntheticSlots(q: Readonly<VmediaQuirks>, manager: string): Array<MediaSlot & { name: string; slotId: string }> {
+  const base = q.underSystems ? `${SYSTEM}/VirtualMedia` : `${manager}/VirtualMedia`;
   const ids = q.underSystems ? ['1', '2'] : ['Cd', 'USB'];
   const defs = [
     { slotId: ids[0], name: 'Virtual CD', mediaTypes: q.dvdOnly ? ['DVD'] : ['CD', 'DVD'] },
@@ -421,6 +432,9 @@ export class SyntheticModel implements SimModel {
   private readonly vmediaPath: string;
   readonly biosOf: ReadonlyMap<string, string> = new Map([[SYSTEM.toLowerCase(), `${SYSTEM}/Bios`]]);
   private readonly bootTargetList: readonly string[];
+  private readonly manager: string;
+  readonly dellManager?: string;
+  readonly bmcFirmwareVersion: string;
 
   /**
    * `expand`: the service root advertises `$expand=.` and chassis and collections honour it.
@@ -433,12 +447,15 @@ export class SyntheticModel implements SimModel {
     private readonly fleet = 0,
     private readonly quirks: Readonly<VmediaQuirks> = NO_QUIRKS,
   ) {
-    this.vmediaPath = quirks.underSystems ? `${SYSTEM}/VirtualMedia` : `${MANAGER}/VirtualMedia`;
-    const slots = syntheticSlots(quirks);
-    const key = `${model}:${String(expand)}:${this.vmediaPath}:${slots.map((sl) => sl.mediaTypes.join('+')).join(',')}`;
+    this.manager = quirks.idrac ? IDRAC_MANAGER : MANAGER;
+    if (quirks.idrac) this.dellManager = IDRAC_MANAGER;
+    this.bmcFirmwareVersion = bmcVersion(quirks.idrac);
+    this.vmediaPath = quirks.underSystems ? `${SYSTEM}/VirtualMedia` : `${this.manager}/VirtualMedia`;
+    const slots = syntheticSlots(quirks, this.manager);
+    const key = `${model}:${String(expand)}:${this.vmediaPath}:${quirks.idrac}:${slots.map((sl) => sl.mediaTypes.join('+')).join(',')}`;
     let bodies = STATIC_CACHE.get(key);
     if (!bodies) {
-      bodies = buildStatic(model, expand, this.vmediaPath);
+      bodies = buildStatic(model, expand, this.vmediaPath, this.manager, quirks.idrac);
       bodies.set(this.vmediaPath.toLowerCase(), JSON.stringify(collection('VirtualMedia', this.vmediaPath, 'Virtual Media Services', slots.map((sl) => sl.id))));
       STATIC_CACHE.set(key, bodies);
     }
@@ -504,14 +521,15 @@ export class SyntheticModel implements SimModel {
       Id: 'System.Embedded.1',
       Name: 'Simulated server',
       SystemType: 'Physical',
-      Manufacturer: 'Galvanic',
-      Model: 'Redfish simulator',
+      Manufacturer: this.quirks.idrac ? 'Dell Inc.' : 'Galvanic',
+      Model: this.quirks.idrac ? 'PowerEdge R650' : 'Redfish simulator',
       SerialNumber: `SIM${String(bmcIndex).padStart(6, '0')}`,
       UUID: uuid,
       Status: status(),
       PowerState: state.power,
       BiosVersion: SIM_BIOS_VERSION,
       Boot: {
+        HttpBootUri: null,
         ...state.boot,
         'BootSourceOverrideTarget@Redfish.AllowableValues': this.bootTargetList,
         'BootSourceOverrideMode@Redfish.AllowableValues': ['Legacy', 'UEFI'],
@@ -524,7 +542,7 @@ export class SyntheticModel implements SimModel {
       Storage: ref(`${SYSTEM}/Storage`),
       Bios: ref(`${SYSTEM}/Bios`),
       ...(this.quirks.underSystems ? { VirtualMedia: ref(this.vmediaPath) } : {}),
-      Links: { Chassis: [ref(ENCLOSURE), ref(BOARD)], ManagedBy: [ref(MANAGER)] },
+      Links: { Chassis: [ref(ENCLOSURE), ref(BOARD)], ManagedBy: [ref(this.manager)] },
       Actions: {
         '#ComputerSystem.Reset': { target: `${SYSTEM}/Actions/ComputerSystem.Reset`, 'ResetType@Redfish.AllowableValues': RESET_TYPES },
       },

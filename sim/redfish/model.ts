@@ -46,6 +46,10 @@ export interface SimModel {
   get(path: string, query: string, bmcIndex: number): string | null;
   /** Normalised system path → `@odata.id` of its Bios, for the systems whose BIOS is simulated (bios.ts). */
   readonly biosOf?: ReadonlyMap<string, string>;
+  /** `@odata.id` of the manager whose Dell OEM services the simulator serves (an iDRAC, dell.ts). */
+  readonly dellManager?: string;
+  /** The manager's firmware version, where the model says (the UpdateService's BMC starts from it). */
+  readonly bmcFirmwareVersion?: string;
   /** Paths that answer without authentication (service root and friends). */
   isPublic(path: string): boolean;
 }

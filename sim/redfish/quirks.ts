@@ -28,6 +28,12 @@ export interface VmediaQuirks {
   noEjectAction: boolean;
   /** sushy-tools: InsertMedia into an inserted slot replaces the image (default: 400 ResourceInUse). */
   replaceInserted: boolean;
+  /**
+   * Dell iDRAC, the major version of its firmware (0: not an iDRAC): the synthetic BMC is a
+   * PowerEdge with the Dell OEM services (dell.ts). Before version 6 a `Cd` override boots the
+   * physical optical drive; only the OEM configuration import's `VCD-DVD` boots the virtual CD.
+   */
+  idrac: number;
 }
 
 export const NO_QUIRKS: Readonly<VmediaQuirks> = Object.freeze({
@@ -42,6 +48,7 @@ export const NO_QUIRKS: Readonly<VmediaQuirks> = Object.freeze({
   ejectInProgressMs: 0,
   noEjectAction: false,
   replaceInserted: false,
+  idrac: 0,
 });
 
 /** Seconds a timed quirk lasts when its name carries no `=SECONDS`. */
@@ -63,10 +70,13 @@ const TIMED: Record<string, keyof VmediaQuirks> = {
   'eject-in-progress': 'ejectInProgressMs',
 };
 
-export const QUIRK_NAMES = [...Object.keys(FLAGS), ...Object.keys(TIMED)];
+/** An iDRAC's firmware major version when `idrac` names none (iDRAC 9 with 5.x firmware). */
+const DEFAULT_IDRAC_VERSION = 5;
+
+export const QUIRK_NAMES = [...Object.keys(FLAGS), ...Object.keys(TIMED), 'idrac'];
 
 /**
- * Parses quirk names, each optionally `=SECONDS` for the timed ones.
+ * Parses quirk names, each optionally `=SECONDS` for the timed ones (`idrac=MAJOR` for the iDRAC).
  * @throws Error naming an unknown quirk or a bad duration
  */
 export function parseQuirks(names: readonly string[]): VmediaQuirks {
@@ -75,7 +85,11 @@ export function parseQuirks(names: readonly string[]): VmediaQuirks {
     const item = raw.trim();
     if (!item) continue;
     const [name, arg] = item.split('=', 2);
-    if (name in TIMED) {
+    if (name === 'idrac') {
+      const major = arg === undefined ? DEFAULT_IDRAC_VERSION : Number(arg);
+      if (!Number.isInteger(major) || major < 1) throw new Error(`quirk idrac: "${arg}" is not a firmware major version`);
+      q.idrac = major;
+    } else if (name in TIMED) {
       const seconds = arg === undefined ? DEFAULT_QUIRK_SECONDS : Number(arg);
       if (!Number.isFinite(seconds) || seconds < 0) throw new Error(`quirk ${name}: "${arg}" is not a number of seconds`);
       (q as unknown as Record<string, number>)[TIMED[name]] = seconds * 1000;

@@ -46,6 +46,8 @@ export interface SimFaults {
   powerLost: boolean;
   /** BIOS attributes whose pending values the next boot leaves unapplied (a settings job that fails for them). */
   biosUnapplied: string[];
+  /** iDRAC (quirk `idrac`): how long the BMC is gone after an iDRACReset, then not ready for a quarter of it. */
+  idracResetMs: number;
 }
 
 export const DEFAULT_FAULTS: Readonly<SimFaults> = Object.freeze({
@@ -66,6 +68,7 @@ export const DEFAULT_FAULTS: Readonly<SimFaults> = Object.freeze({
   insertMediaStatus: 0,
   powerLost: false,
   biosUnapplied: [],
+  idracResetMs: 1500,
 });
 
 export type PowerState = 'On' | 'Off' | 'PoweringOn' | 'PoweringOff';
@@ -74,6 +77,8 @@ export interface BootOverride {
   BootSourceOverrideTarget: string;
   BootSourceOverrideEnabled: string;
   BootSourceOverrideMode: string;
+  /** The URI a `UefiHttp` boot fetches; absent or null: the one DHCP would name (none here). */
+  HttpBootUri?: string | null;
 }
 
 /** What a powered-on system runs, as the last boot left it. */
@@ -102,6 +107,11 @@ export interface SystemState {
   timer?: NodeJS.Timeout;
   /** Null while off. */
   running: Running | null;
+  /**
+   * iDRAC before firmware 6: whether the `Cd` override points at the virtual CD (set through the
+   * OEM configuration import's `VCD-DVD`) rather than the physical optical drive.
+   */
+  virtualCd?: boolean;
   /** While a boot is in progress: when it started and how long it takes (ms), for the chain. */
   bootStartedAt?: number;
   bootMs?: number;
@@ -129,7 +139,7 @@ export interface SimEvent {
   /** Epoch ms. */
   at: number;
   type: 'insert' | 'eject' | 'refused' | 'boot-override' | 'reset' | 'boot-started' | 'boot-finished' | 'boot-failed' | 'power-lost' | 'power-restored' | 'agent-started' | 'agent-stopped' | 'vm'
-    | 'subscription-created' | 'subscription-deleted' | 'bios' | 'volume' | 'firmware-task' | 'firmware-activated';
+    | 'subscription-created' | 'subscription-deleted' | 'bios' | 'volume' | 'firmware-task' | 'firmware-activated' | 'idrac';
   [detail: string]: unknown;
 }
 

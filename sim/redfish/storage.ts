@@ -195,6 +195,21 @@ export class Storage {
     }
   }
 
+  /** Drops the volume changes waiting for a boot (an iDRAC's job queue cleared); how many were dropped. */
+  discardPending(bmc: SimBmc): number {
+    const s = this.byBmc.get(bmc);
+    if (!s) return 0;
+    let n = 0;
+    for (const c of s.controllers.values()) {
+      for (const p of c.pending.splice(0)) {
+        n++;
+        s.tasks.delete(p.task);
+        bmc.event('volume', { op: p.op, discarded: true, volume: p.op === 'create' ? p.volume.odataId : p.volume });
+      }
+    }
+    return n;
+  }
+
   /** The answer to a request for a storage resource, or null when the path is not one. */
   route(bmc: SimBmc, method: string, p: string, body: string): Reply | null {
     const layout = this.layout();

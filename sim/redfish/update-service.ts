@@ -106,7 +106,9 @@ export class UpdateService {
   private of(bmc: SimBmc): FirmwareState {
     let s = this.state.get(bmc);
     if (!s) {
-      s = { versions: new Map(SIM_FIRMWARE.map((c) => [c.id, c.version])), pending: new Map(), tasks: new Map(), nextTask: 1 };
+      const versions = new Map(SIM_FIRMWARE.map((c) => [c.id, c.version]));
+      if (this.model.bmcFirmwareVersion) versions.set('BMC', this.model.bmcFirmwareVersion);
+      s = { versions, pending: new Map(), tasks: new Map(), nextTask: 1 };
       this.state.set(bmc, s);
     }
     return s;

@@ -227,9 +227,20 @@ export class VirtualMedia {
     const b = s.boot;
     const override = b.BootSourceOverrideEnabled !== 'Disabled' && b.BootSourceOverrideTarget !== 'None';
     const requested = override ? b.BootSourceOverrideTarget : 'Hdd';
+    const virtualCd = s.virtualCd === true;
     if (b.BootSourceOverrideEnabled === 'Once') {
       s.boot = { ...b, BootSourceOverrideEnabled: 'Disabled', BootSourceOverrideTarget: 'None' };
+      s.virtualCd = false;
       bmc.event('boot-override', { target: 'None', enabled: 'Disabled', mode: s.boot.BootSourceOverrideMode, consumed: true });
+    }
+    // An iDRAC before firmware 6 boots its physical optical drive for `Cd` (empty here, so the
+    // disk): only the OEM import's VCD-DVD points `Cd` at the virtual CD (Ironic's idrac boot).
+    if (requested === 'Cd' && this.quirks.idrac > 0 && this.quirks.idrac < 6 && !virtualCd) return { device: 'Hdd', image: null, slot: null, requested };
+    // UEFI HTTP boot fetches HttpBootUri, in UEFI mode only; without a URI it would ask DHCP, which names none here.
+    if (requested === 'UefiHttp') {
+      const uri = b.HttpBootUri;
+      if (uri && b.BootSourceOverrideMode === 'UEFI') return { device: 'UefiHttp', image: uri, slot: null };
+      return { device: 'Hdd', image: null, slot: null, requested };
     }
     const wanted = requested === 'Cd' || requested === 'UsbCd' ? ['CD', 'DVD'] : requested === 'Usb' ? ['USBStick'] : requested === 'Floppy' ? ['Floppy'] : null;
     if (!wanted) return { device: requested, image: null, slot: null };

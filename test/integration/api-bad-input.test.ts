@@ -322,7 +322,8 @@ const PROVISION_CASES: BadRequest[] = [
   { name: 'deploy_steps that is not a list', ...PROVISION('prov-avail', { target: 'active', deploy_steps: { step: 'deploy' } }), status: 400, message: 'deploy_steps' },
   { name: 'a deploy step of an unknown interface', ...PROVISION('prov-avail', { target: 'active', deploy_steps: [{ interface: 'hyperdrive', step: 'deploy', priority: 100 }] }), status: 400, message: 'interface' },
   { name: 'a deploy step with a negative priority', ...PROVISION('prov-avail', { target: 'active', deploy_steps: [{ interface: 'deploy', step: 'deploy', priority: -1 }] }), status: 400, message: 'priority' },
-  { name: 'a deploy step the node does not have', ...PROVISION('prov-avail', { target: 'active', deploy_steps: [{ interface: 'bios', step: 'apply_configuration', args: {}, priority: 90 }] }), status: 400, message: 'apply_configuration' },
+  // Ironic validates the node's deploy (validate_node) before the user's steps: this node lacks its boot_iso.
+  { name: 'a deploy step the node does not have', ...PROVISION('prov-avail', { target: 'active', deploy_steps: [{ interface: 'bios', step: 'apply_configuration', args: {}, priority: 90 }] }), status: 400, message: 'boot_iso' },
   { name: 'a deploy step without its priority', ...PROVISION('prov-avail', { target: 'active', deploy_steps: [{ interface: 'deploy', step: 'deploy', args: {} }] }), status: 400, message: "'priority' is a required property" },
   { name: 'a deploy step without its args', ...PROVISION('prov-avail', { target: 'active', deploy_steps: [{ interface: 'deploy', step: 'deploy', priority: 100 }] }), status: 400, message: "'args' is a required property" },
   { name: 'a deploy step with a priority that is a word', ...PROVISION('prov-avail', { target: 'active', deploy_steps: [{ interface: 'deploy', step: 'deploy', args: {}, priority: 'high' }] }), status: 400, message: 'priority' },

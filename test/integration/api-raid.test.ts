@@ -61,10 +61,19 @@ describe('RAID configuration API', function () {
     const before = await stored();
     const bad: Array<[unknown, string]> = [
       [{ logical_disks: [{ size_gb: 100, raid_level: '7' }] }, "RAID config validation error: '7' is not one of ['JBOD', '0', '1', '2', '5', '6', '1+0', '5+0', '6+0']"],
-      [{ logical_disks: [{ size_gb: -1, raid_level: '1' }] }, 'RAID config validation error: -1 is not valid under any of the given schemas'],
-      [{ logical_disks: [{ size_gb: 'ALL', raid_level: '1' }] }, "'ALL' is not valid under any of the given schemas"],
+      // jsonschema's best match (4.23, Ironic 2025.1's): inside anyOf, the error of the branch of the value's type.
+      [{ logical_disks: [{ size_gb: -1, raid_level: '1' }] }, 'RAID config validation error: -1 is less than the minimum of 0'],
+      [{ logical_disks: [{ size_gb: 'ALL', raid_level: '1' }] }, "RAID config validation error: 'ALL' is not one of ['MAX']"],
+      [{ logical_disks: [{ size_gb: 1.5, raid_level: '1' }] }, 'RAID config validation error: 1.5 is not valid under any of the given schemas'],
+      [{ logical_disks: [{ size_gb: 1, raid_level: '1', controller: 'c', physical_disks: [{ id: 'd0' }] }] }, "RAID config validation error: {'id': 'd0'} is not of type 'string'"],
+      // Of two errors, the shallower; of siblings, the later property.
+      [{ logical_disks: [{ size_gb: -1, raid_level: '7' }] }, 'RAID config validation error: -1 is less than the minimum of 0'],
+      [{ logical_disks: [{ size_gb: 1, raid_level: '7', speed: 'fast' }] }, "RAID config validation error: Additional properties are not allowed ('speed' was unexpected)"],
+      [{ logical_disks: [{ size_gb: 1, raid_level: '1', zz: 1, speed: 2 }] }, "RAID config validation error: Additional properties are not allowed ('speed', 'zz' were unexpected)"],
+      [{ logical_disks: [{ size_gb: 1, raid_level: 1 }] }, "RAID config validation error: 1 is not of type 'string'"],
+      [{ logical_disks: [{ size_gb: 1, raid_level: '1', volume_name: "it's" }, { size_gb: 'x', raid_level: '1' }] }, "RAID config validation error: 'x' is not one of ['MAX']"],
       [{ logical_disks: [{ raid_level: '1' }] }, "'size_gb' is a required property"],
-      [{ logical_disks: [] }, '[] is too short'],
+      [{ logical_disks: [] }, 'RAID config validation error: [] should be non-empty'],
       [{ disks: [] }, "'logical_disks' is a required property"],
       [{ logical_disks: [{ size_gb: 1, raid_level: '1' }], colour: 'red' }, "Additional properties are not allowed ('colour' was unexpected)"],
       [{ logical_disks: [{ size_gb: 1, raid_level: '1', speed: 'fast' }] }, "('speed' was unexpected)"],
@@ -105,5 +114,23 @@ describe('RAID configuration API', function () {
       'share_physical_disks', 'size_gb', 'volume_name',
     ]);
     expectFault(await call(t, 'GET', '/v1/drivers/no-such-hw/raid/logical_disk_properties'), 404, 'no-such-hw');
+  });
+});
+
+describe('RAID configuration API: the node\'s RAID interface checks what it adds to the schema', function () {
+  const t = suiteApp({ conductor: false, clear: ['nodes'], env: { GALVANIC_DEFAULT__ENABLED_RAID_INTERFACES: 'fake,no-raid,redfish' } });
+
+  it('refuses scsi disks for the redfish RAID interface (Ironic\'s RedfishRAID.validate_raid_config), not for fake', async () => {
+    const scsi = { logical_disks: [{ size_gb: 100, raid_level: '1', interface_type: 'scsi' }] };
+    const redfish = await createNode<{ uuid: string }>(t, {
+      name: 'raid-redfish', driver: 'redfish', raid_interface: 'redfish', driver_info: { redfish_address: 'https://bmc.example.test', redfish_username: 'u', redfish_password: 'p' },
+    }, '1.78');
+    expectFault(await call(t, 'PUT', `/v1/nodes/${redfish.uuid}/states/raid`, { body: scsi }), 400, 'interface type `scsi` not supported by Redfish RAID');
+    expect((await t.tdb.knex('nodes').where('uuid', redfish.uuid).first('target_raid_config')).target_raid_config).to.deep.equal({});
+    // The schema still comes first.
+    expectFault(await call(t, 'PUT', `/v1/nodes/${redfish.uuid}/states/raid`, { body: { logical_disks: [] } }), 400, '[] should be non-empty');
+    const fake = await createNode<{ uuid: string }>(t, { name: 'raid-fake' }, '1.78');
+    const ok = await call(t, 'PUT', `/v1/nodes/${fake.uuid}/states/raid`, { body: scsi });
+    expect(ok.statusCode, ok.body).to.equal(204);
   });
 });

@@ -364,8 +364,8 @@ describe('driver configuration: enabled hardware types and interfaces', function
     });
 
     it('an unknown hardware type or interface is a config error naming the option and the known values', () => {
-      const hw = registryError({ GALVANIC_DEFAULT__ENABLED_HARDWARE_TYPES: 'fake-hardware,idrac' });
-      expect(hw.message).to.include('[DEFAULT] enabled_hardware_types').and.include('"idrac"').and.include('redfish');
+      const hw = registryError({ GALVANIC_DEFAULT__ENABLED_HARDWARE_TYPES: 'fake-hardware,ilo' });
+      expect(hw.message).to.include('[DEFAULT] enabled_hardware_types').and.include('"ilo"').and.include('redfish');
       const power = registryError({ GALVANIC_DEFAULT__ENABLED_POWER_INTERFACES: 'fake,ilo' });
       expect(power.message).to.include('[DEFAULT] enabled_power_interfaces').and.include('"ilo"').and.include('ipmitool');
     });

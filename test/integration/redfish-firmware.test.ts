@@ -11,6 +11,7 @@ import { expect } from 'chai';
 import { AGENT_TEST_ENV, directNodeBody, galvanicAndSim, startFirmwareServer, watchStates } from '../helpers/agent-deploy.js';
 import { createNode, provision, provisionAndSettle, simEvents, type NodeView } from '../helpers/provisioning.js';
 import { setFaults } from '../helpers/redfish.js';
+import { agentWitness } from '../helpers/agent-sim.js';
 
 type Json = Record<string, unknown>;
 
@@ -34,7 +35,7 @@ describe('redfish firmware interface: UpdateService, firmware.update and GET fir
       GALVANIC_REDFISH__FIRMWARE_UPDATE_STATUS_INTERVAL: '0.1',
       GALVANIC_REDFISH__CONNECTION_ATTEMPTS: '3',
     },
-    sim: (apiUrl) => ({ count: 6, agent: { apiUrl, bootSeconds: [0.4, 0.6], heartbeatMinGapMs: 200, lookupRetryMs: 300 } }),
+    sim: (apiUrl) => ({ count: 7, agent: { apiUrl, bootSeconds: [0.4, 0.6], heartbeatMinGapMs: 200, lookupRetryMs: 300 } }),
     cleanExit: false,
   });
   const { api } = g;
@@ -178,6 +179,22 @@ describe('redfish firmware interface: UpdateService, firmware.update and GET fir
     expect(failed.provision_state).to.equal('service failed');
     expect(failed.last_error).to.include(`Firmware update failed for node ${uuid}, firmware ${url}. Error: `).and.include('the image server answered HTTP 404');
     expect(versions(await firmware(uuid))).to.deep.equal({ bios: '3.0.0', bmc: '2.0.0-sim' });
+  });
+
+  it('updates the BIOS as a deploy step, rebooting into the agent before the image is written', async () => {
+    const uuid = await inspectedNode(6);
+    expect((await provisionAndSettle(api, uuid, 'provide')).provision_state).to.equal('available');
+    const before = (await simEvents(g.sim.bmcs[6].url)).length;
+    await provision(api, uuid, 'active', { deploy_steps: [{ interface: 'firmware', step: 'update', priority: 95, args: { settings: [{ component: 'bios', url: `${fw.url}/fw/bios-2.0.0.bin` }] } }] });
+    const { states, node } = await watchStates(api, uuid, 60_000);
+    expect(node.provision_state, node.last_error ?? '').to.equal('active');
+    expect(states).to.include('wait call-back');
+    expect(versions(await firmware(uuid))).to.deep.include({ bios: '2.0.0' });
+    const events = (await simEvents(g.sim.bmcs[6].url)).slice(before).map((e: Json) => e.type);
+    // Flashed with the agent up, activated by the reboot into it, before the image went to disk.
+    expect(events.indexOf('firmware-task')).to.be.above(-1);
+    expect(events.indexOf('firmware-activated')).to.be.above(events.indexOf('firmware-task'));
+    expect((await agentWitness(g.sim.bmcs[6].url)).disk).to.not.equal(null);
   });
 
   it('refuses bad settings as Ironic does, flashing nothing', async () => {

@@ -3,6 +3,7 @@
  * reach of their agent, and `execute_command` (the busy check, the dispatch to an extension,
  * the record of the result).
  */
+import type { SoftRaidDevice } from '../raid.js';
 import { randomUUID } from 'node:crypto';
 import { IpaError, agentIsBusy, executionError, invalidCommand, invalidParams, notFound } from '../ipa.js';
 import type { HostFacts } from '../inventory.js';
@@ -37,6 +38,8 @@ export interface ExtensionAgent {
   faults: AgentFaults;
   /** What the host's disk holds; it outlives the agent. */
   disk: DiskState | null;
+  /** The software RAID devices the agent built on the host's disks; they outlive the agent too. */
+  softwareRaid: SoftRaidDevice[] | null;
   /** The image of the config drive on the disk, or null. */
   configdriveImage: Buffer | null;
   /** The version the hardware manager reports. */
