@@ -450,9 +450,7 @@ export class IntentRunner {
       } else {
         const err = failure;
         const error = err as Error;
-        // A database that went away mid-run (a progress write, the agent's wipe before a power
-        // change) says nothing of the node: the intent runs again once it is back, attempts or not.
-        const retryable = (isTransient(err) && intent.attempts < intent.maxAttempts) || isDatabaseUnavailable(err);
+        const retryable = isTransient(err) && intent.attempts < intent.maxAttempts;
         let retry = retryable;
         let retryDelay = 0;
         const changes = failureChanges(action, ctx, error, !retry);

@@ -19,6 +19,7 @@
  * off behind the conductor's back.
  */
 import { UnsupportedDriverExtension } from '../common/errors.js';
+import { LOOKUP_ALLOWED_STATES } from '../common/states.js';
 import { wipeAgentToken } from '../db/agent-tokens.js';
 import type { DriverContext, PowerInterface, PowerTarget } from '../drivers/interfaces.js';
 import type { ActionContext } from './actions/types.js';
@@ -58,7 +59,20 @@ export async function nodePowerAction(t: NodePowerTarget, target: PowerTarget, t
   await t.power.setPowerState(t.driver, target, timeout);
 }
 
+/**
+ * Whether the node may have an agent to forget: traces of one in driver_internal_info, or a
+ * state in which an agent may have looked itself up (its token minted, no heartbeat yet). A
+ * node out of those states with no trace gets no write: a power intent then touches the
+ * database only for its outcome, which waits out an outage (a write before the BMC call would
+ * fail the intent instead), and the power path costs no transaction.
+ */
+function mayHaveAgent(t: NodePowerTarget): boolean {
+  const info = t.info ?? t.task.node.driverInternalInfo ?? {};
+  return AGENT_LIFE_KEYS.some((k) => info[k] !== undefined) || LOOKUP_ALLOWED_STATES.has(t.task.node.provisionState);
+}
+
 async function wipeAgent(t: NodePowerTarget): Promise<void> {
+  if (!mayHaveAgent(t)) return;
   const url = t.task.node.driverInternalInfo?.agent_url ?? t.info?.agent_url;
   const info = t.info ?? { ...t.task.node.driverInternalInfo };
   for (const k of AGENT_LIFE_KEYS) delete info[k];
