@@ -139,8 +139,11 @@ describe('provisioning against every BMC flavour (conductor, simulator over HTTP
   });
 
   describe('the synthetic BMC under each vendor quirk profile', () => {
-    // Short timed quirks: the driver waits them out, the test should not take long.
-    const profiles = [[], ...QUIRK_NAMES.map((q) => [q === 'sticky-inserted' || q === 'eject-in-progress' ? `${q}=1` : q])];
+    // Short timed quirks: the driver waits them out, the test should not take long. An iDRAC
+    // boots the virtual CD through the standard override from firmware 6 on (test/integration/
+    // idrac.test.ts has the older ones, which redfish-virtual-media refuses).
+    const profile = (q: string) => (q === 'sticky-inserted' || q === 'eject-in-progress' ? `${q}=1` : q === 'idrac' ? 'idrac=6' : q);
+    const profiles = [[], ...QUIRK_NAMES.map((q) => [profile(q)])];
     let sim: RedfishSim | undefined;
     afterEach(async () => {
       await sim?.stop();
