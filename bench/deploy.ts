@@ -567,7 +567,9 @@ async function main(): Promise<number> {
   const ctx = { client, sim, uuids, portOf, pids, log, died, agent, knex, postmasterPid: server.postmasterPid, pgStatStatements: opts.pgStatStatements };
   const phases: PhaseResult[] = [];
   for (const mp of opts.maxParallel) {
-    phases.push(await runPhase(`deploy-${mp}`, [{ action: 'deploy', ...(direct ? {} : { args: { instance_info: { boot_iso: ISO } } }) }], mp, ctx));
+    // Given at each deploy: the undeploy before it cleared instance_info, as Ironic's tear-down does.
+    const instanceInfo = image ? { image_source: image.imageUrl, image_os_hash_algo: 'sha256', image_os_hash_value: image.sha256 } : { boot_iso: ISO };
+    phases.push(await runPhase(`deploy-${mp}`, [{ action: 'deploy', args: { instance_info: instanceInfo } }], mp, ctx));
     phases.push(await runPhase(`undeploy-${mp}`, [{ action: 'undeploy' }], mp, ctx));
   }
   client.close();
