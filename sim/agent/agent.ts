@@ -131,8 +131,8 @@ export class AgentHost implements ApiAgent {
 
   /**
    * The host finished booting from virtual media or its disk: an agent ISO starts an agent, the
-   * disk starts the instance. An ISO the pattern names calls the fleet's API URL (as one built
-   * with ipa-api-url does); any other is read, and its kernel command line says whether it boots
+   * disk starts the instance. An ISO the pattern names calls the fleet's API URL and inspects
+   * (one built with both URLs); any other is read, and its kernel command line says whether it boots
    * an agent and where that agent calls.
    */
   booted(system: SystemState): void {
@@ -141,7 +141,8 @@ export class AgentHost implements ApiAgent {
     if (!r || r.phase !== 'up') return;
     if (r.image && r.device !== 'Hdd') {
       if (this.isAgentIso(r.image)) {
-        this.bootRamdisk(agentUrls(new Map([['ipa-api-url', this.env.apiUrl]])));
+        // An ISO the pattern names stands for an agent ISO whose command line names both URLs.
+        this.bootRamdisk(agentUrls(new Map([['ipa-api-url', this.env.apiUrl], ['ipa-inspection-callback-url', `${this.env.apiUrl.replace(/\/+$/, '')}/v1/continue_inspection`]])));
         return;
       }
       void this.env.isoReader.read(r.image).then((params) => {

@@ -1,7 +1,9 @@
 /**
  * What an agent reads from its kernel command line, as IPA does: `ipa-api-url` (lookup and
- * heartbeats) and `ipa-inspection-callback-url` (where its inventory goes; without one, IPA
- * with an API URL posts it to `<api>/v1/continue_inspection`, and without either it does nothing).
+ * heartbeats) and `ipa-inspection-callback-url` (where its inventory goes). IPA inspects only
+ * when told where (inspector.inspect): with the callback URL, or (IPA 10 and later) with
+ * `ipa-inspection-collectors` and an API URL, to `<api>/v1/continue_inspection`; an agent booted
+ * with only `ipa-api-url` (a deploy or a cleaning) posts no inventory.
  */
 import type { AgentUrls } from './agent.js';
 
@@ -19,5 +21,6 @@ export function kernelParams(cmdline: string): Map<string, string> {
 export function agentUrls(params: ReadonlyMap<string, string>): AgentUrls {
   const api = params.get('ipa-api-url')?.replace(/\/+$/, '') || null;
   const callback = params.get('ipa-inspection-callback-url') || null;
-  return { apiUrl: api, inspectionUrl: callback ?? (api ? `${api}/v1/continue_inspection` : null) };
+  const collectors = params.get('ipa-inspection-collectors');
+  return { apiUrl: api, inspectionUrl: callback ?? (api && collectors ? `${api}/v1/continue_inspection` : null) };
 }
