@@ -23,8 +23,8 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import { Agent, interceptors, request, type Dispatcher } from 'undici';
 import { ImageChecksumError, ImageDownloadFailed, InvalidParameterValue } from '../../common/errors.js';
+import { HttpGetter, type HttpGetResponse } from './http-get.js';
 
 /** An image to download: its URL (http, https, file) and, when known, the checksum it must match. */
 export interface ImageRef {
@@ -45,9 +45,8 @@ export interface ImageCacheOptions {
   sizeBytes: number;
   ttlMs: number;
   log: Logger;
-  /** How long one download may take, headers and body. */
+  /** How long an image server may stay silent, before the headers or within the body. */
   downloadTimeoutMs?: number;
-  dispatcher?: Dispatcher;
 }
 
 const ALGORITHMS: Readonly<Record<number, string>> = { 32: 'md5', 64: 'sha256', 128: 'sha512' };
@@ -97,8 +96,7 @@ export class ImageCache {
   private readonly held = new Map<string, number>();
   private cleaning: Promise<void> | null = null;
   private readonly timeoutMs: number;
-  private readonly dispatcher: Dispatcher;
-  private readonly ownDispatcher: Agent | null = null;
+  private readonly http = new HttpGetter();
 
   constructor(private readonly opts: ImageCacheOptions) {
     const dir = path.resolve(opts.dir);
@@ -106,18 +104,12 @@ export class ImageCache {
     this.derivedDir = path.join(dir, 'built');
     this.tmpDir = path.join(dir, 'tmp');
     this.timeoutMs = opts.downloadTimeoutMs ?? 600_000;
-    if (opts.dispatcher) {
-      this.dispatcher = opts.dispatcher;
-    } else {
-      this.ownDispatcher = new Agent();
-      // Image servers redirect (mirrors, object stores), as the requests library follows for Ironic.
-      this.dispatcher = this.ownDispatcher.compose(interceptors.redirect({ maxRedirections: 5 }));
-    }
   }
 
   /** Closes the connections to image servers. */
-  async close(): Promise<void> {
-    await this.ownDispatcher?.close();
+  close(): Promise<void> {
+    this.http.close();
+    return Promise.resolve();
   }
 
   /** Removes what a previous run left half-written. */
@@ -238,21 +230,22 @@ export class ImageCache {
       return s.mtimeMs > cachedAtMs;
     }
     const res = await this.get(url, 'HEAD');
-    await res.body.dump();
+    res.body.resume();
     const modified = Date.parse(String(res.headers['last-modified'] ?? ''));
     return Number.isFinite(modified) && modified > cachedAtMs;
   }
 
   /** @throws ImageDownloadFailed for a refused connection or a status other than 2xx */
-  private async get(url: string, method: 'GET' | 'HEAD'): Promise<Dispatcher.ResponseData> {
-    let res: Dispatcher.ResponseData;
+  private async get(url: string, method: 'GET' | 'HEAD'): Promise<HttpGetResponse> {
+    let res: HttpGetResponse;
     try {
-      res = await request(url, { method, dispatcher: this.dispatcher, headersTimeout: this.timeoutMs, bodyTimeout: this.timeoutMs });
+      // Image servers redirect (mirrors, object stores), as the requests library follows for Ironic.
+      res = await this.http.request(url, method, { idleTimeoutMs: this.timeoutMs, maxRedirections: 5 });
     } catch (err) {
       throw new ImageDownloadFailed(url, (err as Error).message);
     }
     if (res.statusCode < 200 || res.statusCode >= 300) {
-      await res.body.dump().catch(() => undefined);
+      res.body.resume();
       throw new ImageDownloadFailed(url, `Got HTTP code ${res.statusCode} instead of 200 in response to ${method} request.`);
     }
     return res;

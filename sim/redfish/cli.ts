@@ -51,6 +51,7 @@ QEMU-backed hosts (docs/vm-lab.md), off unless --qemu is given: each BMC's syste
   --qemu                  power, boot override and virtual media act on a QEMU virtual machine
   --qemu-accel A          tcg (default) or kvm
   --qemu-memory MIB       guest memory (default 256)
+  --qemu-disk MIB         size of the sparse disk (default 1024; the real ironic-python-agent wants 4096 or more)
   --qemu-dir DIR          where the machines live (default: a new temporary directory, removed at exit)
   --qemu-agent-port       forward a free 127.0.0.1 port to each guest's 9999 (shown in /_sim/vm)
 
@@ -111,6 +112,7 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
       qemu: { type: 'boolean' },
       'qemu-accel': { type: 'string' },
       'qemu-memory': { type: 'string' },
+      'qemu-disk': { type: 'string' },
       'qemu-dir': { type: 'string' },
       'qemu-agent-port': { type: 'boolean' },
     },
@@ -186,7 +188,7 @@ export function parseSimArgs(argv: string[]): RedfishSimOptions {
 }
 
 function qemuOptions(values: Record<string, string | boolean | undefined>): QemuOptions | undefined {
-  const others = ['qemu-accel', 'qemu-memory', 'qemu-dir', 'qemu-agent-port'].filter((k) => values[k] !== undefined);
+  const others = ['qemu-accel', 'qemu-memory', 'qemu-disk', 'qemu-dir', 'qemu-agent-port'].filter((k) => values[k] !== undefined);
   if (!values.qemu) {
     if (others.length) throw new Error(`--${others[0]} needs --qemu`);
     return undefined;
@@ -194,9 +196,11 @@ function qemuOptions(values: Record<string, string | boolean | undefined>): Qemu
   const accel = values['qemu-accel'];
   if (accel !== undefined && accel !== 'tcg' && accel !== 'kvm') throw new Error(`--qemu-accel must be tcg or kvm, got "${String(accel)}"`);
   const memory = typeof values['qemu-memory'] === 'string' ? count('qemu-memory', values['qemu-memory'], 64) : undefined;
+  const disk = typeof values['qemu-disk'] === 'string' ? count('qemu-disk', values['qemu-disk'], 1) : undefined;
   return {
     ...(accel ? { accel } : {}),
     ...(memory ? { memoryMiB: memory } : {}),
+    ...(disk ? { diskMiB: disk } : {}),
     ...(typeof values['qemu-dir'] === 'string' ? { workDir: values['qemu-dir'] } : {}),
     ...(values['qemu-agent-port'] ? { agentPort: true } : {}),
   };

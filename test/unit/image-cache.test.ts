@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -100,6 +100,35 @@ describe('ImageCache', () => {
     expect(gone).to.be.instanceOf(ImageDownloadFailed);
     expect((await fs.readdir(path.join(dir, 'master'))).length).to.equal(1);
     expect(await fs.readdir(path.join(dir, 'tmp'))).to.deep.equal([]);
+  });
+
+  // undici 7 threw from the socket's 'end' handler when such a server closed while the body was
+  // under backpressure (as a download to disk is), and the conductor died (nodejs/undici#5360).
+  it('downloads from servers that close the connection after the body (HTTP/1.0), and fails a short body', async () => {
+    const size = 24 * 1024 * 1024;
+    const chunk = Buffer.alloc(64 * 1024, 0x61);
+    const old = net.createServer((sock) => {
+      sock.once('data', (req) => void (async () => {
+        const short = req.toString('latin1').startsWith('GET /short');
+        sock.write(`HTTP/1.0 200 OK\r\nContent-Length: ${size}\r\n\r\n`);
+        for (let sent = 0; sent < (short ? size / 2 : size); sent += chunk.length) {
+          if (!sock.write(chunk)) await new Promise((r) => sock.once('drain', r));
+        }
+        sock.end();
+      })());
+    });
+    await new Promise<void>((r) => old.listen(0, '127.0.0.1', r));
+    const at = `http://127.0.0.1:${(old.address() as AddressInfo).port}`;
+    try {
+      const want = sha('sha256', Buffer.alloc(size, 0x61));
+      const files = await Promise.all(['/a', '/b', '/c'].map((p) => cache.fetch({ url: `${at}${p}` })));
+      for (const f of files) expect(f.sha256).to.equal(want);
+      const short = await cache.fetch({ url: `${at}/short` }).catch((e: unknown) => e);
+      expect(short).to.be.instanceOf(ImageDownloadFailed);
+      expect(await fs.readdir(path.join(dir, 'tmp'))).to.deep.equal([]);
+    } finally {
+      await new Promise((r) => old.close(r));
+    }
   });
 
   it('builds a derived file once per key, and nothing of a build that fails', async () => {
