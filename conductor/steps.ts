@@ -465,14 +465,18 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
 }
 
 /**
- * Ironic's tear_down_cleaning: the agent's boot undone and the node powered off; the token
- * goes with the agent.
+ * Ironic's tear_down_cleaning (tear_down_inband_cleaning): the agent's boot undone and the node
+ * powered off, unless it may not be or a clean step failed on it (fault `clean failure`: it is
+ * left as the failure left it, for whoever looks into it); the token goes with the agent.
+ * @returns whether it powered the node off
  */
-export async function tearDownCleaning(ctx: ActionContext): Promise<void> {
+export async function tearDownCleaning(ctx: ActionContext): Promise<{ poweredOff: boolean }> {
   const boot = enabled(ctx, 'boot') as BootInterface;
   await (boot.cleanUpRamdisk ?? boot.cleanUpInstance).call(boot, ctx.driver);
-  if (!ctx.node.disablePowerOff) await taskPower(ctx).setPowerState(ctx.driver, 'power off');
+  const powerOff = !ctx.node.disablePowerOff && ctx.node.fault !== 'clean failure';
+  if (powerOff) await taskPower(ctx).setPowerState(ctx.driver, 'power off');
   await agentOf(ctx).wipeToken();
+  return { poweredOff: powerOff };
 }
 
 /**
@@ -481,11 +485,11 @@ export async function tearDownCleaning(ctx: ActionContext): Promise<void> {
  */
 export async function abortCleaning(ctx: ActionContext): Promise<NodeChanges> {
   const step = ctx.node.cleanStep;
-  await tearDownCleaning(ctx);
+  const { poweredOff } = await tearDownCleaning(ctx);
   let lastError = 'By request, the clean operation was aborted';
   if (step && Object.keys(step).length) lastError += ` during or after the completion of step "${stepId(step as { interface: string; step: string })}"`;
   const changes: NodeChanges = { lastError, cleanStep: {}, driverInternalInfo: wipedInternalInfo(ctx.node.driverInternalInfo ?? {}, 'clean') };
-  if (!ctx.node.disablePowerOff) changes.powerState = 'power off';
+  if (poweredOff) changes.powerState = 'power off';
   return changes;
 }
 
