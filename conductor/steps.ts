@@ -507,3 +507,33 @@ export async function tearDownAgentBoot(ctx: ActionContext): Promise<void> {
   await (boot.cleanUpRamdisk ?? boot.cleanUpInstance).call(boot, ctx.driver);
   if (ctx.agent) await agentOf(ctx).wipeToken();
 }
+
+/**
+ * Ironic's tear_down_managed_boot for in-band inspection: the agent ISO ejected, and the node
+ * powered off ([inspector] power_off), or rebooted when it may not be powered off.
+ */
+export async function tearDownInspectionBoot(ctx: ActionContext, powerOff: boolean): Promise<NodeChanges> {
+  await tearDownAgentBoot(ctx);
+  if (!powerOff) return {};
+  const power = taskInterfaces(ctx).power;
+  if (ctx.node.disablePowerOff) {
+    await power.setPowerState(ctx.driver, 'rebooting');
+    return { powerState: 'power on' };
+  }
+  await power.setPowerState(ctx.driver, 'power off');
+  return { powerState: 'power off' };
+}
+
+/**
+ * Ironic's clean_up of an agent deploy interface (AgentBaseMixin.clean_up), after a deploy that
+ * failed: the agent's boot undone (its medium ejected and withdrawn from the HTTP root, its
+ * network boot files and DHCP entries removed, its token wiped). The node is not powered off;
+ * one that may not be is rebooted, so that it no longer runs what it booted.
+ * @returns the power state it leaves, when it sets one
+ */
+export async function cleanUpDeploy(ctx: ActionContext): Promise<'power on' | undefined> {
+  await tearDownAgentBoot(ctx);
+  if (!ctx.node.disablePowerOff) return undefined;
+  await taskPower(ctx).setPowerState(ctx.driver, 'rebooting');
+  return 'power on';
+}
