@@ -98,11 +98,11 @@ export function eventChanges(
 }
 
 /** States that wait for a call-back, each failed (its `timeout` event) after its `[conductor]` timeout. */
-export const WAIT_STATES: Readonly<Record<string, { timeoutOption: 'deploy_callback_timeout' | 'inspect_wait_timeout' | 'clean_callback_timeout' | 'service_callback_timeout'; what: string }>> = {
-  [S.DEPLOYWAIT]: { timeoutOption: 'deploy_callback_timeout', what: 'deploy' },
-  [S.INSPECTWAIT]: { timeoutOption: 'inspect_wait_timeout', what: 'inspection' },
-  [S.CLEANWAIT]: { timeoutOption: 'clean_callback_timeout', what: 'cleaning' },
-  [S.SERVICEWAIT]: { timeoutOption: 'service_callback_timeout', what: 'servicing' },
+export const WAIT_STATES: Readonly<Record<string, { timeoutOption: 'deploy_callback_timeout' | 'inspect_wait_timeout' | 'clean_callback_timeout' | 'service_callback_timeout' }>> = {
+  [S.DEPLOYWAIT]: { timeoutOption: 'deploy_callback_timeout' },
+  [S.INSPECTWAIT]: { timeoutOption: 'inspect_wait_timeout' },
+  [S.CLEANWAIT]: { timeoutOption: 'clean_callback_timeout' },
+  [S.SERVICEWAIT]: { timeoutOption: 'service_callback_timeout' },
 };
 
 /** States in which a conductor works on a node (not waiting for a call-back): one left there with nobody working fails. */
@@ -154,9 +154,12 @@ export const KNOWN_VERBS = [
   'abort', 'adopt', 'rescue', 'unrescue', 'service', 'unhold',
 ] as const;
 
-/** What the conductor does for a transition. */
-/** `process_inspection`: an agent's inventory, posted to /v1/continue_inspection, is processed. */
-export type ProvisionWork = 'verify' | 'inspect' | 'process_inspection' | 'clean' | 'deploy' | 'tear_down' | 'none' | 'abort' | 'service' | 'adopt';
+/**
+ * What the conductor does for a transition. `process_inspection`: an agent's inventory, posted
+ * to /v1/continue_inspection, is processed. `clean_up_after_timeout`: what a wait that timed
+ * out booted is torn down (queued by the conductor's check, not by a verb).
+ */
+export type ProvisionWork = 'verify' | 'inspect' | 'process_inspection' | 'clean' | 'deploy' | 'tear_down' | 'none' | 'abort' | 'service' | 'adopt' | 'clean_up_after_timeout';
 
 export interface Transition {
   /** State while the conductor works. */

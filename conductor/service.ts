@@ -161,6 +161,7 @@ export class ConductorService {
     });
     this.periodic.register(provisionChecksTask({
       db: deps.db, config: deps.config, hostname: this.hostname, log: this.log, owns: (uuid) => this.owns(uuid),
+      wake: (wake) => this.runner.newWork(wake),
     }));
     if (deps.httpRoot && deps.config.deploy.http_root_sweep_interval > 0) {
       this.periodic.register(httpRootSweepTask({ db: deps.db, httpRoot: deps.httpRoot, log: this.log, spacingSeconds: deps.config.deploy.http_root_sweep_interval }));

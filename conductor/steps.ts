@@ -465,14 +465,18 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
 }
 
 /**
- * Ironic's tear_down_cleaning: the agent's boot undone and the node powered off; the token
- * goes with the agent.
+ * Ironic's tear_down_cleaning (tear_down_inband_cleaning): the agent's boot undone and the node
+ * powered off, unless it may not be or a clean step failed on it (fault `clean failure`: it is
+ * left as the failure left it, for whoever looks into it); the token goes with the agent.
+ * @returns whether it powered the node off
  */
-export async function tearDownCleaning(ctx: ActionContext): Promise<void> {
+export async function tearDownCleaning(ctx: ActionContext): Promise<{ poweredOff: boolean }> {
   const boot = enabled(ctx, 'boot') as BootInterface;
   await (boot.cleanUpRamdisk ?? boot.cleanUpInstance).call(boot, ctx.driver);
-  if (!ctx.node.disablePowerOff) await taskPower(ctx).setPowerState(ctx.driver, 'power off');
+  const powerOff = !ctx.node.disablePowerOff && ctx.node.fault !== 'clean failure';
+  if (powerOff) await taskPower(ctx).setPowerState(ctx.driver, 'power off');
   await agentOf(ctx).wipeToken();
+  return { poweredOff: powerOff };
 }
 
 /**
@@ -481,11 +485,11 @@ export async function tearDownCleaning(ctx: ActionContext): Promise<void> {
  */
 export async function abortCleaning(ctx: ActionContext): Promise<NodeChanges> {
   const step = ctx.node.cleanStep;
-  await tearDownCleaning(ctx);
+  const { poweredOff } = await tearDownCleaning(ctx);
   let lastError = 'By request, the clean operation was aborted';
   if (step && Object.keys(step).length) lastError += ` during or after the completion of step "${stepId(step as { interface: string; step: string })}"`;
   const changes: NodeChanges = { lastError, cleanStep: {}, driverInternalInfo: wipedInternalInfo(ctx.node.driverInternalInfo ?? {}, 'clean') };
-  if (!ctx.node.disablePowerOff) changes.powerState = 'power off';
+  if (poweredOff) changes.powerState = 'power off';
   return changes;
 }
 
@@ -502,4 +506,34 @@ export async function tearDownAgentBoot(ctx: ActionContext): Promise<void> {
   const boot = enabled(ctx, 'boot') as BootInterface;
   await (boot.cleanUpRamdisk ?? boot.cleanUpInstance).call(boot, ctx.driver);
   if (ctx.agent) await agentOf(ctx).wipeToken();
+}
+
+/**
+ * Ironic's tear_down_managed_boot for in-band inspection: the agent ISO ejected, and the node
+ * powered off ([inspector] power_off), or rebooted when it may not be powered off.
+ */
+export async function tearDownInspectionBoot(ctx: ActionContext, powerOff: boolean): Promise<NodeChanges> {
+  await tearDownAgentBoot(ctx);
+  if (!powerOff) return {};
+  const power = taskInterfaces(ctx).power;
+  if (ctx.node.disablePowerOff) {
+    await power.setPowerState(ctx.driver, 'rebooting');
+    return { powerState: 'power on' };
+  }
+  await power.setPowerState(ctx.driver, 'power off');
+  return { powerState: 'power off' };
+}
+
+/**
+ * Ironic's clean_up of an agent deploy interface (AgentBaseMixin.clean_up), after a deploy that
+ * failed: the agent's boot undone (its medium ejected and withdrawn from the HTTP root, its
+ * network boot files and DHCP entries removed, its token wiped). The node is not powered off;
+ * one that may not be is rebooted, so that it no longer runs what it booted.
+ * @returns the power state it leaves, when it sets one
+ */
+export async function cleanUpDeploy(ctx: ActionContext): Promise<'power on' | undefined> {
+  await tearDownAgentBoot(ctx);
+  if (!ctx.node.disablePowerOff) return undefined;
+  await taskPower(ctx).setPowerState(ctx.driver, 'rebooting');
+  return 'power on';
 }

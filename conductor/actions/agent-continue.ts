@@ -51,8 +51,7 @@ export const agentContinueAction: Action = {
         if (powerState) changes.powerState = powerState;
         return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: `Servicing through the agent done, node is ${changes.provisionState}.` } };
       }
-      await tearDownCleaning(ctx);
-      if (!node.disablePowerOff) changes.powerState = 'power off';
+      if ((await tearDownCleaning(ctx)).poweredOff) changes.powerState = 'power off';
       return { changes, history: { severity: 'INFO', eventType: 'provisioning', event: `Cleaning through the agent done, node is ${changes.provisionState}.` } };
     } catch (err) {
       await failRun(ctx, type, err);

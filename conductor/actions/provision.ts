@@ -15,11 +15,12 @@ import type { Action, ActionContext, ActionResult } from './types.js';
 import { argsOf, type ProvisionArgs } from '../../common/intent-kinds.js';
 import { abortServicing, runServicing } from '../servicing.js';
 import {
-  abortCleaning, bootAgentForInspection, deployOf, endOfRunChanges, startCleaning, startDeploy, stepId, taskInterfaces, tearDownAgentBoot, usesAgent,
+  abortCleaning, bootAgentForInspection, deployOf, endOfRunChanges, startCleaning, startDeploy, stepId, taskInterfaces, tearDownInspectionBoot, usesAgent,
 } from '../steps.js';
 import { cleanStepToAbortAfter } from '../../drivers/provision-checks.js';
 import { agentStepFailureChanges } from './agent-continue.js';
 import { storeConfigdrive, withdrawConfigdrive } from '../configdrive.js';
+import { cleanUpAfterTimeout, cleanUpFailureChanges } from '../wait-timeouts.js';
 
 function provisionArgsOf(ctx: Pick<ActionContext, 'intent'>): ProvisionArgs {
   return argsOf(ctx.intent, 'provision');
@@ -142,22 +143,6 @@ async function startInBandInspection(ctx: ActionContext): Promise<NodeChanges> {
 }
 
 /**
- * Ironic's tear_down_managed_boot for in-band inspection: the agent ISO ejected, and the node
- * powered off ([inspector] power_off), or rebooted when it may not be powered off.
- */
-async function tearDownInspectionBoot(ctx: ActionContext, powerOff: boolean): Promise<NodeChanges> {
-  await tearDownAgentBoot(ctx);
-  if (!powerOff) return {};
-  const power = taskInterfaces(ctx).power;
-  if (ctx.node.disablePowerOff) {
-    await power.setPowerState(ctx.driver, 'rebooting');
-    return { powerState: 'power on' };
-  }
-  await power.setPowerState(ctx.driver, 'power off');
-  return { powerState: 'power off' };
-}
-
-/**
  * An agent's inventory processed (Ironic's conductor continue_inspection with AgentInspect):
  * the inspection hooks run over it; their changes to properties and ports and the inventory
  * are written with the outcome; the boot is torn down. A hook's failure tears the boot down
@@ -269,6 +254,7 @@ const FAILURE_WORDS: Record<ProvisionWork, string> = {
   deploy: 'Failed to deploy node', tear_down: 'Failed to tear down node', none: 'Failed to move node', abort: 'Failed to abort on node',
   service: 'Cannot service node',
   adopt: 'Error while attempting to adopt node',
+  clean_up_after_timeout: 'Failed to clean up after the timeout on node',
 };
 
 /**
@@ -341,7 +327,7 @@ export const provisionAction: Action = {
         break;
       }
       case 'abort': {
-        // An in-band inspection aborted (or timed out) leaves the agent ISO to eject and the node to power off.
+        // An in-band inspection aborted leaves the agent ISO to eject and the node to power off.
         const iface = ctx.registry.impl('inspect', ctx.node.inspectInterface);
         if (iface?.inBand && args.target === ProvisionState.INSPECTFAIL) {
           changes = await tearDownInspectionBoot(ctx, true);
@@ -372,6 +358,9 @@ export const provisionAction: Action = {
         if (ctx.node.provisionState !== args.target) return { changes, history: { severity: 'INFO', eventType: 'provisioning', event } };
         break;
       }
+      case 'clean_up_after_timeout':
+        // Queued by the conductor's check, which failed the node: its state is not this intent's.
+        return cleanUpAfterTimeout(ctx, args.target);
       case 'none':
         // The API ended the transition when it accepted it (manage from available). A request
         // accepted after it (inspect) may move the node on while this runs, even after it has
@@ -394,6 +383,7 @@ export const provisionAction: Action = {
     if (!final) return {};
     const args = provisionArgsOf(ctx);
     const work = workOf(ctx);
+    if (work === 'clean_up_after_timeout') return cleanUpFailureChanges(ctx.node, args.target, error);
     // A tear-down that got as far as cleaning fails as cleaning does.
     const onFail = work === 'tear_down' && ctx.node.provisionState === ProvisionState.CLEANING ? ProvisionState.CLEANFAIL : args.onFail;
     const reason = error.message || String(error);

@@ -1,15 +1,15 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Config } from '../../common/config.js';
-import { ProvisionState, WAIT_STATES, WORKING_NOT_WAITING, eventChanges, nextState } from '../../common/states.js';
+import { intentArgs } from '../../common/intent-kinds.js';
+import { WAIT_STATES, WORKING_NOT_WAITING, eventChanges } from '../../common/states.js';
+import { wipeAgentToken } from '../../db/agent-tokens.js';
 import { recordHistory } from '../../db/node-history.js';
 import { lockStalledNode, stalledNodes, updateNode } from '../../db/nodes.js';
-import { enqueueIntents } from '../../db/intents.js';
+import { enqueueIntents, type IntentWake } from '../../db/intents.js';
 import { withTransaction } from '../../db/transaction.js';
 import type { PeriodicTask } from '../periodic.js';
-
-/** Ironic's last_error for an inspection whose agent never answered (cleanup_inspectwait_timeout). */
-const INSPECT_TIMEOUT = 'Timeout reached while inspecting the node. Please check if the ramdisk responsible for the inspection is running on the node.';
+import { timedOut } from '../wait-timeouts.js';
 
 export interface ProvisionChecksDeps {
   db: Knex;
@@ -18,13 +18,17 @@ export interface ProvisionChecksDeps {
   log: Logger;
   /** Whether this conductor manages the node (the hash ring). */
   owns(nodeUuid: string): boolean;
+  /** Tells this conductor's intent runner of an intent queued here (the poll finds it otherwise). */
+  wake?(wake: IntentWake): void;
 }
 
 /**
  * Fails what waits too long: nodes in a wait state past its `[conductor]` timeout (Ironic's
- * _check_deploy_timeouts, _check_cleanwait_timeouts, _check_inspect_wait_timeouts), and nodes
- * left in a transitional state with no work queued and no holder. Each is checked again under
- * its row lock and changed in one transaction with its history.
+ * _check_deploy_timeouts, _check_cleanwait_timeouts, _check_servicewait_timeouts,
+ * _check_inspect_wait_timeouts), and nodes left in a transitional state with no work queued and
+ * no holder. Each is checked again under its row lock and changed in one transaction with its
+ * history. A wait's boot is torn down by the node's conductor, through the intent queued in that
+ * transaction (conductor/wait-timeouts.ts): nothing here calls a BMC.
  */
 export function provisionChecksTask(deps: ProvisionChecksDeps): PeriodicTask {
   const c = deps.config.conductor;
@@ -45,32 +49,30 @@ export function provisionChecksTask(deps: ProvisionChecksDeps): PeriodicTask {
       const candidates = (await stalledNodes(deps.db, c.conductor_group, olderThan)).filter((n) => deps.owns(n.uuid));
       let failed = 0;
       for (const cand of candidates) {
-        const wait = Object.hasOwn(WAIT_STATES, cand.provisionState) ? WAIT_STATES[cand.provisionState] : undefined;
-        const event = wait ? 'timeout' : 'fail';
-        const onFail = nextState(cand.provisionState, event);
-        const inspecting = cand.provisionState === ProvisionState.INSPECTWAIT;
-        const message = inspecting ? INSPECT_TIMEOUT : wait
-          ? `Timeout reached while waiting for callback for node ${cand.uuid} (${wait.what}, [conductor] ${wait.timeoutOption} = ${c[wait.timeoutOption]} s).`
-          : `Node ${cand.uuid} was left in "${cand.provisionState}" with no conductor working on it; failing it.`;
+        const waiting = Object.hasOwn(WAIT_STATES, cand.provisionState);
         const done = await withTransaction(deps.db, async (trx) => {
           const node = await lockStalledNode(trx, cand.id, cand.provisionState, olderThan[cand.provisionState]);
-          if (!node) return false;
-          await updateNode(trx, node.id, { ...eventChanges(node, event), lastError: message, deployStep: {}, cleanStep: {}, serviceStep: {} });
-          await recordHistory(trx, { nodeId: node.id, severity: 'ERROR', eventType: 'provisioning', conductor: deps.hostname, user: null, operation: null, event: message });
-          // The agent's boot is torn down as an abort tears it down (eject, power off), by the node's conductor.
-          if (inspecting) {
-            await enqueueIntents(trx, node.id, [{
-              kind: 'provision',
-              args: { verb: 'abort', target: ProvisionState.INSPECTFAIL, onFail: ProvisionState.INSPECTFAIL, work: 'abort' },
-              maxAttempts: c.intent_max_attempts,
-            }]);
+          if (!node) return undefined;
+          if (!waiting) {
+            const message = `Node ${node.uuid} was left in "${node.provisionState}" with no conductor working on it; failing it.`;
+            const changes = { ...eventChanges(node, 'fail'), lastError: message, deployStep: {}, cleanStep: {}, serviceStep: {} };
+            await updateNode(trx, node.id, changes);
+            await recordHistory(trx, { nodeId: node.id, severity: 'ERROR', eventType: 'provisioning', conductor: deps.hostname, user: null, operation: null, event: message });
+            return { message, to: changes.provisionState, seq: undefined };
           }
-          return true;
+          const t = timedOut(node);
+          await updateNode(trx, node.id, t.changes);
+          // Ironic's wipe_token_and_url: the agent's token goes with the wait, whatever the tear-down comes to.
+          await wipeAgentToken(trx, node.id);
+          await recordHistory(trx, { nodeId: node.id, severity: 'ERROR', eventType: 'provisioning', conductor: deps.hostname, user: null, operation: null, event: t.message });
+          // One attempt, as Ironic's handler makes: a BMC that fails leaves its error in last_error, not a queue held by retries.
+          const [intent] = await enqueueIntents(trx, node.id, [{ kind: 'provision', args: intentArgs('provision', t.cleanUp), maxAttempts: 1 }]);
+          return { message: t.message, to: t.changes.provisionState, seq: intent.seq };
         });
-        if (done) {
-          failed++;
-          deps.log.warn({ node: cand.uuid, state: cand.provisionState, to: onFail }, message);
-        }
+        if (!done) continue;
+        failed++;
+        deps.log.warn({ node: cand.uuid, state: cand.provisionState, to: done.to }, done.message);
+        if (done.seq !== undefined) deps.wake?.({ nodeUuid: cand.uuid, seq: done.seq });
       }
       return { nodes: candidates.length, errors: failed };
     },
