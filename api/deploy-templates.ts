@@ -8,7 +8,7 @@ import type { ApiDeps } from './deps.js';
 import { applyPatch, checkPatch } from './resource.js';
 import { checkExtra, checkStepFields, checkStepList, registerStepListRoutes, versionGate } from './steps.js';
 import { baseUrl, resourceLinks } from './links.js';
-import { maskSecrets } from './masking.js';
+import { maskSecrets } from '../common/masking.js';
 import { isUuid, requireObject } from './body.js';
 import { checkTrait } from './traits.js';
 import { STEP_INTERFACES } from '../common/steps.js';

@@ -19,7 +19,7 @@ import { INTENT_CHANNEL, enqueueIntents, handToWaitingStep, intentWakePayload } 
 import { withTransaction } from '../db/transaction.js';
 import type { IntentAcceptor } from './intents.js';
 import { baseUrl } from './links.js';
-import { MASK } from './masking.js';
+import { MASK } from '../common/masking.js';
 import { lookupBody } from './ramdisk.js';
 import { mintAgentToken } from '../db/agent-tokens.js';
 import { inspectorArgs } from './provision.js';

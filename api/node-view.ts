@@ -1,6 +1,6 @@
 import type { Node } from '../db/nodes.js';
 import { resourceLinks } from './links.js';
-import { maskSecrets } from './masking.js';
+import { maskSecrets } from '../common/masking.js';
 import type { ApiVersion } from './versioning.js';
 import { NODE_FIELDS, NODE_FIELD_BY_NAME } from './node-fields.js';
 import { InvalidParameterValue, NotAcceptable } from '../common/errors.js';

@@ -13,7 +13,7 @@ import { withTransaction } from '../db/transaction.js';
 import { ironicBoolean, isUuid, requireObject } from './body.js';
 import type { ApiDeps } from './deps.js';
 import { baseUrl, resourceLinks } from './links.js';
-import { maskSecrets } from './masking.js';
+import { maskSecrets } from '../common/masking.js';
 import { normalizeMac } from './ports.js';
 import { limitParam, nextLink, param, sortParams, type Query } from './query.js';
 import {

@@ -13,7 +13,7 @@ import type { ApiDeps } from './deps.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { boolParam, limitParam, nextLink, param, sortParams, type Query } from './query.js';
 import { ironicBoolean, isUuid, requireObject } from './body.js';
-import { maskSecrets } from './masking.js';
+import { maskSecrets } from '../common/masking.js';
 import type { ApiVersion } from './versioning.js';
 import { PORT_CONNECTIVITY_STATES } from '../common/states.js';
 

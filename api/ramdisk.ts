@@ -30,7 +30,7 @@ import type { ApiDeps } from './deps.js';
 import type { IntentAcceptor } from './intents.js';
 import { isUuid } from './body.js';
 import { baseUrl, resourceLinks } from './links.js';
-import { maskSecrets, MASK } from './masking.js';
+import { maskSecrets, MASK } from '../common/masking.js';
 
 const S = ProvisionState;
 

@@ -12,7 +12,7 @@ import {
 import type { ApiDeps } from './deps.js';
 import type { IntentAcceptor } from './intents.js';
 import { baseUrl } from './links.js';
-import { maskSecrets } from './masking.js';
+import { maskSecrets } from '../common/masking.js';
 import {
   iso, objectField, registerVolumeResource, requireVolumeVersion, stringField, volumeLinks, type VolumeResourceSpec,
 } from './volume-resource.js';

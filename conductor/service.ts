@@ -39,6 +39,7 @@ import { buildConductorMetrics } from './metrics.js';
 import { AmqpNotifier } from '../common/notifier-amqp.js';
 import { serveMetrics, type MetricsServer } from '../common/metrics-server.js';
 import type { Registry } from 'prom-client';
+import { KeptConfigdrives } from './configdrive.js';
 
 /** The conductor's own periodics, started before the rest (see start()). */
 const HEARTBEAT = 'conductor_heartbeat';
@@ -119,6 +120,7 @@ export class ConductorService {
         ...(deps.config.deploy.http_url ? { agentBaseUrl: deps.config.deploy.http_url } : {}),
         tools: isoToolPathsFromConfig(deps.config),
         builds: new Semaphore(Math.max(1, availableParallelism())),
+        kept: new KeptConfigdrives(),
       },
       hostname: this.hostname,
       workers: c.workers_pool_size,

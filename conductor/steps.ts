@@ -25,6 +25,7 @@ import { syncFirmware } from '../db/firmware-components.js';
 import type { ActionContext } from './actions/types.js';
 import { pyRepr } from '../common/py-repr.js';
 import { configdriveImage } from './configdrive.js';
+import { nodeAsDict } from './node-dict.js';
 import { taskPower } from './node-power.js';
 
 
@@ -103,6 +104,7 @@ export function agentOf(ctx: ActionContext): AgentSession {
     tokenOf: () => services.tokenOf(id),
     wipeToken: () => services.wipeToken(id),
     portsOf: () => services.portsOf(id),
+    nodeAsDict: () => nodeAsDict(ctx.node),
     poll: { attempts, intervalMs: interval * 1000 },
     verifyCa: services.config.agent.verify_ca,
   });

@@ -8,6 +8,7 @@
 import { readFile } from 'node:fs/promises';
 import { boolFromString } from '../../common/bool-string.js';
 import { AgentStepFailed, InvalidParameterValue } from '../../common/errors.js';
+import { MASK, maskSecrets } from '../../common/masking.js';
 import { commandError, type AgentClient, type AgentCommand, type AgentTarget, type AgentVerify } from './client.js';
 import type { PlannedStep, StepKind, StepNode } from '../steps.js';
 
@@ -20,6 +21,8 @@ export interface AgentSessionDeps {
   wipeToken(): Promise<void>;
   /** The MAC addresses of the node's ports, sent to the agent as Ironic sends its ports. */
   portsOf(): Promise<Array<{ address: string }>>;
+  /** The node as it is now, as Ironic's Node.as_dict() gives it: every field, unmasked. */
+  nodeAsDict(): Record<string, unknown>;
   /** `[agent] command_wait_attempts` and `command_wait_interval` (ms), for commands polled until they end. */
   poll: { attempts: number; intervalMs: number };
   /** `[agent] verify_ca`: True, False, or the path of a CA bundle. */
@@ -47,6 +50,26 @@ export async function agentVerify(node: StepNode, configured: string): Promise<A
   } catch {
     throw new InvalidParameterValue(`Agent CA ${value} is neither a path nor a boolean`);
   }
+}
+
+/**
+ * The node as Ironic's Node.as_dict(secure=True) hands it to the agent: every field of `node`
+ * (an as_dict), with driver_info, instance_info and driver_internal_info masked. The config
+ * drive is masked too, but for execute_deploy_step (`keepConfigdrive`, Ironic's
+ * mask_configdrive=False): a deploy step such as Metal3's install_coreos reads it from there,
+ * JSON as it was given. Other secrets an agent needs reach it in the step's own arguments
+ * (write_image's image_info), never through the node.
+ */
+export function secureNode(node: Readonly<Record<string, unknown>>, keepConfigdrive: boolean): Record<string, unknown> {
+  const { configdrive, ...instanceInfo } = (node.instance_info ?? {}) as Record<string, unknown>;
+  const out: Record<string, unknown> = {
+    ...node,
+    driver_info: maskSecrets((node.driver_info ?? {}) as Record<string, unknown>),
+    instance_info: maskSecrets(instanceInfo),
+    driver_internal_info: maskSecrets((node.driver_internal_info ?? {}) as Record<string, unknown>),
+  };
+  if (configdrive !== undefined && configdrive !== null) (out.instance_info as Record<string, unknown>).configdrive = keepConfigdrive ? configdrive : MASK;
+  return out;
 }
 
 /** The kinds of run the agent has steps for. */
@@ -159,15 +182,9 @@ export class AgentSession {
     return this.#ports;
   }
 
-  /** The node as Ironic sends it to the agent (no secrets: driver_info stays home). */
-  private nodeForAgent(): Record<string, unknown> {
-    const node = this.node();
-    return {
-      uuid: node.uuid, properties: node.properties, instance_info: node.instanceInfo, driver_internal_info: { ...node.driverInternalInfo },
-      provision_state: node.provisionState, target_provision_state: node.targetProvisionState,
-      // IPA's RAID steps read these (create_configuration builds target_raid_config).
-      target_raid_config: node.targetRaidConfig, raid_config: node.raidConfig,
-    };
+  /** The node sent with a command of `kind` (secureNode); only a deploy step sees the config drive. */
+  private nodeForAgent(kind: AgentStepKind, executing: boolean): Record<string, unknown> {
+    return secureNode(this.deps.nodeAsDict(), executing && kind === 'deploy');
   }
 
   /** The node's agent token is wiped (Ironic's wipe_token_and_url), and its agent's connections closed. */
@@ -215,7 +232,7 @@ export class AgentSession {
 
   /** Asks the agent for its steps of a kind (get_*_steps). @throws AgentStepFailed */
   async getSteps(kind: AgentStepKind): Promise<{ steps: PlannedStep[]; version: unknown }> {
-    const cmd = await this.execute(`${kind}.get_${kind}_steps`, { node: this.nodeForAgent(), ports: await this.ports() }, true);
+    const cmd = await this.execute(`${kind}.get_${kind}_steps`, { node: this.nodeForAgent(kind, false), ports: await this.ports() }, true);
     if (cmd.command_status !== 'SUCCEEDED') {
       throw new AgentStepFailed(`Agent on node ${this.node().uuid} failed to return its ${kind} steps: ${commandError(cmd)}`);
     }
@@ -229,7 +246,7 @@ export class AgentSession {
   async executeStep(kind: AgentStepKind, step: PlannedStep, version: unknown, resume: boolean): Promise<'done' | 'wait'> {
     const shown = shownStep(step);
     const cmd = await this.sendOnce(resume, `${kind}.execute_${kind}_step`, {
-      step: shown, node: this.nodeForAgent(), ports: await this.ports(), [`${kind}_version`]: version ?? null,
+      step: shown, node: this.nodeForAgent(kind, true), ports: await this.ports(), [`${kind}_version`]: version ?? null,
     }, false, shown);
     if (cmd.command_status === 'FAILED') throw new AgentStepFailed(commandError(cmd));
     return cmd.command_status === 'SUCCEEDED' ? 'done' : 'wait';

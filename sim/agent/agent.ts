@@ -84,6 +84,7 @@ export class AgentHost implements ApiAgent {
   private heartbeats = 0;
   private readonly heartbeatStatuses: Record<string, number> = {};
   readonly received: Record<string, number> = {};
+  readonly nodeReceived: Record<string, unknown> = {};
   /** What the agents did when (see AgentWitness.calls), oldest half dropped when full. */
   private calls: Array<[string, number, number]> = [];
   private lastToken: string | null = null;
@@ -445,6 +446,7 @@ export class AgentHost implements ApiAgent {
       token: life ? life.token : this.lastToken,
       commands: (life ? [...life.commands.values()] : this.lastCommands).map((c) => c.result),
       received: { ...this.received },
+      nodeReceived: { ...this.nodeReceived },
       calls: [...this.calls],
       lockedDown: this.lockedDown,
       disk: this.disk ? { ...this.disk } : null,
@@ -460,6 +462,6 @@ export class AgentHost implements ApiAgent {
     this.inspections = 0;
     this.heartbeats = 0;
     this.calls = [];
-    for (const o of [this.lookupStatuses, this.inspectionStatuses, this.heartbeatStatuses, this.received]) for (const k of Object.keys(o)) delete o[k];
+    for (const o of [this.lookupStatuses, this.inspectionStatuses, this.heartbeatStatuses, this.received, this.nodeReceived]) for (const k of Object.keys(o)) delete o[k];
   }
 }

@@ -12,8 +12,9 @@ import { bump, type Life } from './life.js';
 export interface ApiAgent extends ExtensionAgent {
   /** `http://<host>:<port>/<id>`: where the agent serves. */
   readonly callbackUrl: string;
-  /** Command POSTs received (AgentWitness.received). */
+  /** Command POSTs received (AgentWitness.received), and the node the last of each carried. */
   readonly received: Record<string, number>;
+  readonly nodeReceived: Record<string, unknown>;
   /** `execute_command`. @throws IpaError */
   execute(life: Life, name: string, params: Record<string, unknown>): Command;
 }
@@ -74,7 +75,9 @@ export async function serveApi(agent: ApiAgent, req: IncomingMessage, res: Serve
   }
   const params = o.params as Record<string, unknown>;
   const step = (params.step as { step?: unknown } | undefined)?.step;
-  bump(agent.received, /\.execute_(deploy|clean|service)_step$/.test(o.name) && typeof step === 'string' ? `${o.name}/${step}` : o.name);
+  const key = /\.execute_(deploy|clean|service)_step$/.test(o.name) && typeof step === 'string' ? `${o.name}/${step}` : o.name;
+  bump(agent.received, key);
+  if (params.node !== undefined) agent.nodeReceived[key] = params.node;
   let cmd: Command;
   try {
     cmd = agent.execute(life, o.name, params);

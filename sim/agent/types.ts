@@ -216,6 +216,8 @@ export interface AgentWitness {
    * refused ones (busy, bad parameters) included.
    */
   received: Record<string, number>;
+  /** The `node` parameter of the last such POST that had one, by the keys of `received`. */
+  nodeReceived: Record<string, unknown>;
   /**
    * What the agents of this host did, oldest first: `api <method> <path> <status>` for a call to
    * Galvanic's API, `serve <method> <path> <status>` for a request to the command API, `run

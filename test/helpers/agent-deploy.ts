@@ -33,12 +33,12 @@ export interface ImageServer {
   close(): Promise<void>;
 }
 
-/** Serves one disk image (deterministic bytes) and an agent ISO name. */
+/** Serves one disk image (deterministic bytes, its URL's query ignored, as a pre-signed URL's) and an agent ISO name. */
 export async function startImageServer(bytes = 4 * 1024 * 1024): Promise<ImageServer> {
   const data = Buffer.alloc(bytes);
   for (let i = 0; i < bytes; i++) data[i] = (i * 31 + 7) & 0xff;
   const server = http.createServer((req, res) => {
-    if (req.url === '/images/disk.raw') {
+    if (req.url?.split('?')[0] === '/images/disk.raw') {
       res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(bytes) });
       res.end(req.method === 'HEAD' ? undefined : data);
       return;

@@ -5,7 +5,8 @@
  * `[deploy] configdrive_max_inline_size` it stays in instance_info as JSON and is built where it
  * is consumed, above it published in the conductor's HTTP root with only its URL in the row. The direct deploy hands
  * it to the agent, which writes it beside the image; the ramdisk deploy attaches its image to
- * the BMC's virtual USB slot. What a machine would mount is read back with xorriso.
+ * the BMC's virtual USB slot. What a machine would mount is read back with xorriso. Galvanic's
+ * xorriso is a wrapper that counts its runs: a JSON config drive is built once per deploy.
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -37,6 +38,21 @@ async function latestFiles(image: Buffer): Promise<Record<string, string>> {
   return out;
 }
 
+/**
+ * A directory whose `xorriso` records each run's arguments in `log`, then runs the first xorriso
+ * on PATH, for the process given the directory first on its PATH.
+ */
+async function countingXorriso(dir: string, log: string): Promise<void> {
+  const found = await Promise.all((process.env.PATH ?? '').split(path.delimiter).filter(Boolean).map(async (d) => {
+    const p = path.join(d, 'xorriso');
+    return fs.access(p, fs.constants.X_OK).then(() => p, () => null);
+  }));
+  const real = found.find((p) => p !== null);
+  if (!real) throw new Error('xorriso is not on PATH');
+  await fs.mkdir(dir, { recursive: true });
+  await fs.writeFile(path.join(dir, 'xorriso'), `#!/bin/sh\nprintf '%s\\n' "$*" >> '${log}'\nexec '${real}' "$@"\n`, { mode: 0o755 });
+}
+
 async function fetchBytes(url: string): Promise<{ status: number; body: Buffer }> {
   const res = await fetch(url);
   return { status: res.status, body: Buffer.from(await res.arrayBuffer()) };
@@ -45,14 +61,30 @@ async function fetchBytes(url: string): Promise<{ status: number; body: Buffer }
 describe('config drives built by the conductor (real processes)', function () {
   this.timeout(180_000);
   const root = path.join(os.tmpdir(), `galvanic-configdrive-${process.pid}`);
+  const bin = `${root}-bin`;
+  const xorrisoLog = `${root}-xorriso.log`;
   const g = galvanicAndSim({
     images: true,
-    precondition: (ctx) => requireXorriso(ctx),
-    env: { ...AGENT_TEST_ENV, GALVANIC_DEPLOY__CONFIGDRIVE_MAX_INLINE_SIZE: String(BOUND), GALVANIC_DEPLOY__HTTP_ROOT: root },
+    precondition: async (ctx) => {
+      await requireXorriso(ctx);
+      await countingXorriso(bin, xorrisoLog);
+    },
+    env: {
+      ...AGENT_TEST_ENV, GALVANIC_DEPLOY__CONFIGDRIVE_MAX_INLINE_SIZE: String(BOUND), GALVANIC_DEPLOY__HTTP_ROOT: root,
+      PATH: `${bin}${path.delimiter}${process.env.PATH ?? ''}`,
+    },
     sim: (apiUrl) => ({ count: 7, agent: { apiUrl, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 50 } }),
   });
   const { api } = g;
-  after(() => fs.rm(root, { recursive: true, force: true }));
+  after(async () => {
+    for (const p of [root, bin, xorrisoLog]) await fs.rm(p, { recursive: true, force: true });
+  });
+
+  /** The config drives Galvanic's xorriso has built so far. */
+  async function configdriveBuilds(): Promise<number> {
+    const log = await fs.readFile(xorrisoLog, 'utf8').catch(() => '');
+    return log.split('\n').filter((line) => line.includes('-V config-2')).length;
+  }
 
   /** The node's instance_info as stored (the API masks the config drive). */
   async function storedInstanceInfo(uuid: string): Promise<Record<string, unknown>> {
@@ -102,9 +134,12 @@ describe('config drives built by the conductor (real processes)', function () {
       network_data: { links: [{ id: 'eth0', type: 'phy', mtu: 1500 }], networks: [], services: [] },
       vendor_data: { site: 'lab' },
     };
+    const builds = await configdriveBuilds();
     await provision(api, uuid, 'active', { configdrive });
     const deployed = await watchStates(api, uuid);
     expect(deployed.node.provision_state, deployed.node.last_error ?? '').to.equal('active');
+    // Built when the deploy started, to check and measure it; write_image got that image.
+    expect(await configdriveBuilds() - builds).to.equal(1);
 
     const bmc = g.sim.bmcs[0].url;
     const witness = await agentWitness(bmc);
@@ -162,8 +197,10 @@ describe('config drives built by the conductor (real processes)', function () {
   it('ramdisk: the config drive\'s image is published and attached to the BMC\'s virtual USB slot; undeploy ejects and withdraws it', async () => {
     const { uuid, name } = await availableRamdiskNode(3);
     const configdrive = { meta_data: { hostname: 'live' }, user_data: '#cloud-config\nhostname: live\n' };
+    const builds = await configdriveBuilds();
     const node = await provisionAndSettle(api, uuid, 'active', { configdrive });
     expect(node.provision_state, node.last_error ?? '').to.equal('active');
+    expect(await configdriveBuilds() - builds).to.equal(1);
     // Below the bound: the JSON is kept; the BMC gets the raw image built from it from the HTTP root.
     expect((await storedInstanceInfo(uuid)).configdrive).to.deep.equal(configdrive);
     const usb = await usbImage(3);

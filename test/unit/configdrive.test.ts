@@ -4,11 +4,14 @@
  * and compared file for file with what openstacksdk itself builds from the same input.
  */
 import { execFile, execFileSync } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { ImageCreationFailed, ImageToolMissing } from '../../common/errors.js';
 import { buildConfigdrive, buildConfigdriveImage, decodeConfigdrive, pythonJson, type ConfigdriveContent } from '../../drivers/image/configdrive.js';
-import { configdriveImage } from '../../conductor/configdrive.js';
+import { KeptConfigdrives, configdriveImage } from '../../conductor/configdrive.js';
 import { readIso, requireXorriso } from '../helpers/iso.js';
 
 const run = promisify(execFile);
@@ -126,5 +129,54 @@ describe('config drive builder (Ironic build_configdrive, openstacksdk configdri
     // A build that fails where it is consumed throws the builder's error, which the step reports.
     const err = await configdriveImage(node({ user_data: 'u' }), { ...services, tools: { xorriso: '/nonexistent/xorriso' } }).catch((e: unknown) => e);
     expect(err).to.be.instanceOf(ImageToolMissing);
+  });
+
+  it('hands a consumer the image kept at the deploy\'s start only when it was built from the same JSON, uuid and name, once', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'cd-count-'));
+    try {
+      // A xorriso that counts its runs.
+      const log = path.join(dir, 'runs');
+      const xorriso = path.join(dir, 'xorriso');
+      await writeFile(xorriso, `#!/bin/sh\necho run >> '${log}'\nexec xorriso "$@"\n`, { mode: 0o755 });
+      const builds = async () => (await readFile(log, 'utf8').catch(() => '')).split('\n').filter(Boolean).length;
+      const content: ConfigdriveContent = { meta_data: { hostname: 'h' }, user_data: 'u' };
+      const kept = new KeptConfigdrives();
+      const services = { useObjectStore: false, maxInlineSize: 65536, httpRoot: null, kept, tools: { xorriso } };
+      const node = (name: string | null, configdrive: unknown = content) => ({ node: { ...NODE, name, instanceInfo: { configdrive } } }) as unknown as Parameters<typeof configdriveImage>[0];
+      const atStart = await buildConfigdrive(NODE, content, { xorriso });
+      kept.keep(NODE.uuid, KeptConfigdrives.key(NODE, content), atStart);
+      expect(await configdriveImage(node(NODE.name), services)).to.equal(atStart);
+      expect(await builds()).to.equal(1);
+      // Taken: a second consumer (a step run again) builds it.
+      const again = await configdriveImage(node(NODE.name), services);
+      expect(await builds()).to.equal(2);
+      expect(JSON.parse(text((await readIso(decodeConfigdrive(again!))).files, 'openstack/latest/meta_data.json')!)).to.deep.equal({ hostname: 'h', uuid: NODE.uuid, name: NODE.name });
+      // Renamed since, or other JSON: built from what the node holds now.
+      kept.keep(NODE.uuid, KeptConfigdrives.key(NODE, content), atStart);
+      const renamed = await configdriveImage(node('renamed'), services);
+      expect(JSON.parse(text((await readIso(decodeConfigdrive(renamed!))).files, 'openstack/latest/meta_data.json')!).name).to.equal('renamed');
+      kept.keep(NODE.uuid, KeptConfigdrives.key(NODE, content), atStart);
+      const other = await configdriveImage(node(NODE.name, { ...content, user_data: 'v' }), services);
+      expect(text((await readIso(decodeConfigdrive(other!))).files, 'openstack/latest/user_data')).to.equal('v');
+      expect(await builds()).to.equal(4);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('keeps one image per node and drops the oldest past its bound', () => {
+    const kept = new KeptConfigdrives(10);
+    kept.keep('a', 'ka', '1234');
+    kept.keep('a', 'ka2', '5678');
+    expect(kept.take('a', 'ka')).to.equal(undefined);
+    kept.keep('a', 'ka', '1234');
+    kept.keep('b', 'kb', '1234');
+    kept.keep('c', 'kc', '1234');
+    expect(kept.take('a', 'ka')).to.equal(undefined);
+    expect(kept.take('b', 'kb')).to.equal('1234');
+    expect(kept.take('c', 'kc')).to.equal('1234');
+    kept.keep('d', 'kd', '1234');
+    kept.drop('d');
+    expect(kept.take('d', 'kd')).to.equal(undefined);
   });
 });
