@@ -24,7 +24,8 @@ export interface ProvisionChecksDeps {
  * Fails what waits too long: nodes in a wait state past its `[conductor]` timeout (Ironic's
  * _check_deploy_timeouts, _check_cleanwait_timeouts, _check_inspect_wait_timeouts), and nodes
  * left in a transitional state with no work queued and no holder. Each is checked again under
- * its row lock and changed in one transaction with its history.
+ * its row lock and changed in one transaction with its history. As Ironic's, the wait timeouts
+ * leave nodes in maintenance alone: a run paused there waits for maintenance to be unset.
  */
 export function provisionChecksTask(deps: ProvisionChecksDeps): PeriodicTask {
   const c = deps.config.conductor;
@@ -42,7 +43,8 @@ export function provisionChecksTask(deps: ProvisionChecksDeps): PeriodicTask {
       // state with neither for this long has nobody working on it (Ironic's _check_orphan_nodes), and fails.
       const grace = new Date(now - Math.max(c.heartbeat_timeout, c.orphaned_intent_timeout) * 1000);
       for (const state of WORKING_NOT_WAITING) olderThan[state] = grace;
-      const candidates = (await stalledNodes(deps.db, c.conductor_group, olderThan)).filter((n) => deps.owns(n.uuid));
+      const waits = Object.keys(WAIT_STATES);
+      const candidates = (await stalledNodes(deps.db, c.conductor_group, olderThan, waits)).filter((n) => deps.owns(n.uuid));
       let failed = 0;
       for (const cand of candidates) {
         const wait = Object.hasOwn(WAIT_STATES, cand.provisionState) ? WAIT_STATES[cand.provisionState] : undefined;
@@ -53,7 +55,7 @@ export function provisionChecksTask(deps: ProvisionChecksDeps): PeriodicTask {
           ? `Timeout reached while waiting for callback for node ${cand.uuid} (${wait.what}, [conductor] ${wait.timeoutOption} = ${c[wait.timeoutOption]} s).`
           : `Node ${cand.uuid} was left in "${cand.provisionState}" with no conductor working on it; failing it.`;
         const done = await withTransaction(deps.db, async (trx) => {
-          const node = await lockStalledNode(trx, cand.id, cand.provisionState, olderThan[cand.provisionState]);
+          const node = await lockStalledNode(trx, cand.id, cand.provisionState, olderThan[cand.provisionState], wait !== undefined);
           if (!node) return false;
           await updateNode(trx, node.id, { ...eventChanges(node, event), lastError: message, deployStep: {}, cleanStep: {}, serviceStep: {} });
           await recordHistory(trx, { nodeId: node.id, severity: 'ERROR', eventType: 'provisioning', conductor: deps.hostname, user: null, operation: null, event: message });
