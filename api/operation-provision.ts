@@ -11,7 +11,7 @@ import type { Config } from '../common/config.js';
 import { InvalidParameterValue } from '../common/errors.js';
 import { getNodesByIds, isUuid, updateLockedNodes, type Node } from '../db/nodes.js';
 import { nodesWithOpenIntents, type OperationStep } from '../db/operations.js';
-import { checkNodeForProvision, provisionTransition } from '../drivers/provision-checks.js';
+import { checkNodeForProvision, provisionTransition, type ProvisionOptions } from '../drivers/provision-checks.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import { requireObject } from './body.js';
 import { checkProvisionBody } from './provision.js';
@@ -81,7 +81,7 @@ export function stepView(s: OperationStep): { action: string; args: Record<strin
  * @throws as PUT …/states/provision would for the first node that fails a rule
  */
 export async function prepareProvisionSteps(
-  trx: Knex.Transaction, registry: DriverRegistry, steps: readonly ProvisionStepRequest[], nodeIds: readonly number[], queue: boolean,
+  trx: Knex.Transaction, registry: DriverRegistry, options: ProvisionOptions, steps: readonly ProvisionStepRequest[], nodeIds: readonly number[], queue: boolean,
 ): Promise<void> {
   if (steps.length === 0) return;
   const nodes = new Map((await getNodesByIds(trx, nodeIds)).map((n) => [n.id, n]));
@@ -113,7 +113,7 @@ export async function prepareProvisionSteps(
         // A later step starts from where the one before leaves the node, which this request holds.
         const as = { ...node, instanceInfo, provisionState: state };
         const t = provisionTransition(as, s.verb, i > 0);
-        checkNodeForProvision(registry, as, s.verb, t);
+        checkNodeForProvision(registry, as, s.verb, t, options);
         state = t.target;
       }
     }

@@ -166,7 +166,7 @@ export function registerOperationRoutes(app: FastifyInstance, deps: ApiDeps, acc
         ? await lockNodesByIdent(trx, parsed.idents)
         : await lockNodesBySelector(trx, parsed.selector!, config.operations.max_nodes);
       if (!parsed.values.queue) await assertNodesFree(trx, nodeIds);
-      await prepareProvisionSteps(trx, registry, parsed.provision, nodeIds, parsed.values.queue);
+      await prepareProvisionSteps(trx, registry, config.conductor, parsed.provision, nodeIds, parsed.values.queue);
       return createOperation(trx, parsed.values, nodeIds);
     });
     wakeConductors();

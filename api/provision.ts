@@ -228,7 +228,7 @@ export function registerProvisionRoutes(app: FastifyInstance, deps: ApiDeps, acc
           }
         }
         const ports = bootNeedsPorts(registry, current) ? (await portsOfNode(trx, current.id)).map(bootPort) : undefined;
-        checkNodeForProvision(registry, current, verb, t, ports);
+        checkNodeForProvision(registry, current, verb, t, config.conductor, ports);
         // The user's deploy steps as the conductor will plan them (the agent's own are checked once it runs).
         if (deploySteps && t.work === 'deploy') planDeploySteps(current, registry, deploySteps);
         // A clean step that is not abortable is only marked: the node stays in clean wait, and

@@ -14,7 +14,10 @@
  * agent's URL and version, moves the wait state's deadline on (Ironic's touch_provisioning),
  * and queues one `agent_continue` intent that the node's conductor runs: any API server may
  * take it. While a conductor holds the node, it records nothing (as Ironic) but still wakes
- * the node's work. Heartbeats that arrive together are recorded in one transaction.
+ * the node's work. Heartbeats that arrive together are recorded in one transaction. A node in
+ * maintenance has its heartbeats recorded and nothing more while `[conductor]
+ * allow_provisioning_in_maintenance` holds (its run pauses); otherwise they queue the continue,
+ * which aborts the run.
  */
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { Knex } from 'knex';
@@ -31,6 +34,7 @@ import type { IntentAcceptor } from './intents.js';
 import { isUuid } from './body.js';
 import { baseUrl, resourceLinks } from './links.js';
 import { maskSecrets, MASK } from '../common/masking.js';
+import { pausedInMaintenance, type ProvisionOptions } from '../drivers/provision-checks.js';
 
 const S = ProvisionState;
 
@@ -117,7 +121,9 @@ const HEARTBEAT_BATCH = 200;
  * transaction of four statements each made Postgres the API's bottleneck. A heartbeat refused
  * has its error alone and changes nothing.
  */
-async function recordHeartbeats(trx: Knex.Transaction, batch: readonly Heartbeat[]): Promise<{ outcomes: Array<BatchOutcome<void>>; wakes: IntentWake[] }> {
+async function recordHeartbeats(
+  trx: Knex.Transaction, batch: readonly Heartbeat[], options: ProvisionOptions,
+): Promise<{ outcomes: Array<BatchOutcome<void>>; wakes: IntentWake[] }> {
   const locked = await lockNodesWithTokens(trx, batch.map((h) => h.ident));
   // Each node as this batch has left it so far, and what it writes.
   const current = new Map<number, Node>();
@@ -130,13 +136,19 @@ async function recordHeartbeats(trx: Knex.Transaction, batch: readonly Heartbeat
       const node = current.get(entry.node.id) ?? entry.node;
       const next = heartbeatChanges(h, node, agentTokenMatches(entry.token, h.token));
       if (next === undefined) return { value: undefined };
+      // Ironic's touch_provisioning is part of the action a paused run does not take.
+      const paused = pausedInMaintenance(node, options);
       // Ironic's heartbeat skips a node its conductor holds (upgrade_lock fails, "will retry on
       // the next heartbeat") and records nothing; the step at work is still told to look again.
       if (node.reservation === null) {
-        const change = { driverInternalInfo: next, ...(WAITS.has(node.provisionState) ? { provisionUpdatedAt: new Date() } : {}) };
+        const change = { driverInternalInfo: next, ...(WAITS.has(node.provisionState) && !paused ? { provisionUpdatedAt: new Date() } : {}) };
         const before = changes.get(node.id);
         changes.set(node.id, { before: entry.node, changes: { ...before?.changes, ...change } });
         current.set(node.id, { ...node, driverInternalInfo: next });
+      }
+      if (paused) {
+        if (WAITS.has(node.provisionState)) h.log.warn({ node: node.uuid }, 'heartbeat from a node in maintenance mode; not taking any action');
+        return { value: undefined };
       }
       if (CONTINUES.has(node.provisionState)) continues.set(node.id, node);
       return { value: undefined };
@@ -203,7 +215,7 @@ function heartbeatChanges(h: Heartbeat, node: Node, tokenMatches: boolean): Reco
 export function registerRamdiskRoutes(app: FastifyInstance, deps: ApiDeps, acceptor: IntentAcceptor): void {
   const { db, config } = deps;
   const heartbeats = new Batcher<Heartbeat, void>(async (batch) => {
-    const { outcomes, wakes } = await withTransaction(db, (trx) => recordHeartbeats(trx, batch));
+    const { outcomes, wakes } = await withTransaction(db, (trx) => recordHeartbeats(trx, batch, config.conductor));
     for (const wake of wakes) acceptor.wake.notify(INTENT_CHANNEL, intentWakePayload(wake));
     return outcomes;
   }, HEARTBEAT_BATCH);

@@ -254,6 +254,11 @@ export const SCHEMA = {
       default: true,
       help: 'Whether a node in the available state may be deleted (without maintenance mode). Nodes in enroll, manageable and adopt failed always may; in other states only in maintenance mode.',
     },
+    allow_provisioning_in_maintenance: {
+      type: 'bool',
+      default: true,
+      help: 'Whether to allow nodes to enter or undergo deploy or cleaning when in maintenance mode. If this option is set to False, and a node enters maintenance during deploy or cleaning, the process will be aborted after the next heartbeat. Automated cleaning or making a node available will also fail. If True (the default), the process will begin and will pause after the node starts heartbeating. Moving it from maintenance will make the process continue.',
+    },
     automated_clean: {
       type: 'bool',
       default: true,

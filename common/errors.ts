@@ -462,6 +462,17 @@ export class NodeInMaintenance extends BadRequestError {
     super(`The ${op} operation can't be performed on node ${node} because it's in maintenance mode.`);
   }
 }
+/**
+ * Automated cleaning refused to a node in maintenance when `[conductor]
+ * allow_provisioning_in_maintenance` is false (Ironic's do_node_clean): the cleaning fails with
+ * this message as the node's last_error.
+ */
+export class CleaningInMaintenance extends ConflictError {
+  readonly code = 'CLEANING_IN_MAINTENANCE';
+  constructor() {
+    super('Cleaning a node in maintenance mode is not allowed');
+  }
+}
 /** Ironic's MalformedRequestURI: e.g. a volume connector addressed below a node. */
 export class MalformedRequestURI extends BadRequestError {
   readonly code = 'MALFORMED_REQUEST_URI';

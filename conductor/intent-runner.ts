@@ -21,6 +21,12 @@ import type { AgentServices } from './actions/types.js';
 import type { ConfigdriveServices } from './configdrive.js';
 import { failureChanges, settleFailure } from './intent-outcome.js';
 import { ClaimPacing, type Clock } from './claim-pacing.js';
+import type { ProvisionOptions } from '../drivers/provision-checks.js';
+import { SCHEMA } from '../common/config-schema.js';
+
+const DEFAULT_CONDUCTOR_OPTIONS: ProvisionOptions = {
+  allow_provisioning_in_maintenance: SCHEMA.conductor.allow_provisioning_in_maintenance.default,
+};
 
 export interface RunnerOptions {
   hostname: string;
@@ -37,6 +43,8 @@ export interface RunnerOptions {
   bootPortsOf?: (nodeId: number) => Promise<BootPort[]>;
   /** What deploys use to build and keep config drives. */
   configdrive?: ConfigdriveServices;
+  /** The `[conductor]` options actions read (their defaults when absent). */
+  conductor?: ProvisionOptions;
   /** Conductors on the hash ring, this one included (1 when absent): claim pacing waits longer with more. */
   conductors?: () => number;
   /** The clock claim pacing reads (performance.now when absent). */
@@ -406,6 +414,7 @@ export class IntentRunner {
     const action = this.actions[intent.kind];
     const ctx: ActionContext = {
       task, intent, registry: this.registry, log, agent: this.opts.agent, configdrive: this.opts.configdrive,
+      conductor: this.opts.conductor ?? DEFAULT_CONDUCTOR_OPTIONS,
       // The node as the task last wrote it: long actions record progress (the step running now).
       get node() {
         return task.node;

@@ -129,6 +129,7 @@ export class ConductorService {
       beforeClaim: () => operations.advance(),
       conductors: () => this.ring?.hosts.length ?? 1,
       update: { maintenanceBumpsAccess: deps.config.console.maintenance_closes_console },
+      conductor: deps.config.conductor,
     });
     this.allocator = new Allocator(deps.db, this.hostname, this.log);
     this.periodic = new PeriodicRunner(this.log);

@@ -487,10 +487,13 @@ export interface StalledNode {
 
 /**
  * Nodes of a conductor group in one of `states` whose provision state last changed before
- * `olderThan` (per state), that nobody holds and that have no queued or running intent. The
- * caller checks each again under the row lock before it fails it.
+ * `olderThan` (per state), that nobody holds and that have no queued or running intent; those
+ * in maintenance only when their state is not among `notInMaintenance`. The caller checks each
+ * again under the row lock before it fails it.
  */
-export async function stalledNodes(db: Knex, conductorGroup: string, olderThan: Readonly<Record<string, Date>>): Promise<StalledNode[]> {
+export async function stalledNodes(
+  db: Knex, conductorGroup: string, olderThan: Readonly<Record<string, Date>>, notInMaintenance: readonly string[],
+): Promise<StalledNode[]> {
   const states = Object.keys(olderThan);
   if (states.length === 0) return [];
   const { rows } = await db.raw(
@@ -498,25 +501,28 @@ export async function stalledNodes(db: Knex, conductorGroup: string, olderThan: 
        FROM nodes n JOIN unnest(?::text[], ?::timestamptz[]) AS s(state, before) ON n.provision_state = s.state
       WHERE n.conductor_group = ? AND n.reservation IS NULL
         AND COALESCE(n.provision_updated_at, n.updated_at, n.created_at) < s.before
+        AND NOT (n.maintenance AND s.state = ANY(?::text[]))
         AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.node_id = n.id AND i.finished_at IS NULL)
       ORDER BY n.id`,
-    [states, states.map((s) => olderThan[s].toISOString()), conductorGroup],
+    [states, states.map((s) => olderThan[s].toISOString()), conductorGroup, [...notInMaintenance]],
   );
   return (rows as Array<{ id: number; uuid: string; provision_state: string }>).map((r) => ({ id: r.id, uuid: r.uuid, provisionState: r.provision_state }));
 }
 
 /**
  * Locks a stalled node (skipping one that is locked) and returns it if it is still stalled in
- * `state` since before `olderThan`: unreserved, no open intent, the same provision state.
+ * `state` since before `olderThan`: unreserved, no open intent, the same provision state, and
+ * out of maintenance if `notInMaintenance`.
  */
-export async function lockStalledNode(trx: Knex.Transaction, id: number, state: string, olderThan: Date): Promise<Node | undefined> {
+export async function lockStalledNode(trx: Knex.Transaction, id: number, state: string, olderThan: Date, notInMaintenance: boolean): Promise<Node | undefined> {
   const { rows } = await trx.raw(
     `SELECT n.* FROM nodes n
       WHERE n.id = ? AND n.provision_state = ? AND n.reservation IS NULL
         AND COALESCE(n.provision_updated_at, n.updated_at, n.created_at) < ?
+        AND NOT (n.maintenance AND ?)
         AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.node_id = n.id AND i.finished_at IS NULL)
       FOR UPDATE OF n SKIP LOCKED`,
-    [id, state, olderThan.toISOString()],
+    [id, state, olderThan.toISOString(), notInMaintenance],
   );
   const row = (rows as Array<Record<string, unknown>>)[0];
   return row ? nodeMapper.fromRow(row) : undefined;

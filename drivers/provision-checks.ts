@@ -5,7 +5,8 @@
  * `PUT /v1/nodes/{n}/states/provision`, by group operations when they are created, and by the
  * conductor when an operation's provision step starts. No I/O.
  */
-import { GalvanicError, InvalidParameterValue, InvalidState, InvalidStateRequested, NodeInMaintenance, NodeLocked, NodeProtected } from '../common/errors.js';
+import type { Config } from '../common/config.js';
+import { CleaningInMaintenance, GalvanicError, InvalidParameterValue, InvalidState, InvalidStateRequested, NodeInMaintenance, NodeLocked, NodeProtected } from '../common/errors.js';
 import { KNOWN_VERBS, ProvisionState, refusedMessage, transitionFor, type Transition } from '../common/states.js';
 import type { DriverRegistry } from './registry.js';
 import type { BootPort } from './interfaces.js';
@@ -32,13 +33,20 @@ export function provisionTransition(node: ProvisionNode, verb: string, heldByUs 
   throw new InvalidStateRequested(refusedMessage(node.uuid, verb, node.provisionState));
 }
 
+/** The `[conductor]` options the rules read. */
+export type ProvisionOptions = Pick<Config['conductor'], 'allow_provisioning_in_maintenance'>;
+
 /**
  * Maintenance, protection, and the interfaces the work will use, validated against the node's
  * driver_info and instance_info (and its ports, when given: see bootNeedsPorts).
  * @throws NodeInMaintenance | NodeProtected | InvalidParameterValue | MissingParameterValue
  */
-export function checkNodeForProvision(registry: DriverRegistry, node: ProvisionNode, verb: string, t: Transition, ports?: readonly BootPort[]): void {
+export function checkNodeForProvision(registry: DriverRegistry, node: ProvisionNode, verb: string, t: Transition, options: ProvisionOptions, ports?: readonly BootPort[]): void {
   const desc = describeNode(node, ports);
+  // Ironic's do_node_clean refuses manual cleaning in maintenance whatever the option says.
+  if (verb === 'clean' && node.maintenance) throw new NodeInMaintenance('cleaning', node.uuid);
+  // Ironic's do_provisioning_action: refused before the node enters cleaning.
+  if (verb === 'provide' && node.maintenance && !options.allow_provisioning_in_maintenance) throw new NodeInMaintenance('providing', node.uuid);
   if (t.work === 'deploy') {
     if (node.maintenance) throw new NodeInMaintenance('provisioning', node.uuid);
     if (verb === 'rebuild' && node.protected) throw new NodeProtected(node.uuid);
@@ -67,6 +75,25 @@ export function checkNodeForProvision(registry: DriverRegistry, node: ProvisionN
       throw new InvalidParameterValue(`RPC inspect_hardware failed to validate inspection or power info. Error: ${err.message}`);
     }
   }
+}
+
+/**
+ * Whether the run of a node in maintenance pauses where its agent heartbeats: the heartbeat is
+ * only recorded, and the first one after maintenance is unset carries the run on (Ironic's
+ * _heartbeat_in_maintenance with `[conductor] allow_provisioning_in_maintenance`). When the
+ * option is false, the heartbeat aborts the run instead.
+ */
+export function pausedInMaintenance(node: { maintenance: boolean }, options: ProvisionOptions): boolean {
+  return node.maintenance && options.allow_provisioning_in_maintenance;
+}
+
+/**
+ * Automated cleaning about to start (after provide or a tear-down) on a node in maintenance:
+ * refused unless `[conductor] allow_provisioning_in_maintenance` (Ironic's do_node_clean).
+ * @throws CleaningInMaintenance
+ */
+export function checkAutomatedCleaning(node: { maintenance: boolean }, options: ProvisionOptions): void {
+  if (node.maintenance && !options.allow_provisioning_in_maintenance) throw new CleaningInMaintenance();
 }
 
 /**

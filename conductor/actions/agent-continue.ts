@@ -5,6 +5,14 @@ import { abortCleaning, agentOf, continueFromHeartbeat, endOfRunChanges, runToCo
 import { taskPower } from '../node-power.js';
 import type { Action, ActionContext, ActionResult } from './types.js';
 import { tearDownService } from '../servicing.js';
+import { pausedInMaintenance } from '../../drivers/provision-checks.js';
+
+/** Ironic's last_error for a run aborted by a heartbeat of its node in maintenance. */
+const IN_MAINTENANCE: Readonly<Record<RunKind, string>> = {
+  deploy: 'Deploy aborted as node is in maintenance mode',
+  clean: 'Cleaning aborted as node is in maintenance mode',
+  service: 'Service aborted as node is in maintenance mode',
+};
 
 /** The run a node's state belongs to, when it waits for (or works with) an agent. */
 function runOf(state: string): RunKind | undefined {
@@ -19,7 +27,8 @@ function runOf(state: string): RunKind | undefined {
  * cleaning or the servicing on (conductor/steps.ts); run again after its conductor died, it finds the
  * node showing the step it was at, and carries on from there. A heartbeat that finds the node
  * in another state (the run ended, was aborted) does nothing. Failures fail the run as Ironic's error handlers
- * do: deploy failed (powered off), or clean failed with the node in maintenance.
+ * do: deploy failed (powered off), or clean failed with the node in maintenance. A node in
+ * maintenance pauses its run, or has it aborted ([conductor] allow_provisioning_in_maintenance).
  */
 export const agentContinueAction: Action = {
   async run(ctx: ActionContext): Promise<ActionResult> {
@@ -28,8 +37,10 @@ export const agentContinueAction: Action = {
     if (!type) return { result: { skipped: `node is ${state}` } };
     try {
       if (ctx.node.maintenance) {
-        // Ironic's _heartbeat_in_maintenance (there is no allow_provisioning_in_maintenance).
-        throw new AgentStepFailed({ deploy: 'Deploy', clean: 'Cleaning', service: 'Servicing' }[type] + ' aborted as node is in maintenance mode');
+        // Ironic's _heartbeat_in_maintenance: paused, nothing asked of the agent or the BMC, until
+        // a heartbeat after maintenance is unset; or, not allowed, aborted.
+        if (pausedInMaintenance(ctx.node, ctx.conductor)) return { result: { skipped: 'node is in maintenance' } };
+        throw new AgentStepFailed(IN_MAINTENANCE[type]);
       }
       const outcome = await continueFromHeartbeat(ctx, type);
       if (outcome.wait) return { changes: outcome.changes };

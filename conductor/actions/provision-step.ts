@@ -64,7 +64,7 @@ function withArgs(ctx: ActionContext, args: ProvisionArgs, pending?: NodeChanges
     };
   }
   return {
-    task, registry: ctx.registry, log: ctx.log, driver: ctx.driver, agent: ctx.agent, configdrive: ctx.configdrive,
+    task, registry: ctx.registry, log: ctx.log, driver: ctx.driver, agent: ctx.agent, configdrive: ctx.configdrive, conductor: ctx.conductor,
     intent: { ...ctx.intent, args: intentArgs('provision', args) },
     get node() {
       return ctx.node;
@@ -137,7 +137,7 @@ export const provisionStepAction: Action = {
     if (!t) {
       try {
         t = provisionTransition(ctx.node, args.verb, true);
-        checkNodeForProvision(ctx.registry, ctx.node, args.verb, t);
+        checkNodeForProvision(ctx.registry, ctx.node, args.verb, t, ctx.conductor);
       } catch (err) {
         if (typeof err === 'object' && err !== null) (err as Record<symbol, unknown>)[REFUSED_BEFORE_START] = true;
         throw err;

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { ProvisionState, eventChanges, type ProvisionWork } from '../../common/states.js';
-import { HardwareInspectionFailure, InvalidDriverInfo, UnsupportedDriverExtension } from '../../common/errors.js';
+import { CleaningInMaintenance, HardwareInspectionFailure, InvalidDriverInfo, UnsupportedDriverExtension } from '../../common/errors.js';
 import { syncFirmware } from '../../db/firmware-components.js';
 import { storeInventory } from '../../db/inventory.js';
 import { syncBiosSettings } from '../../db/bios-settings.js';
@@ -17,7 +17,7 @@ import { abortServicing, runServicing } from '../servicing.js';
 import {
   abortCleaning, bootAgentForInspection, deployOf, endOfRunChanges, startCleaning, startDeploy, stepId, taskInterfaces, tearDownInspectionBoot, usesAgent,
 } from '../steps.js';
-import { cleanStepToAbortAfter } from '../../drivers/provision-checks.js';
+import { checkAutomatedCleaning, cleanStepToAbortAfter } from '../../drivers/provision-checks.js';
 import { agentStepFailureChanges } from './agent-continue.js';
 import { storeConfigdrive, withdrawConfigdrive } from '../configdrive.js';
 import { cleanUpAfterTimeout, cleanUpFailureChanges } from '../wait-timeouts.js';
@@ -96,6 +96,15 @@ async function tearDown(ctx: ActionContext): Promise<NodeChanges> {
  * of which must exist. `pending` changes are written first, with the cleaning's own first write.
  */
 async function clean(ctx: ActionContext, manual: UserStep[] | undefined, pending?: NodeChanges): Promise<NodeChanges> {
+  if (manual === undefined) {
+    try {
+      checkAutomatedCleaning(ctx.node, ctx.conductor);
+    } catch (err) {
+      // As Ironic, the node has entered cleaning (a tear-down's instance is gone) and fails there.
+      if (pending) await ctx.task.progress(pending);
+      throw err;
+    }
+  }
   const outcome = await startCleaning(ctx, manual, provisionArgsOf(ctx).disableRamdisk === true, pending);
   if (outcome.wait) return outcome.changes;
   return { ...endOfRunChanges(ctx.node, 'clean'), ...(outcome.powerState ? { powerState: outcome.powerState } : {}) };
@@ -394,7 +403,7 @@ export const provisionAction: Action = {
     if (work === 'deploy' || work === 'clean' || work === 'tear_down') {
       const failed = agentStepFailureChanges(ctx.node, onFail === ProvisionState.DEPLOYFAIL ? 'deploy' : 'clean', error);
       if (onFail !== ProvisionState.DEPLOYFAIL && onFail !== ProvisionState.CLEANFAIL) failed.provisionState = onFail;
-      return { ...failed, lastError: `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}` };
+      return { ...failed, lastError: error instanceof CleaningInMaintenance ? reason : `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}` };
     }
     // Processing an agent's inventory fails with Ironic's own message, or in the boot's clean-up.
     const lastError = work === 'adopt' ? `${FAILURE_WORDS[work]} ${ctx.node.uuid}: ${reason}.`

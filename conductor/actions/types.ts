@@ -9,6 +9,7 @@ import type { AgentSession } from '../../drivers/agent/session.js';
 import type { Config } from '../../common/config.js';
 import type { AgentClient } from '../../drivers/agent/client.js';
 import type { ConfigdriveServices } from '../configdrive.js';
+import type { ProvisionOptions } from '../../drivers/provision-checks.js';
 
 /** What the conductor gives actions that talk to agents. */
 export interface AgentServices {
@@ -36,6 +37,8 @@ export interface ActionContext {
   agentSession?: AgentSession;
   /** Where deploys build and keep config drives, where the conductor has it. */
   configdrive?: ConfigdriveServices;
+  /** The `[conductor]` options the provision rules read when the work runs. */
+  conductor: ProvisionOptions;
 }
 
 /** The node fields an action changes, applied with the intent's outcome in one transaction. */

@@ -28,7 +28,8 @@ export interface ProvisionChecksDeps {
  * _check_inspect_wait_timeouts), and nodes left in a transitional state with no work queued and
  * no holder. Each is checked again under its row lock and changed in one transaction with its
  * history. A wait's boot is torn down by the node's conductor, through the intent queued in that
- * transaction (conductor/wait-timeouts.ts): nothing here calls a BMC.
+ * transaction (conductor/wait-timeouts.ts): nothing here calls a BMC. As Ironic's, the wait
+ * timeouts leave nodes in maintenance alone: a run paused there waits for maintenance to be unset.
  */
 export function provisionChecksTask(deps: ProvisionChecksDeps): PeriodicTask {
   const c = deps.config.conductor;
@@ -46,12 +47,13 @@ export function provisionChecksTask(deps: ProvisionChecksDeps): PeriodicTask {
       // state with neither for this long has nobody working on it (Ironic's _check_orphan_nodes), and fails.
       const grace = new Date(now - Math.max(c.heartbeat_timeout, c.orphaned_intent_timeout) * 1000);
       for (const state of WORKING_NOT_WAITING) olderThan[state] = grace;
-      const candidates = (await stalledNodes(deps.db, c.conductor_group, olderThan)).filter((n) => deps.owns(n.uuid));
+      const waits = Object.keys(WAIT_STATES);
+      const candidates = (await stalledNodes(deps.db, c.conductor_group, olderThan, waits)).filter((n) => deps.owns(n.uuid));
       let failed = 0;
       for (const cand of candidates) {
         const waiting = Object.hasOwn(WAIT_STATES, cand.provisionState);
         const done = await withTransaction(deps.db, async (trx) => {
-          const node = await lockStalledNode(trx, cand.id, cand.provisionState, olderThan[cand.provisionState]);
+          const node = await lockStalledNode(trx, cand.id, cand.provisionState, olderThan[cand.provisionState], waiting);
           if (!node) return undefined;
           if (!waiting) {
             const message = `Node ${node.uuid} was left in "${node.provisionState}" with no conductor working on it; failing it.`;

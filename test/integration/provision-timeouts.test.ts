@@ -2,7 +2,7 @@
  * The conductor's check of provision states: a node that waits longer than its [conductor]
  * timeout, or that is left in a transitional state with nobody working on it, is failed with a
  * clear last_error and history; nodes that are waiting within their time, or being worked on,
- * are left alone.
+ * are left alone, and so are waiting nodes in maintenance (their run is paused), as in Ironic.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
@@ -44,9 +44,13 @@ describe('conductor: provision state timeouts and orphaned transitions', functio
     const recent = await node('deploy-wait-recent', 'wait call-back', 0);
     const held = await node('deploying-held', 'deploying', 60, { reservation: 'some-conductor' });
     const stable = await node('active-old', 'active', 600, { target_provision_state: null });
+    const pausedClean = await node('clean-wait-maintenance', 'clean wait', 60, { maintenance: true });
+    const pausedDeploy = await node('deploy-wait-maintenance', 'wait call-back', 60, { maintenance: true });
+    const orphanInMaintenance = await node('deploying-orphan-maintenance', 'deploying', 60, { maintenance: true });
 
     const deadline = Date.now() + 15_000;
-    while (Date.now() < deadline && (await state(orphan)).provision_state === 'deploying') await sleep(200);
+    // Failed in one pass, in the order of their ids: the last one created is the last one failed.
+    while (Date.now() < deadline && (await state(orphanInMaintenance)).provision_state === 'deploying') await sleep(200);
 
     const dw = await state(deployWait);
     expect(dw.provision_state).to.equal('deploy failed');
@@ -63,5 +67,8 @@ describe('conductor: provision state timeouts and orphaned transitions', functio
     expect((await state(recent)).provision_state).to.equal('wait call-back');
     expect((await state(held)).provision_state).to.equal('deploying');
     expect((await state(stable)).provision_state).to.equal('active');
+    expect((await state(pausedClean)).provision_state).to.equal('clean wait');
+    expect((await state(pausedDeploy)).provision_state).to.equal('wait call-back');
+    expect((await state(orphanInMaintenance)).provision_state).to.equal('deploy failed');
   });
 });
