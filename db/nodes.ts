@@ -7,7 +7,7 @@ import {
 import { RowMapper } from './rows.js';
 import { applyMarkerPage, whereDefined } from './table.js';
 import { isUniqueViolation, pgError } from './transaction.js';
-import { SYNC_EXCLUDED_STATES } from '../common/states.js';
+import { SYNC_EXCLUDED_STATES, WAIT_STATES } from '../common/states.js';
 
 /** A node as the rest of Galvanic sees it. */
 export interface Node {
@@ -486,43 +486,49 @@ export interface StalledNode {
 }
 
 /**
- * Nodes of a conductor group in one of `states` whose provision state last changed before
- * `olderThan` (per state), that nobody holds and that have no queued or running intent; those
- * in maintenance only when their state is not among `notInMaintenance`. The caller checks each
- * again under the row lock before it fails it.
+ * What stalls a node in its state, over `n` (nodes) and `waiting` (a boolean: the state waits
+ * for a call-back): nobody holds it and no intent of it runs; in a working state none is
+ * queued either. A queued intent does not hold off a wait's deadline: a group operation's step
+ * stays queued while its node waits for the agent (conductor/actions/provision-step.ts), and
+ * its agent's call-backs move provision_updated_at on. As Ironic's timeout checks, a wait in
+ * maintenance is left alone (allow_provisioning_in_maintenance pauses it there).
  */
-export async function stalledNodes(
-  db: Knex, conductorGroup: string, olderThan: Readonly<Record<string, Date>>, notInMaintenance: readonly string[],
-): Promise<StalledNode[]> {
+function stalledSql(waiting: string): string {
+  return `n.reservation IS NULL
+        AND NOT (n.maintenance AND ${waiting})
+        AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.node_id = n.id AND i.finished_at IS NULL AND (i.state = 'running' OR NOT ${waiting}))`;
+}
+
+/**
+ * Nodes of a conductor group in one of `states` whose provision state last changed before
+ * `olderThan` (per state) and that are stalled there (stalledSql). The caller checks each again
+ * under the row lock before it fails it.
+ */
+export async function stalledNodes(db: Knex, conductorGroup: string, olderThan: Readonly<Record<string, Date>>): Promise<StalledNode[]> {
   const states = Object.keys(olderThan);
   if (states.length === 0) return [];
   const { rows } = await db.raw(
     `SELECT n.id, n.uuid, n.provision_state
-       FROM nodes n JOIN unnest(?::text[], ?::timestamptz[]) AS s(state, before) ON n.provision_state = s.state
-      WHERE n.conductor_group = ? AND n.reservation IS NULL
-        AND COALESCE(n.provision_updated_at, n.updated_at, n.created_at) < s.before
-        AND NOT (n.maintenance AND s.state = ANY(?::text[]))
-        AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.node_id = n.id AND i.finished_at IS NULL)
+       FROM nodes n JOIN unnest(?::text[], ?::timestamptz[], ?::boolean[]) AS s(state, before, waiting) ON n.provision_state = s.state
+      WHERE n.conductor_group = ? AND COALESCE(n.provision_updated_at, n.updated_at, n.created_at) < s.before
+        AND ${stalledSql('s.waiting')}
       ORDER BY n.id`,
-    [states, states.map((s) => olderThan[s].toISOString()), conductorGroup, [...notInMaintenance]],
+    [states, states.map((s) => olderThan[s].toISOString()), states.map((s) => Object.hasOwn(WAIT_STATES, s)), conductorGroup],
   );
   return (rows as Array<{ id: number; uuid: string; provision_state: string }>).map((r) => ({ id: r.id, uuid: r.uuid, provisionState: r.provision_state }));
 }
 
 /**
- * Locks a stalled node (skipping one that is locked) and returns it if it is still stalled in
- * `state` since before `olderThan`: unreserved, no open intent, the same provision state, and
- * out of maintenance if `notInMaintenance`.
+ * Locks a stalled node (skipping one that is locked) and returns it if it is still stalled
+ * (stalledSql) in `state` since before `olderThan`.
  */
-export async function lockStalledNode(trx: Knex.Transaction, id: number, state: string, olderThan: Date, notInMaintenance: boolean): Promise<Node | undefined> {
+export async function lockStalledNode(trx: Knex.Transaction, id: number, state: string, olderThan: Date): Promise<Node | undefined> {
   const { rows } = await trx.raw(
     `SELECT n.* FROM nodes n
-      WHERE n.id = ? AND n.provision_state = ? AND n.reservation IS NULL
-        AND COALESCE(n.provision_updated_at, n.updated_at, n.created_at) < ?
-        AND NOT (n.maintenance AND ?)
-        AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.node_id = n.id AND i.finished_at IS NULL)
+      WHERE n.id = ? AND n.provision_state = ? AND COALESCE(n.provision_updated_at, n.updated_at, n.created_at) < ?
+        AND ${stalledSql('?::boolean')}
       FOR UPDATE OF n SKIP LOCKED`,
-    [id, state, olderThan.toISOString(), notInMaintenance],
+    [id, state, olderThan.toISOString(), Object.hasOwn(WAIT_STATES, state)],
   );
   const row = (rows as Array<Record<string, unknown>>)[0];
   return row ? nodeMapper.fromRow(row) : undefined;

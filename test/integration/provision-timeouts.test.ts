@@ -3,7 +3,10 @@
  * timeout, or that is left in a transitional state with nobody working on it, is failed with a
  * clear last_error and history; nodes that are waiting within their time, or being worked on,
  * are left alone, and so are waiting nodes in maintenance (their run is paused), as in Ironic.
+ * A wait times out whatever is queued for its node; an intent running on it holds the deadline
+ * off, and in a working state a queued one does too.
  */
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { suiteApp } from '../helpers/app.js';
@@ -22,10 +25,20 @@ describe('conductor: provision state timeouts and orphaned transitions', functio
     },
   });
 
-  async function node(name: string, state: string, secondsAgo: number, extra: Record<string, unknown> = {}): Promise<string> {
+  /**
+   * A node put in `state` `secondsAgo`; with `intent`, an open intent of it, written first (the
+   * check runs every second): queued for much later, or running under another conductor.
+   */
+  async function node(name: string, state: string, secondsAgo: number, extra: Record<string, unknown> = {}, intent?: 'queued' | 'running'): Promise<string> {
     const res = await t.app.inject({ method: 'POST', url: '/v1/nodes', headers: { 'x-openstack-ironic-api-version': 'latest' }, payload: { driver: 'fake-hardware', name } });
     expect(res.statusCode, res.body).to.equal(201);
-    const uuid = res.json<{ uuid: string }>().uuid;
+    const { uuid, id } = await t.tdb.knex('nodes').where({ uuid: res.json<{ uuid: string }>().uuid }).first('uuid', 'id');
+    if (intent) {
+      await t.tdb.knex('intents').insert({
+        uuid: randomUUID(), node_id: id, seq: 1, kind: 'power', args: { target: 'power on' }, max_attempts: 1,
+        ...(intent === 'running' ? { state: 'running', conductor: 'elsewhere', started_at: new Date(), attempts: 1 } : { state: 'queued', not_before: new Date(Date.now() + 3_600_000) }),
+      });
+    }
     await t.tdb.knex('nodes').where({ uuid }).update({
       provision_state: state, target_provision_state: 'active', provision_updated_at: new Date(Date.now() - secondsAgo * 1000), ...extra,
     });
@@ -70,5 +83,21 @@ describe('conductor: provision state timeouts and orphaned transitions', functio
     expect((await state(pausedClean)).provision_state).to.equal('clean wait');
     expect((await state(pausedDeploy)).provision_state).to.equal('wait call-back');
     expect((await state(orphanInMaintenance)).provision_state).to.equal('deploy failed');
+  });
+
+  it('times out a wait whatever is queued for its node, but not while an intent of it runs', async () => {
+    const queued = await node('deploy-wait-queued', 'wait call-back', 60, {}, 'queued');
+    const running = await node('deploy-wait-running', 'wait call-back', 60, {}, 'running');
+    const working = await node('deploying-queued', 'deploying', 60, {}, 'queued');
+
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline && (await state(queued)).provision_state === 'wait call-back') await sleep(200);
+    const q = await state(queued);
+    expect(q.provision_state).to.equal('deploy failed');
+    expect(q.last_error).to.equal(`Timeout reached while waiting for callback for node ${queued}`);
+    // Two more passes of the check (every second): nothing else moves.
+    await sleep(2_500);
+    expect((await state(running)).provision_state).to.equal('wait call-back');
+    expect((await state(working)).provision_state).to.equal('deploying');
   });
 });

@@ -6,7 +6,9 @@
  * error handlers do: the ISO ejected at the BMC and withdrawn from the HTTP root; after a
  * cleaning the machine powered off, or left on in maintenance when a step was running; after a
  * servicing the instance booted again. A BMC that fails during the tear-down leaves its error
- * in last_error and the node free for its next verb, which no tear-down undoes.
+ * in last_error and the node free for its next verb, which no tear-down undoes. A node of a
+ * group operation, whose step stays open while its node waits, times out all the same: its
+ * step fails once with the node's last_error, and the operation ends.
  */
 import { expect } from 'chai';
 import fs from 'node:fs/promises';
@@ -39,7 +41,7 @@ describe('a wait for the agent that times out tears its boot down (real processe
       GALVANIC_AGENT__COMMAND_WAIT_INTERVAL: '1',
     },
     // The ISO published for a node is an agent ISO that calls Galvanic.
-    sim: (apiUrl) => ({ count: 6, agent: { apiUrl, isoPattern: /\/boot-[0-9a-f-]+\.iso$/, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } }),
+    sim: (apiUrl) => ({ count: 14, agent: { apiUrl, isoPattern: /\/boot-[0-9a-f-]+\.iso$/, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } }),
     cleanExit: false,
   });
   const { api } = g;
@@ -186,6 +188,89 @@ describe('a wait for the agent that times out tears its boot down (real processe
     const node = await failedAndQuiet(uuid, 'manageable');
     expect(node).to.include({ provision_state: 'manageable', target_provision_state: null, last_error: null });
     await bmcFaults(url, { failRate: 0, latencyMs: [0, 0] });
+  });
+
+  /** Starts a group operation; its UUID. */
+  async function startOperation(body: Json): Promise<string> {
+    const res = await api('POST', '/v1/operations', body);
+    expect(res.status, res.body).to.equal(201);
+    return res.json<Json>().uuid as string;
+  }
+
+  /** The operation once ended (bounded well past the timeout), with its nodes. */
+  function operationEnd(uuid: string): Promise<Json> {
+    return until(`operation ${uuid} to end`, async () => {
+      const op = (await api('GET', `/v1/operations/${uuid}?limit=100`)).json<Json>();
+      return op.finished_at !== null && op;
+    }, (TIMEOUT_S + 40) * 1000, 200);
+  }
+
+  /** The node's intents of the operation: its one step, ended once as failed with the node's last_error. */
+  async function failedStep(uuid: string, operation: string, lastError: string): Promise<void> {
+    const res = await api('GET', `/v1/nodes/${uuid}/intents`);
+    const steps = res.json<{ intents: Json[] }>().intents.filter((i) => i.operation === operation);
+    expect(steps.map((i) => [i.action, i.state, i.error]), res.body).to.deep.equal([['provision_step', 'failed', lastError]]);
+  }
+
+  it('fails a node of a group deploy whose agent never calls back, tears its boot down, and ends the operation', async () => {
+    const uuids = [await availableNode(6), await availableNode(7), await availableNode(8)];
+    await setAgentFaults(g.sim.bmcs[7].url, { noBoot: true });
+    const started = await startOperation({ nodes: uuids, steps: [{ action: 'deploy' }] });
+    const bad = uuids[1];
+    // Its step stays open while it waits: the operation's intent, not a heartbeat's, is the node's.
+    await waitingWithIso(7, bad, 'wait call-back');
+    const op = await operationEnd(started);
+    const message = `Timeout reached while waiting for callback for node ${bad}`;
+    expect(op.state, JSON.stringify(op)).to.equal('partially_failed');
+    expect(op.counts).to.include({ succeeded: 2, failed: 1, running: 0, pending: 0 });
+    const rows = new Map((op.nodes as Json[]).map((n) => [n.node_uuid, n]));
+    expect(rows.get(bad)).to.include({ state: 'failed', last_error: message });
+    for (const u of [uuids[0], uuids[2]]) expect((await getNode(api, u)).provision_state).to.equal('active');
+
+    const node = await failedAndQuiet(bad, 'deploy failed');
+    expect(node).to.include({ last_error: message, reservation: null, target_provision_state: null });
+    await failedStep(bad, op.uuid, message);
+    expect(insertedMedia(await simState(g.sim.bmcs[7].url)), 'virtual media').to.deep.equal([]);
+    expect(await rootFiles(bad), 'HTTP root').to.deep.equal([]);
+    expect((await system(7)).boot.BootSourceOverrideEnabled).to.equal('Disabled');
+    expect((node.driver_internal_info as Json).agent_url).to.equal(undefined);
+    await setAgentFaults(g.sim.bmcs[7].url, {});
+  });
+
+  it('fails a node of a group provide whose agent never calls back, powered off and its boot undone', async () => {
+    const uuids = [await manageableNode(9, { automated_clean: true }), await manageableNode(10, { automated_clean: true }), await manageableNode(11, { automated_clean: true })];
+    await setAgentFaults(g.sim.bmcs[9].url, { noBoot: true });
+    const started = await startOperation({ nodes: uuids, steps: [{ action: 'provide' }] });
+    const bad = uuids[0];
+    await waitingWithIso(9, bad, 'clean wait');
+    const op = await operationEnd(started);
+    const message = 'Timeout reached while cleaning the node. Please check if the ramdisk responsible for the cleaning is running on the node. Failed on step {}.';
+    expect(op.state, JSON.stringify(op)).to.equal('partially_failed');
+    expect(op.counts).to.include({ succeeded: 2, failed: 1, running: 0, pending: 0 });
+    for (const u of uuids.slice(1)) expect((await getNode(api, u)).provision_state).to.equal('available');
+
+    const node = await failedAndQuiet(bad, 'clean failed');
+    expect(node).to.include({ last_error: message, maintenance: false, power_state: 'power off', reservation: null });
+    await failedStep(bad, op.uuid, message);
+    expect((await system(9)).power).to.equal('Off');
+    expect(insertedMedia(await simState(g.sim.bmcs[9].url)), 'virtual media').to.deep.equal([]);
+    expect(await rootFiles(bad), 'HTTP root').to.deep.equal([]);
+    await setAgentFaults(g.sim.bmcs[9].url, {});
+  });
+
+  it('aborts a group deploy (on_failure=abort) when its node times out: the nodes not yet admitted are cancelled', async () => {
+    const uuids = [await availableNode(12), await availableNode(13)];
+    await setAgentFaults(g.sim.bmcs[12].url, { noBoot: true });
+    const started = await startOperation({ nodes: uuids, max_parallel: 1, on_failure: 'abort', steps: [{ action: 'deploy' }] });
+    await waitingWithIso(12, uuids[0], 'wait call-back');
+    const op = await operationEnd(started);
+    expect(op.state, JSON.stringify(op)).to.equal('failed');
+    expect(op.counts).to.include({ succeeded: 0, failed: 1, cancelled: 1 });
+    const node = await failedAndQuiet(uuids[0], 'deploy failed');
+    expect(node.last_error).to.equal(`Timeout reached while waiting for callback for node ${uuids[0]}`);
+    expect(insertedMedia(await simState(g.sim.bmcs[12].url)), 'virtual media').to.deep.equal([]);
+    expect((await getNode(api, uuids[1])).provision_state).to.equal('available');
+    await setAgentFaults(g.sim.bmcs[12].url, {});
   });
 
   async function bmcFaults(url: string, faults: Json): Promise<void> {
