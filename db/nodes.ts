@@ -526,9 +526,9 @@ export async function lockStalledNode(trx: Knex.Transaction, id: number, state: 
   const { rows } = await trx.raw(
     `SELECT n.* FROM nodes n
       WHERE n.id = ? AND n.provision_state = ? AND COALESCE(n.provision_updated_at, n.updated_at, n.created_at) < ?
-        AND ${stalledSql('?::boolean')}
+        AND ${stalledSql(Object.hasOwn(WAIT_STATES, state) ? 'true' : 'false')}
       FOR UPDATE OF n SKIP LOCKED`,
-    [id, state, olderThan.toISOString(), Object.hasOwn(WAIT_STATES, state)],
+    [id, state, olderThan.toISOString()],
   );
   const row = (rows as Array<Record<string, unknown>>)[0];
   return row ? nodeMapper.fromRow(row) : undefined;
