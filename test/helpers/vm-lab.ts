@@ -1,7 +1,7 @@
 /**
- * Shared by the VM tests: which accelerator boots the test kernel here, the serial console of a
- * QEMU-backed BMC (GET /_sim/vm/console), what the test ramdisk said on it, and a suite's
- * Galvanic with a QEMU-backed BMC.
+ * Shared by the VM tests and the real-IPA lab (test/lab/real-ipa.ts): which accelerator boots
+ * the test kernel here, the serial console of a QEMU-backed BMC (GET /_sim/vm/console), what the
+ * test ramdisk said on it, and a Galvanic with a QEMU-backed BMC, for a suite or started by hand.
  */
 import { expect } from 'chai';
 import fs from 'node:fs';
@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { probeKvm } from '../../sim/qemu/index.js';
-import { startRedfishSim, type RedfishSim } from '../../sim/redfish/index.js';
+import { startRedfishSim, type QemuOptions, type RedfishSim } from '../../sim/redfish/index.js';
 import { startGalvanicOnFreshDatabase, type GalvanicOnFreshDatabase } from './app.js';
 import { freePort } from './net.js';
 import { getNode, httpClient, type ApiCall } from './provisioning.js';
@@ -46,6 +46,8 @@ export interface VmState {
   mediaFiles: string[];
   macs: [string, string];
   uuid: string;
+  /** The 127.0.0.1 port forwarded to the guest's 9999, with `agentPort`. */
+  agentPort: number | null;
   serialBytes: number;
   lastError: string | null;
 }
@@ -153,83 +155,133 @@ export interface VmLabGalvanic {
   serve(name: string, data: Buffer): void;
 }
 
+export interface VmLabOptions {
+  /** `GALVANIC_*` overrides of Galvanic's environment. */
+  env?: Record<string, string>;
+  /** The machine's memory, disk and agent port forward (sim/qemu's defaults otherwise). */
+  machine?: Pick<QemuOptions, 'memoryMiB' | 'diskMiB' | 'agentPort'>;
+}
+
+/** A VM lab started outside mocha's hooks: the same parts, stopped by the caller. */
+export interface VmLab extends VmLabGalvanic {
+  /** The lab's directory: Galvanic's HTTP root and image cache, the machine's directory (`vms/bmc-0`). */
+  readonly dir: string;
+  readonly accel: Accel;
+  /** Serves the file at `file` as `<files>/<name>`, read from disk at each request. */
+  serveFile(name: string, file: string): void;
+  /**
+   * Stops Galvanic (dropping its database), the machines and the file server, and removes the
+   * lab's directory unless `keep`: resolves with Galvanic's exit code.
+   */
+  stop(opts?: { keep?: boolean }): Promise<number | null>;
+}
+
 /**
- * The hooks of a suite that drives a real `galvanic all-in-one` against one QEMU-backed BMC:
- * the test ramdisk built, a file server for it, Galvanic with an HTTP root and image cache of
- * the suite's own and `[deploy] external_callback_url` the API's address from the guest
- * (10.0.2.2, QEMU's user network), and the simulator. Call it inside `describe`.
+ * A real `galvanic all-in-one` against one QEMU-backed BMC: the test ramdisk built, a file
+ * server for it on 127.0.0.1, Galvanic on a fresh database (setUpTestDatabases first) with an
+ * HTTP root and image cache in the lab's directory and `[deploy] external_callback_url` the
+ * API's address from the guest (10.0.2.2, QEMU's user network), and the simulator.
  */
-export function vmLabGalvanic(what: string, env: Record<string, string> = {}): VmLabGalvanic {
-  const served = new Map<string, Buffer>();
-  let server: http.Server | undefined;
-  let files = '';
-  let work = '';
+export async function startVmLab(opts: VmLabOptions = {}): Promise<VmLab> {
+  const served = new Map<string, Buffer | string>();
+  const ramdisk = await testRamdisk();
+  const { accel } = await vmAccel(ramdisk.kernel);
+  served.set('vmlinuz', ramdisk.kernel);
+  served.set('initrd.gz', ramdisk.initrd);
+  const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'vm-lab-'));
+  const server = http.createServer((req, res) => void answer(served.get((req.url ?? '').replace(/^\//, '')), req, res));
   let galvanic: GalvanicOnFreshDatabase | undefined;
   let sim: RedfishSim | undefined;
-  let ramdisk: TestRamdisk | undefined;
+  const stop = async (stopOpts: { keep?: boolean } = {}): Promise<number | null> => {
+    try {
+      return (await galvanic?.shutdown()) ?? null;
+    } finally {
+      // The machines go whatever Galvanic's exit was.
+      await sim?.stop();
+      if (server.listening) {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      }
+      if (!stopOpts.keep) await fs.promises.rm(dir, { recursive: true, force: true });
+    }
+  };
+  let files = '';
   let port = 0;
-  before(async function () {
-    requireVmLab(this, what);
-    ramdisk = await testRamdisk();
-    const { accel } = await vmAccel(ramdisk.kernel);
-    served.set('vmlinuz', await fs.promises.readFile(ramdisk.kernel));
-    served.set('initrd.gz', await fs.promises.readFile(ramdisk.initrd));
-    server = http.createServer((req, res) => {
-      const body = served.get((req.url ?? '').replace(/^\//, ''));
-      if (!body) return void res.writeHead(404).end();
-      res.writeHead(200, { 'content-length': String(body.length) }).end(req.method === 'HEAD' ? undefined : body);
-    });
-    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+  try {
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     files = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    work = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'vm-lab-'));
     port = await freePort();
     galvanic = await startGalvanicOnFreshDatabase({
       port,
       env: {
-        GALVANIC_DEPLOY__HTTP_ROOT: path.join(work, 'httpboot'),
-        GALVANIC_DEPLOY__ISO_MASTER_PATH: path.join(work, 'cache'),
+        GALVANIC_DEPLOY__HTTP_ROOT: path.join(dir, 'httpboot'),
+        GALVANIC_DEPLOY__ISO_MASTER_PATH: path.join(dir, 'cache'),
         GALVANIC_DEPLOY__EXTERNAL_CALLBACK_URL: `http://10.0.2.2:${port}`,
         GALVANIC_CONDUCTOR__SYNC_POWER_STATE_INTERVAL: '0',
         GALVANIC_REDFISH__CONNECTION_RETRY_INTERVAL: '0.1',
-        ...env,
+        ...opts.env,
       },
     });
-    sim = await startRedfishSim({ count: 1, qemu: { accel } });
+    sim = await startRedfishSim({ count: 1, qemu: { accel, workDir: path.join(dir, 'vms'), ...opts.machine } });
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  const g = galvanic;
+  const s = sim;
+  return {
+    galvanic: g, sim: s, bmc: s.bmcs[0].url, ramdisk, files, dir, accel,
+    httpRoot: path.join(dir, 'httpboot'),
+    guestApi: `http://10.0.2.2:${port}`,
+    api: httpClient(g.url),
+    serve: (name, data) => void served.set(name, data),
+    serveFile: (name, file) => void served.set(name, file),
+    stop,
+  };
+}
+
+/** A file server's answer: the bytes, or the file read from disk, or 404. */
+function answer(body: Buffer | string | undefined, req: http.IncomingMessage, res: http.ServerResponse): void {
+  if (body === undefined) return void res.writeHead(404).end();
+  if (Buffer.isBuffer(body)) return void res.writeHead(200, { 'content-length': String(body.length) }).end(req.method === 'HEAD' ? undefined : body);
+  fs.promises.stat(body).then((st) => {
+    res.writeHead(200, { 'content-length': String(st.size) });
+    if (req.method === 'HEAD') return void res.end();
+    fs.createReadStream(body).on('error', () => res.destroy()).pipe(res);
+  }, () => void res.writeHead(404).end());
+}
+
+/**
+ * The hooks of a suite that drives a real `galvanic all-in-one` against one QEMU-backed BMC
+ * (startVmLab), started in `before` and stopped in `after`, where Galvanic must exit cleanly.
+ * Call it inside `describe`.
+ */
+export function vmLabGalvanic(what: string, env: Record<string, string> = {}): VmLabGalvanic {
+  let lab: VmLab | undefined;
+  before(async function () {
+    requireVmLab(this, what);
+    lab = await startVmLab({ env });
   });
   after(async () => {
-    try {
-      await galvanic?.shutdownCleanly();
-    } finally {
-      // The machines go whatever Galvanic's exit was.
-      await sim?.stop();
-      if (server) {
-        server.closeAllConnections();
-        await new Promise((resolve) => server!.close(resolve));
-      }
-      if (work) await fs.promises.rm(work, { recursive: true, force: true });
-    }
+    if (!lab) return;
+    const output = lab.galvanic.output();
+    const code = await lab.stop();
+    expect(code, output.slice(-3000)).to.equal(0);
   });
-  const started = <T>(name: string, v: T | undefined): T => {
-    if (v === undefined) throw new Error(`${name} is not started (outside the suite's hooks and tests?)`);
-    return v;
+  const started = (): VmLab => {
+    if (lab === undefined) throw new Error('the VM lab is not started (outside the suite\'s hooks and tests?)');
+    return lab;
   };
-  const api = (() => {
-    let client: ApiCall | undefined;
-    return (...args: Parameters<ApiCall>) => {
-      client ??= httpClient(started('galvanic', galvanic).url);
-      return client(...args);
-    };
-  })();
   return {
-    get galvanic() { return started('galvanic', galvanic); },
-    get sim() { return started('the simulator', sim); },
-    get bmc() { return started('the simulator', sim).bmcs[0].url; },
-    get ramdisk() { return started('the test ramdisk', ramdisk); },
-    get files() { return files; },
-    get httpRoot() { return path.join(work, 'httpboot'); },
-    get guestApi() { return `http://10.0.2.2:${port}`; },
-    api,
-    serve: (name, data) => void served.set(name, data),
+    get galvanic() { return started().galvanic; },
+    get sim() { return started().sim; },
+    get bmc() { return started().bmc; },
+    get ramdisk() { return started().ramdisk; },
+    get files() { return started().files; },
+    get httpRoot() { return started().httpRoot; },
+    get guestApi() { return started().guestApi; },
+    api: (...args: Parameters<ApiCall>) => started().api(...args),
+    serve: (name, data) => started().serve(name, data),
   };
 }
 
@@ -237,7 +289,7 @@ export function vmLabGalvanic(what: string, env: Record<string, string> = {}): V
  * What a torn-down node leaves, checked: its machine powered off with nothing in its drives
  * and no download kept, the BMC's slots empty, the HTTP root holding no file, the node off.
  */
-export async function expectNothingLeft(lab: VmLabGalvanic, nodeUuid: string): Promise<void> {
+export async function expectNothingLeft(lab: Pick<VmLabGalvanic, 'api' | 'bmc' | 'httpRoot'>, nodeUuid: string): Promise<void> {
   const off = await until('the machine to be powered off', async () => {
     const s = await vmState(lab.bmc);
     return s.running ? null : s;
