@@ -56,9 +56,11 @@ function writeImageArgs(node: StepNode, configdrive: string | undefined): Record
 }
 
 /**
- * prepare_instance_boot: the agent reports the partitions; for a partition image it installs
- * the bootloader on them (AgentDeploy.configure_local_boot, polled); then the node boots from
- * disk.
+ * prepare_instance_boot: the agent reports the partitions (for a whole-disk image, the disk's
+ * identifier as its root); it installs the bootloader (AgentDeploy.configure_local_boot,
+ * polled) on the partitions of a partition image, and for a whole-disk image in UEFI mode,
+ * where the agent registers the image's own EFI loader in the machine's boot entries; then the
+ * node boots from disk.
  */
 async function prepareInstanceBoot(ctx: StepContext): Promise<void> {
   const agent = ctx.agent();
@@ -70,12 +72,13 @@ async function prepareInstanceBoot(ctx: StepContext): Promise<void> {
   const uuids = (cmd.command_result ?? {}) as Record<string, unknown>;
   const root = typeof uuids['root uuid'] === 'string' ? uuids['root uuid'] : undefined;
   if (root) ctx.info.root_uuid_or_disk_id = root;
-  if (root && !isWholeDiskImage(ctx.node.instanceInfo)) {
-    const mode = bootModeOf(ctx.node);
+  const wholeDisk = isWholeDiskImage(ctx.node.instanceInfo);
+  const mode = bootModeOf(ctx.node);
+  if ((root && !wholeDisk) || (wholeDisk && mode === 'uefi')) {
     const arch = ctx.node.properties.cpu_arch;
     const result = installed || await agent.executeAndPoll('image.install_bootloader', {
-      root_uuid: root,
-      efi_system_part_uuid: mode === 'uefi' ? uuids['efi system partition uuid'] ?? null : null,
+      root_uuid: root ?? null,
+      efi_system_part_uuid: mode === 'uefi' && !wholeDisk ? uuids['efi system partition uuid'] ?? null : null,
       prep_boot_part_uuid: typeof arch === 'string' && arch.startsWith('ppc64') ? uuids['PReP Boot partition uuid'] ?? null : null,
       target_boot_mode: mode,
     });

@@ -87,8 +87,10 @@ describe('direct deploy and cleaning through the agent (real processes)', functi
     if (witness.token) tokens.add(witness.token);
     const names = witness.commands.map((c) => c.command_name);
     expect(names).to.include.members(['get_deploy_steps', 'execute_deploy_step', 'get_partition_uuids', 'power_off']);
-    // A whole-disk image brings its own bootloader.
-    expect(names).to.not.include('install_bootloader');
+    // A whole-disk image brings its own bootloader; in UEFI mode (inspection found the node
+    // UEFI) the agent registers it in the machine's boot entries, as Ironic's configure_local_boot has it.
+    expect(witness.disk?.bootloader, JSON.stringify(witness)).to.deep.equal({ rootUuid: (deployed.node.driver_internal_info as Record<string, unknown>).root_uuid_or_disk_id, efiSystemPartUuid: null, targetBootMode: 'uefi' });
+    expect(witness.commands.find((c) => c.command_name === 'install_bootloader')?.command_status).to.equal('SUCCEEDED');
 
     await provision(api, uuid, 'deleted');
     const undeployed = await watchStates(api, uuid);
