@@ -24,7 +24,8 @@
  * (from its host's boot to the agent's start, in the simulator's events) and, per
  * asynchronous command, the longer of its run and the forced heartbeat's least gap (IPA
  * heartbeats at least that long after the previous one, the only way the conductor hears of
- * the end); write_image runs image bytes / write rate.
+ * the end); write_image runs image bytes / write rate; a command the conductor polls for
+ * (install_bootloader) adds its run.
  *
  * The floor of a run is computed at the simulator (`/_sim/chains?all=1`): each BMC's chain is
  * the latency imposed on its requests plus its boots, the shortest time in which a client doing
@@ -389,12 +390,15 @@ async function runPhase(
         if (e.type === 'boot-finished') bootEnd = e.at;
         if (e.type === 'agent-started' && bootEnd !== undefined) extra += e.at - bootEnd;
       }
-      const w = (await (await fetch(`http://127.0.0.1:${port}/_sim/agent`)).json()) as { commands: Array<{ command_name: string; command_result: unknown }> };
+      const w = (await (await fetch(`http://127.0.0.1:${port}/_sim/agent`)).json()) as { commands: Array<{ command_name: string; command_result: unknown }>; calls: Array<[string, number, number]> };
       for (const c of w.commands) {
         if (!c.command_name.startsWith('execute_')) continue;
         const step = ((c.command_result ?? {}) as { deploy_step?: { step?: string } }).deploy_step?.step;
         extra += Math.max(gapMs, step === 'write_image' ? writeMs : 0);
       }
+      // A command the conductor waits for by reading the agent's command list (the bootloader's
+      // install) holds the node for its run.
+      for (const [what, from, to] of w.calls) if (what === 'run image.install_bootloader' && from >= t0) extra += to - from;
       agentExtra.set(u, extra);
     }));
   }

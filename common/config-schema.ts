@@ -516,7 +516,7 @@ export const SCHEMA = {
       type: 'int',
       default: 6,
       min: 1,
-      help: 'Seconds between those reads.',
+      help: 'Seconds between those reads, the longest: the first come 0.2 s after the command started, then twice as long each time up to this.',
     },
     post_deploy_get_power_state_retries: {
       type: 'int',

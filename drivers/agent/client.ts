@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { Pool, errors as undiciErrors } from 'undici';
 import { AgentAPIError, AgentCommandTimeout, AgentConnectionFailed, AgentInProgress } from '../../common/errors.js';
+import { backoffCeilingMs } from '../../common/backoff.js';
 
 /** IPA's command result (extensions/base.py). */
 export interface AgentCommand {
@@ -197,7 +198,7 @@ export class AgentClient {
 
   /**
    * Ironic's `_command(poll=True)`: runs `<extension>.<command>` without waiting, then reads the
-   * command list every `intervalMs` until the last command of that name has ended.
+   * command list until the last command of that name has ended (pollUntilEnded).
    * @throws AgentCommandTimeout after `attempts` reads | AgentInProgress | AgentAPIError | AgentConnectionFailed
    */
   async executeAndPoll(target: AgentTarget, name: string, params: Record<string, unknown>, poll: { attempts: number; intervalMs: number }): Promise<AgentCommand> {
@@ -206,14 +207,17 @@ export class AgentClient {
 
   /**
    * Waits for a command the agent has (`sent`, as it was last seen) to end, reading the command
-   * list every `intervalMs`; see executeAndPoll.
+   * list `attempts` times; see executeAndPoll. The first reads come soon (200 ms, then twice as
+   * long each time) and later ones every `intervalMs`: a command that takes a fraction of a
+   * second (install_bootloader of a whole-disk image) is not waited on for Ironic's whole
+   * interval, 6 s by default, a wait every node of a deploy paid.
    * @throws AgentCommandTimeout after `attempts` reads | AgentAPIError | AgentConnectionFailed
    */
   async pollUntilEnded(target: AgentTarget, name: string, sent: AgentCommand, poll: { attempts: number; intervalMs: number }): Promise<AgentCommand> {
     if (sent.command_status !== 'RUNNING') return sent;
     const bare = name.includes('.') ? name.slice(name.indexOf('.') + 1) : name;
     for (let i = 0; i < poll.attempts; i++) {
-      await new Promise((r) => setTimeout(r, poll.intervalMs));
+      await new Promise((r) => setTimeout(r, backoffCeilingMs(i + 1, Math.min(200, poll.intervalMs), poll.intervalMs)));
       const last = (await this.getCommands(target)).filter((c) => c.command_name === bare).pop();
       if (last && last.command_status !== 'RUNNING') return last;
     }
