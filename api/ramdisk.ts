@@ -220,6 +220,24 @@ export function registerRamdiskRoutes(app: FastifyInstance, deps: ApiDeps, accep
     return outcomes;
   }, HEARTBEAT_BATCH);
 
+  /**
+   * The agent's token, minted once no conductor holds the node. Ironic's get_node_with_token
+   * takes the node's lock as any conductor call does, waiting node_locked_retry_attempts times,
+   * node_locked_retry_interval apart, before NodeLocked (409): an agent that boots while the
+   * task that booted it is still finishing gets its token then, not after its own retry.
+   */
+  const mintTokenWhenFree = async (nodeId: number): Promise<string | null> => {
+    const { node_locked_retry_attempts: attempts, node_locked_retry_interval: interval } = config.conductor;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await mintAgentToken(db, nodeId, { unlessHeld: true });
+      } catch (err) {
+        if (!(err instanceof NodeLocked) || attempt >= attempts) throw err;
+        await new Promise((r) => setTimeout(r, interval * 1000));
+      }
+    }
+  };
+
   app.get('/v1/lookup', async (req) => {
     if (!req.apiVersion.atLeast(22)) throw notFound();
     const q = req.query as Record<string, unknown>;
@@ -241,7 +259,7 @@ export function registerRamdiskRoutes(app: FastifyInstance, deps: ApiDeps, accep
     // Absent and in the wrong state look the same: the lookup must not tell which nodes exist.
     if (!node || (config.api.restrict_lookup && !LOOKUP_ALLOWED_STATES.has(node.provisionState))) throw notFound();
     let token: string | null = null;
-    if (req.apiVersion.atLeast(62)) token = (await mintAgentToken(db, node.id, { unlessHeld: true })) ?? MASK;
+    if (req.apiVersion.atLeast(62)) token = (await mintTokenWhenFree(node.id)) ?? MASK;
     return lookupBody(node, token, baseUrl(req, config.api.public_endpoint), config.api.ramdisk_heartbeat_timeout);
   });
 

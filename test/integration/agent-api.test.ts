@@ -220,6 +220,30 @@ describe('agent API: lookup, heartbeat and the agent token', function () {
     await db('nodes').where({ uuid }).update({ provision_state: 'manageable', target_provision_state: null });
   });
 
+  it('waits for a node a conductor holds a moment, as Ironic takes its lock, before minting the token', async () => {
+    const db = t.tdb.knex;
+    const mac = '52:54:00:aa:00:0b';
+    const created = await call('POST', '/v1/nodes', {
+      name: 'agent-held', driver: 'redfish', boot_interface: 'redfish-virtual-media', deploy_interface: 'direct',
+      driver_info: { redfish_address: 'http://127.0.0.1:9', redfish_username: 'admin', redfish_password: 'pw', deploy_iso: 'http://127.0.0.1:9/ipa.iso' },
+    });
+    expect(created.statusCode, created.body).to.equal(201);
+    const uuid = created.json<{ uuid: string }>().uuid;
+    expect((await call('POST', '/v1/ports', { address: mac, node_uuid: uuid })).statusCode).to.equal(201);
+    await db('nodes').where({ uuid }).update({ provision_state: 'wait call-back', target_provision_state: 'active', power_state: 'power on' });
+    const node = await db('nodes').where({ uuid }).first('id');
+    const tasks = new TaskManager(db, 'conductor-booting', pino({ level: 'silent' }), 60);
+    const task = await tasks.acquire(node.id as number, { mode: 'exclusive', purpose: 'the agent booted' });
+    // The task that booted the agent lets the node go 300 ms after the agent asked.
+    const looked = call('GET', `/v1/lookup?addresses=${mac}`);
+    await new Promise((r) => setTimeout(r, 300));
+    await task.release();
+    const res = await looked;
+    expect(res.statusCode, res.body).to.equal(200);
+    expect(res.json<{ config: { agent_token: string } }>().config.agent_token).to.have.length.at.least(32);
+    expect(await db('agent_tokens').where({ node_id: node.id }).first('node_id')).to.not.equal(undefined);
+  });
+
   it('records a burst of heartbeats together, each as if alone: refusals change nothing, one continue per node', async () => {
     const db = t.tdb.knex;
     const nodes: Array<{ uuid: string; token: string }> = [];
