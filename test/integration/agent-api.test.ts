@@ -152,16 +152,22 @@ describe('agent API: lookup, heartbeat and the agent token', function () {
     }
   });
 
-  it('forgets the agent before the conductor reboots its node: the old agent is refused, and the new one gets a token once the node is let go', async () => {
-    const db = t.tdb.knex;
-    const mac = '52:54:00:aa:00:0a';
+  /** A redfish node with the direct deploy and a port of MAC `mac`, as an agent looks it up. */
+  async function directNodeWithPort(name: string, mac: string): Promise<string> {
     const created = await call('POST', '/v1/nodes', {
-      name: 'agent-reboot', driver: 'redfish', boot_interface: 'redfish-virtual-media', deploy_interface: 'direct',
+      name, driver: 'redfish', boot_interface: 'redfish-virtual-media', deploy_interface: 'direct',
       driver_info: { redfish_address: 'http://127.0.0.1:9', redfish_username: 'admin', redfish_password: 'pw', deploy_iso: 'http://127.0.0.1:9/ipa.iso' },
     });
     expect(created.statusCode, created.body).to.equal(201);
     const uuid = created.json<{ uuid: string }>().uuid;
     expect((await call('POST', '/v1/ports', { address: mac, node_uuid: uuid })).statusCode).to.equal(201);
+    return uuid;
+  }
+
+  it('forgets the agent before the conductor reboots its node: the old agent is refused, and the new one gets a token once the node is let go', async () => {
+    const db = t.tdb.knex;
+    const mac = '52:54:00:aa:00:0a';
+    const uuid = await directNodeWithPort('agent-reboot', mac);
     const steps = [{ interface: 'deploy', step: 'flash', priority: 0, args: {}, reboot_requested: true }];
     await db('nodes').where({ uuid }).update({
       provision_state: 'clean wait', target_provision_state: 'manageable', power_state: 'power on',
@@ -223,13 +229,7 @@ describe('agent API: lookup, heartbeat and the agent token', function () {
   it('waits for a node a conductor holds a moment, as Ironic takes its lock, before minting the token', async () => {
     const db = t.tdb.knex;
     const mac = '52:54:00:aa:00:0b';
-    const created = await call('POST', '/v1/nodes', {
-      name: 'agent-held', driver: 'redfish', boot_interface: 'redfish-virtual-media', deploy_interface: 'direct',
-      driver_info: { redfish_address: 'http://127.0.0.1:9', redfish_username: 'admin', redfish_password: 'pw', deploy_iso: 'http://127.0.0.1:9/ipa.iso' },
-    });
-    expect(created.statusCode, created.body).to.equal(201);
-    const uuid = created.json<{ uuid: string }>().uuid;
-    expect((await call('POST', '/v1/ports', { address: mac, node_uuid: uuid })).statusCode).to.equal(201);
+    const uuid = await directNodeWithPort('agent-held', mac);
     await db('nodes').where({ uuid }).update({ provision_state: 'wait call-back', target_provision_state: 'active', power_state: 'power on' });
     const node = await db('nodes').where({ uuid }).first('id');
     const tasks = new TaskManager(db, 'conductor-booting', pino({ level: 'silent' }), 60);
