@@ -67,6 +67,8 @@ const EXPECTED_SECONDS: Readonly<Record<string, number>> = {
   'integration/console-races.test.js': 74,
   'e2e/baremetal-cli.test.js': 68,
   'integration/database-outage.test.js': 64,
+  // Nine runs of callback timeouts of 5 s against real processes, three of them group operations.
+  'integration/wait-timeouts.test.js': 68,
   'integration/provisioning-faults.test.js': 53,
   'e2e/baremetal-cli-provisioning.test.js': 50,
   'integration/power-sync-fleet.test.js': 50,
