@@ -58,7 +58,8 @@ export class HttpGetter {
       const req = (secure ? https : http).request(target, { method, agent: secure ? this.httpsAgent : this.httpAgent });
       // The socket's idle timeout covers the wait for the headers and every gap in the body.
       req.setTimeout(idleTimeoutMs, () => req.destroy(new Error(`no answer from ${target.host} for ${idleTimeoutMs} ms`)));
-      req.once('error', reject);
+      // Every error, not only the first: one after the answer (a reset in the body) is the body's to report.
+      req.on('error', reject);
       req.once('response', (res) => resolve(res as IncomingMessage & { statusCode: number }));
       req.end();
     });

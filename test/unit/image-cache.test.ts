@@ -104,13 +104,14 @@ describe('ImageCache', () => {
 
   // undici 7 threw from the socket's 'end' handler when such a server closed while the body was
   // under backpressure (as a download to disk is), and the conductor died (nodejs/undici#5360).
-  it('downloads from servers that close the connection after the body (HTTP/1.0), and fails a short body', async () => {
+  it('downloads from servers that close the connection after the body (HTTP/1.0), and fails a short body or an error answer', async () => {
     const size = 24 * 1024 * 1024;
     const chunk = Buffer.alloc(64 * 1024, 0x61);
     const old = net.createServer((sock) => {
       sock.once('data', (req) => void (async () => {
-        const short = req.toString('latin1').startsWith('GET /short');
-        sock.write(`HTTP/1.0 200 OK\r\nContent-Length: ${size}\r\n\r\n`);
+        const head = req.toString('latin1');
+        const short = head.startsWith('GET /short') || head.startsWith('GET /gone');
+        sock.write(`HTTP/1.0 ${head.startsWith('GET /gone') ? '404 Not Found' : '200 OK'}\r\nContent-Length: ${size}\r\n\r\n`);
         for (let sent = 0; sent < (short ? size / 2 : size); sent += chunk.length) {
           if (!sock.write(chunk)) await new Promise((r) => sock.once('drain', r));
         }
@@ -125,6 +126,10 @@ describe('ImageCache', () => {
       for (const f of files) expect(f.sha256).to.equal(want);
       const short = await cache.fetch({ url: `${at}/short` }).catch((e: unknown) => e);
       expect(short).to.be.instanceOf(ImageDownloadFailed);
+      // An error answer whose body is cut short: refused, and the cut body thrown away quietly.
+      const gone = await cache.fetch({ url: `${at}/gone` }).catch((e: unknown) => e);
+      expect(gone).to.be.instanceOf(ImageDownloadFailed);
+      await new Promise((r) => setTimeout(r, 200));
       expect(await fs.readdir(path.join(dir, 'tmp'))).to.deep.equal([]);
     } finally {
       await new Promise((r) => old.close(r));
