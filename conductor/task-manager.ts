@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { ConflictError, InvalidState, NodeLocked } from '../common/errors.js';
 import { claimIntents, unclaimIntents, type ClaimedIntent, type ClaimScope } from '../db/intent-claims.js';
 import { getNodeById, updateLockedNodes, type LockedNodeChange, type Node, type NodeChanges, type AccessOptions } from '../db/nodes.js';
-import { clearStaleReservation, lockHeldNodes, releaseNode, reserveIdleNodes, reserveNode } from '../db/reservations.js';
+import { clearStaleReservation, lockAndWriteHeld, releaseNode, reserveIdleNodes, reserveNode } from '../db/reservations.js';
 import { Batcher, type BatchOutcome } from '../common/batcher.js';
 
 export type LockMode = 'exclusive' | 'shared';
@@ -91,7 +91,7 @@ export class Task {
     if (this.progressWriter) {
       node = await this.progressWriter.submit({ task: this, changes });
     } else {
-      const [outcome] = await commitTasks(this.db, this.hostname, [{ task: this, changes }], async () => {}, {}, false);
+      const [outcome] = await commitTasks(this.db, this.hostname, [{ task: this, changes }], undefined, {}, false);
       if (outcome instanceof LockLost) throw outcome;
       node = outcome;
     }
@@ -179,34 +179,60 @@ function withoutTransition(changes: NodeChanges): NodeChanges {
  * changed columns) with their reservations cleared, then `more` for those. A task no longer
  * held gets LockLost in its place and nothing of it is written. All or nothing otherwise: a
  * database error rolls back every outcome of the call.
+ *
+ * The lock and the write of the common case (nobody changed the node since the task last wrote
+ * it) are one statement (lockAndWriteHeld). With nothing `more` to write (progress), each
+ * node's change stands alone: that statement commits those it wrote, and only the others (the
+ * API moved the node on meanwhile) go through a transaction.
  */
 export async function commitTasks(
   db: Knex,
   hostname: string,
   outcomes: readonly TaskOutcome[],
-  more: (trx: Knex.Transaction, held: Array<{ index: number; node: Node }>) => Promise<void>,
+  more: ((trx: Knex.Transaction, held: Array<{ index: number; node: Node }>) => Promise<void>) | undefined,
   update: AccessOptions = {},
   release = true,
 ): Promise<Array<Node | LockLost>> {
   for (const o of outcomes) o.task.requireExclusive();
-  const result = await db.transaction(async (trx) => {
-    const locked = await lockHeldNodes(trx, hostname, outcomes.map((o) => ({ nodeId: o.task.node.id, fence: o.task.fenceOf })));
-    const held: Array<{ index: number; change: LockedNodeChange }> = [];
-    const out = new Array<Node | LockLost>(outcomes.length);
-    outcomes.forEach((o, index) => {
-      const row = locked.get(o.task.node.id);
-      const kept = o.task.withKeptInfo(o.changes);
-      const changes = row?.held && movedOnSince(row.before, o.task.node) ? withoutTransition(kept) : kept;
-      if (row?.held) held.push({ index, change: { before: row.before, changes: release ? { ...changes, reservation: null } : changes } });
-      else out[index] = o.task.lockLost();
-    });
-    const nodes = await updateLockedNodes(trx, held.map((h) => h.change), update);
-    held.forEach((h, k) => { out[h.index] = nodes[k]; });
-    await more(trx, held.map((h, k) => ({ index: h.index, node: nodes[k] })));
-    return out;
+  const items = outcomes.map((o) => {
+    const kept = o.task.withKeptInfo(o.changes);
+    return { before: o.task.node, fence: o.task.fenceOf, changes: release ? { ...kept, reservation: null } : kept };
   });
-  if (release) result.forEach((r, i) => { if (!(r instanceof LockLost)) outcomes[i].task.markCommitted(); });
-  return result;
+  const out = new Array<Node | LockLost>(outcomes.length);
+  /** Locks `indexes` and writes what it can at once; returns the changes left to write under the lock. */
+  const lockAndWrite = async (conn: Knex, indexes: readonly number[]): Promise<Array<{ index: number; change: LockedNodeChange }>> => {
+    const locked = await lockAndWriteHeld(conn, hostname, indexes.map((i) => items[i]), update);
+    const rest: Array<{ index: number; change: LockedNodeChange }> = [];
+    indexes.forEach((index, k) => {
+      const row = locked[k];
+      const o = outcomes[index];
+      if (row.written) out[index] = row.written;
+      else if (!row.held) out[index] = o.task.lockLost();
+      else {
+        const kept = o.task.withKeptInfo(o.changes);
+        const changes = movedOnSince(row.before, o.task.node) ? withoutTransition(kept) : kept;
+        rest.push({ index, change: { before: row.before, changes: release ? { ...changes, reservation: null } : changes } });
+      }
+    });
+    return rest;
+  };
+  let pending: readonly number[] = outcomes.map((_, i) => i);
+  // Nothing more to write: a node's change stands alone, and the statement is its commit.
+  if (!more) pending = (await lockAndWrite(db, pending)).map((r) => r.index);
+  if (more || pending.length > 0) {
+    await db.transaction(async (trx) => {
+      const rest = await lockAndWrite(trx, pending);
+      const nodes = await updateLockedNodes(trx, rest.map((r) => r.change), update);
+      rest.forEach((r, k) => { out[r.index] = nodes[k]; });
+      if (more) {
+        const held: Array<{ index: number; node: Node }> = [];
+        out.forEach((r, index) => { if (!(r instanceof LockLost)) held.push({ index, node: r }); });
+        await more(trx, held);
+      }
+    });
+  }
+  if (release) out.forEach((r, i) => { if (!(r instanceof LockLost)) outcomes[i].task.markCommitted(); });
+  return out;
 }
 
 /**
@@ -230,7 +256,7 @@ export class TaskManager {
     private readonly mayJudgePeers: () => boolean = () => true,
   ) {
     this.progressWriter = new Batcher<TaskOutcome, Node>(async (batch) => {
-      const out = await commitTasks(this.db, this.hostname, batch, async () => {}, {}, false);
+      const out = await commitTasks(this.db, this.hostname, batch, undefined, {}, false);
       return out.map((r): BatchOutcome<Node> => (r instanceof LockLost ? { error: r } : { value: r }));
     }, 500);
   }

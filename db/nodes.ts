@@ -335,41 +335,66 @@ export interface LockedNodeChange {
   changes: NodeChanges;
 }
 
+/** The changes of one node as the values of its row in a grouped UPDATE (see groupLockedChanges). */
+export interface LockedChangeGroup {
+  /** The columns the group's statement sets (with `id`), sorted and joined: the group's key. */
+  key: string;
+  members: Array<{ index: number; values: Record<string, unknown> }>;
+}
+
 /**
- * Changes many nodes whose rows the transaction already holds locked, by updateNode's rules,
- * in one statement per set of changed columns (the conductor records a batch of intent
- * outcomes this way). Returns the updated nodes in the order given.
+ * updateNode's rules for nodes whose rows are (or are about to be) locked as `before`: each
+ * change as the values of its row, grouped by the set of columns it writes (one statement per
+ * group). The rows are locked: the new version and epoch are known exactly. JSON columns go in
+ * as JSON values (the document is itself JSON), not as the strings toRow made.
  */
-export async function updateLockedNodes(trx: Knex.Transaction, updates: readonly LockedNodeChange[], opts: AccessOptions = {}): Promise<Node[]> {
-  const groups = new Map<string, Array<{ index: number; values: Record<string, unknown> }>>();
+export function groupLockedChanges(updates: readonly LockedNodeChange[], opts: AccessOptions = {}): LockedChangeGroup[] {
+  const groups = new Map<string, LockedChangeGroup>();
   updates.forEach(({ before, changes }, index) => {
     const { row, accessChanged } = changeOf(before, changes, opts);
-    // The rows are locked: the new version and epoch are known exactly. JSON columns go in
-    // as JSON values (the document below is itself JSON), not as the strings toRow made.
     const values: Record<string, unknown> = { id: before.id };
     for (const column of Object.keys(row)) values[column] = (changes as Record<string, unknown>)[nodeMapper.fieldOf(column)];
     values.version = before.version + 1;
     if (accessChanged) values.access_epoch = before.accessEpoch + 1;
     const key = Object.keys(values).sort().join(',');
     let group = groups.get(key);
-    if (!group) groups.set(key, (group = []));
-    group.push({ index, values });
+    if (!group) groups.set(key, (group = { key, members: [] }));
+    group.members.push({ index, values });
   });
+  return [...groups.values()];
+}
+
+/** The SET list of a group's statement, its rows' values in `v` (see groupLockedChanges). */
+export function lockedGroupSet(group: LockedChangeGroup): string {
+  const set = group.key.split(',').filter((c) => c !== 'id').map((c) => `"${c}" = v."${c}"`);
+  return [...set, 'updated_at = now()'].join(', ');
+}
+
+/** The rows' values of a group, as the JSON document its statement reads with jsonb_populate_recordset. */
+export function lockedGroupDocument(group: LockedChangeGroup): string {
+  return JSON.stringify(group.members.map((m) => m.values));
+}
+
+/**
+ * Changes many nodes whose rows the transaction already holds locked, by updateNode's rules,
+ * in one statement per set of changed columns (the conductor records a batch of intent
+ * outcomes this way). Returns the updated nodes in the order given.
+ */
+export async function updateLockedNodes(trx: Knex.Transaction, updates: readonly LockedNodeChange[], opts: AccessOptions = {}): Promise<Node[]> {
   const out: Node[] = new Array(updates.length);
-  for (const [key, group] of groups) {
-    const set = key.split(',').filter((c) => c !== 'id').map((c) => `"${c}" = v."${c}"`);
+  for (const group of groupLockedChanges(updates, opts)) {
     const { rows } = await trx.raw(
-      `UPDATE nodes AS n SET ${[...set, 'updated_at = now()'].join(', ')}
+      `UPDATE nodes AS n SET ${lockedGroupSet(group)}
          FROM jsonb_populate_recordset(NULL::nodes, ?::jsonb) AS v
         WHERE n.id = v.id
        RETURNING n.*`,
-      [JSON.stringify(group.map((g) => g.values))],
+      [lockedGroupDocument(group)],
     );
     const byId = new Map((rows as Array<Record<string, unknown>>).map((r) => [r.id as number, nodeMapper.fromRow(r)]));
-    for (const g of group) {
-      const node = byId.get(g.values.id as number);
-      if (!node) throw new NodeNotFound(String(g.values.id));
-      out[g.index] = node;
+    for (const m of group.members) {
+      const node = byId.get(m.values.id as number);
+      if (!node) throw new NodeNotFound(String(m.values.id));
+      out[m.index] = node;
     }
   }
   return out;

@@ -9,7 +9,7 @@
  */
 import { expect } from 'chai';
 import { pino } from 'pino';
-import { TaskManager } from '../../conductor/task-manager.js';
+import { commitTasks, TaskManager } from '../../conductor/task-manager.js';
 import { registerConductor } from '../../db/conductors.js';
 import { createNode, getNodeById } from '../../db/nodes.js';
 import { startGalvanic, type RunningGalvanic } from '../helpers/app.js';
@@ -61,5 +61,33 @@ describe('a verb accepted while a task holds the node (API process, real Postgre
     await task.progress({ provisionState: 'inspect wait' });
     const after = await task.commit({ provisionState: 'manageable', targetProvisionState: null });
     expect(after).to.include({ provisionState: 'manageable', targetProvisionState: null });
+  });
+
+  it('keeps the verb when the task writes progress after it, alone or in a batch with a node nobody touched', async () => {
+    const tm = new TaskManager(tdb.knex, 'holder', pino({ level: 'silent' }), 3600);
+    const spec = { driver: 'fake-hardware', provisionState: 'inspect wait', targetProvisionState: 'manageable', inspectInterface: 'fake', powerInterface: 'fake', managementInterface: 'fake', bootInterface: 'fake', deployInterface: 'fake' } as const;
+    const [alone, moved, still] = [await createNode(tdb.knex, spec), await createNode(tdb.knex, spec), await createNode(tdb.knex, spec)];
+    for (const n of [alone, moved, still]) expect(await provision(n.uuid, 'abort')).to.equal(202);
+    const [a, m, s] = [
+      await tm.acquire(alone.id, { mode: 'exclusive', purpose: 'intent provision' }),
+      await tm.acquire(moved.id, { mode: 'exclusive', purpose: 'intent provision' }),
+      await tm.acquire(still.id, { mode: 'exclusive', purpose: 'intent provision' }),
+    ];
+    expect(await provision(alone.uuid, 'inspect')).to.equal(202);
+    expect(await provision(moved.uuid, 'inspect')).to.equal(202);
+    // Progress alone: the step it records, not the state the verb replaced.
+    const written = await a.progress({ provisionState: 'inspect failed', driverInternalInfo: { step: 1 } });
+    expect(written).to.include({ provisionState: 'inspecting', reservation: 'holder' });
+    expect(written.driverInternalInfo).to.deep.equal({ step: 1 });
+    // In one batch: the node the verb moved keeps it; the other takes the task's state.
+    const [x, y] = await commitTasks(tdb.knex, 'holder', [
+      { task: m, changes: { provisionState: 'inspect failed', driverInternalInfo: { step: 2 } } },
+      { task: s, changes: { provisionState: 'inspect failed', driverInternalInfo: { step: 2 } } },
+    ], undefined, {}, false);
+    expect(x).to.include({ provisionState: 'inspecting', targetProvisionState: 'manageable', reservation: 'holder' });
+    expect(y).to.include({ provisionState: 'inspect failed', reservation: 'holder' });
+    const rows = await Promise.all([getNodeById(tdb.knex, moved.id), getNodeById(tdb.knex, still.id)]);
+    expect(rows.map((n) => n.driverInternalInfo)).to.deep.equal([{ step: 2 }, { step: 2 }]);
+    expect(rows.map((n) => [n.provisionState, n.reservation])).to.deep.equal([['inspecting', 'holder'], ['inspect failed', 'holder']]);
   });
 });
