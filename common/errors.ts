@@ -587,6 +587,11 @@ export class AgentCommandTimeout extends AgentError {
 export class AgentStepFailed extends AgentError {
   readonly code = 'AGENT_STEP_FAILED';
 }
+/**
+ * A deploy step failed and the deploy interface has cleaned up after it (Ironic's
+ * deploying_error_handler with clean_up): the node's power is left as the failure left it.
+ */
+export class DeployStepCleanedUp extends AgentStepFailed {}
 
 /** A RAID configuration the node's disks or its BMC cannot carry out (Ironic's RedfishError from the RAID interface). */
 export class RaidConfigError extends DriverError {

@@ -9,7 +9,7 @@
  * agent leaves the node waiting (`wait call-back`, `clean wait`) until a heartbeat queues an
  * `agent_continue` intent that carries the run on here. No worker waits for an agent.
  */
-import { AgentStepFailed, InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../common/errors.js';
+import { AgentStepFailed, DeployStepCleanedUp, GalvanicError, InvalidParameterValue, PowerOffDisabled, UnsupportedDriverExtension } from '../common/errors.js';
 import { ProvisionState, eventChanges, nextState } from '../common/states.js';
 import { FLOW_POWER_STEPS, isFlowPowerStep, type UserStep } from '../common/steps.js';
 import { cleanSteps, cleaningNeedsAgent, declaredSteps, deploySteps, serviceSteps, usesAgent as planUsesAgent } from '../drivers/step-plan.js';
@@ -27,6 +27,7 @@ import { pyRepr } from '../common/py-repr.js';
 import { configdriveImage } from './configdrive.js';
 import { nodeAsDict } from './node-dict.js';
 import { taskPower } from './node-power.js';
+import { LockLost } from './task-manager.js';
 
 
 export { stepId, type PlannedStep } from '../drivers/steps.js';
@@ -279,7 +280,11 @@ async function runSteps(ctx: ActionContext, kind: RunKind, info: Record<string, 
       // run's failure names its step, and is not retried: the agent has moved on meanwhile.
       if (!usesAgent(ctx)) throw err;
       const msg = (err as Error).message;
-      throw new AgentStepFailed(msg.includes(stepId(step)) ? msg : `${STEP_WORD[kind]} step ${stepId(step)} failed: ${msg}`);
+      const reason = msg.includes(stepId(step)) ? msg : `${STEP_WORD[kind]} step ${stepId(step)} failed: ${msg}`;
+      // Ironic's do_next_deploy_step hands a failed step to deploying_error_handler, which cleans
+      // the agent's boot up; a step that fails the deploy itself is powered off by the run's end.
+      if (kind !== 'deploy' || err instanceof LockLost || declarationOf(ctx, kind, step)?.powersOffOnFailure) throw new AgentStepFailed(reason);
+      throw await cleanUpFailedDeploy(ctx, reason);
     }
     if (run === 'wait') return { wait: true, changes: waitChanges(ctx, kind, info) };
   }
@@ -524,6 +529,30 @@ export async function tearDownInspectionBoot(ctx: ActionContext, powerOff: boole
   }
   await power.setPowerState(ctx.driver, 'power off');
   return { powerState: 'power off' };
+}
+
+/** How Ironic's deploying_error_handler words a clean-up that failed, after the deploy's last_error. */
+export function deployCleanUpFailure(err: Error): string {
+  return err instanceof GalvanicError ? `Also failed to clean up due to: ${err.message}`
+    : 'An unhandled exception was encountered while aborting. More information may be found in the log file.';
+}
+
+/**
+ * Ironic's do_next_deploy_step after a step that failed: deploying_error_handler, whose
+ * clean_up undoes the agent's boot (cleanUpDeploy), tried once; the power state it leaves is
+ * recorded now, since the failure's outcome carries none.
+ * @returns the error that fails the deploy, with the clean-up's own failure added to it
+ */
+async function cleanUpFailedDeploy(ctx: ActionContext, reason: string): Promise<DeployStepCleanedUp> {
+  try {
+    const powerState = await cleanUpDeploy(ctx);
+    if (powerState) await ctx.task.progress({ powerState });
+    return new DeployStepCleanedUp(reason);
+  } catch (err) {
+    if (err instanceof LockLost) throw err;
+    ctx.log.error({ err: (err as Error).message }, `Cleanup failed for node ${ctx.node.uuid}`);
+    return new DeployStepCleanedUp(`${reason}. ${deployCleanUpFailure(err as Error)}`);
+  }
 }
 
 /**

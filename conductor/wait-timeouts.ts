@@ -8,7 +8,6 @@
  * intent; the node's conductor runs it (no BMC is called inside a transaction) and tears down
  * what the wait's boot set up, with the tear-downs a run's own failure or end uses.
  */
-import { GalvanicError } from '../common/errors.js';
 import type { ProvisionArgs } from '../common/intent-kinds.js';
 import { pyRepr } from '../common/py-repr.js';
 import { ProvisionState as S, eventChanges } from '../common/states.js';
@@ -16,7 +15,7 @@ import type { Node, NodeChanges } from '../db/nodes.js';
 import { agentStepFailureChanges } from './actions/agent-continue.js';
 import type { ActionContext, ActionResult } from './actions/types.js';
 import { tearDownService } from './servicing.js';
-import { cleanUpDeploy, tearDownCleaning, tearDownInspectionBoot, type RunKind } from './steps.js';
+import { cleanUpDeploy, deployCleanUpFailure, tearDownCleaning, tearDownInspectionBoot, type RunKind } from './steps.js';
 import { LockLost } from './task-manager.js';
 
 /** What a timed-out wait comes to, written by the check in one transaction. */
@@ -76,8 +75,7 @@ const TEAR_DOWNS: Readonly<Record<string, TearDown>> = {
   // deploying_error_handler with clean_up: the deploy interface's clean_up.
   [S.DEPLOYFAIL]: {
     run: cleanUpDeploy,
-    also: (_node, err) => (err instanceof GalvanicError ? `Also failed to clean up due to: ${err.message}`
-      : 'An unhandled exception was encountered while aborting. More information may be found in the log file.'),
+    also: (_node, err) => deployCleanUpFailure(err),
   },
   // cleaning_error_handler: tear_down_cleaning.
   [S.CLEANFAIL]: {

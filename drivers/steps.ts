@@ -115,6 +115,13 @@ export interface StepDeclaration {
   sendsAgentStep?: boolean;
   /** Does nothing here: the node is not written to show it when another step follows at once. */
   noOp?: boolean;
+  /**
+   * A deploy step that fails the deploy itself when it fails (Ironic's
+   * log_and_raise_deployment_error, through set_failed_state): the node is powered off and its
+   * boot left as it is. Any other deploy step's failure has the deploy interface clean up after
+   * it and leaves the power alone (do_next_deploy_step's deploying_error_handler).
+   */
+  powersOffOnFailure?: boolean;
   run(ctx: StepContext, args: Record<string, unknown>): Promise<StepRun>;
   /**
    * For a step whose `run` rebooted the node into the agent and answered `wait` (Ironic's

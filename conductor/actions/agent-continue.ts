@@ -1,4 +1,4 @@
-import { AgentStepFailed, GalvanicError } from '../../common/errors.js';
+import { AgentStepFailed, DeployStepCleanedUp, GalvanicError } from '../../common/errors.js';
 import { ProvisionState, eventChanges, hasEvent, nextState } from '../../common/states.js';
 import type { NodeChanges } from '../../db/nodes.js';
 import { abortCleaning, agentOf, continueFromHeartbeat, endOfRunChanges, runToContinue, tearDownCleaning, type RunKind } from '../steps.js';
@@ -27,7 +27,8 @@ function runOf(state: string): RunKind | undefined {
  * cleaning or the servicing on (conductor/steps.ts); run again after its conductor died, it finds the
  * node showing the step it was at, and carries on from there. A heartbeat that finds the node
  * in another state (the run ended, was aborted) does nothing. Failures fail the run as Ironic's error handlers
- * do: deploy failed (powered off), or clean failed with the node in maintenance. A node in
+ * do: deploy failed (powered off, or the agent's boot cleaned up after a deploy step that failed,
+ * conductor/steps.ts), or clean failed with the node in maintenance. A node in
  * maintenance pauses its run, or has it aborted ([conductor] allow_provisioning_in_maintenance).
  */
 export const agentContinueAction: Action = {
@@ -78,14 +79,18 @@ export const agentContinueAction: Action = {
   },
 };
 
-/** Ironic's set_failed_state / cleaning_error_handler side effects on the hardware, best effort. */
+/**
+ * Ironic's set_failed_state / cleaning_error_handler side effects on the hardware, best effort.
+ * A deploy step whose failure the deploy interface has cleaned up after (DeployStepCleanedUp)
+ * has had its handler.
+ */
 async function failRun(ctx: ActionContext, type: RunKind, err: unknown): Promise<void> {
   try {
     if (type === 'clean') {
       await tearDownCleaning(ctx);
     } else if (type === 'service') {
       await tearDownService(ctx, true);
-    } else {
+    } else if (!(err instanceof DeployStepCleanedUp)) {
       if (ctx.agent) await agentOf(ctx).wipeToken();
       if (!ctx.node.disablePowerOff) await taskPower(ctx).setPowerState(ctx.driver, 'power off');
     }

@@ -100,18 +100,21 @@ export async function bootFromDisk(ctx: Pick<StepContext, 'node' | 'driver' | 'b
 
 /** CustomAgentDeploy.prepare_instance_boot: the instance's boot prepared (from the disk). */
 export const PREPARE_INSTANCE_BOOT_STEP: StepDeclaration = {
-  step: 'prepare_instance_boot', priority: { deploy: 60 },
+  step: 'prepare_instance_boot', priority: { deploy: 60 }, powersOffOnFailure: true,
   async run(ctx) {
     await bootFromDisk(ctx);
     return 'done';
   },
 };
 
-/** Ironic's AgentOobStepsMixin: the out-of-band steps that end an agent deploy. */
+/**
+ * Ironic's AgentOobStepsMixin: the out-of-band steps that end an agent deploy; as there, a
+ * failure of one powers the node off.
+ */
 export function agentOobSteps(opts: AgentDeployOptions): StepDeclaration[] {
   return [
     {
-      step: 'tear_down_agent', priority: { deploy: 40 },
+      step: 'tear_down_agent', priority: { deploy: 40 }, powersOffOnFailure: true,
       async run(ctx) {
         await tearDownAgent(ctx, opts);
         return 'done';
@@ -120,7 +123,7 @@ export function agentOobSteps(opts: AgentDeployOptions): StepDeclaration[] {
     // Galvanic has no tenant networks to switch to.
     { step: 'switch_to_tenant_network', priority: { deploy: 30 }, noOp: true, run: async () => 'done' },
     {
-      step: 'boot_instance', priority: { deploy: 20 },
+      step: 'boot_instance', priority: { deploy: 20 }, powersOffOnFailure: true,
       async run(ctx) {
         await ctx.power.setPowerState(ctx.driver, 'power on');
         return 'done';

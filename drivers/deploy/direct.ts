@@ -125,7 +125,7 @@ export class DirectDeploy extends CustomAgentDeploy {
         run: async (ctx, args) => ctx.agent().executeStep('deploy', { ...ctx.step, args: { ...args, ...writeImageArgs(ctx.node, await ctx.configdrive()) } }, ctx.info.agent_deploy_version, ctx.resume),
       },
       {
-        step: 'prepare_instance_boot', priority: { deploy: 60 },
+        step: 'prepare_instance_boot', priority: { deploy: 60 }, powersOffOnFailure: true,
         async run(ctx) {
           await prepareInstanceBoot(ctx);
           return 'done';

@@ -4,8 +4,10 @@
  * suite's real `galvanic` with the Redfish simulator.
  */
 import { createHash } from 'node:crypto';
+import fs from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { startRedfishSim, type RedfishSim, type RedfishSimOptions } from '../../sim/redfish/index.js';
@@ -21,6 +23,27 @@ export const AGENT_TEST_ENV: Record<string, string> = {
   GALVANIC_AGENT__POST_DEPLOY_GET_POWER_STATE_RETRY_INTERVAL: '1',
   GALVANIC_AGENT__COMMAND_TIMEOUT: '10',
 };
+
+/**
+ * A suite's HTTP root under `work`, where its agent ISO is published (`[deploy]
+ * ramdisk_image_download_source = local`), with Galvanic's options for it (never swept: nothing
+ * but the code under test may withdraw a file while a test looks), the simulator's pattern of
+ * that ISO (an agent ISO that calls Galvanic), and the node's files in it.
+ */
+export function publishedAgentIso(work: string): { env: Record<string, string>; isoPattern: RegExp; rootFiles(uuid: string): Promise<string[]> } {
+  const httpRoot = path.join(work, 'httpboot');
+  return {
+    env: {
+      GALVANIC_DEPLOY__HTTP_ROOT: httpRoot, GALVANIC_DEPLOY__ISO_MASTER_PATH: path.join(work, 'cache'),
+      GALVANIC_DEPLOY__RAMDISK_IMAGE_DOWNLOAD_SOURCE: 'local', GALVANIC_DEPLOY__HTTP_ROOT_SWEEP_INTERVAL: '0',
+    },
+    isoPattern: /\/boot-[0-9a-f-]+\.iso$/,
+    async rootFiles(uuid) {
+      const entries = await fs.readdir(httpRoot, { recursive: true, withFileTypes: true }).catch(() => []);
+      return entries.filter((e) => e.isFile() && e.name.includes(uuid)).map((e) => path.relative(httpRoot, path.join(e.parentPath, e.name))).sort();
+    },
+  };
+}
 
 export interface ImageServer {
   url: string;

@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pyRepr } from '../../common/py-repr.js';
 import { agentWitness, setAgentFaults } from '../helpers/agent-sim.js';
-import { AGENT_TEST_ENV, directNodeBody, galvanicAndSim, watchStates } from '../helpers/agent-deploy.js';
+import { AGENT_TEST_ENV, directNodeBody, galvanicAndSim, publishedAgentIso, watchStates } from '../helpers/agent-deploy.js';
 import { createNode, getNode, insertedMedia, provision, provisionAndSettle, simState, untilNode, type NodeView } from '../helpers/provisioning.js';
 import { until } from '../helpers/until.js';
 
@@ -27,21 +27,16 @@ const TIMEOUT_S = 5;
 describe('a wait for the agent that times out tears its boot down (real processes)', function () {
   this.timeout(180_000);
   const work = path.join(os.tmpdir(), `galvanic-wait-timeouts-${process.pid}`);
-  const httpRoot = path.join(work, 'httpboot');
+  const { env: isoEnv, isoPattern, rootFiles } = publishedAgentIso(work);
   const g = galvanicAndSim({
     images: true,
     env: {
-      ...AGENT_TEST_ENV,
-      GALVANIC_DEPLOY__HTTP_ROOT: httpRoot, GALVANIC_DEPLOY__ISO_MASTER_PATH: path.join(work, 'cache'),
-      GALVANIC_DEPLOY__RAMDISK_IMAGE_DOWNLOAD_SOURCE: 'local',
-      // Nothing but the tear-down may withdraw a file while a test looks.
-      GALVANIC_DEPLOY__HTTP_ROOT_SWEEP_INTERVAL: '0',
+      ...AGENT_TEST_ENV, ...isoEnv,
       GALVANIC_CONDUCTOR__DEPLOY_CALLBACK_TIMEOUT: String(TIMEOUT_S), GALVANIC_CONDUCTOR__CLEAN_CALLBACK_TIMEOUT: String(TIMEOUT_S),
       GALVANIC_CONDUCTOR__SERVICE_CALLBACK_TIMEOUT: String(TIMEOUT_S), GALVANIC_CONDUCTOR__AUTOMATED_CLEAN: 'false',
       GALVANIC_AGENT__COMMAND_WAIT_INTERVAL: '1',
     },
-    // The ISO published for a node is an agent ISO that calls Galvanic.
-    sim: (apiUrl) => ({ count: 14, agent: { apiUrl, isoPattern: /\/boot-[0-9a-f-]+\.iso$/, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } }),
+    sim: (apiUrl) => ({ count: 14, agent: { apiUrl, isoPattern, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300, writeMBps: 20 } }),
     cleanExit: false,
   });
   const { api } = g;
@@ -62,12 +57,6 @@ describe('a wait for the agent that times out tears its boot down (real processe
     const uuid = await manageableNode(i);
     expect((await provisionAndSettle(api, uuid, 'provide')).provision_state).to.equal('available');
     return uuid;
-  }
-
-  /** Files of the node in the HTTP root. */
-  async function rootFiles(uuid: string): Promise<string[]> {
-    const entries = await fs.readdir(httpRoot, { recursive: true, withFileTypes: true }).catch(() => []);
-    return entries.filter((e) => e.isFile() && e.name.includes(uuid)).map((e) => path.relative(httpRoot, path.join(e.parentPath, e.name))).sort();
   }
 
   /** The BMC's system: power and boot override. */

@@ -1,0 +1,77 @@
+/**
+ * How a deploy that fails once its agent has booted leaves the machine, end to end: a real
+ * `galvanic all-in-one` with its HTTP root (the agent ISO published there), the Redfish
+ * simulator, whose hosts run an agent when they boot that ISO, and Postgres. As Ironic's
+ * handlers leave it: a deploy step the conductor runs fails through deploying_error_handler,
+ * whose clean_up ejects and withdraws the agent ISO and leaves the power alone.
+ */
+import { expect } from 'chai';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { AGENT_TEST_ENV, directNodeBody, galvanicAndSim, publishedAgentIso, watchStates } from '../helpers/agent-deploy.js';
+import { createNode, insertedMedia, provision, provisionAndSettle, simState } from '../helpers/provisioning.js';
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+describe('a deploy that fails after its agent booted (real processes)', function () {
+  this.timeout(120_000);
+  const work = path.join(os.tmpdir(), `galvanic-deploy-step-failures-${process.pid}`);
+  const { env: isoEnv, isoPattern, rootFiles } = publishedAgentIso(work);
+  const g = galvanicAndSim({
+    images: true,
+    env: {
+      ...AGENT_TEST_ENV, ...isoEnv,
+      GALVANIC_CONDUCTOR__AUTOMATED_CLEAN: 'false',
+      GALVANIC_DEFAULT__ENABLED_BIOS_INTERFACES: 'no-bios,redfish',
+    },
+    sim: (apiUrl) => ({ count: 1, agent: { apiUrl, isoPattern, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300 } }),
+    cleanExit: false,
+  });
+  const { api } = g;
+
+  after(async () => {
+    await fs.rm(work, { recursive: true, force: true });
+  });
+
+  /** A node on BMC `i`, inspected (its ports, by which its agent looks itself up, come from the BMC) and available. */
+  async function availableNode(i: number, extra: Record<string, unknown> = {}): Promise<string> {
+    const node = await createNode(api, directNodeBody(`deploy-fail-${i}`, g.sim.bmcs[i].url, g.images, extra));
+    expect((await provisionAndSettle(api, node.uuid, 'manage')).provision_state).to.equal('manageable');
+    expect((await provisionAndSettle(api, node.uuid, 'inspect')).provision_state).to.equal('manageable');
+    expect((await provisionAndSettle(api, node.uuid, 'provide')).provision_state).to.equal('available');
+    return node.uuid;
+  }
+
+  /** The BMC's system: power and boot override. */
+  async function system(i: number): Promise<Json> {
+    return Object.values((await simState(g.sim.bmcs[i].url)).systems)[0] as Json;
+  }
+
+  /** The node's agent token as Galvanic keeps it, or null. */
+  async function storedToken(uuid: string): Promise<string | null> {
+    const row = await g.galvanic.tdb.knex('agent_tokens').join('nodes', 'nodes.id', 'agent_tokens.node_id').where('nodes.uuid', uuid).first('agent_tokens.token');
+    return row ? (row.token as string) : null;
+  }
+
+  it('cleans the agent\'s boot up after a deploy step the conductor runs fails, and leaves the power alone', async () => {
+    const uuid = await availableNode(0, { bios_interface: 'redfish' });
+    // Run by the conductor at the BMC once the agent is up; the BMC's registry refuses the value.
+    const step = { interface: 'bios', step: 'apply_configuration', args: { settings: [{ name: 'ProcTurboMode', value: 'Sometimes' }] }, priority: 90 };
+    await provision(api, uuid, 'active', { deploy_steps: [step] });
+    const { states, node } = await watchStates(api, uuid);
+    expect(states, 'the agent booted before the step ran').to.include('wait call-back');
+    expect(node.provision_state).to.equal('deploy failed');
+    expect(node.last_error).to.equal(`Deploy step bios.apply_configuration failed: Redfish BIOS apply_configuration failed for node ${uuid}: invalid value for setting(s): ProcTurboMode`);
+    expect(node.deploy_step).to.deep.equal({});
+    expect(node.driver_internal_info).to.not.have.any.keys('agent_url', 'deploy_steps', 'deploy_step_index', 'agent_cached_deploy_steps');
+    // The deploy interface's clean_up: the agent ISO ejected and withdrawn, its token wiped.
+    expect(insertedMedia(await simState(g.sim.bmcs[0].url)), 'virtual media').to.deep.equal([]);
+    expect(await rootFiles(uuid), 'HTTP root').to.deep.equal([]);
+    expect((await system(0)).boot.BootSourceOverrideEnabled).to.equal('Disabled');
+    expect(await storedToken(uuid)).to.equal(null);
+    // deploying_error_handler does not power the node off.
+    expect((await system(0)).power).to.equal('On');
+    expect(node.power_state).to.equal('power on');
+  });
+});
