@@ -80,20 +80,25 @@ export const agentContinueAction: Action = {
 };
 
 /**
- * Ironic's set_failed_state / cleaning_error_handler side effects on the hardware, best effort.
- * A deploy step whose failure the deploy interface has cleaned up after (DeployStepCleanedUp)
- * has had its handler.
+ * Ironic's set_failed_state / cleaning_error_handler side effects on the hardware, best effort,
+ * the power state they leave recorded as node_power_action records it. A deploy step whose
+ * failure the deploy interface has cleaned up after (DeployStepCleanedUp) has had its handler.
  */
 async function failRun(ctx: ActionContext, type: RunKind, err: unknown): Promise<void> {
   try {
+    let powerState: 'power on' | 'power off' | undefined;
     if (type === 'clean') {
-      await tearDownCleaning(ctx);
+      if ((await tearDownCleaning(ctx)).poweredOff) powerState = 'power off';
     } else if (type === 'service') {
-      await tearDownService(ctx, true);
+      powerState = await tearDownService(ctx, true);
     } else if (!(err instanceof DeployStepCleanedUp)) {
       if (ctx.agent) await agentOf(ctx).wipeToken();
-      if (!ctx.node.disablePowerOff) await taskPower(ctx).setPowerState(ctx.driver, 'power off');
+      if (!ctx.node.disablePowerOff) {
+        await taskPower(ctx).setPowerState(ctx.driver, 'power off');
+        powerState = 'power off';
+      }
     }
+    if (powerState) await ctx.task.progress({ powerState });
   } catch (e) {
     ctx.log.warn({ err: (e as Error).message, cause: err instanceof GalvanicError ? err.code : 'error' }, `tearing down after a failed ${type} failed`);
   }

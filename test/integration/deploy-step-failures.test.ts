@@ -3,14 +3,17 @@
  * `galvanic all-in-one` with its HTTP root (the agent ISO published there), the Redfish
  * simulator, whose hosts run an agent when they boot that ISO, and Postgres. As Ironic's
  * handlers leave it: a deploy step the conductor runs fails through deploying_error_handler,
- * whose clean_up ejects and withdraws the agent ISO and leaves the power alone.
+ * whose clean_up ejects and withdraws the agent ISO and leaves the power alone; a deploy the
+ * agent's heartbeat aborts fails through set_failed_state, which powers the node off and cleans
+ * nothing up. Either way the node's power_state says what the machine's power is.
  */
 import { expect } from 'chai';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { setAgentFaults } from '../helpers/agent-sim.js';
 import { AGENT_TEST_ENV, directNodeBody, galvanicAndSim, publishedAgentIso, watchStates } from '../helpers/agent-deploy.js';
-import { createNode, insertedMedia, provision, provisionAndSettle, simState } from '../helpers/provisioning.js';
+import { createNode, insertedMedia, provision, provisionAndSettle, simState, untilNode } from '../helpers/provisioning.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -23,9 +26,10 @@ describe('a deploy that fails after its agent booted (real processes)', function
     env: {
       ...AGENT_TEST_ENV, ...isoEnv,
       GALVANIC_CONDUCTOR__AUTOMATED_CLEAN: 'false',
+      GALVANIC_CONDUCTOR__ALLOW_PROVISIONING_IN_MAINTENANCE: 'false',
       GALVANIC_DEFAULT__ENABLED_BIOS_INTERFACES: 'no-bios,redfish',
     },
-    sim: (apiUrl) => ({ count: 1, agent: { apiUrl, isoPattern, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300 } }),
+    sim: (apiUrl) => ({ count: 2, agent: { apiUrl, isoPattern, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300 } }),
     cleanExit: false,
   });
   const { api } = g;
@@ -73,5 +77,24 @@ describe('a deploy that fails after its agent booted (real processes)', function
     // deploying_error_handler does not power the node off.
     expect((await system(0)).power).to.equal('On');
     expect(node.power_state).to.equal('power on');
+  });
+
+  it('records the power off of a deploy its agent\'s heartbeat aborts, and cleans nothing up', async () => {
+    const uuid = await availableNode(1);
+    const url = g.sim.bmcs[1].url;
+    await setAgentFaults(url, { hangStep: 'write_image' });
+    await provision(api, uuid, 'active');
+    const writing = await untilNode(api, uuid, (n) => n.provision_state === 'wait call-back' && (n.deploy_step as Json).step === 'write_image', 'to write its image', 30_000);
+    expect(writing.power_state).to.equal('power on');
+    expect((await api('PUT', `/v1/nodes/${uuid}/maintenance`, { reason: 'rack move' })).status).to.equal(202);
+    const { node } = await watchStates(api, uuid);
+    expect(node).to.include({ provision_state: 'deploy failed', last_error: 'Deploy aborted as node is in maintenance mode' });
+    expect((await system(1)).power).to.equal('Off');
+    // Recorded as the power off happened, not left for the power sync (off in these tests).
+    expect(node.power_state).to.equal('power off');
+    // set_failed_state leaves the boot as it is.
+    expect(insertedMedia(await simState(url)), 'virtual media').to.have.length(1);
+    expect(await rootFiles(uuid), 'HTTP root').to.deep.equal([`redfish/boot-${uuid}.iso`]);
+    await setAgentFaults(url, {});
   });
 });
