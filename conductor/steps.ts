@@ -281,10 +281,10 @@ async function runSteps(ctx: ActionContext, kind: RunKind, info: Record<string, 
       if (!usesAgent(ctx)) throw err;
       const msg = (err as Error).message;
       const reason = msg.includes(stepId(step)) ? msg : `${STEP_WORD[kind]} step ${stepId(step)} failed: ${msg}`;
-      // Ironic's do_next_deploy_step hands a failed step to deploying_error_handler, which cleans
-      // the agent's boot up; a step that fails the deploy itself is powered off by the run's end.
-      if (kind !== 'deploy' || err instanceof LockLost || declarationOf(ctx, kind, step)?.powersOffOnFailure) throw new AgentStepFailed(reason);
-      throw await cleanUpFailedDeploy(ctx, reason);
+      // Ironic's do_next_deploy_step hands a failed step to deploying_error_handler; a step that
+      // fails the deploy itself is powered off by the run's end.
+      if (declarationOf(ctx, kind, step)?.powersOffOnFailure) throw new AgentStepFailed(reason);
+      throw await stepFailure(ctx, kind, reason, err);
     }
     if (run === 'wait') return { wait: true, changes: waitChanges(ctx, kind, info) };
   }
@@ -359,11 +359,12 @@ export async function continueFromHeartbeat(ctx: ActionContext, kind: RunKind): 
   if (kind === 'deploy' && !info[DII_CACHED.deploy]) {
     const agentSteps = await refreshSteps(ctx, 'deploy', info);
     // User steps that only the agent has must be among its steps now.
+    const missing = stepsOf(info, 'deploy').find((s) => s.inband && !agentSteps.some((a) => a.interface === s.interface && a.step === s.step));
+    // Ironic's continue_node_deploy: steps the agent cannot run fail the deploy through deploying_error_handler.
+    if (missing) throw await stepFailure(ctx, 'deploy', `Deploy step ${stepId(missing)} has not been found among the agent's steps.`);
     info[DII_STEPS.deploy] = stepsOf(info, 'deploy').map((s) => {
-      if (!s.inband) return s;
-      const found = agentSteps.find((a) => a.interface === s.interface && a.step === s.step);
-      if (!found) throw new InvalidParameterValue(`Deploy step ${stepId(s)} has not been found among the agent's steps.`);
-      return { ...found, priority: s.priority, args: s.args };
+      const found = s.inband && agentSteps.find((a) => a.interface === s.interface && a.step === s.step);
+      return found ? { ...found, priority: s.priority, args: s.args } : s;
     });
   }
   return carryOn(ctx, kind, info, await agentOf(ctx).getCommands());
@@ -439,14 +440,14 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
     // Still running: the heartbeat already moved the deadline on.
     return { wait: true, changes: info[DII_CACHED[kind]] !== dii(ctx)[DII_CACHED[kind]] ? { driverInternalInfo: info } : {} };
   }
-  if (done.command_status === 'FAILED') throw new AgentStepFailed(`${what} failed on node ${ctx.node.uuid}. ${commandError(done)}`);
+  if (done.command_status === 'FAILED') throw await stepFailure(ctx, kind, `${what} failed on node ${ctx.node.uuid}. ${commandError(done)}`);
   if (isVersionMismatch(done)) {
     // The agent's hardware managers changed: learn its steps again and run the step again.
     await refreshSteps(ctx, kind, info);
     return runSteps(ctx, kind, info, index);
   }
   if (done.command_status !== 'SUCCEEDED') {
-    throw new AgentStepFailed(`Agent returned unknown status for ${kind} step ${stepId(current as { interface: string; step: string })} on node ${ctx.node.uuid} : ${done.command_status}.`);
+    throw await stepFailure(ctx, kind, `Agent returned unknown status for ${kind} step ${stepId(current as { interface: string; step: string })} on node ${ctx.node.uuid} : ${done.command_status}.`);
   }
   const ended = stepsOf(info, kind)[index];
   const hook = ended && !ended.inband ? declarationOf(ctx, kind, ended)?.afterCommand : undefined;
@@ -455,7 +456,7 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
       await hook(stepContext(ctx, kind, ended, info, false, {}), done);
     } catch (err) {
       // Ironic's words (agent_base._process_next_step), less the Python method's name.
-      throw new AgentStepFailed(`For node ${ctx.node.uuid}, post ${kind} step hook failed for ${kind} step ${pyRepr(current)}.${(err as Error).name}: ${(err as Error).message}`);
+      throw await stepFailure(ctx, kind, `For node ${ctx.node.uuid}, post ${kind} step hook failed for ${kind} step ${pyRepr(current)}.${(err as Error).name}: ${(err as Error).message}`, err);
     }
   }
   if (stepsOf(info, kind)[index]?.reboot_requested) {
@@ -464,7 +465,7 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
     try {
       await bootAgent(taskInterfaces(ctx, {}, info));
     } catch (err) {
-      throw new AgentStepFailed(`Reboot requested by ${kind} step ${stepId(current as { interface: string; step: string })} failed for node ${ctx.node.uuid}: ${(err as Error).message}`);
+      throw await stepFailure(ctx, kind, `Reboot requested by ${kind} step ${stepId(current as { interface: string; step: string })} failed for node ${ctx.node.uuid}: ${(err as Error).message}`, err);
     }
     return { wait: true, changes: resumed ? waitChanges(ctx, kind, info) : { driverInternalInfo: info, provisionUpdatedAt: new Date() } };
   }
@@ -538,7 +539,18 @@ export function deployCleanUpFailure(err: Error): string {
 }
 
 /**
- * Ironic's do_next_deploy_step after a step that failed: deploying_error_handler, whose
+ * Ironic's _step_failure_handler (and do_next_deploy_step's handling of a step that failed): a
+ * deploy's step failure goes to deploying_error_handler (cleanUpFailedDeploy) at once; another
+ * run's, or one whose task lost its lock, fails as its run's end handles it.
+ * @returns the error that fails the run
+ */
+async function stepFailure(ctx: ActionContext, kind: RunKind, reason: string, cause?: unknown): Promise<AgentStepFailed> {
+  if (kind !== 'deploy' || cause instanceof LockLost) return new AgentStepFailed(reason);
+  return cleanUpFailedDeploy(ctx, reason);
+}
+
+/**
+ * Ironic's deploying_error_handler after a deploy step that failed: its
  * clean_up undoes the agent's boot (cleanUpDeploy), tried once; the power state it leaves is
  * recorded now, since the failure's outcome carries none.
  * @returns the error that fails the deploy, with the clean-up's own failure added to it

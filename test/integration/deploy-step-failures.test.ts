@@ -2,8 +2,9 @@
  * How a deploy that fails once its agent has booted leaves the machine, end to end: a real
  * `galvanic all-in-one` with its HTTP root (the agent ISO published there), the Redfish
  * simulator, whose hosts run an agent when they boot that ISO, and Postgres. As Ironic's
- * handlers leave it: a deploy step the conductor runs fails through deploying_error_handler,
- * whose clean_up ejects and withdraws the agent ISO and leaves the power alone; a deploy the
+ * handlers leave it: a deploy step the conductor runs, or one the agent reports failed, fails
+ * through deploying_error_handler, whose clean_up ejects and withdraws the agent ISO and leaves
+ * the power alone; a deploy the
  * agent's heartbeat aborts fails through set_failed_state, which powers the node off and cleans
  * nothing up. Either way the node's power_state says what the machine's power is.
  */
@@ -29,7 +30,7 @@ describe('a deploy that fails after its agent booted (real processes)', function
       GALVANIC_CONDUCTOR__ALLOW_PROVISIONING_IN_MAINTENANCE: 'false',
       GALVANIC_DEFAULT__ENABLED_BIOS_INTERFACES: 'no-bios,redfish',
     },
-    sim: (apiUrl) => ({ count: 2, agent: { apiUrl, isoPattern, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300 } }),
+    sim: (apiUrl) => ({ count: 3, agent: { apiUrl, isoPattern, bootSeconds: [0.2, 0.5], heartbeatMinGapMs: 200, lookupRetryMs: 300 } }),
     cleanExit: false,
   });
   const { api } = g;
@@ -95,6 +96,26 @@ describe('a deploy that fails after its agent booted (real processes)', function
     // set_failed_state leaves the boot as it is.
     expect(insertedMedia(await simState(url)), 'virtual media').to.have.length(1);
     expect(await rootFiles(uuid), 'HTTP root').to.deep.equal([`redfish/boot-${uuid}.iso`]);
+    await setAgentFaults(url, {});
+  });
+
+  it('cleans the agent\'s boot up after a deploy step the agent reports failed, and leaves the power alone', async () => {
+    const uuid = await availableNode(2);
+    const url = g.sim.bmcs[2].url;
+    await setAgentFaults(url, { failStep: 'write_image', failMessage: 'disk on fire' });
+    await provision(api, uuid, 'active');
+    const { states, node } = await watchStates(api, uuid);
+    expect(states, 'the agent booted before the step ran').to.include('wait call-back');
+    expect(node.provision_state).to.equal('deploy failed');
+    // Ironic's process_next_step words it; the command's error as Galvanic's commandError gives it.
+    expect(node.last_error).to.equal(`Deploy step deploy.write_image failed on node ${uuid}. Deploy step failed: disk on fire`);
+    expect(node.deploy_step).to.deep.equal({});
+    expect(node.driver_internal_info).to.not.have.any.keys('agent_url', 'deploy_steps', 'deploy_step_index', 'agent_cached_deploy_steps');
+    expect(insertedMedia(await simState(url)), 'virtual media').to.deep.equal([]);
+    expect(await rootFiles(uuid), 'HTTP root').to.deep.equal([]);
+    expect(await storedToken(uuid)).to.equal(null);
+    expect((await system(2)).power).to.equal('On');
+    expect(node.power_state).to.equal('power on');
     await setAgentFaults(url, {});
   });
 });
