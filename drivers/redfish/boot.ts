@@ -13,7 +13,7 @@ import { statusError, type RedfishCall, type RedfishClient } from './client.js';
 import { patchSystem } from './management.js';
 import { isObject, linkPaths, prop, str, type Json } from './odata.js';
 import { getSystem } from './system.js';
-import { DEFAULT_VMEDIA_RETRY, ejectAll, findCollections, insertImage, slotsFor, readSlots, type MediaType, type VirtualMediaRetry } from './vmedia.js';
+import { DEFAULT_VMEDIA_RETRY, ejectAll, findCollections, insertImage, slotsFor, readSlots, type MediaType, type Slot, type VirtualMediaRetry } from './vmedia.js';
 
 /** What this interface may leave inserted: the ISO (a CD, or a DVD-only slot) and the config drive. */
 const OWN_MEDIA: readonly MediaType[] = ['CD', 'DVD', 'USBStick'];
@@ -139,9 +139,12 @@ export class RedfishVirtualMediaBoot implements BootInterface {
         const usb = (await Promise.all(collections.map((c) => readSlots(call, c)))).flatMap((slots) => slotsFor(slots, 'USBStick'));
         if (!usb.length) throw new VirtualMediaUnavailable(`Cannot attach configdrive for node ${ctx.nodeUuid}: no suitable virtual USB slot has been found`);
       }
-      await ejectAll(call, collections, configdrive ? OWN_MEDIA : ['CD', 'DVD'], this.retry);
+      // The slots read by the eject are still current where it ejected nothing: the insert
+      // takes them as read (three GETs fewer per boot on a BMC with a CD and a USB slot).
+      const unchanged = new Map<string, Slot[]>();
+      await ejectAll(call, collections, configdrive ? OWN_MEDIA : ['CD', 'DVD'], this.retry, unchanged);
       await syncBootMode(call, req.bootMode);
-      await insertImage(call, ctx.nodeUuid, collections, 'CD', iso, this.retry);
+      await insertImage(call, ctx.nodeUuid, collections, 'CD', iso, this.retry, unchanged);
       if (configdrive) await insertImage(call, ctx.nodeUuid, collections, 'USBStick', configdrive, this.retry);
       const system = await this.setCdBoot(call, ctx.nodeUuid, req.forcePersistentBootDevice !== 'Never');
       // Some Supermicro BMCs reset the mode when the device is set (Ironic management.py).

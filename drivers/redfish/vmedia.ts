@@ -176,13 +176,23 @@ async function waitEjected(call: RedfishCall, slot: Slot, retry: VirtualMediaRet
 }
 
 /**
- * Ejects every inserted slot of the given types in `collections`; true when one was.
+ * Ejects every inserted slot of the given types in `collections`; true when one was. `unchanged`
+ * gets the slots of each collection where nothing was ejected, as read: still current for an
+ * insert that follows in the same call (insertImage), which need not read them again.
  * @throws VirtualMediaUnavailable | BmcRejected | BmcTimeout | BmcUnreachable
  */
-export async function ejectAll(call: RedfishCall, collections: string[], types: readonly MediaType[], retry: VirtualMediaRetry): Promise<boolean> {
+export async function ejectAll(
+  call: RedfishCall,
+  collections: string[],
+  types: readonly MediaType[],
+  retry: VirtualMediaRetry,
+  unchanged?: Map<string, Slot[]>,
+): Promise<boolean> {
   let any = false;
   for (const c of collections) {
-    for (const slot of await readSlots(call, c)) {
+    const slots = await readSlots(call, c);
+    if (!slots.some((slot) => slot.inserted && types.some((t) => slot.mediaTypes.includes(t)))) unchanged?.set(c, slots);
+    for (const slot of slots) {
       if (!slot.inserted || !types.some((t) => slot.mediaTypes.includes(t))) continue;
       if (!slot.ejectTarget && !slot.allowPatch && !slot.insertTarget) {
         // Nothing can have been inserted here through Redfish (an applet or KVM mount): leave it.
@@ -277,13 +287,16 @@ export async function insertImage(
   type: MediaType,
   image: string,
   retry: VirtualMediaRetry,
+  /** Slots just read in this call and unchanged since (see ejectAll), for a first attempt. */
+  current?: ReadonlyMap<string, Slot[]>,
 ): Promise<Slot> {
   const errors: string[] = [];
   let lastServerError: BmcRejected | null = null;
   let slotsSeen = 0;
   for (const c of collections) {
     collection: for (let attempt = 1; ; attempt++) {
-      const slots = slotsFor(await readSlots(call, c), type);
+      const known = attempt === 1 ? current?.get(c) : undefined;
+      const slots = slotsFor(known ?? await readSlots(call, c), type);
       slotsSeen += attempt === 1 ? slots.length : 0;
       for (const slot of slots) {
         if (!slot.insertTarget && !slot.allowPatch) {

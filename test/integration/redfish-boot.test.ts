@@ -199,6 +199,30 @@ describe('redfish virtual media boot, end to end', () => {
   });
 });
 
+describe('redfish virtual media boot, requests', () => {
+  it('reads each slot once to eject and insert when nothing was inserted, and again after an eject', async () => {
+    const sim = await simFor('none');
+    const driver = makeDriver({ vmediaRetry: RETRY });
+    const url = sim.bmcs[0].url;
+    const slotReads = async () => logLines(await simStats(url)).filter((l) => /^GET \S+\/VirtualMedia\/[^/\s]+ 200$/.test(l)).length;
+    try {
+      const slots = (await slotsOf(url)).length;
+      expect(slots).to.be.at.least(2);
+      await simControl(url, 'reset');
+      await prepare(driver, url);
+      expect(await slotReads()).to.equal(slots);
+      // The CD now holds the ISO: the eject changes that collection, whose slots are read again.
+      await simControl(url, 'reset');
+      await prepare(driver, url);
+      // The eject's read, its wait for the slot to empty, the insert's read.
+      expect(await slotReads()).to.equal(2 * slots + 1);
+    } finally {
+      await driver.close();
+      await sim.stop();
+    }
+  });
+});
+
 describe('redfish virtual media boot on the mockup trees', function () {
   this.timeout(60_000);
   const trees = mockupTreesOrPending();
