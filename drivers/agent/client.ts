@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { Pool, errors as undiciErrors } from 'undici';
 import { AgentAPIError, AgentCommandTimeout, AgentConnectionFailed, AgentInProgress } from '../../common/errors.js';
 import { backoffCeilingMs } from '../../common/backoff.js';
+import { pyRepr } from '../../common/py-repr.js';
 
 /** IPA's command result (extensions/base.py). */
 export interface AgentCommand {
@@ -53,11 +54,21 @@ function isCommand(v: unknown): v is AgentCommand {
     && typeof (v as AgentCommand).command_status === 'string';
 }
 
-/** Ironic's get_command_error: the message of a failed command, never its whole result. */
+/**
+ * Ironic's get_command_error: a failed command's `details`, else its `message`, else the error
+ * as Python prints it; never the command's whole result. IPA's errors carry the cause in
+ * `details` ("Error writing image to device: ...") and their class's summary in `message`.
+ */
 export function commandError(cmd: AgentCommand): string {
-  const e = cmd.command_error;
-  if (!e) return 'unknown error';
-  return e.message ? (e.details && e.details !== e.message ? `${e.message}: ${e.details}` : e.message) : JSON.stringify(e);
+  const e: unknown = cmd.command_error;
+  if (e === null || e === undefined) return 'Invalid agent response';
+  if (typeof e === 'string') return e;
+  if (typeof e === 'object' && !Array.isArray(e)) {
+    const { details, message } = e as { details?: unknown; message?: unknown };
+    if (details) return typeof details === 'string' ? details : pyRepr(details);
+    if (message) return typeof message === 'string' ? message : pyRepr(message);
+  }
+  return pyRepr(e);
 }
 
 const CONNECTION_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);

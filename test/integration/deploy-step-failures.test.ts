@@ -107,8 +107,8 @@ describe('a deploy that fails after its agent booted (real processes)', function
     const { states, node } = await watchStates(api, uuid);
     expect(states, 'the agent booted before the step ran').to.include('wait call-back');
     expect(node.provision_state).to.equal('deploy failed');
-    // Ironic's process_next_step words it; the command's error as Galvanic's commandError gives it.
-    expect(node.last_error).to.equal(`Deploy step deploy.write_image failed on node ${uuid}. Deploy step failed: disk on fire`);
+    // Ironic's _continue_steps words it, with the command's error as get_command_error gives it (its details).
+    expect(node.last_error).to.equal(`Deploy step deploy.write_image failed on node ${uuid}. disk on fire`);
     expect(node.deploy_step).to.deep.equal({});
     expect(node.driver_internal_info).to.not.have.any.keys('agent_url', 'deploy_steps', 'deploy_step_index', 'agent_cached_deploy_steps');
     expect(insertedMedia(await simState(url)), 'virtual media').to.deep.equal([]);

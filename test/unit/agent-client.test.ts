@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { AgentConnectionFailed, InvalidParameterValue } from '../../common/errors.js';
-import { AgentClient } from '../../drivers/agent/client.js';
+import { AgentClient, commandError, type AgentCommand } from '../../drivers/agent/client.js';
 import { agentVerify } from '../../drivers/agent/session.js';
 import { generateAgentCertificate, type AgentCertificate } from '../../sim/agent/tls.js';
 
@@ -170,5 +170,16 @@ describe('AgentClient TLS: the agent\'s own certificate pinned (API 1.68 agent_v
       expect(err!.message).to.equal('Agent CA /no/such/ca.pem is neither a path nor a boolean');
       expect(await failure(agentVerify(node({}, { agent_verify_ca: 3 }), 'True'))).to.be.instanceOf(InvalidParameterValue);
     });
+  });
+});
+
+describe('commandError (Ironic\'s get_command_error)', () => {
+  const failed = (command_error: unknown): AgentCommand => ({ id: 'c', command_name: 'execute_deploy_step', command_status: 'FAILED', command_error, command_result: null } as AgentCommand);
+  it('gives the error\'s details, else its message, else the error as Python prints it', () => {
+    expect(commandError(failed({ type: 'DeploymentError', code: 500, message: 'Deploy step failed', details: 'disk on fire' }))).to.equal('disk on fire');
+    expect(commandError(failed({ type: 'DeploymentError', message: 'Deploy step failed', details: '' }))).to.equal('Deploy step failed');
+    expect(commandError(failed({ type: 'X', code: 500 }))).to.equal("{'type': 'X', 'code': 500}");
+    expect(commandError(failed('plain words'))).to.equal('plain words');
+    expect(commandError(failed(null))).to.equal('Invalid agent response');
   });
 });
