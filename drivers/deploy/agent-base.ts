@@ -62,18 +62,24 @@ async function tearDownAgent(ctx: StepContext, opts: AgentDeployOptions): Promis
       ctx.log.warn({ err: err.message }, 'agent lockdown failed');
     });
   } else {
-    let off = false;
     try {
-      // An agent already gone (powered off, or its token wiped by a run cut short) is forced off below.
       await agent.sendOnce(ctx.resume, 'standby.power_off', {}, false);
-      for (let i = 0; i < opts.powerOffRetries && !off; i++) {
-        await new Promise((r) => setTimeout(r, backoffCeilingMs(i + 1, 200, opts.powerOffRetryIntervalMs)));
-        off = (await ctx.power.getPowerState(ctx.driver)) === 'power off';
-      }
     } catch (err) {
-      ctx.log.warn({ err: (err as Error).message }, 'soft power off through the agent failed; forcing it off');
+      // An agent already gone (powered off, or its token wiped by a run cut short), or an answer lost.
+      ctx.log.warn({ err: (err as Error).message }, `Failed to soft power off node ${ctx.node.uuid}`);
     }
-    if (!off) await ctx.power.setPowerState(ctx.driver, 'power off');
+    // Read either way, as Ironic's tear_down_agent does: the power off may have come through
+    // without its answer.
+    let off = false;
+    for (let i = 0; i < opts.powerOffRetries && !off; i++) {
+      await new Promise((r) => setTimeout(r, backoffCeilingMs(i + 1, 200, opts.powerOffRetryIntervalMs)));
+      off = await ctx.power.getPowerState(ctx.driver).then((state) => state === 'power off', () => false);
+    }
+    if (!off) {
+      const seconds = Math.round((opts.powerOffRetries * opts.powerOffRetryIntervalMs) / 1000);
+      ctx.log.warn(`Failed to soft power off node ${ctx.node.uuid} in at least ${seconds} seconds. Forcing hard power off and proceeding.`);
+      await ctx.power.setPowerState(ctx.driver, 'power off');
+    }
   }
   await agent.wipeToken();
 }
