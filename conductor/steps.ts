@@ -478,10 +478,12 @@ async function carryOn(ctx: ActionContext, kind: RunKind, info: Record<string, u
  * left as the failure left it, for whoever looks into it); the token goes with the agent.
  * @returns whether it powered the node off
  */
-export async function tearDownCleaning(ctx: ActionContext): Promise<{ poweredOff: boolean }> {
+export async function tearDownCleaning(ctx: ActionContext, opts: { stepFailed?: boolean } = {}): Promise<{ poweredOff: boolean }> {
   const boot = enabled(ctx, 'boot') as BootInterface;
   await (boot.cleanUpRamdisk ?? boot.cleanUpInstance).call(boot, ctx.driver);
-  const powerOff = !ctx.node.disablePowerOff && ctx.node.fault !== 'clean failure';
+  // A step that failed leaves the node on for the operator (Ironic's tear_down_inband_cleaning
+  // reads the fault cleaning_error_handler has set by then: `stepFailed` says it will be set).
+  const powerOff = !ctx.node.disablePowerOff && !opts.stepFailed && ctx.node.fault !== 'clean failure';
   if (powerOff) await taskPower(ctx).setPowerState(ctx.driver, 'power off');
   await agentOf(ctx).wipeToken();
   return { poweredOff: powerOff };

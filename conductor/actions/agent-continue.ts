@@ -88,7 +88,7 @@ async function failRun(ctx: ActionContext, type: RunKind, err: unknown): Promise
   try {
     let powerState: 'power on' | 'power off' | undefined;
     if (type === 'clean') {
-      if ((await tearDownCleaning(ctx)).poweredOff) powerState = 'power off';
+      if ((await tearDownCleaning(ctx, { stepFailed: stepWasRunning(ctx.node, type) })).poweredOff) powerState = 'power off';
     } else if (type === 'service') {
       powerState = await tearDownService(ctx, true);
     } else if (!(err instanceof DeployStepCleanedUp)) {
@@ -104,6 +104,11 @@ async function failRun(ctx: ActionContext, type: RunKind, err: unknown): Promise
   }
 }
 
+/** A step of the run was running when it failed: the error handlers then set maintenance and a fault. */
+function stepWasRunning(node: ActionContext['node'], type: RunKind): boolean {
+  return Object.keys(node[`${type}Step`] ?? {}).length > 0;
+}
+
 /**
  * How a failed agent run leaves the node: deploy failed; or clean failed, and in maintenance
  * with fault `clean failure` when a step was running (Ironic's cleaning_error_handler).
@@ -114,7 +119,7 @@ export function agentStepFailureChanges(node: ActionContext['node'], type: RunKi
   const changes: NodeChanges = { ...endOfRunChanges(node, type), provisionState: failed, targetProvisionState: null, provisionUpdatedAt: new Date(), lastError: reason };
   if (type === 'deploy') return changes;
   // Ironic's cleaning_error_handler and servicing_error_handler: a step was running, so maintenance.
-  if (Object.keys(node[`${type}Step`] ?? {}).length > 0) {
+  if (stepWasRunning(node, type)) {
     changes.maintenance = true;
     changes.fault = type === 'clean' ? 'clean failure' : 'service failure';
     if (!node.maintenanceReason) changes.maintenanceReason = reason;

@@ -11,7 +11,7 @@ import { expect } from 'chai';
 import { agentWitness, setAgentFaults, type AgentFaults } from '../helpers/agent-sim.js';
 import { AGENT_TEST_ENV, directNodeBody, galvanicAndSim, watchStates, type GalvanicAndSim } from '../helpers/agent-deploy.js';
 import { faultOf } from '../helpers/app.js';
-import { createNode, getNode, nodeHistory, nodePorts, provision, provisionAndSettle, untilNode, type ApiCall, type NodeView } from '../helpers/provisioning.js';
+import { createNode, getNode, nodeHistory, nodePorts, provision, provisionAndSettle, simState, untilNode, type ApiCall, type NodeView } from '../helpers/provisioning.js';
 import { simStats } from '../helpers/redfish.js';
 import { until } from '../helpers/until.js';
 
@@ -79,6 +79,9 @@ describe('a node in maintenance while its run waits for the agent ([conductor] a
       const { api, bmc, uuid } = await provideWithFaults(g, { failStep: 'erase_devices_metadata' });
       const failed = await watchStates(api, uuid);
       expect(failed.node).to.include({ provision_state: 'clean failed', maintenance: true, fault: 'clean failure' });
+      // Left on for the operator, as Ironic's tear_down_inband_cleaning leaves a node whose step failed.
+      expect(failed.node.power_state).to.equal('power on');
+      expect((Object.values((await simState(bmc)).systems)[0] as { power?: unknown }).power).to.equal('On');
       await setAgentFaults(bmc, {});
 
       expect((await provisionAndSettle(api, uuid, 'manage')).provision_state).to.equal('manageable');
