@@ -8,7 +8,7 @@ import { BmcBadResponse, BmcRejected, VirtualMediaUnavailable } from '../../comm
 import { pause } from './http.js';
 import { statusError, type RedfishCall, type Reply } from './client.js';
 import { errorMessage, isErrorBody, isObject, linkPath, linkPaths, messageIds, prop, str, type Json } from './odata.js';
-import { getSystem, inTurn, isMissing } from './system.js';
+import { TOPOLOGY_TTL_MS, getSystem, inTurn, isMissing } from './system.js';
 
 /** A Redfish VirtualMediaType. */
 export type MediaType = 'CD' | 'DVD' | 'USBStick' | 'Floppy';
@@ -85,15 +85,22 @@ export async function findCollections(call: RedfishCall): Promise<string[]> {
   if (own) return [own];
   const links = prop(system.body, 'Links');
   const managers = isObject(links) ? linkPaths(prop(links, 'ManagedBy')) : [];
-  const found = await inTurn(call, managers.map((m) => async () => {
+  // Where a manager keeps its virtual media does not change: read once per manager for
+  // TOPOLOGY_TTL_MS, as the system's path is (one GET fewer at each boot, eject and tear-down).
+  const found = await inTurn(call, managers.map((m) => () => call.endpoint.memo(`vmedia:${m}`, TOPOLOGY_TTL_MS, async (c) => {
     try {
-      return linkPath(prop((await call.get(m)).body, 'VirtualMedia'));
+      return linkPath(prop((await c.get(m)).body, 'VirtualMedia'));
     } catch (err) {
       if (isMissing(err)) return null;
       throw err;
     }
-  }));
+  }, call)));
   return found.filter((p): p is string => p !== null);
+}
+
+/** Forgets where the managers keep their virtual media: a collection found there has gone. */
+function forgetCollections(call: RedfishCall): void {
+  call.endpoint.forget('vmedia:');
 }
 
 /** The slots of a collection, read now. */
@@ -102,7 +109,10 @@ export async function readSlots(call: RedfishCall, collection: string): Promise<
   try {
     members = [...new Set(linkPaths(prop((await call.get(collection)).body, 'Members')))];
   } catch (err) {
-    if (isMissing(err)) return [];
+    if (isMissing(err)) {
+      forgetCollections(call);
+      return [];
+    }
     throw err;
   }
   return inTurn(call, members.map((m) => () => readSlot(call, m)));

@@ -200,7 +200,7 @@ describe('redfish virtual media boot, end to end', () => {
 });
 
 describe('redfish virtual media boot, requests', () => {
-  it('reads each slot once to eject and insert when nothing was inserted, and again after an eject', async () => {
+  it('reads each slot once to eject and insert when nothing was inserted, again after an eject, and the manager once', async () => {
     const sim = await simFor('none');
     const driver = makeDriver({ vmediaRetry: RETRY });
     const url = sim.bmcs[0].url;
@@ -216,6 +216,8 @@ describe('redfish virtual media boot, requests', () => {
       await prepare(driver, url);
       // The eject's read, its wait for the slot to empty, the insert's read.
       expect(await slotReads()).to.equal(2 * slots + 1);
+      // Where the manager keeps its virtual media was read at the first boot only.
+      expect(logLines(await simStats(url)).filter((l) => /^GET \/redfish\/v1\/Managers\/[^/\s]+ 200$/.test(l))).to.deep.equal([]);
     } finally {
       await driver.close();
       await sim.stop();
