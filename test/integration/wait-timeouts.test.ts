@@ -115,7 +115,10 @@ describe('a wait for the agent that times out tears its boot down (real processe
   it('fails a cleaning whose agent died in a step into maintenance, leaving the machine on as the failure left it', async () => {
     const uuid = await manageableNode(2, { automated_clean: true });
     const url = g.sim.bmcs[2].url;
-    await setAgentFaults(url, { crashDuringStep: 'erase_devices_metadata', stepSeconds: { erase_devices_metadata: 2 } });
+    // Dead 0.1 s into the step, before its next heartbeat (at least the gap after the one that
+    // started it): a heartbeat sent before the crash and handled after it would fail the
+    // cleaning through the agent's 404 instead, as Ironic's heartbeat would.
+    await setAgentFaults(url, { crashDuringStep: 'erase_devices_metadata', stepSeconds: { erase_devices_metadata: 0.2 } });
     await provision(api, uuid, 'provide');
     const waiting = await waitingWithIso(2, uuid, 'clean wait', (n) => (n.clean_step as Json).step === 'erase_devices_metadata');
     const node = await failedAndQuiet(uuid, 'clean failed');
