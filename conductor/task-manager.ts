@@ -59,7 +59,7 @@ export class Task {
   /**
    * Writes `changes` (and whatever `more` writes) and releases the reservation, in one
    * transaction: an outcome and the release can never be seen apart. Throws LockLost, writing
-   * nothing, when the node is no longer this task's (see db/reservations.ts lockHeldNodes).
+   * nothing, when the node is no longer this task's (see db/reservations.ts lockAndWriteHeld).
    */
   async commit(changes: NodeChanges, more?: (trx: Knex.Transaction, node: Node) => Promise<void>, update: AccessOptions = {}): Promise<Node> {
     const [outcome] = await commitTasks(this.db, this.hostname, [{ task: this, changes }], async (trx, held) => {
@@ -194,10 +194,8 @@ export async function commitTasks(
   release = true,
 ): Promise<Array<Node | LockLost>> {
   for (const o of outcomes) o.task.requireExclusive();
-  const items = outcomes.map((o) => {
-    const kept = o.task.withKeptInfo(o.changes);
-    return { before: o.task.node, fence: o.task.fenceOf, changes: release ? { ...kept, reservation: null } : kept };
-  });
+  const kept = outcomes.map((o) => o.task.withKeptInfo(o.changes));
+  const items = outcomes.map((o, i) => ({ before: o.task.node, fence: o.task.fenceOf, changes: release ? { ...kept[i], reservation: null } : kept[i] }));
   const out = new Array<Node | LockLost>(outcomes.length);
   /** Locks `indexes` and writes what it can at once; returns the changes left to write under the lock. */
   const lockAndWrite = async (conn: Knex, indexes: readonly number[]): Promise<Array<{ index: number; change: LockedNodeChange }>> => {
@@ -209,8 +207,7 @@ export async function commitTasks(
       if (row.written) out[index] = row.written;
       else if (!row.held) out[index] = o.task.lockLost();
       else {
-        const kept = o.task.withKeptInfo(o.changes);
-        const changes = movedOnSince(row.before, o.task.node) ? withoutTransition(kept) : kept;
+        const changes = movedOnSince(row.before, o.task.node) ? withoutTransition(kept[index]) : kept[index];
         rest.push({ index, change: { before: row.before, changes: release ? { ...changes, reservation: null } : changes } });
       }
     });

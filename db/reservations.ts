@@ -67,26 +67,6 @@ export interface LockedForCommit {
   held: boolean;
 }
 
-/**
- * Row-locks the nodes (in id order) inside `trx` and tells, for each, whether `host` still
- * holds it for its fence. The caller then writes only the held ones, clearing their reservation
- * in the same statement (updateLockedNodes) when it releases.
- */
-export async function lockHeldNodes(
-  trx: Knex.Transaction,
-  host: string,
-  items: ReadonlyArray<{ nodeId: number; fence?: ReservationFence }>,
-): Promise<Map<number, LockedForCommit>> {
-  const { rows } = await trx.raw(
-    `SELECT ${LOCKED_STATE_COLUMNS.map((c) => `nodes.${c}`).join(', ')}, ${HELD_SQL} AS held_by_task
-       FROM nodes JOIN unnest(?::int[], ?::bigint[], ?::int[]) AS v(node_id, intent_id, attempts) ON nodes.id = v.node_id
-      ORDER BY nodes.id
-        FOR UPDATE OF nodes`,
-    [host, host, items.map((i) => i.nodeId), items.map((i) => i.fence?.intentId ?? null), items.map((i) => i.fence?.attempts ?? null)] as Knex.RawBinding[],
-  );
-  return new Map((rows as Array<Record<string, unknown>>).map((r) => [r.id as number, { before: nodeMapper.fromRow(r), held: r.held_by_task === true }]));
-}
-
 /** Clears a node's reservation when its holder's heartbeat is stale; true when cleared. */
 export async function clearStaleReservation(db: Knex, nodeId: number, timeoutSeconds: number): Promise<boolean> {
   const n = await db('nodes')
@@ -132,11 +112,11 @@ const LOCKED_KEYS = LOCKED_STATE_COLUMNS.map((c) => [c, `locked.${c}`] as const)
 const WRITTEN_COLUMNS = NODE_COLUMNS.map((c) => `u.${c}`).join(', ');
 
 /**
- * lockHeldNodes and the commit's write in one statement, for the common case of a task whose
+ * A commit's lock and write in one statement, for the common case of a task whose
  * node nobody changed since it last wrote it: locks every node (in id order) and writes, in
  * the same statement, the changes of the largest group (by changed columns, see
  * groupLockedChanges) to the nodes the task still holds at the version it saw. Each node comes
- * back as lockHeldNodes returns it, with `written` when its change was written; the caller
+ * back locked (LockedForCommit), with `written` when its change was written; the caller
  * writes the others (moved on, another group) from their locked state, as without this. A
  * commit went through a lock, then a write: two round trips more, on every step of every node.
  */
@@ -146,6 +126,7 @@ export async function lockAndWriteHeld(
   items: readonly HeldChange[],
   opts: AccessOptions = {},
 ): Promise<LockedAndWritten[]> {
+  if (items.length === 0) return [];
   const groups = groupLockedChanges(items, opts);
   const group = groups.reduce((a, b) => (b.members.length > a.members.length ? b : a));
   const { rows } = await db.raw(

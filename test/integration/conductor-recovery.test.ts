@@ -14,7 +14,7 @@ import { createKnex } from '../../db/connection.js';
 import { finishSucceededIntents } from '../../db/intents.js';
 import { recoverConductorLeftovers } from '../../db/intent-recovery.js';
 import { createNode, getNode } from '../../db/nodes.js';
-import { lockHeldNodes } from '../../db/reservations.js';
+import { lockAndWriteHeld } from '../../db/reservations.js';
 import { testConfig, suiteApp } from '../helpers/app.js';
 import { suiteDatabase } from '../helpers/database.js';
 import { until } from '../helpers/until.js';
@@ -146,8 +146,10 @@ describe('conductor recovery beside an outcome of the same intent', function () 
     const outcome = await db.transaction();
     const recovering = createKnex(tdb.url, { applicationName: 'galvanic-test-recovery' });
     try {
-      const held = await lockHeldNodes(outcome, 'slow-host', [{ nodeId: node.id, fence: { intentId: intent.id, attempts: 1 } }]);
-      expect(held.get(node.id)?.held).to.equal(true);
+      // The batch's first statement: the node locked and its release written (lockAndWriteHeld).
+      const [held] = await lockAndWriteHeld(outcome, 'slow-host', [{ before: node, fence: { intentId: intent.id, attempts: 1 }, changes: { reservation: null } }]);
+      expect(held.held).to.equal(true);
+      expect(held.written?.reservation).to.equal(null);
       let settled = 0;
       const recovery = recoverConductorLeftovers(recovering, 'slow-host', () => true, async (trx, failed) => {
         settled++;
