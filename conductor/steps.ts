@@ -359,13 +359,11 @@ export async function continueFromHeartbeat(ctx: ActionContext, kind: RunKind): 
   if (kind === 'deploy' && !info[DII_CACHED.deploy]) {
     const agentSteps = await refreshSteps(ctx, 'deploy', info);
     // User steps that only the agent has must be among its steps now.
-    const missing = stepsOf(info, 'deploy').find((s) => s.inband && !agentSteps.some((a) => a.interface === s.interface && a.step === s.step));
+    const planned = stepsOf(info, 'deploy').map((s) => ({ s, found: s.inband ? agentSteps.find((a) => a.interface === s.interface && a.step === s.step) : undefined }));
+    const missing = planned.find((p) => p.s.inband && !p.found);
     // Ironic's continue_node_deploy: steps the agent cannot run fail the deploy through deploying_error_handler.
-    if (missing) throw await stepFailure(ctx, 'deploy', `Deploy step ${stepId(missing)} has not been found among the agent's steps.`);
-    info[DII_STEPS.deploy] = stepsOf(info, 'deploy').map((s) => {
-      const found = s.inband && agentSteps.find((a) => a.interface === s.interface && a.step === s.step);
-      return found ? { ...found, priority: s.priority, args: s.args } : s;
-    });
+    if (missing) throw await stepFailure(ctx, 'deploy', `Deploy step ${stepId(missing.s)} has not been found among the agent's steps.`);
+    info[DII_STEPS.deploy] = planned.map(({ s, found }) => (found ? { ...found, priority: s.priority, args: s.args } : s));
   }
   return carryOn(ctx, kind, info, await agentOf(ctx).getCommands());
 }
