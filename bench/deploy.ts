@@ -205,7 +205,12 @@ interface PhaseResult {
   /** Transactions committed in the bench's database, per node (the bench's own polling included). */
   commitsPerNode: number;
   /** With --pg-stat-statements: every statement per node, and the most frequent ones. */
-  statements?: { perNode: number; top: Array<{ perNode: number; meanMs: number; query: string }> };
+  statements?: {
+    perNode: number;
+    /** Postgres's time per node in these statements (planning and execution), ms. */
+    msPerNode: number;
+    top: Array<{ perNode: number; meanMs: number; meanPlanMs: number; query: string }>;
+  };
 }
 
 /** Transactions committed so far in the database of `knex`. */
@@ -218,13 +223,18 @@ async function commits(knex: Knex): Promise<number> {
 /** The statements run in this database since the last reset, per node, most frequent first. */
 async function statementsPerNode(knex: Knex, nodes: number): Promise<NonNullable<PhaseResult['statements']>> {
   const { rows } = (await knex.raw(
-    `SELECT query, calls, mean_exec_time AS mean FROM pg_stat_statements
+    // Planning per call: mean_plan_time is per planning, and a prepared statement's generic plan is made once.
+    `SELECT query, calls, mean_exec_time AS mean, total_plan_time / greatest(calls, 1) AS plan FROM pg_stat_statements
       WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY calls DESC`,
-  )) as { rows: Array<{ query: string; calls: string; mean: number }> };
+  )) as { rows: Array<{ query: string; calls: string; mean: number; plan: number }> };
   const all = rows.reduce((t, r) => t + Number(r.calls), 0);
+  const ms = rows.reduce((t, r) => t + Number(r.calls) * (r.mean + r.plan), 0);
   return {
     perNode: round2(all / nodes),
-    top: rows.slice(0, 40).map((r) => ({ perNode: round2(Number(r.calls) / nodes), meanMs: round2(r.mean), query: r.query.replace(/\s+/g, ' ').slice(0, 300) })),
+    msPerNode: round2(ms / nodes),
+    top: rows.slice(0, 40).map((r) => ({
+      perNode: round2(Number(r.calls) / nodes), meanMs: round2(r.mean), meanPlanMs: round2(r.plan), query: r.query.replace(/\s+/g, ' ').slice(0, 300),
+    })),
   };
 }
 
@@ -482,7 +492,7 @@ async function runPhase(
     commitsPerNode, ...(statements ? { statements } : {}),
     ...(ctx.agent ? { agent: { heartbeats, heartbeatsPerS: round2(heartbeats / wallS), heartbeatStatuses, agentFloorP50S: round2(([...agentExtra.values()].sort((a, b) => a - b)[Math.floor(agentExtra.size / 2)] ?? 0) / 1000) } } : {}),
   };
-  log(`${phase}: ${commitsPerNode} commits per node${statements ? `, ${statements.perNode} statements per node; most frequent:\n${statements.top.slice(0, 25).map((t) => `  ${fmt(t.perNode, 2)}  ${t.query.slice(0, 160)}`).join('\n')}` : ''}`);
+  log(`${phase}: ${commitsPerNode} commits per node${statements ? `, ${statements.perNode} statements per node (${statements.msPerNode} ms of Postgres time: planning and execution); most frequent (per node, plan + exec ms each):\n${statements.top.slice(0, 25).map((t) => `  ${fmt(t.perNode, 2)}  ${fmt(t.meanPlanMs, 2)} + ${fmt(t.meanMs, 2)}  ${t.query.slice(0, 140)}`).join('\n')}` : ''}`);
   log(`${phase}: a node's time, mean s: ${TIME_KINDS.map((k) => `${k} ${fmt(nodeTimeS[k], 2)}`).join(', ')}; over its own chain ${fmt(nodeTimeS.overOwnChain, 2)}`);
   if (ctx.agent) {
     log(`${phase}: the agents' calls (per node, mean ms): ${Object.entries(agentCalls).map(([k, c]) => `${k} ${fmt(c.perNode, 2)} × ${c.meanMs}`).join('; ')}`);
@@ -500,7 +510,7 @@ async function main(): Promise<number> {
   const machine = machineInfo();
   log(`machine: ${machine.cpuCount} CPUs, load ${machine.loadAvgAtStart.join(' ')}; ${JSON.stringify(opts)}`);
 
-  const extraFlags = opts.pgStatStatements ? ['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.track=top'] : [];
+  const extraFlags = opts.pgStatStatements ? ['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.track=top', '-c', 'pg_stat_statements.track_planning=on'] : [];
   const server = await startDatabaseServer({ log, tempPrefix: 'galvanic-bench-deploy-', extraFlags });
   const db = await createBenchDatabase(server, 'galvanic_bench_deploy', log);
   const sim = await startSim(opts, log);
