@@ -383,7 +383,8 @@ export function lockedGroupDocument(group: LockedChangeGroup): string {
 export async function updateLockedNodes(trx: Knex.Transaction, updates: readonly LockedNodeChange[], opts: AccessOptions = {}): Promise<Node[]> {
   const out: Node[] = new Array(updates.length);
   for (const group of groupLockedChanges(updates, opts)) {
-    const { rows } = await trx.raw(
+    const { rows } = await preparedRaw(
+      trx,
       `UPDATE nodes AS n SET ${lockedGroupSet(group)}
          FROM jsonb_populate_recordset(NULL::nodes, ?::jsonb) AS v
         WHERE n.id = v.id

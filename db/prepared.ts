@@ -2,9 +2,12 @@
  * Named prepared statements, for hot statements whose generic plan is as good as any: parsed
  * once per connection by node-postgres and, after Postgres's first five executions, planned
  * once instead of at every call. The accept's node lock took 0.35-0.44 ms to plan and about as
- * long to run. Not for statements that join an array or a JSON recordset of the batch against
- * a table (the claim, the outcome batch): their custom plans see the batch's size, and generic
- * plans measured 4 to 30 times slower.
+ * long to run. Not for statements whose custom plans see what a generic one cannot (the
+ * claim's LIMIT and ring ranges, the outcome batch's states): generic plans of those measured 4
+ * to 30 times slower. An array parameter joined against a table is planned anew at every call
+ * (its custom plan counts the elements, the generic one assumes ten, and never looks cheaper);
+ * a JSON recordset is estimated at 100 rows either way, so a statement that takes its batch as
+ * one settles on the generic plan (lockAndWriteHeld, updateLockedNodes).
  */
 import { createHash } from 'node:crypto';
 import type { Knex } from 'knex';

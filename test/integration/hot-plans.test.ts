@@ -26,6 +26,7 @@ import { mintAgentToken } from '../../db/agent-tokens.js';
 import { createKnex } from '../../db/connection.js';
 import { claimIntents, type ClaimScope } from '../../db/intent-claims.js';
 import { nodeMapper, nodesForPowerSync, nodesForSensorData } from '../../db/nodes.js';
+import { lockAndWriteHeld } from '../../db/reservations.js';
 import { testConfig } from '../helpers/app.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 
@@ -275,6 +276,27 @@ for (const statsFirst of [false, true]) {
       })));
       expectLean(plans);
       expectIndexed(plans, 'nodes_uuid_unique', 'uuid');
+    });
+
+    it('locks and writes a commit\'s nodes through their key, on its generic plan as on its first ones', async () => {
+      const plans = await plansOf(() => rolledBack(db, async (trx) => {
+        // One connection, more runs than the five custom plans Postgres makes before a generic one.
+        for (let round = 0; round < 8; round++) {
+          const { rows } = await trx.raw('UPDATE nodes SET reservation = ? WHERE id IN (SELECT id FROM nodes ORDER BY id DESC LIMIT 3 OFFSET ?) RETURNING *', [HOST, round * 3]);
+          const items = (rows as Array<Record<string, unknown>>).map((r) => ({ before: nodeMapper.fromRow(r), changes: { powerState: 'power off' as const } }));
+          const written = await lockAndWriteHeld(trx, HOST, items);
+          expect(written.map((w) => w.written?.powerState)).to.deep.equal(['power off', 'power off', 'power off']);
+        }
+      }));
+      const commits = plans.filter((e) => e['Query Text'].includes('WITH locked AS'));
+      expect(commits).to.have.length(8);
+      expectLean(commits);
+      for (const e of commits) {
+        const onNodes = [...walk(e.Plan)].filter((n) => n['Relation Name'] === 'nodes' && n['Node Type'].endsWith('Scan'));
+        expect(onNodes.map((n) => n['Index Name']), `every read of nodes through its key, in:\n${outline([e])}\n`).to.satisfy(
+          (indexes: Array<string | undefined>) => indexes.length > 0 && indexes.every((i) => i === 'nodes_pkey'),
+        );
+      }
     });
 
     it('picks the power sync\'s and the sensor task\'s nodes without reading intents whole', async () => {
