@@ -2,7 +2,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Knex } from 'knex';
 import { NodeLocked } from '../common/errors.js';
 import { preparedRaw } from './prepared.js';
-import { isUuid, nodeMapper, splitIdents, type Node } from './nodes.js';
+import { isUuid, nodeIdsNamed, nodeMapper, type Node } from './nodes.js';
 
 /**
  * Mints the node's agent token if it has none (Ironic's get_node_with_token): the token, or
@@ -58,12 +58,12 @@ export function agentTokenMatches(token: string | null, given: string | undefine
  * statement. Keyed by the identifier given; one missing has no such node.
  */
 export async function lockNodesWithTokens(trx: Knex.Transaction, idents: readonly string[]): Promise<Map<string, { node: Node; token: string | null }>> {
-  const { uuids, names } = splitIdents(idents);
+  const named = nodeIdsNamed(idents);
   const { rows } = await preparedRaw(
     trx,
     `SELECT nodes.*, agent_tokens.token AS agent_token FROM nodes LEFT JOIN agent_tokens ON agent_tokens.node_id = nodes.id
-      WHERE nodes.uuid = ANY(?::uuid[]) OR nodes.name = ANY(?::text[]) ORDER BY nodes.id FOR UPDATE OF nodes`,
-    [uuids, names],
+      WHERE ${named.sql} ORDER BY nodes.id FOR UPDATE OF nodes`,
+    named.bindings,
   );
   const byUuid = new Map<string, { node: Node; token: string | null }>();
   const byName = new Map<string, { node: Node; token: string | null }>();

@@ -152,12 +152,35 @@ export function splitIdents(idents: readonly string[]): { uuids: string[]; names
 }
 
 /**
+ * `nodes.id = ANY(...)` for the nodes named by UUID or name among `idents`, with its bindings:
+ * the ids first (an InitPlan, each kind through its unique index), then each node by its key.
+ * With `uuid = ANY(..) OR name = ANY(..)` in the scan, a planner that takes the table for one
+ * row (never analyzed: a fleet enrolled since the last autoanalyze, or autovacuum off) read
+ * every node in id order. A kind none of `idents` uses is left out: its empty test was served
+ * by reading whichever index was smallest.
+ */
+export function nodeIdsNamed(idents: readonly string[]): { sql: string; bindings: string[][] } {
+  const { uuids, names } = splitIdents(idents);
+  const parts: string[] = [];
+  const bindings: string[][] = [];
+  if (uuids.length) {
+    parts.push('SELECT u.id FROM nodes u WHERE u.uuid = ANY(?::uuid[])');
+    bindings.push(uuids);
+  }
+  if (names.length) {
+    parts.push('SELECT m.id FROM nodes m WHERE m.name = ANY(?::text[])');
+    bindings.push(names);
+  }
+  return { sql: `nodes.id = ANY(ARRAY(${parts.join(' UNION ALL ') || 'SELECT NULL::int'}))`, bindings };
+}
+
+/**
  * Locks (FOR UPDATE, in id order) the nodes named by UUID or name among `idents` and returns
  * them; idents that name no node are left out.
  */
 export async function lockNodesByIdent(trx: Knex.Transaction, idents: readonly string[]): Promise<Node[]> {
-  const { uuids, names } = splitIdents(idents);
-  const { rows } = await preparedRaw(trx, 'SELECT * FROM nodes WHERE uuid = ANY(?::uuid[]) OR name = ANY(?::text[]) ORDER BY id FOR UPDATE', [uuids, names]);
+  const named = nodeIdsNamed(idents);
+  const { rows } = await preparedRaw(trx, `SELECT * FROM nodes WHERE ${named.sql} ORDER BY id FOR UPDATE`, named.bindings);
   return (rows as Array<Record<string, unknown>>).map((r) => nodeMapper.fromRow(r));
 }
 

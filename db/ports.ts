@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
+import { preparedRaw } from './prepared.js';
 import { MACAlreadyExists, PortAlreadyExists, PortNotFound, Conflict, InvalidParameterValue } from '../common/errors.js';
 import { RowMapper } from './rows.js';
 import { nodeMapper, type Node } from './nodes.js';
@@ -114,9 +115,18 @@ export async function createMissingPorts(db: Knex, nodeId: number, macs: readonl
  */
 export async function nodesByPortAddresses(db: Knex, addresses: readonly string[]): Promise<Node[]> {
   if (addresses.length === 0) return [];
-  const rows: Array<Record<string, unknown>> = await db('nodes').select('*')
-    .whereIn('id', db('ports').select('node_id').whereIn('address', addresses as string[])).orderBy('id');
-  return rows.map((r) => nodeMapper.fromRow(r));
+  // The ports' node ids first (an InitPlan), then each node by its key: as a join, a planner
+  // that takes the nodes table for one row (never analyzed: a fleet enrolled since the last
+  // autoanalyze, or autovacuum off) read every node and looked its ports up for each, 7-10 ms
+  // per agent lookup at 1,000 nodes.
+  const { rows } = await preparedRaw(
+    db,
+    `SELECT nodes.* FROM nodes
+      WHERE nodes.id = ANY(ARRAY(SELECT ports.node_id FROM ports WHERE ports.address = ANY(?::text[])))
+      ORDER BY nodes.id`,
+    [addresses as string[]],
+  );
+  return (rows as Array<Record<string, unknown>>).map((r) => nodeMapper.fromRow(r));
 }
 
 /** A node's ports as inspection processing reads them. */
