@@ -532,10 +532,10 @@ export const SCHEMA = {
     },
     connections_per_agent: {
       type: 'int',
-      default: 2,
+      default: 1,
       min: 1,
       max: 16,
-      help: 'Connections the conductor keeps open to each agent.',
+      help: 'Connections the conductor keeps open to each agent. A task talks to its agent one call at a time, and a call sent as the last one completes may find that connection still busy: a second one allowed was opened then (another TLS handshake with the agent).',
     },
     verify_ca: {
       type: 'string',

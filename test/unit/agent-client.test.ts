@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
+import { SCHEMA } from '../../common/config-schema.js';
 import { AgentConnectionFailed, InvalidParameterValue } from '../../common/errors.js';
 import { AgentClient, commandError, type AgentCommand } from '../../drivers/agent/client.js';
 import { agentVerify } from '../../drivers/agent/session.js';
@@ -55,6 +56,22 @@ describe('AgentClient connections', () => {
       expect(Date.now() - started).to.be.below(1000);
       expect(await slow).to.be.instanceOf(Error);
     } finally {
+      await client.close();
+    }
+  });
+
+  it('sends a task\'s calls to its agent, one after another, over one connection by default', async () => {
+    const connections = new Set<unknown>();
+    const count = (socket: unknown) => connections.add(socket);
+    server.on('connection', count);
+    const client = new AgentClient({ timeoutMs: 1500, maxAttempts: 1, connectionsPerAgent: SCHEMA.agent.connections_per_agent.default });
+    try {
+      const target = { url: `${origin}/sequential`, token: 's'.repeat(32) };
+      // As a deploy step's task calls: a command list read right after each answer.
+      for (let i = 0; i < 4; i++) expect(await client.getCommands(target)).to.deep.equal([]);
+      expect(connections.size).to.equal(1);
+    } finally {
+      server.off('connection', count);
       await client.close();
     }
   });
