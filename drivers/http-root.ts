@@ -62,6 +62,19 @@ const NAME = /^[A-Za-z0-9_]*(\.[A-Za-z0-9_.]+)?$/;
 const NODE_UUID = new RegExp(`^${UUID}$`);
 const TEMP_PREFIX = '.tmp-';
 
+/**
+ * Removes a file of the root; a missing one is no error. The root holds files only: unlink
+ * alone, where fs.rm first reads what the path is (and runs its directory walk's code), at
+ * every withdraw of every node.
+ */
+async function unlinkIfPresent(p: string): Promise<void> {
+  try {
+    await fs.unlink(p);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+}
+
 /** Why the file system refused, in words an operator acts on. */
 function describeFsError(err: NodeJS.ErrnoException, root: string): string {
   switch (err.code) {
@@ -162,11 +175,11 @@ export class HttpRoot {
   /** Withdraws a node's file `name`, or all of the node's files when no name is given. Missing files are no error. */
   async remove(nodeUuid: string, name?: string): Promise<void> {
     if (name !== undefined) {
-      await fs.rm(this.path(nodeUuid, name), { force: true });
+      await unlinkIfPresent(this.path(nodeUuid, name));
       return;
     }
     for (const file of await this.list()) {
-      if (file.nodeUuid === nodeUuid) await fs.rm(path.join(this.dir, file.path), { force: true });
+      if (file.nodeUuid === nodeUuid) await unlinkIfPresent(path.join(this.dir, file.path));
     }
   }
 
@@ -202,7 +215,7 @@ export class HttpRoot {
     const p = path.join(this.dir, path.basename(file.path));
     const stat = await fs.lstat(p).catch(() => null);
     if (!stat || stat.ctimeMs !== file.changedMs) return false;
-    await fs.rm(p, { force: true });
+    await unlinkIfPresent(p);
     return true;
   }
 
