@@ -408,9 +408,12 @@ export async function updateLockedNodes(trx: Knex.Transaction, updates: readonly
   for (const group of groupLockedChanges(updates, opts)) {
     const { rows } = await preparedRaw(
       trx,
+      // Each row by its key, then by its tuple id: joined on id, a planner that took the table
+      // for one row (never analyzed) hashed every node to update one.
       `UPDATE nodes AS n SET ${lockedGroupSet(group)}
          FROM jsonb_populate_recordset(NULL::nodes, ?::jsonb) AS v
-        WHERE n.id = v.id
+              CROSS JOIN LATERAL (SELECT k.ctid FROM nodes k WHERE k.id = v.id FOR UPDATE) AS k
+        WHERE n.ctid = k.ctid
        RETURNING n.*`,
       [lockedGroupDocument(group)],
     );

@@ -26,9 +26,13 @@ export interface ReservationFence {
  * and requeue its intents, and the node may be reserved again, even by this same host for a
  * retry of the same intent. Without the check, the late outcome would settle the retry and free
  * the node while the retry runs.
+ *
+ * The intent is read as a scalar subquery, by its key at each row: an EXISTS may be planned
+ * as a hashed subplan over every running intent, and was, as a sequential scan of intents,
+ * on statistics that took the table for a few rows (never analyzed).
  */
-const HELD_SQL = `(nodes.reservation = ? AND (v.intent_id IS NULL OR EXISTS (SELECT 1 FROM intents
-  WHERE intents.id = v.intent_id AND intents.state = 'running' AND intents.conductor = ? AND intents.attempts = v.attempts)))`;
+const HELD_SQL = `(nodes.reservation = ? AND (v.intent_id IS NULL OR (SELECT intents.state = 'running' AND intents.conductor = ?
+  AND intents.attempts = v.attempts FROM intents WHERE intents.id = v.intent_id) IS TRUE))`;
 
 /** Reserves the node for `host` by compare-and-set; false when someone holds it (or it is gone). */
 export async function reserveNode(db: Knex, nodeId: number, host: string): Promise<boolean> {
