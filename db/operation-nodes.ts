@@ -125,7 +125,11 @@ export async function admitNodes(trx: Knex.Transaction, op: Operation): Promise<
        SELECT o.node_id, o.head_intent_id
          FROM operation_nodes o JOIN intents h ON h.id = o.head_intent_id
         WHERE o.operation_id = ? AND o.admitted_at IS NULL AND h.held AND h.state = 'queued'
-          AND NOT EXISTS (SELECT 1 FROM intents p WHERE p.node_id = o.node_id AND p.seq < h.seq AND p.finished_at IS NULL)
+          -- Heads its node's queue: a scalar subquery, an index probe per candidate. As NOT
+          -- EXISTS it was planned as an anti join reading every open intent for each candidate
+          -- on statistics that took the table for a few rows (0.2 s to admit 1,000 nodes).
+          AND h.seq = (SELECT p.seq FROM intents p WHERE p.node_id = o.node_id AND p.finished_at IS NULL
+                        ORDER BY p.node_id, p.seq LIMIT 1)
           -- on_failure=abort: a failure committed since the pass looked for one admits nobody
           -- (this statement's snapshot is later than that look); the next pass aborts.
           AND NOT (?::boolean AND EXISTS (
