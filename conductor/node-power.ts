@@ -76,6 +76,7 @@ async function wipeAgent(t: NodePowerTarget): Promise<void> {
   const url = t.task.node.driverInternalInfo?.agent_url ?? t.info?.agent_url;
   const info = t.info ?? { ...t.task.node.driverInternalInfo };
   for (const k of AGENT_LIFE_KEYS) delete info[k];
+  t.task.agentToken.value = undefined;
   await t.task.progressWith({ driverInternalInfo: { ...info } }, (trx, node) => wipeAgentToken(trx, node.id));
   if (typeof url === 'string') t.agentGone?.(url);
 }

@@ -102,8 +102,11 @@ export function agentOf(ctx: ActionContext): AgentSession {
   const { command_wait_attempts: attempts, command_wait_interval: interval } = services.config.agent;
   ctx.agentSession = new AgentSession(() => ctx.node, {
     client: services.client,
-    tokenOf: () => services.tokenOf(id),
-    wipeToken: () => services.wipeToken(id),
+    tokenOf: () => (ctx.task.agentToken.value !== undefined ? Promise.resolve(ctx.task.agentToken.value) : services.tokenOf(id)),
+    wipeToken: () => {
+      ctx.task.agentToken.value = undefined;
+      return services.wipeToken(id);
+    },
     portsOf: () => services.portsOf(id),
     nodeAsDict: () => nodeAsDict(ctx.node),
     poll: { attempts, intervalMs: interval * 1000 },

@@ -22,6 +22,23 @@ export interface IntentFence {
   attempts: number;
 }
 
+/** A secret a task holds (Task.agentToken): a log of the task never shows it. */
+export class HeldToken {
+  #value: string | undefined;
+
+  get value(): string | undefined {
+    return this.#value;
+  }
+
+  set value(token: string | undefined) {
+    this.#value = token;
+  }
+
+  toJSON(): string | undefined {
+    return this.#value === undefined ? undefined : '******';
+  }
+}
+
 /**
  * A node held for a purpose. Exclusive tasks hold the node's reservation from acquire until
  * `commit` or `release`; shared tasks reserve nothing and may not change the node.
@@ -31,6 +48,12 @@ export class Task {
   private readonly acquiredAt = Date.now();
   /** driver_internal_info keys a driver saved during this task (null: removed), kept by its later writes. */
   private readonly kept: Record<string, unknown> = {};
+  /**
+   * The node's agent token as the claim read it, while it is current: nobody mints one while
+   * the task holds the node, and whoever wipes it during the task empties this. Empty: none
+   * known (read it). A holder, so that a context derived from the task shares it.
+   */
+  readonly agentToken = new HeldToken();
 
   constructor(
     private readonly db: Knex,
@@ -304,14 +327,14 @@ export class TaskManager {
   /** Claims runnable intents with their nodes reserved (of `only`, when given): one exclusive task per intent. */
   async claimIntents(limit: number, scope: ClaimScope, only?: readonly string[]): Promise<Array<{ intent: ClaimedIntent; task: Task }>> {
     const nodes = new Map<number, Node>();
-    const intents = await claimIntents(this.db, this.hostname, limit, scope, nodes, only);
+    const tokens = new Map<number, string>();
+    const intents = await claimIntents(this.db, this.hostname, limit, scope, nodes, only, tokens);
     const out: Array<{ intent: ClaimedIntent; task: Task }> = [];
     for (const intent of intents) {
       const node = nodes.get(intent.nodeId)!;
-      out.push({
-        intent,
-        task: new Task(this.db, node, 'exclusive', `intent ${intent.kind}`, this.hostname, this.log, { intentId: intent.id, attempts: intent.attempts }, this.progressWriter),
-      });
+      const task = new Task(this.db, node, 'exclusive', `intent ${intent.kind}`, this.hostname, this.log, { intentId: intent.id, attempts: intent.attempts }, this.progressWriter);
+      task.agentToken.value = tokens.get(intent.nodeId);
+      out.push({ intent, task });
     }
     return out;
   }

@@ -88,6 +88,12 @@ export async function claimIntents(
    * running at its BMC: with 1,000 steps running, that walk cost 5-6 ms a claim.
    */
   only?: readonly string[],
+  /**
+   * Filled with the claimed nodes' agent tokens, by node id, where the claim could tell the
+   * token it read is current (the node row it locked is the one its snapshot saw; a lookup
+   * mints no token while the node is reserved). A node absent has none, or one to read.
+   */
+  tokens?: Map<number, string>,
 ): Promise<ClaimedIntent[]> {
   const bindings: unknown[] = only ? [only as string[]] : [];
   bindings.push(scope.conductorGroup, scope.drivers as string[]);
@@ -143,7 +149,7 @@ export async function claimIntents(
       // index can serve them (IS TRUE): on such statistics the conductor_group index, as good
       // as the key on paper, was taken for a named node and read the whole group.
       const node = (key: string) => `CROSS JOIN LATERAL (
-                    SELECT n.id FROM nodes n
+                    SELECT n.id, n.xmin AS row_xmin FROM nodes n
                      WHERE ${key} AND n.reservation IS NULL AND (n.conductor_group = ? AND n.driver = ANY(?::text[])) IS TRUE ${ringFilter}
                        FOR UPDATE SKIP LOCKED) n`;
       const cand = only
@@ -151,7 +157,7 @@ export async function claimIntents(
         // queue index: planned freely, the same conditions as below took 46 ms a claim (the
         // planner's statistics of this hot table are always behind). A named node is locked
         // before its head is looked at, for the claim's transaction only.
-        ? `SELECT i.id, n.id AS node_id
+        ? `SELECT i.id, n.id AS node_id, n.row_xmin
              FROM unnest(?::uuid[]) AS w(uuid) ${node('n.uuid = w.uuid')}
              CROSS JOIN LATERAL (
                     SELECT h.id, h.state, h.held, h.not_before, h.created_at FROM intents h
@@ -159,7 +165,7 @@ export async function claimIntents(
             WHERE coalesce(i.not_before, i.created_at) <= statement_timestamp() AND i.state = 'queued' AND NOT i.held
             ORDER BY coalesce(i.not_before, i.created_at), i.id
             LIMIT ?`
-        : `SELECT i.id, n.id AS node_id
+        : `SELECT i.id, n.id AS node_id, n.row_xmin
              FROM intents i ${node('n.id = i.node_id')}
             WHERE i.finished_at IS NULL AND coalesce(i.not_before, i.created_at) <= statement_timestamp() AND i.state = 'queued' AND NOT i.held
               -- Only the head of the node's queue: nothing earlier still queued or running.
@@ -173,7 +179,7 @@ export async function claimIntents(
        UPDATE intents SET state = 'running', conductor = ?, started_at = now(), attempts = intents.attempts + 1
          FROM cand
         WHERE intents.id = cand.id AND intents.state = 'queued'
-       RETURNING intents.*
+       RETURNING intents.*, cand.row_xmin
      )
      -- The nodes by their key (an InitPlan's ids), then joined to what started.
      UPDATE nodes SET reservation = ? FROM started
@@ -181,10 +187,17 @@ export async function claimIntents(
      RETURNING started.*, started.started_at::text AS claim_token, (SELECT q.seq FROM intents q
                                    WHERE q.node_id = started.node_id AND q.seq > started.seq AND q.finished_at IS NULL
                                    ORDER BY q.node_id, q.seq LIMIT 1) IS NOT NULL AS queued_behind${nodes ? `,
-               ${CLAIMED_NODE_COLUMNS}` : ''}`,
+               ${CLAIMED_NODE_COLUMNS}` : ''}${tokens ? `,
+               -- The token as this statement's snapshot shows it, when the node row locked is the
+               -- one that snapshot saw: a node released since (its token maybe wiped) is not.
+               CASE WHEN (SELECT s.xmin FROM nodes s WHERE s.id = started.node_id) = started.row_xmin
+                    THEN (SELECT t.token FROM agent_tokens t WHERE t.node_id = started.node_id) END AS agent_token` : ''}`,
       bindings as Knex.RawBinding[]);
       claimed = rows.map((r: Record<string, unknown>) => ({ ...intentMapper.fromRow(r), queuedBehind: r.queued_behind === true, claimToken: r.claim_token as string }));
       if (nodes) for (const r of rows as Array<Record<string, unknown>>) nodes.set(r.node_id as number, claimedNodeOf(r));
+      if (tokens) {
+        for (const r of rows as Array<Record<string, unknown>>) if (typeof r.agent_token === 'string') tokens.set(r.node_id as number, r.agent_token);
+      }
       return claimed;
     });
   } catch (err) {

@@ -16,6 +16,7 @@ import { createKnex } from '../../db/connection.js';
 import { enqueueIntents, finishSucceededIntents, requeueIntents, wakeWaitingSteps } from '../../db/intents.js';
 import { claimIntents, type ClaimScope } from '../../db/intent-claims.js';
 import { createNode } from '../../db/nodes.js';
+import { mintAgentToken } from '../../db/agent-tokens.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { suiteDatabase } from '../helpers/database.js';
 
@@ -46,6 +47,28 @@ describe('intent claims', function () {
       await tdb.knex('nodes').update({ reservation: null });
       const [last] = await claimIntents(tdb.knex, 'claims-host', 10, SCOPE);
       expect([last.nodeId, last.seq, last.queuedBehind]).to.deep.equal([two.id, 2, false]);
+    });
+
+    it('reads the claimed nodes\' agent tokens with them, in either shape', async () => {
+      await tdb.knex('nodes').update({ reservation: 'elsewhere' });
+      const withToken = await createNode(tdb.knex, { driver: 'fake-hardware', provisionState: 'deploy wait' });
+      const without = await createNode(tdb.knex, { driver: 'fake-hardware', provisionState: 'deploy wait' });
+      const token = await mintAgentToken(tdb.knex, withToken.id);
+      for (const n of [withToken, without]) await tdb.knex.transaction((trx) => enqueueIntents(trx, n.id, [POWER_ON]));
+      const tokens = new Map<number, string>();
+      const claimed = await claimIntents(tdb.knex, 'token-host', 10, SCOPE, new Map(), undefined, tokens);
+      expect(claimed.map((c) => c.nodeId).sort()).to.deep.equal([withToken.id, without.id].sort());
+      expect([...tokens]).to.deep.equal([[withToken.id, token]]);
+
+      await finishSucceededIntents(tdb.knex, claimed.map((c) => ({ id: c.id, result: null })));
+      await tdb.knex('nodes').whereIn('id', [withToken.id, without.id]).update({ reservation: null });
+      for (const n of [withToken, without]) await tdb.knex.transaction((trx) => enqueueIntents(trx, n.id, [POWER_ON]));
+      const named = new Map<number, string>();
+      const again = await claimIntents(tdb.knex, 'token-host', 10, SCOPE, new Map(), [withToken.uuid, without.uuid], named);
+      expect(again).to.have.length(2);
+      expect([...named]).to.deep.equal([[withToken.id, token]]);
+      await finishSucceededIntents(tdb.knex, again.map((c) => ({ id: c.id, result: null })));
+      await tdb.knex('nodes').update({ reservation: null });
     });
 
     it('claims the intents due longest first, and none not due yet', async () => {
