@@ -3,7 +3,7 @@
  * node in one round trip, and the undo of a claim whose commit is unknown.
  */
 import type { Knex } from 'knex';
-import { intentMapper, type Intent } from './intents.js';
+import { intentMapper, queueHeadSeq, type Intent } from './intents.js';
 import { NODE_COLUMNS, nodeMapper, type Node } from './nodes.js';
 import { clearReservationsOf } from './reservations.js';
 
@@ -169,8 +169,7 @@ export async function claimIntents(
              FROM intents i ${node('n.id = i.node_id')}
             WHERE i.finished_at IS NULL AND coalesce(i.not_before, i.created_at) <= statement_timestamp() AND i.state = 'queued' AND NOT i.held
               -- Only the head of the node's queue: nothing earlier still queued or running.
-              AND i.seq = (SELECT p.seq FROM intents p WHERE p.node_id = i.node_id AND p.finished_at IS NULL
-                            ORDER BY p.node_id, p.seq LIMIT 1)
+              AND i.seq = ${queueHeadSeq('i.node_id')}
             ORDER BY coalesce(i.not_before, i.created_at), i.id
             LIMIT ?`;
       const { rows } = await trx.raw(`WITH cand AS (${cand}), started AS (

@@ -47,6 +47,16 @@ export const intentMapper = new RowMapper<Intent>([
  */
 export const INTENT_CHANNEL = 'galvanic_intents';
 
+/**
+ * SQL: the seq of the head of the queue of node `nodeId` (an SQL expression), its unfinished
+ * intent of lowest seq. A correlated scalar subquery in (node_id, seq) order, so an index probe
+ * of that node whatever the statistics: as EXISTS or NOT EXISTS forms, planners on statistics
+ * that said no intent was open read every open intent for each candidate.
+ */
+export function queueHeadSeq(nodeId: string): string {
+  return `(SELECT p.seq FROM intents p WHERE p.node_id = ${nodeId} AND p.finished_at IS NULL ORDER BY p.node_id, p.seq LIMIT 1)`;
+}
+
 /** What a wake-up on INTENT_CHANNEL says: the node, and the newest intent it announces if known. */
 export interface IntentWake {
   nodeUuid: string;
