@@ -22,20 +22,12 @@ export interface IntentFence {
   attempts: number;
 }
 
-/** A secret a task holds (Task.agentToken): a log of the task never shows it. */
+/** A secret a task holds (Task.agentToken): a log of the task shows it masked. */
 export class HeldToken {
-  #value: string | undefined;
-
-  get value(): string | undefined {
-    return this.#value;
-  }
-
-  set value(token: string | undefined) {
-    this.#value = token;
-  }
+  value: string | undefined;
 
   toJSON(): string | undefined {
-    return this.#value === undefined ? undefined : '******';
+    return this.value === undefined ? undefined : '******';
   }
 }
 
