@@ -107,6 +107,8 @@ export class AgentHost implements ApiAgent {
     readonly id: string,
     readonly facts: HostFacts,
     private readonly isAgentIso: (url: string) => boolean,
+    /** Which port of the shared server this agent listens on (env.authorities). */
+    private readonly listener: number,
   ) {
     this.extensions = {
       clean: cleanExtension(this),
@@ -123,7 +125,7 @@ export class AgentHost implements ApiAgent {
 
   /** IPA's `_get_agent_url`: https once it runs automatic TLS. */
   get callbackUrl(): string {
-    return `${this.tls ? this.env.tlsUrl : this.env.plainUrl}/${this.id}`;
+    return `${this.tls ? 'https' : 'http'}://${this.env.authorities[this.listener]}/${this.id}`;
   }
 
   get running(): boolean {

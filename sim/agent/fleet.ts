@@ -6,8 +6,14 @@
  * IPA >= 7 serves its API over TLS with a self-signed certificate for its own IP address once
  * Ironic speaks API 1.68 (automatic TLS), and over plain HTTP before. The agents here share an
  * address, so they share one such certificate, made once when the fleet starts (a fleet of a
- * thousand agents makes one, not a thousand); the server takes both protocols on its one port
- * and each agent answers only on the one it advertised.
+ * thousand agents makes one, not a thousand); the server takes both protocols on each of its
+ * ports and each agent answers only on the one it advertised.
+ *
+ * The server listens on one port per BMC, the agent of BMC i on the i-th, as each real agent
+ * listens on its own: a Node server accepts one connection per turn of its event loop (libuv
+ * >= 1.45), and with a thousand agents behind one port, the connections a conductor opened to
+ * agents that came up together waited in that port's accept queue (744 deep, 2.6 s on average;
+ * 30 deep with a port per 64 agents).
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
@@ -29,11 +35,11 @@ const BODY_LIMIT = 16 << 20;
 /** The first byte of a TLS handshake record. */
 const TLS_HANDSHAKE = 0x16;
 
-/** The fleet's listener: each connection goes to the HTTPS or the HTTP server by its first byte. */
+/** The fleet's listeners: each connection goes to the HTTPS or the HTTP server by its first byte. */
 class DualServer {
   readonly plain = http.createServer();
   readonly secure?: https.Server;
-  private readonly listener: net.Server;
+  private readonly listeners: net.Server[] = [];
   /** Connections that have not sent a byte yet, which neither server knows of. */
   private readonly pending = new Set<net.Socket>();
   /** Every accepted connection: one handed to TLS mid-handshake is known to neither server's list. */
@@ -46,44 +52,49 @@ class DualServer {
       server.keepAliveTimeout = 65_000;
       server.on('request', onRequest);
     }
-    this.listener = net.createServer((socket) => {
-      this.pending.add(socket);
-      this.accepted.add(socket);
-      socket.once('close', () => {
-        this.pending.delete(socket);
-        this.accepted.delete(socket);
-      });
-      socket.once('data', (first: Buffer) => {
-        this.pending.delete(socket);
-        socket.pause();
-        socket.unshift(first);
-        if (first[0] === TLS_HANDSHAKE && this.secure) {
-          // The TLS socket reads what was put back; a resumed socket would take it first.
-          this.secure.emit('connection', socket);
-        } else {
-          this.plain.emit('connection', socket);
-          socket.resume();
-        }
-      });
+  }
+
+  private accept(socket: net.Socket): void {
+    this.pending.add(socket);
+    this.accepted.add(socket);
+    socket.once('close', () => {
+      this.pending.delete(socket);
+      this.accepted.delete(socket);
+    });
+    socket.once('data', (first: Buffer) => {
+      this.pending.delete(socket);
+      socket.pause();
+      socket.unshift(first);
+      if (first[0] === TLS_HANDSHAKE && this.secure) {
+        // The TLS socket reads what was put back; a resumed socket would take it first.
+        this.secure.emit('connection', socket);
+      } else {
+        this.plain.emit('connection', socket);
+        socket.resume();
+      }
     });
   }
 
+  /** Listens on one more port (0: a free one) and resolves to it. */
   listen(port: number, host: string): Promise<number> {
+    const listener = net.createServer((socket) => this.accept(socket));
+    this.listeners.push(listener);
     return new Promise<number>((resolve, reject) => {
-      this.listener.once('error', reject);
+      listener.once('error', reject);
       // A conductor may call a thousand agents at once: a deep accept queue instead of resets.
-      this.listener.listen({ port, host, backlog: 4096 }, () => resolve((this.listener.address() as AddressInfo).port));
+      listener.listen({ port, host, backlog: 4096 }, () => resolve((listener.address() as AddressInfo).port));
     });
   }
 
   close(): Promise<void> {
-    return new Promise<void>((resolve) => {
-      if (!this.listener.listening) return resolve();
-      this.listener.close(() => resolve());
-      this.plain.closeAllConnections();
-      this.secure?.closeAllConnections();
-      for (const socket of this.accepted) socket.destroy();
-    });
+    const closed = Promise.all(this.listeners.map((l) => new Promise<void>((resolve) => {
+      if (!l.listening) return resolve();
+      l.close(() => resolve());
+    })));
+    this.plain.closeAllConnections();
+    this.secure?.closeAllConnections();
+    for (const socket of this.accepted) socket.destroy();
+    return closed.then(() => undefined);
   }
 }
 
@@ -98,6 +109,8 @@ export class AgentFleet implements SystemHooks {
     private readonly model: SimModel | null,
     private readonly bmcAddress: string,
     pattern: RegExp,
+    /** The address the shared server listens on. */
+    private readonly address: string,
   ) {
     this.isAgentIso = (url) => {
       pattern.lastIndex = 0;
@@ -105,7 +118,10 @@ export class AgentFleet implements SystemHooks {
     };
   }
 
-  /** Starts the agents' shared server; `power` resets a system at its BMC (for power_off, reboot and faults). */
+  /**
+   * Starts the agents' shared server on `opts.port` (listenFor adds its other ports); `power`
+   * resets a system at its BMC (for power_off, reboot and faults).
+   */
   static async start(opts: AgentSimOptions, model: SimModel | null, bmcAddress: string, power: AgentEnv['power']): Promise<AgentFleet> {
     const host = opts.host ?? '127.0.0.1';
     const tls = opts.autoTls === false ? undefined : await generateAgentCertificate(host, fleetHostName());
@@ -116,13 +132,11 @@ export class AgentFleet implements SystemHooks {
         if (!res.headersSent && !res.destroyed) res.writeHead(500, { 'content-type': 'application/json' }).end(faultBody(500, String(err)));
       });
     });
-    const port = await server.listen(opts.port ?? 0, host);
+    const ports = [await server.listen(opts.port ?? 0, host)];
     const boot = opts.bootSeconds ?? [1, 2];
-    const authority = `${host.includes(':') ? `[${host}]` : host}:${port}`;
     const env: AgentEnv = {
       apiUrl: opts.apiUrl.replace(/\/+$/, ''),
-      plainUrl: `http://${authority}`,
-      tlsUrl: `https://${authority}`,
+      authorities: ports.map((port) => `${host.includes(':') ? `[${host}]` : host}:${port}`),
       certificate: tls?.cert ?? null,
       // No cap on connections: each real agent has its own, and an agent makes one call at a
       // time, so a shared cap would only queue agents behind each other's calls.
@@ -135,16 +149,31 @@ export class AgentFleet implements SystemHooks {
       coreosInstaller: opts.coreosInstaller ?? false,
       power,
     };
-    made.fleet = new AgentFleet(server, env, model, bmcAddress, opts.isoPattern ?? DEFAULT_ISO_PATTERN);
+    made.fleet = new AgentFleet(server, env, model, bmcAddress, opts.isoPattern ?? DEFAULT_ISO_PATTERN, host);
     return made.fleet;
   }
 
   /**
-   * `https://host:port` of the agents' shared server (`http://` without automatic TLS); an
-   * agent's callback_url is `<url>/<system uuid>`, with http:// when it found an API older than 1.68.
+   * Listens on free ports until there is one for each of `agents`; called once the BMCs have
+   * bound theirs (a free port taken first could be one of theirs), before any agent starts.
+   */
+  async listenFor(agents: number): Promise<void> {
+    const { authorities } = this.env;
+    const host = this.address.includes(':') ? `[${this.address}]` : this.address;
+    while (authorities.length < agents) {
+      // In batches, as the BMCs bind theirs: one after another is slow on a busy machine.
+      const batch = Array.from({ length: Math.min(100, agents - authorities.length) }, () => this.server.listen(0, this.address));
+      for (const port of await Promise.all(batch)) authorities.push(`${host}:${port}`);
+    }
+  }
+
+  /**
+   * `https://host:port` of the agents' shared server's first port (`http://` without automatic
+   * TLS); the callback_url of an agent on that port is `<url>/<system uuid>`, with http:// when
+   * it found an API older than 1.68.
    */
   get url(): string {
-    return this.env.certificate ? this.env.tlsUrl : this.env.plainUrl;
+    return `${this.env.certificate ? 'https' : 'http'}://${this.env.authorities[0]}`;
   }
 
   /** The certificate (PEM) the agents serve and send as agent_verify_ca; null without automatic TLS. */
@@ -158,7 +187,7 @@ export class AgentFleet implements SystemHooks {
    */
   attach(id: string, link: HostLink, facts: HostFacts): AgentHost {
     if (this.hosts.has(id)) throw new Error(`an agent host ${id} is attached already`);
-    const h = new AgentHost(this.env, link, id, facts, this.isAgentIso);
+    const h = new AgentHost(this.env, link, id, facts, this.isAgentIso, 0);
     this.hosts.set(id, h);
     return h;
   }
@@ -177,7 +206,7 @@ export class AgentFleet implements SystemHooks {
       // Mockup fleets serve one UUID on every BMC: keep the prefixes apart.
       const id = this.hosts.has(facts.systemUuid) ? `${facts.systemUuid}-${bmc.index}` : facts.systemUuid;
       const link: HostLink = { event: (type, detail) => bmc.event(type, detail), power: (type) => this.env.power(bmc, sysPath, type) };
-      h = new AgentHost(this.env, link, id, facts, this.isAgentIso);
+      h = new AgentHost(this.env, link, id, facts, this.isAgentIso, bmc.index % this.env.authorities.length);
       perBmc.set(sysPath, h);
       this.hosts.set(id, h);
     }

@@ -29,7 +29,7 @@ export interface AgentSimOptions {
    * `install_coreos` deploy step Metal3's custom deploy runs (default false).
    */
   coreosInstaller?: boolean;
-  /** Address and port of the agents' shared server (default 127.0.0.1, a free port). */
+  /** Address and first port of the agents' shared server (default 127.0.0.1, a free port). */
   host?: string;
   port?: number;
   /**
@@ -42,9 +42,8 @@ export interface AgentSimOptions {
 /** What every agent of a fleet shares: its options, resolved. */
 export interface AgentEnv {
   apiUrl: string;
-  /** `http://host:port` and `https://host:port` of the agents' shared server. */
-  plainUrl: string;
-  tlsUrl: string;
+  /** `host:port` of each port of the agents' shared server. */
+  authorities: string[];
   /** The PEM certificate of automatic TLS, or null when it is off. */
   certificate: string | null;
   dispatcher: Dispatcher;

@@ -369,6 +369,7 @@ export async function startRedfishSim(opts: RedfishSimOptions): Promise<RedfishS
       const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
       if (failed) throw failed.reason;
     }
+    await agents?.listenFor(opts.count);
   } catch (err) {
     await closeAll(servers);
     await agents?.stop();

@@ -184,6 +184,22 @@ describe('agent simulator', function () {
       expect(ev.events.map((e) => e.type)).to.include('agent-started');
     });
 
+    it('each BMC\'s agent listens on a port of its own, as real agents do', async () => {
+      const first = await booted(bmc);
+      // The stand-in knows no node of the other BMC: its agent runs, looking itself up in vain.
+      await bootIso(other, ISO);
+      const second = await until('the other agent', async () => {
+        const w = await agentWitness(other);
+        return w.running ? w : null;
+      });
+      const port = (u: string) => new URL(u).port;
+      expect(port(first.callbackUrl)).to.equal(port(sim.agentUrl!));
+      expect(port(second.callbackUrl)).to.not.equal(port(first.callbackUrl));
+      // Each answers on its own port: the other, without a token yet, as IPA does.
+      expect((await agentCommands(second.callbackUrl, null)).status).to.equal(401);
+      expect((await agentCommands(first.callbackUrl, first.token)).status).to.equal(200);
+    });
+
     it('a boot from Hdd (the Once override consumed) starts no agent', async () => {
       await booted();
       await resetHost(bmc, 'ForceRestart');
