@@ -139,6 +139,15 @@ describe('redfish driver', function () {
       expect(polls.length).to.be.within(3, 10);
     });
 
+    it('sees a long transition end within about a second: polls back off to 1 s, no further', async () => {
+      await setFaults(url, { powerDelayMs: 4000 });
+      const started = Date.now();
+      await driver.power.setPowerState(ctxFor(url), 'power off');
+      // Polls at about 0, 0.25, 0.75, 1.75, 2.75, 3.75 and 4.75 s; backing off to 2 s, the
+      // state landing at 4 s was seen only at 5.75 s.
+      expect(Date.now() - started - 4000).to.be.within(0, 1300);
+    });
+
     it('fails with BmcTimeout when the state is not reached within the timeout', async () => {
       await setFaults(url, { powerDelayMs: 5000 });
       const err = await rejection(driver.power.setPowerState(ctxFor(url), 'power off', 1));
