@@ -35,6 +35,11 @@ const BODY_LIMIT = 16 << 20;
 /** The first byte of a TLS handshake record. */
 const TLS_HANDSHAKE = 0x16;
 
+/** `host:port`, an IPv6 address in brackets. */
+function authority(host: string, port: number): string {
+  return `${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
 /** The fleet's listeners: each connection goes to the HTTPS or the HTTP server by its first byte. */
 class DualServer {
   readonly plain = http.createServer();
@@ -136,7 +141,7 @@ export class AgentFleet implements SystemHooks {
     const boot = opts.bootSeconds ?? [1, 2];
     const env: AgentEnv = {
       apiUrl: opts.apiUrl.replace(/\/+$/, ''),
-      authorities: ports.map((port) => `${host.includes(':') ? `[${host}]` : host}:${port}`),
+      authorities: ports.map((port) => authority(host, port)),
       certificate: tls?.cert ?? null,
       // No cap on connections: each real agent has its own, and an agent makes one call at a
       // time, so a shared cap would only queue agents behind each other's calls.
@@ -159,11 +164,10 @@ export class AgentFleet implements SystemHooks {
    */
   async listenFor(agents: number): Promise<void> {
     const { authorities } = this.env;
-    const host = this.address.includes(':') ? `[${this.address}]` : this.address;
     while (authorities.length < agents) {
       // In batches, as the BMCs bind theirs: one after another is slow on a busy machine.
       const batch = Array.from({ length: Math.min(100, agents - authorities.length) }, () => this.server.listen(0, this.address));
-      for (const port of await Promise.all(batch)) authorities.push(`${host}:${port}`);
+      for (const port of await Promise.all(batch)) authorities.push(authority(this.address, port));
     }
   }
 
