@@ -45,9 +45,10 @@ class DualServer {
   readonly plain = http.createServer();
   readonly secure?: https.Server;
   private readonly listeners: net.Server[] = [];
-  /** Connections that have not sent a byte yet, which neither server knows of. */
-  private readonly pending = new Set<net.Socket>();
-  /** Every accepted connection: one handed to TLS mid-handshake is known to neither server's list. */
+  /**
+   * Every accepted connection, for close: one that has not sent a byte yet, or was handed to
+   * TLS mid-handshake, is known to neither server's list.
+   */
   private readonly accepted = new Set<net.Socket>();
 
   constructor(tls: { key: string; cert: string } | undefined, onRequest: (req: IncomingMessage, res: ServerResponse) => void) {
@@ -60,14 +61,9 @@ class DualServer {
   }
 
   private accept(socket: net.Socket): void {
-    this.pending.add(socket);
     this.accepted.add(socket);
-    socket.once('close', () => {
-      this.pending.delete(socket);
-      this.accepted.delete(socket);
-    });
+    socket.once('close', () => this.accepted.delete(socket));
     socket.once('data', (first: Buffer) => {
-      this.pending.delete(socket);
       socket.pause();
       socket.unshift(first);
       if (first[0] === TLS_HANDSHAKE && this.secure) {
